@@ -1,0 +1,1 @@
+"""Residual-stream activations at identity tokens (see issue: capture during suite runs)."""

@@ -1,0 +1,1 @@
+"""empathy-gap: intergroup empathy gaps in language models, measured and explained."""

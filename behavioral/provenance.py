@@ -1,0 +1,44 @@
+"""Where an output came from: package versions, git commit, machine and time, for every manifest."""
+
+from __future__ import annotations
+
+import datetime
+import platform
+import subprocess
+from importlib import metadata
+from pathlib import Path
+
+PACKAGES = ("empathy-gap", "torch", "transformers", "accelerate", "numpy", "scipy", "pandas", "pyarrow", "gguf")
+
+
+def package_versions() -> dict[str, str | None]:
+    """Installed versions of the packages that shape results (None where one is absent)."""
+    versions: dict[str, str | None] = {}
+    for name in PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions
+
+
+def git_commit() -> str | None:
+    """The commit of the checkout this code runs from, if it runs from one."""
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True, text=True, timeout=5
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def provenance() -> dict:
+    """Versions, commit, host and UTC time, to record beside any result."""
+    return {
+        "package_versions": package_versions(),
+        "git_commit": git_commit(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    }

@@ -1,0 +1,217 @@
+"""A suite run: check everything, then stream work units through the engine into a resumable run directory."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from tqdm import tqdm
+
+from behavioral import chat, models, prompts
+from behavioral.answer_trie import AnswerTrie
+from behavioral.answers import parse_intensity
+from behavioral.corpus import CorpusError, Event, corpus_hash, embedded_events, load_events, sample_events
+from behavioral.engine import Engine
+from behavioral.groups import CATEGORIES, get_category
+from behavioral.provenance import provenance
+from behavioral.rewrite import CACHE, ensure_third_person
+from behavioral.settings import SETTING_NAMES, get_setting
+from behavioral.store import MANIFEST, RunDirError, finished_units, read_manifest, write_json_atomic, write_part
+from behavioral.work import WorkUnit, work_units
+
+MODES = ("generate", "score", "both")
+EMBEDDED_EVENTS = "embedded"
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything that decides a run's rows; `batch_size` and `device` only decide how fast they come."""
+
+    model: str
+    categories: tuple[str, ...] = tuple(CATEGORIES)
+    settings: tuple[str, ...] = SETTING_NAMES
+    events: str | None = None
+    limit_events: int | None = None
+    seed: int = 0
+    mode: str = "generate"
+    device: str = "auto"
+    dtype: str = "auto"
+    batch_size: int = 16
+    max_new_tokens: int = 8
+    unit_size: int = 32
+    trust_remote_code: bool = False
+    rewrite_model: str | None = None
+
+    def validate(self) -> None:
+        """Raise ValueError naming the first unknown category, setting, mode or bad number."""
+        for name in self.categories:
+            get_category(name)
+        for name in self.settings:
+            get_setting(name)
+        if self.mode not in MODES:
+            raise ValueError(f"unknown --mode {self.mode!r}; expected one of {', '.join(MODES)}")
+        for name in ("batch_size", "max_new_tokens", "unit_size"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}")
+
+
+def load_corpus(config: RunConfig) -> tuple[list[Event], str]:
+    """The run's events (sampled as asked) and the hash of the corpus they were drawn from."""
+    events = load_events(config.events) if config.events else embedded_events()
+    sampled = sample_events(events, config.limit_events, config.seed)
+    if not sampled:
+        raise CorpusError(f"{config.events or EMBEDDED_EVENTS}: no events left after sampling")
+    return sampled, corpus_hash(events)
+
+
+def prepare_out_dir(out: Path) -> bool:
+    """Check `out` can hold this run; True when it already holds one (to resume)."""
+    if out.exists() and not out.is_dir():
+        raise RunDirError(f"--out {out}: exists and is not a directory")
+    if (out / MANIFEST).is_file():
+        return True
+    if out.exists() and any(p.name != CACHE for p in out.iterdir()):
+        raise RunDirError(f"--out {out}: not empty and holds no {MANIFEST}; expected a new or an earlier run directory")
+    parent = out if out.exists() else next(p for p in out.absolute().parents if p.exists())
+    if not os.access(parent, os.W_OK):
+        raise RunDirError(f"--out {out}: {parent} is not writable")
+    return False
+
+
+def _identity(config: RunConfig, model_info: dict, events: list[Event], corpus: str, chat_format: str) -> dict:
+    """The manifest's `config`: what must match for a run directory to be resumed."""
+    keep = ("model", "categories", "settings", "events", "limit_events", "seed", "mode", "max_new_tokens",
+            "unit_size", "rewrite_model")
+    identity = {k: v for k, v in asdict(config).items() if k in keep}
+    identity["categories"] = list(config.categories)
+    identity["settings"] = list(config.settings)
+    identity.update(
+        model_hash=model_info["model_hash"], revision=model_info["revision"], dtype=model_info["dtype"],
+        corpus_hash=corpus, events_hash=corpus_hash(events), n_events=len(events), chat_format=chat_format,
+    )
+    return identity
+
+
+def check_resumable(out: Path, identity: dict) -> None:
+    """Refuse a run directory whose stored configuration differs, saying what differs."""
+    stored = read_manifest(out)["config"]
+    diffs = [f"{k}: stored {stored.get(k)!r}, now {identity.get(k)!r}"
+             for k in sorted(set(stored) | set(identity)) if stored.get(k) != identity.get(k)]
+    if diffs:
+        raise RunDirError(f"{out} was made with a different configuration; use a new --out. Differences: "
+                          + "; ".join(diffs))
+
+
+class Suite:
+    """One loaded model and its rendering state, turning work units into result rows."""
+
+    def __init__(self, model, tokenizer, config: RunConfig):
+        self.tokenizer = tokenizer
+        self.config = config
+        self.engine = Engine(model, tokenizer, config.batch_size, config.max_new_tokens)
+        probe = prompts.build(SETTING_NAMES[0], "a person", "a person", "joy", "I won.")
+        self.chat_format = chat.detect_format(tokenizer, probe)
+        self.tries = {s: AnswerTrie.for_scale(tokenizer, get_setting(s).max_rating) for s in config.settings}
+        self.context = getattr(model.config, "max_position_embeddings", None)
+
+    def tokens(self, setting: str, perceiver: str, experiencer: str, event: Event) -> list[int]:
+        """Token ids of one rendered prompt."""
+        narrative = event.narrative(get_setting(setting).narrative_form)
+        prompt = prompts.build(setting, perceiver, experiencer, event.emotion, narrative)
+        text, _ = chat.render(self.tokenizer, prompt, self.chat_format)
+        return self.tokenizer(text, add_special_tokens=False).input_ids
+
+    def check_lengths(self, events: list[Event]) -> None:
+        """Fail before any work if the longest prompt of some event would not fit the model's context."""
+        if self.context is None:
+            return
+        for setting in self.config.settings:
+            answer_room = self.config.max_new_tokens if self.config.mode != "score" else 0
+            answer_room = max(answer_room, int(self.tries[setting].depth.max()))
+            for name in self.config.categories:
+                longest = max(get_category(name).with_unspecified, key=len)
+                for event in events:
+                    n = len(self.tokens(setting, longest, longest, event)) + answer_room
+                    if n > self.context:
+                        raise ValueError(
+                            f"event {event.event_id!r} in setting {setting} makes a prompt of {n} tokens "
+                            f"(answer included), longer than the model's context of {self.context}"
+                        )
+
+    def rows(self, units: list[WorkUnit]) -> list[dict]:
+        """Result rows of `units`, one per prompt, in unit then event order."""
+        items = [(u, e) for u in units for e in u.events]
+        ids = [self.tokens(u.setting, u.perceiver, u.experiencer, e) for u, e in items]
+        mode = self.config.mode
+        responses = self.engine.generate(ids) if mode != "score" else [None] * len(ids)
+        scores: list = [None] * len(ids)
+        if mode != "generate":
+            for setting in {u.setting for u in units}:
+                idx = [i for i, (u, _) in enumerate(items) if u.setting == setting]
+                for i, s in zip(idx, self.engine.score([ids[i] for i in idx], self.tries[setting])):
+                    scores[i] = s
+        rows = []
+        for (unit, event), response, score in zip(items, responses, scores):
+            if response is not None:
+                value = parse_intensity(response, get_setting(unit.setting).max_rating)
+                intensity, refused = (math.nan, True) if value is None else (float(value), False)
+            else:
+                intensity, refused = float(score.greedy), False
+            rows.append({
+                "unit_id": unit.unit_id, "setting": unit.setting, "category": unit.category,
+                "perceiver": unit.perceiver, "experiencer": unit.experiencer, "event_id": event.event_id,
+                "emotion": event.emotion, "response": response, "intensity": intensity, "refused": refused,
+                "score_answer": float(score.greedy) if score else math.nan,
+                "expected_intensity": score.expected if score else math.nan,
+                "numeric_mass": score.numeric_mass if score else math.nan,
+            })
+        return rows
+
+
+def _batches(units, prompts_per_batch: int):
+    """Group consecutive units into batches of about `prompts_per_batch` prompts."""
+    batch: list[WorkUnit] = []
+    size = 0
+    for unit in units:
+        batch.append(unit)
+        size += len(unit.events)
+        if size >= prompts_per_batch:
+            yield batch
+            batch, size = [], 0
+    if batch:
+        yield batch
+
+
+def run(config: RunConfig, out: str | Path, rank: int = 0, world_size: int = 1, progress: bool = True) -> Path:
+    """Run (or resume) the suite into `out`; every check happens before the first row is written."""
+    out = Path(out)
+    config.validate()
+    events, corpus = load_corpus(config)
+    resuming = prepare_out_dir(out)
+    model, tokenizer, model_info = models.load(config.model, config.device, config.dtype, config.trust_remote_code)
+    if any(get_setting(s).narrative_form == "third_person" for s in config.settings):
+        events = ensure_third_person(events, config, out, model, tokenizer)
+    suite = Suite(model, tokenizer, config)
+    suite.check_lengths(events)
+    identity = _identity(config, model_info, events, corpus, suite.chat_format)
+    if resuming:
+        check_resumable(out, identity)
+    else:
+        origin = provenance() | {"device": model_info["device"], "batch_size": config.batch_size}
+        write_json_atomic(out / MANIFEST, {"config": identity, "model": model_info, "provenance": origin})
+    done = finished_units(out)
+
+    def todo():
+        units = work_units(config.settings, config.categories, events, config.unit_size, rank, world_size)
+        return (u for u in units if u.unit_id not in done)
+
+    total = sum(len(u.events) for u in todo())
+    with tqdm(total=total, unit="prompt", disable=not progress, desc=f"{config.model} {config.mode}") as bar:
+        for batch in _batches(todo(), config.batch_size * 4):
+            rows = suite.rows(batch)
+            write_part(out, f"r{rank:03d}-{hashlib.sha1(batch[0].unit_id.encode()).hexdigest()[:16]}", rows)
+            bar.update(len(rows))
+    return out

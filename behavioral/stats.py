@@ -1,0 +1,173 @@
+"""Statistics of seed 000 (section 3.4): z-scored matrices, the empathy gap δ, permutation and paired t-tests."""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats as _sps
+
+
+@dataclass(frozen=True, eq=False)
+class PermutationResult:
+    """Observed δ, its permutation null, the null's 95% interval and a one-sided p-value for δ > 0."""
+
+    delta: float
+    null: np.ndarray
+    ci_low: float
+    ci_high: float
+    p_value: float
+
+
+def _as_float_matrix(M: np.ndarray, name: str) -> np.ndarray:
+    M = np.asarray(M, dtype=float)
+    if M.ndim != 2 or M.size == 0:
+        raise ValueError(f"{name} must be a non-empty 2-D matrix, got shape {M.shape}")
+    if not np.all(np.isfinite(M)):
+        raise ValueError(f"{name} contains NaN or infinite values; expected finite cell means")
+    return M
+
+
+def _check_same(M: np.ndarray, same: np.ndarray) -> np.ndarray:
+    same = np.asarray(same)
+    if same.dtype != bool:
+        raise ValueError(f"same must be a boolean array, got dtype {same.dtype}")
+    if same.shape != M.shape:
+        raise ValueError(
+            f"shape mismatch: M has shape {M.shape} but same has shape {same.shape}; expected equal shapes"
+        )
+    if same.all():
+        raise ValueError("same is True everywhere: expected at least one out-group cell (False)")
+    if not same.any():
+        raise ValueError("same is False everywhere: expected at least one in-group cell (True)")
+    return same
+
+
+def _check_intensities(I: np.ndarray) -> np.ndarray:
+    I = np.asarray(I, dtype=float)
+    if I.ndim != 3 or I.shape[0] != I.shape[1]:
+        raise ValueError(f"I must have shape [n, n, e] (perceiver, experiencer, event), got shape {I.shape}")
+    return I
+
+
+def zscore(M0: np.ndarray) -> np.ndarray:
+    """(M0 - mean(M0)) / std(M0) over the whole matrix, with the population std (ddof=0)."""
+    M0 = _as_float_matrix(M0, "M0")
+    std = M0.std()
+    if not std > 0:
+        raise ValueError("all cells equal: z-scores undefined")
+    return (M0 - M0.mean()) / std
+
+
+def empathy_gap(M: np.ndarray, same: np.ndarray) -> float:
+    """δ = mean of M over in-group cells (same True) minus mean over out-group cells.
+
+    Pass M without the unspecified "a person" row and column, z-scored over that smaller matrix.
+    """
+    M = _as_float_matrix(M, "M")
+    same = _check_same(M, same)
+    return float(M[same].mean() - M[~same].mean())
+
+
+def _permutation_indices(
+    n_permutations: int, shape: tuple[int, int], seed: int | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Row and column permutations, int[n_permutations, rows] and int[n_permutations, cols], drawn independently."""
+    rng = np.random.default_rng(seed)
+    n_rows, n_cols = shape
+    rows = rng.permuted(np.tile(np.arange(n_rows), (n_permutations, 1)), axis=1)
+    cols = rng.permuted(np.tile(np.arange(n_cols), (n_permutations, 1)), axis=1)
+    return rows, cols
+
+
+def _permuted_gaps(M: np.ndarray, same: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    """δ of M[rows[k]][:, cols[k]] for every k, with same held fixed."""
+    permuted = M[rows[:, :, None], cols[:, None, :]]
+    return permuted[:, same].mean(axis=1) - permuted[:, ~same].mean(axis=1)
+
+
+def permutation_test(
+    M: np.ndarray, same: np.ndarray, n_permutations: int = 10_000, seed: int | None = 0
+) -> PermutationResult:
+    """Structured permutation test of δ: rows and columns of M are permuted independently, never cells.
+
+    p_value is one-sided for the hypothesis δ > 0: (1 + #{null >= δ}) / (n_permutations + 1),
+    where null values equal to δ up to floating-point rounding count as >=.
+    """
+    M = _as_float_matrix(M, "M")
+    same = _check_same(M, same)
+    if isinstance(n_permutations, bool) or not isinstance(n_permutations, (int, np.integer)) or n_permutations < 1:
+        raise ValueError(f"n_permutations must be a positive integer, got {n_permutations!r}")
+    delta = float(M[same].mean() - M[~same].mean())
+    rows, cols = _permutation_indices(int(n_permutations), M.shape, seed)
+    null = _permuted_gaps(M, same, rows, cols)
+    null.flags.writeable = False
+    at_least = (null >= delta) | np.isclose(null, delta, rtol=1e-12, atol=1e-12)
+    ci_low, ci_high = np.percentile(null, [2.5, 97.5])
+    return PermutationResult(
+        delta=delta,
+        null=null,
+        ci_low=float(ci_low),
+        ci_high=float(ci_high),
+        p_value=float((1 + np.count_nonzero(at_least)) / (n_permutations + 1)),
+    )
+
+
+def exclusion_mask(I: np.ndarray) -> np.ndarray:
+    """bool[e] of events kept: an event refused (NaN) in any cell is dropped from every cell."""
+    I = _check_intensities(I)
+    return ~np.isnan(I).any(axis=(0, 1))
+
+
+def cell_means(I: np.ndarray, keep: np.ndarray) -> np.ndarray:
+    """M0[p, x] = mean of I[p, x, e] over the kept events e."""
+    I = _check_intensities(I)
+    keep = np.asarray(keep)
+    if keep.dtype != bool or keep.shape != (I.shape[2],):
+        raise ValueError(f"keep must be bool[{I.shape[2]}] (one flag per event), got {keep.dtype}{list(keep.shape)}")
+    if not keep.any():
+        raise ValueError("no event kept: expected at least one event without refusals")
+    kept = I[:, :, keep]
+    if np.isnan(kept).any():
+        raise ValueError("kept events contain NaN: expected keep from exclusion_mask(I)")
+    return kept.mean(axis=2)
+
+
+def significant_cells(I: np.ndarray, alpha: float = 0.05) -> np.ndarray:
+    """bool[n, n] of cells shown: off-diagonal cells pass paired t-tests against both in-group cells.
+
+    I[p, x, e] holds intensities with "a person" at index 0, already restricted to kept events.
+    A cell (p, x) with p != x and p, x != 0 is shown when both paired t-tests across events,
+    I[p, x] vs I[p, p] and I[p, x] vs I[x, x], give p < alpha / n**2 (Bonferroni, n counts "a person");
+    a NaN p-value counts as not significant. The diagonal, row 0 and column 0 are always shown.
+    """
+    I = _check_intensities(I)
+    n, _, e = I.shape
+    if e < 2:
+        raise ValueError(f"paired t-tests need at least 2 events, got {e}")
+    if np.isnan(I).any():
+        raise ValueError("I contains NaN: expected intensities restricted to kept events (see exclusion_mask)")
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha must lie in (0, 1), got {alpha}")
+    diag = I[np.arange(n), np.arange(n)]
+    perceiver_in = np.broadcast_to(diag[:, None, :], I.shape)
+    experiencer_in = np.broadcast_to(diag[None, :, :], I.shape)
+    # Identical vectors give 0/0 t-statistics; their NaN p-values are handled below.
+    with np.errstate(divide="ignore", invalid="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        p_perceiver = _sps.ttest_rel(I, perceiver_in, axis=2).pvalue
+        p_experiencer = _sps.ttest_rel(I, experiencer_in, axis=2).pvalue
+    threshold = alpha / n**2
+    shown = (p_perceiver < threshold) & (p_experiencer < threshold)
+    shown[np.arange(n), np.arange(n)] = True
+    shown[0, :] = True
+    shown[:, 0] = True
+    return shown
+
+
+def matrix_summary(M0: np.ndarray) -> dict[str, float]:
+    """μ and population σ of M0, and the min and max of its z-scores (seed 000, Tables 3 and 7)."""
+    M = zscore(M0)
+    M0 = np.asarray(M0, dtype=float)
+    return {"mean": float(M0.mean()), "std": float(M0.std()), "z_min": float(M.min()), "z_max": float(M.max())}

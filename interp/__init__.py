@@ -1,0 +1,1 @@
+"""Mechanistic analyses of the empathy gap built on captured activations."""

@@ -1,0 +1,190 @@
+"""The analysis of a run directory: statistics, exclusion, outputs, and the errors for unusable runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from behavioral import analysis, store
+from behavioral.groups import get_category
+
+SETTINGS = ("P0S0T0", "P0S1T0")
+N_EVENTS = 6
+REFUSED = {("religion", "P0S0T0", "a Muslim", "a Jew", "e01"), ("religion", "P0S0T0", "a person", "a Hindu", "e04")}
+
+
+def _rows(
+    category: str,
+    setting: str,
+    rng: np.random.Generator,
+    mode: str,
+    effect: float,
+    constant: bool,
+) -> list[dict]:
+    """One row per prompt: intensity 50, +`effect` for in-group pairs, plus noise; REFUSED prompts refused."""
+    cat = get_category(category)
+    rows = []
+    for p in cat.with_unspecified:
+        for x in cat.with_unspecified:
+            same = p in cat.group_of and x in cat.group_of and cat.group_of[p] == cat.group_of[x]
+            for e in range(N_EVENTS):
+                event = f"e{e:02d}"
+                value = 50.0 if constant else round(50 + effect * same + rng.normal(0, 2))
+                refused = mode == "generate" and (category, setting, p, x, event) in REFUSED
+                rows.append(
+                    {
+                        "unit_id": f"{category}-{setting}-{p}",
+                        "setting": setting,
+                        "category": category,
+                        "perceiver": p,
+                        "experiencer": x,
+                        "event_id": event,
+                        "emotion": "joy",
+                        "response": None if mode == "score" else ("I cannot" if refused else str(int(value))),
+                        "intensity": np.nan if refused else value,
+                        "refused": refused,
+                        "score_answer": value if mode == "score" else np.nan,
+                        "expected_intensity": value if mode == "score" else np.nan,
+                        "numeric_mass": 0.03 if mode == "score" else np.nan,
+                    }
+                )
+    return rows
+
+
+def make_run(
+    run_dir: Path,
+    categories: tuple[str, ...] = ("nationality", "religion"),
+    mode: str = "generate",
+    effect: float = 10.0,
+    constant: frozenset = frozenset(),
+    drop: int = 0,
+    settings: tuple[str, ...] = SETTINGS,
+) -> Path:
+    """A synthetic run directory; `constant` names (category, setting) pairs with every intensity equal."""
+    rng = np.random.default_rng(0)
+    config = {
+        "model": "synthetic",
+        "model_hash": "abc123",
+        "dtype": "bfloat16",
+        "mode": mode,
+        "categories": list(categories),
+        "settings": list(settings),
+        "corpus_hash": "corpus42",
+        "n_events": N_EVENTS,
+    }
+    provenance = {"device": "cpu (test)", "package_versions": {"numpy": np.__version__}, "git_commit": "deadbeef"}
+    store.write_json_atomic(run_dir / store.MANIFEST, {"config": config, "provenance": provenance})
+    for category in categories:
+        for setting in settings:
+            rows = _rows(category, setting, rng, mode, effect, (category, setting) in constant)
+            store.write_part(run_dir, f"{category}-{setting}", rows[drop:] if category == "religion" else rows)
+    return run_dir
+
+
+def _analyses(run_dir: Path, **kwargs) -> dict[tuple[str, str], analysis.SettingAnalysis]:
+    return {(a.category.name, a.setting): a for a in analysis.load_analyses(run_dir, n_permutations=200, **kwargs)}
+
+
+def test_planted_in_group_effect_gives_positive_significant_delta(tmp_path: Path) -> None:
+    results = _analyses(make_run(tmp_path / "run"))
+    for a in results.values():
+        assert a.permutation is not None
+        assert a.permutation.delta > 1
+        assert a.permutation.p_value < 0.05
+        assert a.permutation.ci_high < a.permutation.delta
+        assert a.M is not None and a.M.shape == (len(a.identities),) * 2
+        assert np.isclose(a.M.mean(), 0) and np.isclose(a.M.std(), 1)
+        assert a.shown is not None and a.shown[0].all() and a.shown[:, 0].all()
+        assert a.summary is not None and a.summary["z_min"] < 0 < a.summary["z_max"]
+    assert results["religion", "P0S0T0"].identities[0] == "a person"
+
+
+def test_exclusion_drops_exactly_the_events_refused_anywhere(tmp_path: Path) -> None:
+    run_dir = make_run(tmp_path / "run")
+    a = _analyses(run_dir)["religion", "P0S0T0"]
+    assert a.event_ids == tuple(f"e{e:02d}" for e in range(N_EVENTS))
+    assert [e for e, k in zip(a.event_ids, a.keep) if not k] == ["e01", "e04"]
+    assert a.excluded_rate == pytest.approx(2 / N_EVENTS)
+    assert a.refusal_rate == pytest.approx(2 / (36 * N_EVENTS))
+    assert a.parsable_rate == pytest.approx(1 - 2 / (36 * N_EVENTS))
+    rows = store.read_results(run_dir)
+    cell = (rows.category == "religion") & (rows.setting == "P0S0T0") & (rows.perceiver == "a Muslim")
+    cell &= (rows.experiencer == "a Christian") & rows.event_id.isin(["e00", "e02", "e03", "e05"])
+    expected = rows[cell].intensity.mean()
+    assert a.M0[2, 1] == pytest.approx(expected)
+    assert _analyses(run_dir)["religion", "P0S1T0"].keep.all()
+
+
+def test_analyze_writes_tables_figures_and_report(tmp_path: Path) -> None:
+    run_dir = make_run(tmp_path / "run", settings=("P0S0T0",))
+    report_path = analysis.analyze(run_dir, n_permutations=200)
+    out = run_dir / "analysis"
+    assert report_path == out / "report.md"
+    for name in ("table2_delta", "table3_mean_std", "table6_refusal", "table7_min_max", "numeric_rate"):
+        assert (out / f"{name}.csv").is_file() and (out / f"{name}.md").is_file()
+    for stem in ("heatmap_grid", "heatmap_religion_P0S0T0", "heatmap_nationality_P0S0T0", "tsne_nationality_P0S0T0"):
+        assert (out / "figures" / f"{stem}.png").stat().st_size > 0
+        assert (out / "figures" / f"{stem}.pdf").stat().st_size > 0
+    assert (out / "matrices" / "religion_P0S0T0.csv").is_file()
+    table2 = pd.read_csv(out / "table2_delta.csv")
+    assert list(table2.category) == ["nationality", "religion"] and list(table2.setting) == ["P0S0T0"] * 2
+    report = report_path.read_text()
+    for delta in table2.delta:
+        assert f"{delta:.2f}" in report
+    assert "synthetic" in report and "corpus42" in report and "cpu (test)" in report
+    assert "table2_delta.csv" in report and "figures/heatmap_grid.png" in report
+    assert sorted(p.name for p in run_dir.iterdir()) == ["analysis", "manifest.json", "results"]
+
+
+def test_score_mode_report_explains_scoring_with_the_measured_rate(tmp_path: Path) -> None:
+    run_dir = make_run(tmp_path / "run", categories=("religion",), mode="score")
+    report = analysis.analyze(run_dir, tmp_path / "out", n_permutations=50, measure="expected_intensity").read_text()
+    assert "0..100 or 0..10" in report
+    assert "averages 3.00%" in report and "exceeds 0.5 for 0.00% of prompts" in report
+    assert pd.read_csv(tmp_path / "out" / "numeric_rate.csv").numeric_mass_mean_pct.tolist() == [3.0, 3.0]
+
+
+def test_incomplete_results_raise_a_clear_error(tmp_path: Path) -> None:
+    run_dir = make_run(tmp_path / "run", drop=5)
+    message = r"'religion', setting 'P0S0T0': 5 of 216 prompts missing"
+    with pytest.raises(analysis.IncompleteResultsError, match=message):
+        analysis.analyze(run_dir, n_permutations=50)
+    assert not (run_dir / "analysis").exists()
+    a = _analyses(run_dir, allow_partial=True)["religion", "P0S0T0"]
+    assert a.n_missing == 5 and a.n_prompts == 36 * N_EVENTS - 5
+    assert a.keep.tolist() == [False] * 5 + [True]  # events e00-e04 of the ("a person", "a person") cell were dropped
+
+    run_dir = make_run(tmp_path / "run2", categories=("religion",))
+    (run_dir / "results" / "religion-P0S1T0.parquet").unlink()
+    with pytest.raises(analysis.IncompleteResultsError, match=r"'P0S1T0': 216 of 216 prompts missing \(0 present\)"):
+        analysis.load_analyses(run_dir)
+    a = _analyses(run_dir, allow_partial=True)["religion", "P0S1T0"]
+    assert a.n_prompts == 0 and a.M is None and a.permutation is None and "no event kept" in a.delta_reason
+
+
+def test_constant_matrix_gives_na_with_reason(tmp_path: Path) -> None:
+    run_dir = make_run(tmp_path / "run", categories=("religion",), constant=frozenset({("religion", "P0S1T0")}))
+    report = analysis.analyze(run_dir, n_permutations=50).read_text()
+    table2 = pd.read_csv(run_dir / "analysis" / "table2_delta.csv").set_index("setting")
+    assert np.isnan(table2.loc["P0S1T0", "delta"]) and "all cells equal" in table2.loc["P0S1T0", "note"]
+    assert not np.isnan(table2.loc["P0S0T0", "delta"])
+    assert "n/a" in report and "δ n/a: all cells equal" in report
+    table3 = pd.read_csv(run_dir / "analysis" / "table3_mean_std.csv").set_index("setting")
+    assert table3.loc["P0S1T0", "mean"] == 50 and table3.loc["P0S1T0", "std"] == 0
+
+    analysis.analyze(run_dir, n_permutations=50)  # a second analysis replaces the first, leaving no temporaries
+    assert sorted(p.name for p in run_dir.iterdir()) == ["analysis", "manifest.json", "results"]
+
+
+def test_run_without_manifest_raises(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(store.RunDirError, match="manifest.json"):
+        analysis.analyze(tmp_path / "empty")
+
+
+def test_unknown_measure_raises(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="unknown measure"):
+        analysis.load_analyses(make_run(tmp_path / "run", categories=("religion",)), measure="score_answer")

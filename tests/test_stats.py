@@ -1,0 +1,312 @@
+"""Tests of behavioral.stats against small hand-computed cases."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from behavioral.stats import (
+    PermutationResult,
+    _permutation_indices,
+    cell_means,
+    empathy_gap,
+    exclusion_mask,
+    matrix_summary,
+    permutation_test,
+    significant_cells,
+    zscore,
+)
+
+NAN = np.nan
+
+
+# --- z-scores and δ ---------------------------------------------------------------------------
+
+
+def test_zscore_2x2_uses_population_std():
+    # mean 2.5, deviations ±0.5, ±1.5, population variance 5/4, so z = deviation / (√5 / 2).
+    z = zscore(np.array([[1.0, 2.0], [3.0, 4.0]]))
+    s5 = math.sqrt(5)
+    np.testing.assert_allclose(z, [[-3 / s5, -1 / s5], [1 / s5, 3 / s5]])
+
+
+def test_zscore_simple_values():
+    np.testing.assert_allclose(zscore(np.array([[0.0, 0.0], [2.0, 2.0]])), [[-1.0, -1.0], [1.0, 1.0]])
+
+
+def test_empathy_gap_3x3_block():
+    # Identities 0 and 1 share a group, identity 2 is alone.
+    M = np.array([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0], [7.0, 8.0, 9.0]])
+    same = np.array([[True, True, False], [True, True, False], [False, False, True]])
+    # in-group cells 1, 2, 4, 5, 9 -> 21 / 5; out-group cells 3, 6, 7, 8 -> 24 / 4.
+    assert empathy_gap(M, same) == pytest.approx(21 / 5 - 24 / 4)
+
+
+def test_empathy_gap_positive_for_higher_in_group():
+    M = np.array([[3.0, 1.0], [1.0, 3.0]])
+    assert empathy_gap(M, np.eye(2, dtype=bool)) == pytest.approx(2.0)
+
+
+def test_matrix_summary():
+    summary = matrix_summary(np.array([[1.0, 2.0], [3.0, 4.0]]))
+    assert set(summary) == {"mean", "std", "z_min", "z_max"}
+    assert summary["mean"] == pytest.approx(2.5)
+    assert summary["std"] == pytest.approx(math.sqrt(1.25))
+    assert summary["z_min"] == pytest.approx(-3 / math.sqrt(5))
+    assert summary["z_max"] == pytest.approx(3 / math.sqrt(5))
+
+
+# --- exclusion and cell means -----------------------------------------------------------------
+
+
+def test_exclusion_mask_is_a_union_over_cells():
+    I = np.ones((2, 2, 4))
+    I[0, 1, 1] = NAN  # event 1 refused in one cell only
+    I[1, 0, 3] = NAN  # event 3 refused in another cell
+    np.testing.assert_array_equal(exclusion_mask(I), [True, False, True, False])
+
+
+def test_exclusion_mask_keeps_everything_without_refusals():
+    np.testing.assert_array_equal(exclusion_mask(np.zeros((3, 3, 2))), [True, True])
+
+
+def test_cell_means_over_kept_events():
+    I = np.array(
+        [
+            [[10.0, NAN, 20.0], [1.0, 5.0, 3.0]],
+            [[0.0, 7.0, 4.0], [50.0, 60.0, 70.0]],
+        ]
+    )
+    keep = exclusion_mask(I)
+    np.testing.assert_array_equal(keep, [True, False, True])
+    np.testing.assert_allclose(cell_means(I, keep), [[15.0, 2.0], [2.0, 60.0]])
+
+
+def test_cell_means_rejects_nan_in_kept_events():
+    I = np.ones((2, 2, 2))
+    I[0, 0, 0] = NAN
+    with pytest.raises(ValueError, match="NaN"):
+        cell_means(I, np.array([True, True]))
+
+
+def test_cell_means_rejects_nothing_kept():
+    with pytest.raises(ValueError, match="no event kept"):
+        cell_means(np.ones((2, 2, 3)), np.zeros(3, dtype=bool))
+
+
+# --- paired t-tests ---------------------------------------------------------------------------
+
+IN_1 = np.array([50.0, 52.0, 48.0, 51.0, 49.0, 50.0])  # I[1, 1]
+IN_2 = np.array([20.0, 22.0, 19.0, 21.0, 20.0, 18.0])  # I[2, 2]
+NOISE = np.array([1.0, -1.0, 1.0, -1.0, 1.0, 0.0])  # mean 1/6, t ≈ 0.42: no difference
+
+
+def _three_identities(off_12: np.ndarray, off_21: np.ndarray) -> np.ndarray:
+    """I of "a person" (index 0) and two identities; row 0 and column 0 copy I[1, 1]."""
+    I = np.empty((3, 3, 6))
+    I[:] = IN_1
+    I[1, 1] = IN_1
+    I[2, 2] = IN_2
+    I[1, 2] = off_12
+    I[2, 1] = off_21
+    return I
+
+
+def test_significant_cells_masks_a_cell_close_to_the_experiencer_in_group():
+    # (1, 2) is ~30 above I[1, 1] and ~60 above I[2, 2]: shown.
+    # (2, 1) is I[1, 1] (its experiencer in-group) plus noise: masked, although far from I[2, 2].
+    I = _three_identities(IN_1 + 30 + np.array([0.0, 1, 1, 0, 1, 2]), IN_1 + NOISE)
+    expected = np.array([[True, True, True], [True, True, True], [True, False, True]])
+    np.testing.assert_array_equal(significant_cells(I), expected)
+
+
+def test_significant_cells_masks_a_cell_close_to_the_perceiver_in_group():
+    # (2, 1) is I[2, 2] (its perceiver in-group) plus noise: masked, although far from I[1, 1].
+    I = _three_identities(IN_1 + 30 + np.array([0.0, 1, 1, 0, 1, 2]), IN_2 + NOISE)
+    expected = np.array([[True, True, True], [True, True, True], [True, False, True]])
+    np.testing.assert_array_equal(significant_cells(I), expected)
+
+
+def test_significant_cells_identical_vectors_count_as_not_significant():
+    # (1, 2) equals I[1, 1] exactly: the t-statistic is 0/0 and the cell is masked.
+    I = _three_identities(IN_1.copy(), IN_1 + 30 + np.array([0.0, 1, 1, 0, 1, 2]))
+    shown = significant_cells(I)
+    assert not shown[1, 2]
+    assert shown[2, 1]
+
+
+def test_significant_cells_bonferroni_counts_a_person():
+    # (1, 2) - I[1, 1] = 2, 3, 1, 2, 4, 0: mean 2, sample sd √2, t = 2√3 ≈ 3.46, df 5, p ≈ 0.018.
+    # With n = 3 the threshold is alpha / 9: 0.0056 at alpha 0.05 (masked), 0.022 at alpha 0.2 (shown).
+    I = _three_identities(IN_1 + np.array([2.0, 3, 1, 2, 4, 0]), IN_1 + NOISE)
+    assert not significant_cells(I, alpha=0.05)[1, 2]
+    assert significant_cells(I, alpha=0.2)[1, 2]
+
+
+def test_significant_cells_always_shows_diagonal_row0_and_col0():
+    rng = np.random.default_rng(3)
+    I = np.broadcast_to(rng.normal(50, 1, size=8), (4, 4, 8)).copy()  # every cell identical: nothing passes
+    shown = significant_cells(I)
+    expected = np.eye(4, dtype=bool)
+    expected[0, :] = True
+    expected[:, 0] = True
+    np.testing.assert_array_equal(shown, expected)
+
+
+# --- permutation test -------------------------------------------------------------------------
+
+
+def _noisy_diagonal(n: int = 6, seed: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    M0 = 50 + rng.normal(0, 1, size=(n, n)) + 10 * np.eye(n)
+    return zscore(M0), np.eye(n, dtype=bool)
+
+
+def test_permutation_result_shape_and_determinism():
+    M, same = _noisy_diagonal()
+    a = permutation_test(M, same, n_permutations=500, seed=7)
+    b = permutation_test(M, same, n_permutations=500, seed=7)
+    c = permutation_test(M, same, n_permutations=500, seed=8)
+    assert isinstance(a, PermutationResult)
+    assert a.null.shape == (500,)
+    np.testing.assert_array_equal(a.null, b.null)
+    assert (a.delta, a.ci_low, a.ci_high, a.p_value) == (b.delta, b.ci_low, b.ci_high, b.p_value)
+    assert not np.array_equal(a.null, c.null)
+    assert a.delta == pytest.approx(empathy_gap(M, same))
+
+
+def test_permutation_test_default_count():
+    M, same = _noisy_diagonal()
+    assert permutation_test(M, same).null.shape == (10_000,)
+
+
+def test_permutation_test_strong_diagonal_is_significant():
+    M, same = _noisy_diagonal()
+    result = permutation_test(M, same, n_permutations=2000, seed=0)
+    assert result.delta > 2
+    assert result.p_value < 0.01
+    assert not result.ci_low <= result.delta <= result.ci_high
+    assert result.ci_low < 0 < result.ci_high
+
+
+def test_permutation_test_is_one_sided():
+    M, same = _noisy_diagonal()
+    result = permutation_test(-M, same, n_permutations=2000, seed=0)
+    assert result.delta < 0
+    assert result.p_value > 0.99
+
+
+def test_permutation_test_noise_is_not_significant():
+    rng = np.random.default_rng(11)
+    M = zscore(50 + rng.normal(0, 1, size=(8, 8)))
+    labels = rng.integers(0, 3, size=8)
+    same = labels[:, None] == labels[None, :]
+    result = permutation_test(M, same, n_permutations=2000, seed=0)
+    assert result.p_value > 0.1
+    assert result.ci_low <= result.delta <= result.ci_high
+
+
+def test_permutation_indices_are_independent_row_and_column_permutations():
+    rows, cols = _permutation_indices(200, (5, 7), seed=4)
+    assert rows.shape == (200, 5) and cols.shape == (200, 7)
+    np.testing.assert_array_equal(np.sort(rows, axis=1), np.tile(np.arange(5), (200, 1)))
+    np.testing.assert_array_equal(np.sort(cols, axis=1), np.tile(np.arange(7), (200, 1)))
+    square_rows, square_cols = _permutation_indices(200, (5, 5), seed=4)
+    assert not np.array_equal(square_rows, square_cols)
+    assert len({tuple(r) for r in square_rows}) > 50
+
+
+def test_vectorized_null_matches_a_slow_loop():
+    rng = np.random.default_rng(5)
+    M = zscore(rng.normal(size=(5, 5)))
+    same = np.array(
+        [
+            [1, 1, 0, 0, 0],
+            [1, 1, 0, 0, 0],
+            [0, 0, 1, 1, 1],
+            [0, 0, 1, 1, 1],
+            [0, 0, 1, 1, 1],
+        ],
+        dtype=bool,
+    )
+    result = permutation_test(M, same, n_permutations=50, seed=9)
+    rows, cols = _permutation_indices(50, M.shape, seed=9)
+    slow = []
+    for r, c in zip(rows, cols):
+        permuted = M[r][:, c]
+        in_group = [permuted[i, j] for i in range(5) for j in range(5) if same[i, j]]
+        out_group = [permuted[i, j] for i in range(5) for j in range(5) if not same[i, j]]
+        slow.append(sum(in_group) / len(in_group) - sum(out_group) / len(out_group))
+    np.testing.assert_allclose(result.null, slow, rtol=0, atol=1e-12)
+
+
+def test_permutation_p_value_and_interval_on_a_2x2_with_ties():
+    # z-scores of [[1, 0], [0, 1]] are [[1, -1], [-1, 1]], δ = 2 with same = identity.
+    # A permuted δ is +2 when the row and column permutations agree, -2 otherwise.
+    M = zscore(np.array([[1.0, 0.0], [0.0, 1.0]]))
+    same = np.eye(2, dtype=bool)
+    n = 400
+    result = permutation_test(M, same, n_permutations=n, seed=2)
+    rows, cols = _permutation_indices(n, (2, 2), seed=2)
+    agree = np.all(rows == cols, axis=1)
+    assert result.delta == pytest.approx(2.0)
+    np.testing.assert_allclose(result.null, np.where(agree, 2.0, -2.0))
+    assert result.p_value == pytest.approx((1 + agree.sum()) / (n + 1))
+    assert 0.35 < agree.mean() < 0.65
+    assert (result.ci_low, result.ci_high) == (pytest.approx(-2.0), pytest.approx(2.0))
+
+
+# --- degenerate input -------------------------------------------------------------------------
+
+
+def test_zscore_rejects_constant_matrix():
+    with pytest.raises(ValueError, match="all cells equal: z-scores undefined"):
+        zscore(np.full((3, 3), 4.0))
+    with pytest.raises(ValueError, match="all cells equal"):
+        matrix_summary(np.full((2, 2), 1.0))
+
+
+@pytest.mark.parametrize("fn", [empathy_gap, permutation_test])
+def test_same_all_true_or_all_false_is_rejected(fn):
+    M = zscore(np.array([[1.0, 2.0], [3.0, 4.0]]))
+    with pytest.raises(ValueError, match="True everywhere"):
+        fn(M, np.ones((2, 2), dtype=bool))
+    with pytest.raises(ValueError, match="False everywhere"):
+        fn(M, np.zeros((2, 2), dtype=bool))
+
+
+@pytest.mark.parametrize("fn", [empathy_gap, permutation_test])
+def test_shape_mismatch_is_rejected(fn):
+    M = zscore(np.arange(9.0).reshape(3, 3))
+    with pytest.raises(ValueError, match=r"shape mismatch.*\(3, 3\).*\(2, 2\)"):
+        fn(M, np.eye(2, dtype=bool))
+
+
+def test_same_must_be_boolean():
+    with pytest.raises(ValueError, match="boolean"):
+        empathy_gap(np.arange(4.0).reshape(2, 2), np.eye(2))
+
+
+def test_permutation_count_must_be_positive():
+    M, same = _noisy_diagonal()
+    with pytest.raises(ValueError, match="positive integer"):
+        permutation_test(M, same, n_permutations=0)
+
+
+def test_significant_cells_needs_two_events():
+    with pytest.raises(ValueError, match="at least 2 events, got 1"):
+        significant_cells(np.ones((3, 3, 1)))
+
+
+def test_significant_cells_rejects_nan():
+    I = np.ones((2, 2, 3))
+    I[1, 0, 2] = NAN
+    with pytest.raises(ValueError, match="NaN"):
+        significant_cells(I)
+
+
+def test_intensity_shape_is_checked():
+    with pytest.raises(ValueError, match=r"\[n, n, e\]"):
+        exclusion_mask(np.ones((2, 3, 4)))
