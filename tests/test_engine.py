@@ -1,0 +1,139 @@
+"""The engine's answers: tree-masked scoring against brute force and against greedy generation."""
+
+from __future__ import annotations
+
+import math
+import re
+
+import pytest
+import torch
+from transformers import LogitsProcessor, LogitsProcessorList
+
+from behavioral import chat, prompts
+from behavioral.answer_trie import AnswerTrie
+from behavioral.corpus import embedded_events
+from behavioral.engine import Engine, shared_prefix_length
+from tests.conftest import make_tiny_model
+
+
+def _prompt_ids(tokenizer, n: int, setting: str = "P0S0T0", perceivers=("a Christian", "a person from Canada")):
+    events = embedded_events()
+    out = []
+    for i in range(n):
+        p = prompts.build(setting, perceivers[i % len(perceivers)], "a Hindu", events[i].emotion,
+                          events[i].narrative("text"))
+        text, _ = chat.render(tokenizer, p, chat.SYSTEM)
+        out.append(tokenizer(text, add_special_tokens=False).input_ids)
+    return out
+
+
+@torch.no_grad()
+def _brute_force(model, trie: AnswerTrie, tokenizer, ids: list[int], max_rating: int):
+    """Answer log-probs by one full forward per answer string, and the greedy walk by one forward per step."""
+    logp = {}
+    for value in range(max_rating + 1):
+        answer = tokenizer.encode(str(value), add_special_tokens=False)
+        lp = model(torch.tensor([ids + answer])).logits[0].double().log_softmax(-1)
+        path = sum(lp[len(ids) - 1 + j, t] for j, t in enumerate(answer))
+        cont = lp[len(ids) - 1 + len(answer)][trie.continues].exp().sum()
+        logp[value] = float(path + torch.log1p(-cont))
+    path: list[int] = []
+    while True:
+        logits = model(torch.tensor([ids + path])).logits[0, -1]
+        text = tokenizer.decode(path)
+        kids = sorted({tokenizer.encode(str(v), add_special_tokens=False)[len(path)]
+                       for v in range(max_rating + 1)
+                       if str(v).startswith(text) and len(tokenizer.encode(str(v), add_special_tokens=False)) > len(path)})
+        if not kids:
+            break
+        best = max(kids, key=lambda t: logits[t])
+        others = logits.clone()
+        others[kids] = -math.inf
+        if path and logits[best] <= others.max():
+            break
+        path.append(best)
+    return logp, int(tokenizer.decode(path))
+
+
+@pytest.mark.parametrize("max_rating", [100, 10])
+def test_score_equals_brute_force_scoring_of_every_answer(tiny_model, tiny_tokenizer, max_rating):
+    trie = AnswerTrie.for_scale(tiny_tokenizer, max_rating)
+    ids = _prompt_ids(tiny_tokenizer, 3)
+    scores = Engine(tiny_model, tiny_tokenizer, batch_size=3).score(ids, trie)
+    for prompt, got in zip(ids, scores):
+        logp, greedy = _brute_force(tiny_model, trie, tiny_tokenizer, prompt, max_rating)
+        z = sum(math.exp(v) for v in logp.values())
+        assert got.valid_mass == pytest.approx(z, rel=1e-4)
+        assert got.expected == pytest.approx(sum(k * math.exp(v) for k, v in logp.items()) / z, rel=1e-4)
+        assert got.greedy == greedy
+
+
+def test_trie_of_a_digit_tokenizer_has_one_node_per_digit_string(tiny_tokenizer):
+    trie = AnswerTrie.for_scale(tiny_tokenizer, 100)
+    assert len(trie) == 10 + 90 + 1
+    assert sorted(v for v in trie.value_of if v is not None) == list(range(101))
+    assert int(trie.depth.max()) == 3
+
+
+def test_prefix_cache_and_batching_do_not_change_scores(tiny_model, tiny_tokenizer):
+    trie = AnswerTrie.for_scale(tiny_tokenizer, 100)
+    ids = _prompt_ids(tiny_tokenizer, 4, perceivers=("a Christian",))
+    assert shared_prefix_length(ids) > 20
+    together = Engine(tiny_model, tiny_tokenizer, batch_size=4).score(ids, trie)
+    alone = [Engine(tiny_model, tiny_tokenizer, batch_size=1).score([p], trie)[0] for p in ids]
+    for a, b in zip(together, alone):
+        assert a.greedy == b.greedy
+        assert a.expected == pytest.approx(b.expected, abs=1e-4)
+        assert a.numeric_mass == pytest.approx(b.numeric_mass, abs=1e-6)
+
+
+def test_batched_generation_equals_one_prompt_at_a_time(tiny_model, tiny_tokenizer):
+    ids = _prompt_ids(tiny_tokenizer, 4)
+    engine = Engine(tiny_model, tiny_tokenizer, batch_size=4, max_new_tokens=5)
+    batched = engine.generate(ids)
+    for prompt, text in zip(ids, batched):
+        out = tiny_model.generate(torch.tensor([prompt]), do_sample=False, max_new_tokens=5,
+                                  eos_token_id=engine.stop_ids, pad_token_id=engine.pad_id)
+        assert tiny_tokenizer.decode(out[0, len(prompt):], skip_special_tokens=True) == text
+
+
+class _FirstTokenIsADigit(LogitsProcessor):
+    """Forces the first generated token to be a digit; every later token is the model's own greedy choice."""
+
+    def __init__(self, prompt_length: int, digits: list[int]):
+        self.prompt_length = prompt_length
+        self.digits = digits
+
+    def __call__(self, input_ids, scores):
+        if input_ids.shape[1] == self.prompt_length:
+            forced = torch.full_like(scores, -math.inf)
+            forced[:, self.digits] = scores[:, self.digits]
+            return forced
+        return scores
+
+
+@pytest.mark.parametrize(("seed", "digit_bias"), [(2, 1.0), (3, 0.5)])
+def test_score_greedy_equals_generation_wherever_generation_is_a_number(tiny_tokenizer, seed, digit_bias):
+    model = make_tiny_model(len(tiny_tokenizer), seed=seed)
+    trie = AnswerTrie.for_scale(tiny_tokenizer, 100)
+    digits = [int(t) for t in trie.tokens[list(trie.children[0])]]
+    head = torch.nn.Linear(model.config.hidden_size, len(tiny_tokenizer), bias=True)
+    with torch.no_grad():  # sharper logits, and digits favoured so that some answers run to two digits
+        head.weight.copy_(model.lm_head.weight * 4)
+        head.bias.zero_()
+        head.bias[digits] = digit_bias
+    model.lm_head = head
+    ids = _prompt_ids(tiny_tokenizer, 24)
+    scored = Engine(model, tiny_tokenizer, batch_size=8).score(ids, trie)
+    answers = []
+    for prompt, score in zip(ids, scored):
+        forced = LogitsProcessorList([_FirstTokenIsADigit(len(prompt), digits)])
+        out = model.generate(torch.tensor([prompt]), do_sample=False, max_new_tokens=4, logits_processor=forced,
+                             pad_token_id=tiny_tokenizer.pad_token_id)
+        text = tiny_tokenizer.decode(out[0, len(prompt):])
+        first = int(re.match(r"\d+", text).group())
+        if first <= 100:
+            answers.append(first)
+            assert score.greedy == first, text
+    assert len(answers) >= 12
+    assert {len(str(a)) for a in answers} == {1, 2}, "the test needs answers that stop and that continue"
