@@ -11,9 +11,9 @@ from behavioral.groups import CATEGORIES
 from behavioral.settings import SETTING_NAMES
 
 DEMO_MODEL = "smollm2-135m"
-DEMO_CATEGORIES = ("race", "nationality", "religion")
-DEMO_SETTINGS = ("P0S0T0",)
-DEMO_EVENTS = 12
+DEMO_CATEGORIES = ("nationality", "religion")
+DEMO_SETTINGS = ("P0S1T0",)
+DEMO_EVENTS = 8
 
 
 def _choices(values: Sequence[str] | None, known: Sequence[str], what: str) -> tuple[str, ...]:

@@ -93,8 +93,9 @@ def _scoring_paragraph(analyses: list[SettingAnalysis], mode: str | None, measur
     mass, share = _weighted(analyses, "numeric_mass_mean"), _weighted(analyses, "numeric_mass_share")
     text = (
         f"Intensities here come from the model's probability distribution over the valid answers {valid}, read in a "
-        "few constrained steps, not from free generation: `intensity` is the most probable valid answer "
-        "(constrained greedy) and `expected_intensity` the mean of the distribution. "
+        "tree-masked forward pass over every valid answer string, not from free generation: `intensity` is the "
+        "answer greedy decoding reaches when made to start with a number (the same number plain greedy generation "
+        "gives wherever that generation starts with one), `expected_intensity` the mean of the distribution. "
         f"This report uses `{measure}`. "
     )
     if mass is None:
