@@ -1,8 +1,13 @@
-"""The inference engine: batched greedy generation and answer-trie scoring of chat prompts (token ids in, answers out)."""
+"""The inference engine: greedy generation and answer-trie scoring of chat prompts, sharing each common prefix's KV cache.
+
+A batch is laid out per row as [shared prefix (cached once) | left padding | rest of the prompt | new tokens], with
+an explicit 4-D attention mask and explicit positions, so padding in the middle is invisible to the model.
+"""
 
 from __future__ import annotations
 
 import copy
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
@@ -45,99 +50,12 @@ def left_pad(batch: Sequence[Sequence[int]], pad_id: int, device) -> tuple[torch
     """Left-padded ids and attention mask for a batch of token id lists."""
     width = max(len(ids) for ids in batch)
     ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(batch), width), dtype=torch.long)
+    mask = torch.zeros((len(batch), width), dtype=torch.bool)
     for row, seq in enumerate(batch):
-        ids[row, width - len(seq):] = torch.tensor(seq, dtype=torch.long)
-        mask[row, width - len(seq):] = 1
+        if seq:
+            ids[row, width - len(seq):] = torch.tensor(seq, dtype=torch.long)
+            mask[row, width - len(seq):] = True
     return ids.to(device), mask.to(device)
-
-
-class Engine:
-    """Runs prompts through a causal LM in batches; halves the batch and retries on CUDA out-of-memory."""
-
-    def __init__(self, model, tokenizer, batch_size: int = 16, max_new_tokens: int = 8):
-        self.model = model
-        self.tokenizer = tokenizer
-        self.batch_size = batch_size
-        self.max_new_tokens = max_new_tokens
-        self.device = next(model.parameters()).device
-        self.pad_id = pad_token_id(tokenizer)
-        self.stop_ids = stop_token_ids(model, tokenizer)
-        self._prefix = None
-
-    def _batched(self, fn: Callable[[Sequence[list[int]]], list[T]], prompts: Sequence[list[int]]) -> list[T]:
-        out: list[T] = []
-        start = 0
-        while start < len(prompts):
-            chunk = prompts[start:start + self.batch_size]
-            try:
-                out.extend(fn(chunk))
-            except torch.cuda.OutOfMemoryError:
-                if self.batch_size == 1:
-                    raise
-                torch.cuda.empty_cache()
-                self.batch_size //= 2
-                continue
-            start += len(chunk)
-        return out
-
-    def generate(self, prompts: Sequence[list[int]]) -> list[str]:
-        """Greedy continuations of `prompts` (at most max_new_tokens, stopping at EOS or end of turn)."""
-        return self._batched(self._generate_batch, prompts)
-
-    @torch.inference_mode()
-    def _generate_batch(self, batch: Sequence[list[int]]) -> list[str]:
-        ids, mask = left_pad(batch, self.pad_id, self.device)
-        out = self.model.generate(
-            input_ids=ids, attention_mask=mask, do_sample=False, max_new_tokens=self.max_new_tokens,
-            eos_token_id=self.stop_ids, pad_token_id=self.pad_id, temperature=None, top_p=None, top_k=None,
-        )
-        return self.tokenizer.batch_decode(out[:, ids.shape[1]:], skip_special_tokens=True)
-
-    def score(self, prompts: Sequence[list[int]], trie: AnswerTrie) -> list[Scores]:
-        """The distribution of each prompt's answer over the trie's answers, read in one tree-masked forward."""
-        return self._batched(lambda batch: self._score_batch(batch, trie), prompts)
-
-    @torch.inference_mode()
-    def _prefix_cache(self, prefix: tuple[int, ...]):
-        """The KV cache of a shared prefix (batch of one), computed once and kept while prompts keep sharing it."""
-        if self._prefix is None or self._prefix[0] != prefix:
-            ids = torch.tensor([prefix], device=self.device)
-            self._prefix = (prefix, self.model(input_ids=ids, use_cache=True, logits_to_keep=1).past_key_values)
-        return self._prefix[1]
-
-    @torch.inference_mode()
-    def _score_batch(self, batch: Sequence[list[int]], trie: AnswerTrie) -> list[Scores]:
-        """Layout per row: [shared prefix (cached) | left padding | rest of the prompt | answer tree]."""
-        n_prefix = shared_prefix_length(batch)
-        suffixes = [ids[n_prefix:] for ids in batch]
-        ids, mask = left_pad(suffixes, self.pad_id, self.device)
-        n, width, t = len(batch), ids.shape[1], len(trie)
-        lengths = mask.sum(dim=1)
-        input_ids = torch.cat([ids, trie.tokens.to(self.device).expand(n, t)], dim=1)
-        positions = torch.cat([
-            n_prefix + (mask.cumsum(dim=1) - 1).clamp(min=0),
-            n_prefix + lengths[:, None] + trie.depth.to(self.device)[None, :] - 1,
-        ], dim=1)
-        real = mask[:, None, :].bool()
-        allowed = torch.zeros(n, width + t, n_prefix + width + t, dtype=torch.bool, device=self.device)
-        allowed[:, :, :n_prefix] = True
-        own = allowed[:, :, n_prefix:]
-        own[:, :width, :width] = torch.tril(torch.ones(width, width, dtype=torch.bool, device=self.device)) & real
-        own[:, width:, :width] = real
-        own[:, width:, width:] = trie.ancestry.to(self.device)
-        own |= torch.eye(width + t, dtype=torch.bool, device=self.device)  # pad rows attend to themselves
-        cache = None
-        if n_prefix:
-            cache = copy.deepcopy(self._prefix_cache(tuple(batch[0][:n_prefix])))
-            cache.batch_repeat_interleave(n)
-        dtype = next(self.model.parameters()).dtype
-        bias = torch.zeros(allowed.shape, dtype=dtype, device=self.device).masked_fill(~allowed, torch.finfo(dtype).min)
-        logits = self.model(
-            input_ids=input_ids, attention_mask=bias[:, None], position_ids=positions, past_key_values=cache,
-            use_cache=cache is not None, logits_to_keep=t + 1,
-        ).logits
-        return trie.read(logits)
 
 
 def shared_prefix_length(batch: Sequence[Sequence[int]]) -> int:
@@ -148,3 +66,185 @@ def shared_prefix_length(batch: Sequence[Sequence[int]]) -> int:
     while n < limit and all(ids[n] == first[n] for ids in batch):
         n += 1
     return n
+
+
+class PrefixCache:
+    """KV caches of shared token prefixes (batch of one); a new prefix extends the longest stored one it starts with."""
+
+    def __init__(self, model, capacity: int = 8):
+        self.model = model
+        self.capacity = capacity
+        self.entries: OrderedDict[tuple[int, ...], object] = OrderedDict()
+        self.tokens_computed = 0
+
+    @torch.inference_mode()
+    def get(self, prefix: tuple[int, ...], device):
+        """A cache holding `prefix`; callers copy it before extending it."""
+        if prefix in self.entries:
+            self.entries.move_to_end(prefix)
+            return self.entries[prefix]
+        base = max((k for k in self.entries if prefix[:len(k)] == k), key=len, default=())
+        cache = copy.deepcopy(self.entries[base]) if base else None
+        ids = torch.tensor([prefix[len(base):]], device=device)
+        positions = torch.arange(len(base), len(prefix), device=device)[None]
+        out = self.model(input_ids=ids, position_ids=positions, past_key_values=cache, use_cache=True,
+                         logits_to_keep=1)
+        self.tokens_computed += len(prefix) - len(base)
+        self.entries[prefix] = out.past_key_values
+        if len(self.entries) > self.capacity:
+            self.entries.popitem(last=False)
+        return self.entries[prefix]
+
+
+class Batch:
+    """One batch after its shared prefix: padded rest-of-prompt ids, which keys each row sees, next positions."""
+
+    def __init__(self, engine: "Engine", prompts: Sequence[list[int]]):
+        n_prefix = shared_prefix_length(prompts) if len(prompts) > 1 else len(prompts[0]) - 1
+        self.ids, mask = left_pad([p[n_prefix:] for p in prompts], engine.pad_id, engine.device)
+        self.cache = None
+        if n_prefix:
+            self.cache = copy.deepcopy(engine.prefixes.get(tuple(prompts[0][:n_prefix]), engine.device))
+            self.cache.batch_repeat_interleave(len(prompts))
+        ones = torch.ones(len(prompts), n_prefix, dtype=torch.bool, device=engine.device)
+        self.keys = torch.cat([ones, mask], dim=1)  # [B, prefix + width]: keys each row may attend to
+        self.positions = n_prefix + (mask.cumsum(dim=1) - 1).clamp(min=0)
+        self.next_position = n_prefix + mask.sum(dim=1)
+        self.width = self.ids.shape[1]
+        self.dtype = engine.dtype
+
+    def prompt_mask(self) -> torch.Tensor:
+        """[B, width, prefix + width] bool: causal over each row's own tokens, every prefix key, no padding."""
+        n, w = self.ids.shape
+        causal = torch.ones(w, w, dtype=torch.bool, device=self.ids.device).tril()
+        allowed = self.keys[:, None, :].repeat(1, w, 1)
+        allowed[:, :, -w:] &= causal
+        allowed |= _diagonal_from(w, allowed.shape[2], allowed.shape[2] - w, self.ids.device)
+        return allowed
+
+    def bias(self, allowed: torch.Tensor) -> torch.Tensor:
+        """Additive attention mask [B, 1, Q, K] from a boolean one."""
+        zero = torch.zeros((), dtype=self.dtype, device=allowed.device)
+        return torch.where(allowed, zero, torch.finfo(self.dtype).min)[:, None]
+
+
+def _diagonal_from(n: int, k: int, offset: int, device) -> torch.Tensor:
+    """[n, k] bool with True at (i, offset + i): each query attends to itself (pad rows would otherwise see nothing)."""
+    eye = torch.zeros(n, k, dtype=torch.bool, device=device)
+    eye[torch.arange(n), offset + torch.arange(n)] = True
+    return eye
+
+
+class Engine:
+    """Runs prompts through a causal LM in batches; halves the batch and retries on CUDA out-of-memory."""
+
+    def __init__(self, model, tokenizer, batch_size: int = 16, max_new_tokens: int = 8,
+                 max_batch_tokens: int | None = None):
+        self.model = model
+        self.tokenizer = tokenizer
+        self.batch_size = batch_size
+        self.max_new_tokens = max_new_tokens
+        self.max_batch_tokens = max_batch_tokens
+        parameter = next(model.parameters())
+        self.device, self.dtype = parameter.device, parameter.dtype
+        self.pad_id = pad_token_id(tokenizer)
+        self.stop_ids = stop_token_ids(model, tokenizer)
+        self.prefixes = PrefixCache(model)
+        self.tokens_computed = 0  # positions run through the model outside the prefix cache, padding included
+
+    def _chunks(self, prompts: Sequence[list[int]], extra: int) -> list[list[int]]:
+        """Indices of consecutive batches: at most batch_size prompts and, if set, max_batch_tokens padded tokens."""
+        chunks: list[list[int]] = []
+        current: list[int] = []
+        longest = 0
+        for i, ids in enumerate(prompts):
+            wider = max(longest, len(ids) + extra)
+            over_budget = self.max_batch_tokens is not None and wider * (len(current) + 1) > self.max_batch_tokens
+            if current and (len(current) == self.batch_size or over_budget):
+                chunks.append(current)
+                current, wider = [], len(ids) + extra
+            current.append(i)
+            longest = wider
+        if current:
+            chunks.append(current)
+        return chunks
+
+    def _batched(self, fn: Callable[[list[list[int]]], list[T]], prompts: Sequence[list[int]], extra: int) -> list[T]:
+        out: list[T | None] = [None] * len(prompts)
+        pending = self._chunks(prompts, extra)
+        while pending:
+            chunk = pending.pop(0)
+            try:
+                results = fn([prompts[i] for i in chunk])
+            except torch.cuda.OutOfMemoryError:
+                if len(chunk) == 1:
+                    raise
+                torch.cuda.empty_cache()
+                self.batch_size = max(1, len(chunk) // 2)
+                pending[:0] = [chunk[:self.batch_size], chunk[self.batch_size:]]
+                continue
+            for i, r in zip(chunk, results):
+                out[i] = r
+        return out  # type: ignore[return-value]
+
+    def generate(self, prompts: Sequence[list[int]]) -> list[str]:
+        """Greedy continuations of `prompts` (at most max_new_tokens, stopping at EOS or end of turn)."""
+        return self._batched(self._generate_batch, prompts, self.max_new_tokens)
+
+    @torch.inference_mode()
+    def _generate_batch(self, prompts: list[list[int]]) -> list[str]:
+        batch = Batch(self, prompts)
+        n = len(prompts)
+        out = self.model(
+            input_ids=batch.ids, attention_mask=batch.bias(batch.prompt_mask()), position_ids=batch.positions,
+            past_key_values=batch.cache, use_cache=True, logits_to_keep=1,
+        )
+        logits, cache = out.logits[:, -1], out.past_key_values
+        self.tokens_computed += batch.ids.numel()
+        keys, position = batch.keys, batch.next_position
+        generated = torch.full((n, self.max_new_tokens), self.pad_id, dtype=torch.long, device=self.device)
+        lengths = torch.zeros(n, dtype=torch.long, device=self.device)
+        alive = torch.arange(n, device=self.device)
+        stops = torch.tensor(self.stop_ids, device=self.device)
+        for step in range(self.max_new_tokens):
+            token = logits.argmax(dim=-1)
+            stopped = torch.isin(token, stops)
+            generated[alive, step] = token
+            lengths[alive] = step + (~stopped).long()
+            if step == self.max_new_tokens - 1 or bool(stopped.all()):
+                break
+            if bool(stopped.any()):  # finished rows leave the batch
+                keep = (~stopped).nonzero().squeeze(1)
+                alive, token, keys, position = alive[keep], token[keep], keys[keep], position[keep]
+                cache.batch_select_indices(keep)
+            keys = torch.cat([keys, torch.ones(len(alive), 1, dtype=torch.bool, device=self.device)], dim=1)
+            logits = self.model(
+                input_ids=token[:, None], attention_mask=batch.bias(keys[:, None, :]), position_ids=position[:, None],
+                past_key_values=cache, use_cache=True,
+            ).logits[:, -1]
+            position = position + 1
+            self.tokens_computed += len(alive)
+        return [self.tokenizer.decode(generated[r, :lengths[r]].tolist(), skip_special_tokens=True) for r in range(n)]
+
+    def score(self, prompts: Sequence[list[int]], trie: AnswerTrie) -> list[Scores]:
+        """The distribution of each prompt's answer over the trie's answers, read in one tree-masked forward."""
+        return self._batched(lambda batch: self._score_batch(batch, trie), prompts, len(trie))
+
+    @torch.inference_mode()
+    def _score_batch(self, prompts: list[list[int]], trie: AnswerTrie) -> list[Scores]:
+        batch = Batch(self, prompts)
+        n, w, t = len(prompts), batch.width, len(trie)
+        tree = trie.tokens.to(self.device)
+        input_ids = torch.cat([batch.ids, tree.expand(n, t)], dim=1)
+        positions = torch.cat([batch.positions, batch.next_position[:, None] + trie.depth.to(self.device) - 1], dim=1)
+        n_keys = batch.keys.shape[1] + t
+        allowed = torch.zeros(n, w + t, n_keys, dtype=torch.bool, device=self.device)
+        allowed[:, :w, :-t] = batch.prompt_mask()
+        allowed[:, w:, :-t] = batch.keys[:, None, :]
+        allowed[:, w:, -t:] = trie.ancestry.to(self.device)
+        logits = self.model(
+            input_ids=input_ids, attention_mask=batch.bias(allowed), position_ids=positions,
+            past_key_values=batch.cache, use_cache=batch.cache is not None, logits_to_keep=t + 1,
+        ).logits
+        self.tokens_computed += input_ids.numel()
+        return trie.read(logits)

@@ -14,6 +14,7 @@ from behavioral import chat, models, prompts
 from behavioral.answer_trie import AnswerTrie
 from behavioral.answers import parse_intensity
 from behavioral.corpus import CorpusError, Event, corpus_hash, embedded_events, load_events, sample_events
+from behavioral.distributed import Place, barrier, device_for, place, start
 from behavioral.engine import Engine
 from behavioral.groups import CATEGORIES, get_category
 from behavioral.provenance import provenance
@@ -185,33 +186,45 @@ def _batches(units, prompts_per_batch: int):
         yield batch
 
 
-def run(config: RunConfig, out: str | Path, rank: int = 0, world_size: int = 1, progress: bool = True) -> Path:
-    """Run (or resume) the suite into `out`; every check happens before the first row is written."""
+def run(config: RunConfig, out: str | Path, where: Place | None = None, progress: bool = True) -> Path:
+    """Run (or resume) this process's share of the suite into `out`; every check happens before any row is written.
+
+    Under torchrun or accelerate, each rank takes every world_size-th work unit and writes its own part files;
+    rank 0 checks the run directory, writes the manifest and any T2 rewrites before the others go on.
+    """
     out = Path(out)
+    where = where or place()
     config.validate()
     events, corpus = load_corpus(config)
-    resuming = prepare_out_dir(out)
-    model, tokenizer, model_info = models.load(config.model, config.device, config.dtype, config.trust_remote_code)
+    start(where)
+    resuming = prepare_out_dir(out) if where.is_main else True
+    device = device_for(config.device, where)
+    model, tokenizer, model_info = models.load(config.model, device, config.dtype, config.trust_remote_code)
     if any(get_setting(s).narrative_form == "third_person" for s in config.settings):
+        if where.is_main:
+            events = ensure_third_person(events, config, out, model, tokenizer)
+        barrier(where)
         events = ensure_third_person(events, config, out, model, tokenizer)
     suite = Suite(model, tokenizer, config)
     suite.check_lengths(events)
     identity = _identity(config, model_info, events, corpus, suite.chat_format)
-    if resuming:
-        check_resumable(out, identity)
-    else:
-        origin = provenance() | {"device": model_info["device"], "batch_size": config.batch_size}
+    if where.is_main and not resuming:
+        origin = provenance() | {"device": model_info["device"], "batch_size": config.batch_size,
+                                 "world_size": where.world_size}
         write_json_atomic(out / MANIFEST, {"config": identity, "model": model_info, "provenance": origin})
+    barrier(where)
+    check_resumable(out, identity)
     done = finished_units(out)
 
     def todo():
-        units = work_units(config.settings, config.categories, events, config.unit_size, rank, world_size)
+        units = work_units(config.settings, config.categories, events, config.unit_size, where.rank, where.world_size)
         return (u for u in units if u.unit_id not in done)
 
     total = sum(len(u.events) for u in todo())
-    with tqdm(total=total, unit="prompt", disable=not progress, desc=f"{config.model} {config.mode}") as bar:
+    label = f"{config.model} {config.mode}" + (f" rank {where.rank}" if where.world_size > 1 else "")
+    with tqdm(total=total, unit="prompt", disable=not progress, desc=label) as bar:
         for batch in _batches(todo(), config.batch_size * 4):
             rows = suite.rows(batch)
-            write_part(out, f"r{rank:03d}-{hashlib.sha1(batch[0].unit_id.encode()).hexdigest()[:16]}", rows)
+            write_part(out, f"r{where.rank:03d}-{hashlib.sha1(batch[0].unit_id.encode()).hexdigest()[:16]}", rows)
             bar.update(len(rows))
     return out

@@ -1,0 +1,190 @@
+"""Engine benchmark: plain batched model.generate against the engine's generate and score modes on the same prompts.
+
+Prints a table and writes a JSON file. On a GPU, `--shapes llama-3.1-8b` builds a random-weight model with
+Llama-3.1-8B's shapes in bf16 (weights do not change speed) and uses `--model`'s tokenizer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import time
+from pathlib import Path
+
+import torch
+
+from behavioral import models
+from behavioral.answers import parse_intensity
+from behavioral.corpus import embedded_events, load_events, sample_events
+from behavioral.engine import shared_prefix_length
+from behavioral.run import RunConfig, Suite
+from behavioral.settings import get_setting
+from behavioral.work import work_units
+
+REAL_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "data" / "crowd-envent"
+LLAMA_31_8B = dict(hidden_size=4096, num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=8,
+                   intermediate_size=14336, vocab_size=128256, max_position_embeddings=131072, rope_theta=500000.0)
+
+
+def _prompts(suite: Suite, n: int, setting: str, category: str, events_path: Path | None):
+    """The first n prompts of the grid in run order (perceiver-major) with their perceivers, real narratives if given."""
+    events = load_events(events_path) if events_path else embedded_events()
+    events = sample_events(events, max(1, min(len(events), n // 8)), seed=0)
+    out: list[tuple[str, list[int]]] = []
+    for unit in work_units([setting], [category], events, unit_size=32):
+        out += [(unit.perceiver, suite.tokens(unit.setting, unit.perceiver, unit.experiencer, e)) for e in unit.events]
+        if len(out) >= n:
+            break
+    return out[:n]
+
+
+def unique_tokens(prompts: list[tuple[str, list[int]]]) -> int:
+    """Prompt tokens outside the prefix each prompt shares with every prompt of its persona."""
+    groups: dict[str, list[list[int]]] = {}
+    for perceiver, ids in prompts:
+        groups.setdefault(perceiver, []).append(ids)
+    return sum(sum(len(p) for p in g) - len(g) * shared_prefix_length(g) for g in groups.values())
+
+
+def _random_model(shapes: dict, device: str):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(**shapes, torch_dtype="bfloat16")
+    with torch.device(device):
+        model = LlamaForCausalLM(config).to(torch.bfloat16)
+    return model.eval()
+
+
+def _timed(fn, device: str) -> tuple[object, float, float]:
+    """Result, wall seconds and peak memory (GiB: GPU allocations on CUDA, process max RSS on CPU)."""
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+    start = time.perf_counter()
+    result = fn()
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+        peak = torch.cuda.max_memory_allocated() / 2**30
+    else:
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+    return result, time.perf_counter() - start, peak
+
+
+def baseline_generate(model, tokenizer, prompts: list[list[int]], batch_size: int, max_new_tokens: int,
+                      stop_ids: list[int], pad_id: int) -> list[str]:
+    """What a user writes: left-padded batches through model.generate, greedy, same stopping."""
+    out: list[str] = []
+    tokenizer.padding_side = "left"
+    for start in range(0, len(prompts), batch_size):
+        batch = tokenizer.pad({"input_ids": prompts[start:start + batch_size]}, return_tensors="pt")
+        batch = {k: v.to(model.device) for k, v in batch.items()}
+        with torch.inference_mode():
+            ids = model.generate(**batch, do_sample=False, max_new_tokens=max_new_tokens, eos_token_id=stop_ids,
+                                 pad_token_id=pad_id, temperature=None, top_p=None, top_k=None)
+        out += tokenizer.batch_decode(ids[:, batch["input_ids"].shape[1]:], skip_special_tokens=True)
+    return out
+
+
+def matmul_peak_flops(device: str, dtype: torch.dtype, size: int = 8192, repeats: int = 20) -> float:
+    """Measured dense matmul FLOP/s of this device in `dtype`."""
+    a = torch.randn(size, size, device=device, dtype=dtype)
+    b = torch.randn(size, size, device=device, dtype=dtype)
+    a @ b
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(repeats):
+        a @ b
+    torch.cuda.synchronize()
+    return 2 * size**3 * repeats / (time.perf_counter() - start)
+
+
+def main() -> None:
+    """Run the three paths on the same prompts and report prompts/s, agreement and memory."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--model", default="smollm2-135m")
+    parser.add_argument("--shapes", choices=("model", "llama-3.1-8b"), default="model")
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--dtype", default="auto")
+    parser.add_argument("--prompts", type=int, default=256)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--max-new-tokens", type=int, default=8)
+    parser.add_argument("--setting", default="P0S0T0")
+    parser.add_argument("--category", default="nationality")
+    parser.add_argument("--events", type=Path, default=REAL_CORPUS if REAL_CORPUS.is_dir() else None)
+    parser.add_argument("--out", type=Path, default=Path("bench_engine.json"))
+    args = parser.parse_args()
+
+    model, tokenizer, info = models.load(args.model, args.device, args.dtype)
+    device = info["device"]
+    if args.shapes == "llama-3.1-8b":
+        model = _random_model(LLAMA_31_8B, device)
+        info |= {"model": f"random {args.shapes} (tokenizer of {args.model})", "dtype": "bfloat16"}
+    config = RunConfig(model=args.model, settings=(args.setting,), categories=(args.category,), mode="both",
+                       batch_size=args.batch_size, max_new_tokens=args.max_new_tokens)
+    suite = Suite(model, tokenizer, config)
+    labelled = _prompts(suite, args.prompts, args.setting, args.category, args.events)
+    prompts = [ids for _, ids in labelled]
+    trie = suite.tries[args.setting]
+    engine = suite.engine
+    max_rating = get_setting(args.setting).max_rating
+
+    warm = prompts[: min(4, len(prompts))]
+    baseline_generate(model, tokenizer, warm, args.batch_size, 2, engine.stop_ids, engine.pad_id)
+    engine.generate(warm), engine.score(warm, trie)
+    engine.prefixes.entries.clear()
+
+    base, t_base, m_base = _timed(lambda: baseline_generate(
+        model, tokenizer, prompts, args.batch_size, args.max_new_tokens, engine.stop_ids, engine.pad_id), device)
+    computed = {}
+    for name, fn in (("generate", lambda: engine.generate(prompts)), ("score", lambda: engine.score(prompts, trie))):
+        engine.prefixes.entries.clear()
+        engine.tokens_computed = engine.prefixes.tokens_computed = 0
+        computed[name] = _timed(fn, device)
+        computed[name] += (engine.tokens_computed + engine.prefixes.tokens_computed,)
+    (gen, t_gen, m_gen, n_gen), (scored, t_score, m_score, n_score) = computed["generate"], computed["score"]
+
+    numeric = [i for i, text in enumerate(base) if text.strip()[:1].isdigit()
+               and parse_intensity(text, max_rating) is not None]
+    prompt_tokens = sum(len(p) for p in prompts)
+    result = {
+        "model": info["model"], "device": device, "dtype": info["dtype"], "prompts": len(prompts),
+        "batch_size": args.batch_size, "setting": args.setting, "category": args.category,
+        "events": str(args.events) if args.events else "embedded", "mean_prompt_tokens": prompt_tokens / len(prompts),
+        "baseline_prompts_per_s": len(prompts) / t_base,
+        "generate_prompts_per_s": len(prompts) / t_gen,
+        "score_prompts_per_s": len(prompts) / t_score,
+        "baseline_prompt_tokens_per_s": prompt_tokens / t_base,
+        "generate_prompt_tokens_per_s": prompt_tokens / t_gen,
+        "score_prompt_tokens_per_s": prompt_tokens / t_score,
+        "generate_speedup": t_base / t_gen,
+        "generate_agreement": sum(a == b for a, b in zip(base, gen)) / len(prompts),
+        "numeric_rate": len(numeric) / len(prompts),
+        "score_agreement": (sum(scored[i].greedy == parse_intensity(base[i], max_rating) for i in numeric)
+                            / len(numeric)) if numeric else None,
+        "peak_memory_gib": {"baseline": m_base, "generate": m_gen, "score": m_score},
+        "unique_prompt_tokens": unique_tokens(labelled),
+        "tokens_computed": {"generate": n_gen, "score": n_score},
+        "torch_threads": torch.get_num_threads(),
+    }
+    if device.startswith("cuda"):
+        peak = matmul_peak_flops(device, torch.bfloat16)
+        n_params = sum(p.numel() for p in model.parameters()) - model.get_input_embeddings().weight.numel()
+        unique = result["unique_prompt_tokens"]
+        result |= {"matmul_peak_flops": peak,
+                   "generate_mfu": 2 * n_params * n_gen / t_gen / peak,
+                   "score_mfu": 2 * n_params * n_score / t_score / peak,
+                   "generate_floor_fraction": 2 * n_params * unique / t_gen / peak,
+                   "score_floor_fraction": 2 * n_params * unique / t_score / peak}
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"{'path':<10} {'prompts/s':>10} {'tokens/s':>10} {'agreement':>10} {'peak GiB':>9}")
+    for name, key, agree in (("baseline", "baseline", 1.0), ("generate", "generate", result["generate_agreement"]),
+                             ("score", "score", result["score_agreement"])):
+        agree_text = "n/a" if agree is None else f"{agree:.3f}"
+        print(f"{name:<10} {result[f'{key}_prompts_per_s']:>10.2f} {result[f'{key}_prompt_tokens_per_s']:>10.0f} "
+              f"{agree_text:>10} {result['peak_memory_gib'][key]:>9.2f}")
+    print(f"numeric rate of the baseline: {result['numeric_rate']:.3f}; json: {args.out}")
+
+
+if __name__ == "__main__":
+    main()
