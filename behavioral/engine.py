@@ -153,18 +153,17 @@ class Engine:
         self.tokens_computed = 0  # positions run through the model outside the prefix cache, padding included
 
     def _chunks(self, prompts: Sequence[list[int]], extra: int) -> list[list[int]]:
-        """Indices of consecutive batches: at most batch_size prompts and, if set, max_batch_tokens padded tokens."""
+        """Batches of prompt indices, by length so padding stays small: at most batch_size prompts and, if set,
+        max_batch_tokens positions (padded prompt plus `extra` new tokens per row)."""
         chunks: list[list[int]] = []
         current: list[int] = []
-        longest = 0
-        for i, ids in enumerate(prompts):
-            wider = max(longest, len(ids) + extra)
-            over_budget = self.max_batch_tokens is not None and wider * (len(current) + 1) > self.max_batch_tokens
+        for i in sorted(range(len(prompts)), key=lambda i: len(prompts[i])):
+            width = len(prompts[i]) + extra  # the longest so far: indices come shortest first
+            over_budget = self.max_batch_tokens is not None and width * (len(current) + 1) > self.max_batch_tokens
             if current and (len(current) == self.batch_size or over_budget):
                 chunks.append(current)
-                current, wider = [], len(ids) + extra
+                current = []
             current.append(i)
-            longest = wider
         if current:
             chunks.append(current)
         return chunks

@@ -47,6 +47,8 @@ def resolve_source(spec: str) -> ModelSource:
         if not path.is_file():
             raise ModelLoadError(f"model file {spec!r} does not exist; expected a .gguf file")
         return ModelSource(spec, str(path.parent), path.name)
+    if not path.exists() and (path.is_absolute() or spec.startswith((".", "~"))):  # never a hub id
+        raise ModelLoadError(f"model folder {spec!r} does not exist; expected a Hugging Face model folder or hub id")
     if path.exists() and not (path / "config.json").is_file():
         raise ModelLoadError(f"model folder {spec!r} has no config.json; expected a Hugging Face model folder")
     return ModelSource(spec, spec)

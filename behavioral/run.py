@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import math
 import os
 from dataclasses import asdict, dataclass
@@ -20,7 +19,7 @@ from behavioral.groups import CATEGORIES, get_category
 from behavioral.provenance import provenance
 from behavioral.rewrite import CACHE, ensure_third_person
 from behavioral.settings import SETTING_NAMES, get_setting
-from behavioral.store import MANIFEST, RunDirError, finished_units, read_manifest, write_json_atomic, write_part
+from behavioral.store import MANIFEST, RowLog, RunDirError, finished_units, read_manifest, write_json_atomic
 from behavioral.work import WorkUnit, work_units
 
 MODES = ("generate", "score", "both")
@@ -82,8 +81,8 @@ def prepare_out_dir(out: Path) -> bool:
     return False
 
 
-def _identity(config: RunConfig, model_info: dict, events: list[Event], corpus: str, chat_format: str) -> dict:
-    """The manifest's `config`: what must match for a run directory to be resumed."""
+def _identity(config: RunConfig, model_info: dict, corpus: str) -> dict:
+    """The manifest's `config` as known before events are rewritten: what must match to resume a run directory."""
     keep = ("model", "categories", "settings", "events", "limit_events", "seed", "mode", "max_new_tokens",
             "unit_size", "rewrite_model")
     identity = {k: v for k, v in asdict(config).items() if k in keep}
@@ -91,16 +90,17 @@ def _identity(config: RunConfig, model_info: dict, events: list[Event], corpus: 
     identity["settings"] = list(config.settings)
     identity.update(
         model_hash=model_info["model_hash"], revision=model_info["revision"], dtype=model_info["dtype"],
-        corpus_hash=corpus, events_hash=corpus_hash(events), n_events=len(events), chat_format=chat_format,
+        corpus_hash=corpus,
     )
     return identity
 
 
-def check_resumable(out: Path, identity: dict) -> None:
-    """Refuse a run directory whose stored configuration differs, saying what differs."""
+def check_resumable(out: Path, identity: dict, partial: bool = False) -> None:
+    """Refuse a run directory whose stored configuration differs (in the keys of `identity` only, if partial)."""
     stored = read_manifest(out)["config"]
+    keys = set(identity) if partial else set(stored) | set(identity)
     diffs = [f"{k}: stored {stored.get(k)!r}, now {identity.get(k)!r}"
-             for k in sorted(set(stored) | set(identity)) if stored.get(k) != identity.get(k)]
+             for k in sorted(keys) if stored.get(k) != identity.get(k)]
     if diffs:
         raise RunDirError(f"{out} was made with a different configuration; use a new --out. Differences: "
                           + "; ".join(diffs))
@@ -200,6 +200,9 @@ def run(config: RunConfig, out: str | Path, where: Place | None = None, progress
     resuming = prepare_out_dir(out) if where.is_main else True
     device = device_for(config.device, where)
     model, tokenizer, model_info = models.load(config.model, device, config.dtype, config.trust_remote_code)
+    identity = _identity(config, model_info, corpus)
+    if where.is_main and resuming:
+        check_resumable(out, identity, partial=True)  # before any rewriting work
     if any(get_setting(s).narrative_form == "third_person" for s in config.settings):
         if where.is_main:
             events = ensure_third_person(events, config, out, model, tokenizer)
@@ -207,7 +210,7 @@ def run(config: RunConfig, out: str | Path, where: Place | None = None, progress
         events = ensure_third_person(events, config, out, model, tokenizer)
     suite = Suite(model, tokenizer, config)
     suite.check_lengths(events)
-    identity = _identity(config, model_info, events, corpus, suite.chat_format)
+    identity |= {"events_hash": corpus_hash(events), "n_events": len(events), "chat_format": suite.chat_format}
     if where.is_main and not resuming:
         origin = provenance() | {"device": model_info["device"], "batch_size": config.batch_size,
                                  "world_size": where.world_size}
@@ -222,9 +225,9 @@ def run(config: RunConfig, out: str | Path, where: Place | None = None, progress
 
     total = sum(len(u.events) for u in todo())
     label = f"{config.model} {config.mode}" + (f" rank {where.rank}" if where.world_size > 1 else "")
-    with tqdm(total=total, unit="prompt", disable=not progress, desc=label) as bar:
-        for batch in _batches(todo(), config.batch_size * 4):
+    with tqdm(total=total, unit="prompt", disable=not progress, desc=label) as bar, RowLog(out, where.rank) as log:
+        for batch in _batches(todo(), config.batch_size):
             rows = suite.rows(batch)
-            write_part(out, f"r{where.rank:03d}-{hashlib.sha1(batch[0].unit_id.encode()).hexdigest()[:16]}", rows)
+            log.write(rows)
             bar.update(len(rows))
     return out

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from behavioral.corpus import Event
 from behavioral.groups import get_category
+from behavioral.settings import get_setting
 
 
 @dataclass(frozen=True)
@@ -25,10 +26,16 @@ def work_units(
     settings: Sequence[str], categories: Sequence[str], events: Sequence[Event], unit_size: int,
     rank: int = 0, world_size: int = 1,
 ) -> Iterator[WorkUnit]:
-    """This rank's units in grid order (perceiver-major, so a persona's prompts stay together); ids never change."""
-    chunks = [tuple(events[i:i + unit_size]) for i in range(0, len(events), unit_size)]
+    """This rank's units in grid order; ids never change.
+
+    Perceiver-major, so a persona's prompts stay together and share their prefix; within a cell, events go by the
+    length of the narrative the setting quotes, so a unit holds prompts of about one length (little padding).
+    """
     index = 0
     for setting in settings:
+        form = get_setting(setting).narrative_form
+        ordered = sorted(events, key=lambda e: (len(e.narrative(form)), e.event_id))
+        chunks = [tuple(ordered[i:i + unit_size]) for i in range(0, len(ordered), unit_size)]
         for name in categories:
             identities = get_category(name).with_unspecified
             for perceiver in identities:

@@ -1,0 +1,111 @@
+"""The `empathy-gap` command line: run, analyze, errors with exit status 2, `all` expansion, the console script."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+
+import pytest
+
+from behavioral import cli
+from behavioral.groups import CATEGORIES
+from behavioral.settings import SETTING_NAMES
+from behavioral.store import MANIFEST, read_results
+
+
+def _run_args(model_dir, out, *extra):
+    return ["run", "--model", str(model_dir), "--category", "religion", "--setting", "P0S0T0",
+            "--limit-events", "2", "--out", str(out), "--device", "cpu", "--dtype", "fp32", "--mode", "both",
+            "--no-progress", *extra]
+
+
+def test_run_then_analyze(tiny_model_dir, tmp_path, capsys):
+    out = tmp_path / "D"
+    assert cli.main(_run_args(tiny_model_dir, out)) == 0
+    assert str(out) in capsys.readouterr().out
+    manifest = json.loads((out / MANIFEST).read_text())
+    assert manifest["config"]["mode"] == "both" and manifest["config"]["settings"] == ["P0S0T0"]
+    rows = read_results(out)
+    assert len(rows) == 36 * 2
+    assert rows["response"].notna().all() and rows["expected_intensity"].notna().all()  # both modes' columns
+
+    assert cli.main(["analyze", str(out), "--permutations", "100"]) == 0
+    report = out / "analysis" / "report.md"
+    assert report.is_file() and report.read_text().strip()
+    assert str(report) in capsys.readouterr().out
+
+
+def test_rerun_resumes_and_changed_config_is_exit_2(tiny_model_dir, tmp_path, capsys):
+    out = tmp_path / "D"
+    args = _run_args(tiny_model_dir, out, "--mode", "score")
+    assert cli.main(args) == 0
+    parts = sorted((out / "results").iterdir())
+    assert cli.main(args) == 0  # same command again: resume, nothing left to do
+    assert sorted((out / "results").iterdir()) == parts
+    capsys.readouterr()
+    assert cli.main(_run_args(tiny_model_dir, out, "--mode", "score", "--seed", "3")) == 2
+    err = capsys.readouterr().err
+    assert "empathy-gap: error:" in err and "seed" in err
+
+
+def test_unknown_category_is_exit_2_and_creates_nothing(tiny_model_dir, tmp_path, capsys):
+    out = tmp_path / "D"
+    args = _run_args(tiny_model_dir, out)
+    args[args.index("religion")] = "nope"
+    assert cli.main(args) == 2
+    captured = capsys.readouterr()
+    assert "'nope'" in captured.err and "religion" in captured.err
+    assert captured.err.count("\n") == 1  # one message, no traceback
+    assert not out.exists()
+
+
+def test_missing_events_file_is_exit_2(tiny_model_dir, tmp_path, capsys):
+    out = tmp_path / "D"
+    assert cli.main(_run_args(tiny_model_dir, out, "--events", str(tmp_path / "nowhere.tsv"))) == 2
+    assert "nowhere.tsv" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_analyze_of_a_non_run_is_exit_2(tmp_path, capsys):
+    assert cli.main(["analyze", str(tmp_path)]) == 2
+    assert MANIFEST in capsys.readouterr().err
+
+
+def test_argparse_errors_exit_2(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["run", "--category", "religion"])  # no --model, no --out
+    assert exit_.value.code == 2
+    assert "--model" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("values, expected", [
+    (None, SETTING_NAMES),
+    (["all"], SETTING_NAMES),
+    (["P0S0T0", "all"], SETTING_NAMES),
+    (["P0S1T0"], ("P0S1T0",)),
+    (["P0S1T0,P0S0T0"], ("P0S1T0", "P0S0T0")),
+    (["P0S0T2", "P0S0T1, P0S0T2"], ("P0S0T2", "P0S0T1")),
+])
+def test_setting_choices(values, expected):
+    assert cli._choices(values, SETTING_NAMES, "setting") == expected
+
+
+def test_all_settings_are_the_seven_of_table2():
+    assert cli._choices(["all"], SETTING_NAMES, "setting") == (
+        "P0S0T0", "P1S0T0", "P2S0T0", "P3S0T0", "P0S1T0", "P0S0T1", "P0S0T2")
+    assert cli._choices(["all"], tuple(CATEGORIES), "category") == ("race", "nationality", "religion")
+
+
+def test_unknown_choice_names_it():
+    with pytest.raises(ValueError, match="'P5S0T0'"):
+        cli._choices(["P0S0T0,P5S0T0"], SETTING_NAMES, "setting")
+
+
+def test_console_script_help():
+    exe = shutil.which("empathy-gap")
+    assert exe, "console script empathy-gap is not installed (pip install -e .)"
+    done = subprocess.run([exe, "--help"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0
+    for command in ("run", "analyze", "demo"):
+        assert command in done.stdout

@@ -1,0 +1,370 @@
+"""Suite runs on the tiny model: the grid on disk, resume after a kill, refused reruns, bad input, sharding, T2."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+import os
+import shutil
+import stat
+
+import pandas as pd
+import pytest
+
+import behavioral.run as run_mod
+from behavioral import rewrite, store
+from behavioral.corpus import CorpusError, embedded_events
+from behavioral.engine import Engine
+from behavioral.groups import get_category
+from behavioral.models import ModelLoadError
+from behavioral.run import RunConfig, load_corpus, run
+from behavioral.store import MANIFEST, RESULTS, RunDirError, read_results
+from behavioral.work import work_units
+from tests.conftest import make_tiny_model
+
+SETTINGS = ("P0S0T0", "P0S1T0")
+N_EVENTS = 3
+RELIGION = get_category("religion").with_unspecified  # "a person" + 5 religions: 6 x 6 cells
+KEY = ["unit_id", "event_id"]
+
+
+def _config(model_dir, **changes) -> RunConfig:
+    base = dict(model=str(model_dir), categories=("religion",), settings=SETTINGS, limit_events=N_EVENTS,
+                mode="score", device="cpu", dtype="fp32", batch_size=4, unit_size=2)
+    return RunConfig(**(base | changes))
+
+
+def _sorted(frame: pd.DataFrame) -> pd.DataFrame:
+    return frame.sort_values(KEY).reset_index(drop=True)
+
+
+def _snapshot(folder):
+    """Every file under `folder` with its size and modification time."""
+    return {str(p.relative_to(folder)): (p.stat().st_size, p.stat().st_mtime_ns)
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture(scope="module")
+def baseline(tmp_path_factory, tiny_model_dir):
+    """One uninterrupted score-mode run: 2 settings x 36 religion cells x 3 events."""
+    out = tmp_path_factory.mktemp("baseline") / "run"
+    config = _config(tiny_model_dir)
+    run(config, out, progress=False)
+    return config, out, read_results(out)
+
+
+# --- what a finished run holds --------------------------------------------------------------------------------
+
+def test_rows_cover_the_grid_once(baseline):
+    config, out, rows = baseline
+    assert len(rows) == len(RELIGION) ** 2 * N_EVENTS * len(SETTINGS) == 216
+    assert list(rows.columns) == store.SCHEMA.names
+    assert not rows.duplicated(KEY).any()
+    assert not rows.duplicated(["setting", "perceiver", "experiencer", "event_id"]).any()
+    events = load_corpus(config)[0]
+    assert set(rows["event_id"]) == {e.event_id for e in events}
+    for setting in SETTINGS:
+        cells = rows[rows["setting"] == setting].groupby(["perceiver", "experiencer"])["event_id"].nunique()
+        assert len(cells) == 36 and (cells == N_EVENTS).all()
+        assert set(cells.index.get_level_values(0)) == set(RELIGION)
+    assert (rows["category"] == "religion").all()
+
+
+def test_unit_ids_name_their_cell_and_hold_whole_chunks(baseline):
+    config, _, rows = baseline
+    for unit_id, group in rows.groupby("unit_id"):
+        setting, category, perceiver, experiencer, chunk = unit_id.split("|")
+        assert group[["setting", "category", "perceiver", "experiencer"]].drop_duplicates().values.tolist() == [
+            [setting, category, perceiver, experiencer]]
+        assert len(group) == (config.unit_size if chunk == "0" else N_EVENTS - config.unit_size)
+        assert group["event_id"].is_unique
+    assert rows["unit_id"].nunique() == 36 * 2 * len(SETTINGS)  # chunks of 2 and 1 events
+
+
+def test_score_mode_values(baseline):
+    _, _, rows = baseline
+    assert rows["response"].isna().all()
+    assert not rows["refused"].any()
+    assert (rows["intensity"] == rows["score_answer"]).all()
+    for setting, top in (("P0S0T0", 100), ("P0S1T0", 10)):
+        part = rows[rows["setting"] == setting]
+        assert part["expected_intensity"].between(0, top).all()
+        assert part["score_answer"].between(0, top).all()
+        assert (part["score_answer"] == part["score_answer"].round()).all()
+    assert rows["numeric_mass"].between(0, 1).all()
+
+
+def test_manifest_records_the_run(baseline):
+    config, out, _ = baseline
+    manifest = json.loads((out / MANIFEST).read_text())
+    cfg = manifest["config"]
+    assert cfg["model"] == config.model
+    assert cfg["settings"] == list(SETTINGS) and cfg["categories"] == ["religion"]
+    assert cfg["mode"] == "score" and cfg["n_events"] == N_EVENTS and cfg["limit_events"] == N_EVENTS
+    assert cfg["chat_format"] == "system" and cfg["dtype"] == "float32"
+    assert cfg["model_hash"]
+    assert "batch_size" not in cfg  # speed settings do not decide rows
+    assert manifest["model"]["device"] == "cpu"
+
+
+# --- resume -----------------------------------------------------------------------------------------------------
+
+FLOATS = ["expected_intensity", "numeric_mass"]
+
+
+def _assert_same_rows(got: pd.DataFrame, want: pd.DataFrame) -> None:
+    """Same prompts and answers; read-out probabilities equal up to float noise (batches may share prefixes
+    differently, e.g. after a resume)."""
+    got, want = _sorted(got), _sorted(want)
+    pd.testing.assert_frame_equal(got.drop(columns=FLOATS), want.drop(columns=FLOATS))
+    pd.testing.assert_frame_equal(got[FLOATS], want[FLOATS], check_exact=False, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("mode", ["score", "both"])
+def test_resume_after_a_kill_gives_the_uninterrupted_rows(mode, baseline, tiny_model_dir, tmp_path, monkeypatch):
+    if mode == "score":
+        expected = baseline[2]
+    else:
+        expected = read_results(run(_config(tiny_model_dir, mode=mode), tmp_path / "uninterrupted", progress=False))
+        assert expected["response"].notna().all()
+    out, killed = tmp_path / "run", tmp_path / "killed"
+    real_rows = run_mod.Suite.rows
+    calls = []
+
+    def dying_rows(self, units):
+        if len(calls) == 3:
+            shutil.copytree(out, killed)  # what a SIGKILL at this moment leaves on disk: no cleanup ran
+            raise KeyboardInterrupt("killed")
+        calls.append(len(units))
+        return real_rows(self, units)
+
+    monkeypatch.setattr(run_mod.Suite, "rows", dying_rows)
+    with pytest.raises(KeyboardInterrupt):
+        run(_config(tiny_model_dir, mode=mode), out, progress=False)
+    monkeypatch.setattr(run_mod.Suite, "rows", real_rows)
+
+    for crashed in (out, killed):  # an exception unwinding the run, and a hard kill
+        partial = read_results(crashed)
+        assert 0 < len(partial) < len(expected)
+        assert not partial.duplicated(KEY).any()
+        # a kill during a write can leave a temporary file behind; it must not count
+        (crashed / RESULTS / ".r000-deadbeef.parquet.tmp").write_bytes(b"half a parquet file")
+
+        run(_config(tiny_model_dir, mode=mode), crashed, progress=False)
+        resumed = read_results(crashed)
+        assert len(resumed) == len(expected)
+        assert not resumed.duplicated(KEY).any()
+        _assert_same_rows(resumed, expected)
+        # rows written before the kill are kept as they were
+        pd.testing.assert_frame_equal(_sorted(resumed[resumed["unit_id"].isin(partial["unit_id"])]),
+                                      _sorted(partial))
+
+
+def test_completed_rerun_writes_nothing(baseline, monkeypatch):
+    config, out, _ = baseline
+    before = _snapshot(out)
+
+    def no_rows(self, units):
+        raise AssertionError(f"a finished run recomputed {len(units)} units")
+
+    monkeypatch.setattr(run_mod.Suite, "rows", no_rows)
+    run(config, out, progress=False)
+    # batch size and device only decide speed: a rerun with another batch size is the same run
+    run(dataclasses.replace(config, batch_size=7), out, progress=False)
+    assert _snapshot(out) == before
+
+
+@pytest.mark.parametrize("change, key", [
+    ({"limit_events": 2}, "limit_events"),
+    ({"mode": "generate"}, "mode"),
+    ({"settings": ("P0S0T0",)}, "settings"),
+    ({"unit_size": 3}, "unit_size"),
+    ({"seed": 1}, "seed"),
+])
+def test_rerun_with_another_config_is_refused_naming_the_difference(baseline, change, key):
+    config, out, _ = baseline
+    before = _snapshot(out)
+    with pytest.raises(RunDirError) as err:
+        run(dataclasses.replace(config, **change), out, progress=False)
+    message = str(err.value)
+    assert f"{key}:" in message and str(out) in message
+    assert "model_hash" not in message and "chat_format" not in message  # only what differs
+    assert _snapshot(out) == before
+
+
+# --- bad input: a clear error and no output directory -------------------------------------------------------------
+
+def _write_tsv(path, header, rows):
+    with open(path, "w", newline="") as f:
+        writer = csv.writer(f, delimiter="\t")
+        writer.writerow(header)
+        writer.writerows(rows)
+    return path
+
+
+@pytest.fixture(scope="module")
+def short_context_model_dir(tmp_path_factory, tiny_tokenizer):
+    folder = tmp_path_factory.mktemp("tiny-64")
+    make_tiny_model(len(tiny_tokenizer), max_positions=64).save_pretrained(folder)
+    tiny_tokenizer.save_pretrained(folder)
+    return folder
+
+
+def _bad_inputs(tiny_model_dir, short_context_model_dir, tmp_path):
+    no_column = _write_tsv(tmp_path / "release.tsv", ["emotion", "text_id", "generated_text", "third_person_text"],
+                           [["joy", "1", "I won.", "The person won."]])
+    no_text_id = _write_tsv(tmp_path / "generation.tsv", ["emotion", "generated_text"], [["joy", "I won."]])
+    not_a_model = tmp_path / "not-a-model"
+    not_a_model.mkdir()
+    return {
+        "category": (_config(tiny_model_dir, categories=("religion", "nope")), ValueError, "'nope'"),
+        "setting": (_config(tiny_model_dir, settings=("P0S0T0", "P9S0T0")), ValueError, "'P9S0T0'"),
+        "mode": (_config(tiny_model_dir, mode="sample"), ValueError, "'sample'"),
+        "events path": (_config(tiny_model_dir, events=str(tmp_path / "missing.tsv")), CorpusError,
+                        str(tmp_path / "missing.tsv")),
+        "release column": (_config(tiny_model_dir, events=str(no_column)), CorpusError, "first_person_text"),
+        "generation column": (_config(tiny_model_dir, events=str(no_text_id)), CorpusError, "text_id"),
+        "context": (_config(short_context_model_dir), ValueError, "context of 64"),
+        "model path": (_config(tmp_path / "no-such-model"), ModelLoadError, str(tmp_path / "no-such-model")),
+        "model folder": (_config(not_a_model), ModelLoadError, "config.json"),
+    }
+
+
+@pytest.mark.parametrize("case", ["category", "setting", "mode", "events path", "release column",
+                                  "generation column", "context", "model path", "model folder"])
+def test_bad_input_fails_before_creating_the_run_dir(case, tiny_model_dir, short_context_model_dir, tmp_path):
+    config, error, named = _bad_inputs(tiny_model_dir, short_context_model_dir, tmp_path)[case]
+    out = tmp_path / "runs" / "out"
+    with pytest.raises(error) as err:
+        run(config, out, progress=False)
+    assert named in str(err.value)
+    assert not out.exists() and not out.parent.exists()
+
+
+def test_out_dir_that_is_not_a_run_is_refused_untouched(tiny_model_dir, tmp_path):
+    out = tmp_path / "thesis"
+    out.mkdir()
+    (out / "chapter1.tex").write_text("do not touch")
+    with pytest.raises(RunDirError) as err:
+        run(_config(tiny_model_dir), out, progress=False)
+    assert str(out) in str(err.value) and MANIFEST in str(err.value)
+    assert sorted(p.name for p in out.iterdir()) == ["chapter1.tex"]
+
+
+def test_out_path_that_is_a_file_is_refused(tiny_model_dir, tmp_path):
+    out = tmp_path / "results.txt"
+    out.write_text("x")
+    with pytest.raises(RunDirError, match="not a directory"):
+        run(_config(tiny_model_dir), out, progress=False)
+    assert out.read_text() == "x"
+
+
+def test_out_parent_not_writable(tiny_model_dir, tmp_path):
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(stat.S_IRUSR | stat.S_IXUSR)
+    try:
+        if os.access(locked, os.W_OK):
+            pytest.skip("running as a user whom chmod does not stop (root)")
+        out = locked / "sub" / "out"
+        with pytest.raises(RunDirError, match="not writable"):
+            run(_config(tiny_model_dir), out, progress=False)
+        assert not (locked / "sub").exists()
+    finally:
+        locked.chmod(stat.S_IRWXU)
+
+
+# --- sharding ------------------------------------------------------------------------------------------------------
+
+def test_work_units_shards_partition_the_grid():
+    events = embedded_events()[:5]
+    args = (("P0S0T0", "P0S1T0"), ("religion", "race"), events, 2)
+    single = list(work_units(*args))
+    assert len(single) == 2 * (36 + 19 ** 2) * 3  # 5 events in chunks of 2, 2, 1
+    ids = [u.unit_id for u in single]
+    assert len(set(ids)) == len(ids)
+    shards = [list(work_units(*args, rank=r, world_size=3)) for r in range(3)]
+    shard_ids = [{u.unit_id for u in shard} for shard in shards]
+    assert set().union(*shard_ids) == set(ids)
+    assert sum(len(s) for s in shard_ids) == len(ids)  # disjoint
+    assert max(map(len, shards)) - min(map(len, shards)) <= 1
+    by_id = {u.unit_id: u for u in single}
+    for shard in shards:
+        for unit in shard:
+            assert unit == by_id[unit.unit_id]  # same id, same cell, same events, whatever the sharding
+    assert [u.unit_id for u in work_units(*args)] == ids  # stable across calls
+    assert [u.unit_id for u in work_units(*args, rank=1, world_size=3)] == [u.unit_id for u in shards[1]]
+    for unit in single:
+        assert 1 <= len(unit.events) <= 2
+    cells: dict[tuple, list] = {}
+    for unit in single:
+        cells.setdefault((unit.setting, unit.category, unit.perceiver, unit.experiencer), []).extend(unit.events)
+    assert len(cells) == 2 * (36 + 19 ** 2)
+    for cell_events in cells.values():  # every cell gets every event exactly once
+        assert sorted(e.event_id for e in cell_events) == sorted(e.event_id for e in events)
+
+
+# --- T2: third-person rewrites ---------------------------------------------------------------------------------
+
+@pytest.fixture
+def generation_tsv(tmp_path):
+    return _write_tsv(tmp_path / "crowd-enVent_generation.tsv",
+                      ["text_id", "emotion", "generated_text", "suddenness"],
+                      [["7", "joy", "my sister told me she was pregnant", "3"],
+                       ["8", "fear", "I heard footsteps behind me on an empty street at night", "5"],
+                       ["9", "no-emotion", "I made tea", "1"],
+                       ["10", "anger", "when the landlord kept my deposit", "2"]])
+
+
+def test_t2_rewrites_once_and_reuses_the_cache(tiny_model_dir, generation_tsv, tmp_path, monkeypatch):
+    config = _config(tiny_model_dir, settings=("P0S0T2",), events=str(generation_tsv), limit_events=None,
+                     unit_size=3, batch_size=8)
+    out = tmp_path / "t2"
+    run(config, out, progress=False)
+    lines = [json.loads(line) for line in (out / rewrite.CACHE).read_text().splitlines()]
+    assert sorted(r["event_id"] for r in lines) == ["anger-10", "fear-8", "joy-7"]
+    assert all(r["rewrite_model"] == str(tiny_model_dir) for r in lines)
+    first = read_results(out)
+    assert len(first) == 36 * 3 and set(first["setting"]) == {"P0S0T2"}
+    cache = (out / rewrite.CACHE).read_text()
+
+    def no_generation(self, prompts):
+        raise AssertionError("the rewrites should have come from rewrites.jsonl")
+
+    monkeypatch.setattr(Engine, "generate", no_generation)
+    shutil.rmtree(out / RESULTS)  # make the second run do all the prompts again, from the cached rewrites
+    run(config, out, progress=False)
+    assert (out / rewrite.CACHE).read_text() == cache
+    _assert_same_rows(read_results(out), first)
+
+
+def test_t2_with_release_text_needs_no_rewrite(tiny_model_dir, tmp_path, monkeypatch):
+    def no_generation(self, prompts):
+        raise AssertionError("release events carry their third-person text")
+
+    monkeypatch.setattr(Engine, "generate", no_generation)
+    out = tmp_path / "t2-release"
+    run(_config(tiny_model_dir, settings=("P0S0T2",), limit_events=1, unit_size=1, batch_size=8), out,
+        progress=False)
+    assert not (out / rewrite.CACHE).exists()
+    assert len(read_results(out)) == 36
+
+
+@pytest.mark.parametrize("reply, expected", [
+    ("The person felt x.}", "The person felt x."),
+    ("Rewrite: {The person felt joy when they won.}", "The person felt joy when they won."),
+    ("{The person is tired.} Text: {next}", "The person is tired."),
+    ("  The person is tired.  ", "The person is tired."),
+    ("Rewrite: The person left.}\n", "The person left."),
+])
+def test_extract_rewrite(reply, expected):
+    assert rewrite.extract_rewrite(reply) == expected
+
+
+def test_rewrite_prompt_is_appendix_a2():
+    assert rewrite.rewrite_prompt("I felt joy when I won.") == (
+        "Rewrite the text.\nExample:\nText: {The person: I am thinking about this situation.}\n"
+        "Rewrite: {The person is thinking about this situation.}\n\n"
+        "Text: {The person: I felt joy when I won.}\nRewrite: {"
+    )
