@@ -12,7 +12,7 @@ from transformers import LogitsProcessor, LogitsProcessorList
 from behavioral import chat, prompts
 from behavioral.answer_trie import AnswerTrie
 from behavioral.corpus import embedded_events
-from behavioral.engine import Engine, shared_prefix_length
+from behavioral.engine import Batch, Engine, shared_prefix_length
 from tests.conftest import make_tiny_model
 
 
@@ -137,3 +137,16 @@ def test_score_greedy_equals_generation_wherever_generation_is_a_number(tiny_tok
             assert score.greedy == first, text
     assert len(answers) >= 12
     assert {len(str(a)) for a in answers} == {1, 2}, "the test needs answers that stop and that continue"
+
+
+@torch.no_grad()
+def test_logits_with_the_prefix_cache_equal_a_plain_forward(tiny_model, tiny_tokenizer):
+    ids = _prompt_ids(tiny_tokenizer, 3, perceivers=("a Christian",))
+    engine = Engine(tiny_model, tiny_tokenizer, batch_size=3)
+    batch = Batch(engine, ids)
+    assert batch.cache is not None
+    cached = tiny_model(input_ids=batch.ids, attention_mask=batch.bias(batch.prompt_mask()),
+                        position_ids=batch.positions, past_key_values=batch.cache, use_cache=True).logits[:, -1]
+    for row, prompt in enumerate(ids):
+        plain = tiny_model(torch.tensor([prompt])).logits[0, -1]
+        assert torch.max(torch.abs(cached[row] - plain)) < 1e-4
