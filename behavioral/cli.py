@@ -44,6 +44,11 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rewrite-model", help="model that writes T2 third-person text for a generation TSV "
                                            "(default: --model)")
     p.add_argument("--trust-remote-code", action="store_true")
+    p.add_argument("--capture", default="", help="residual-stream capture: a comma list of persona, experiencer, "
+                                                 "final (or all); stored in RUN_DIR/activations")
+    p.add_argument("--layers", default="all", help="layers to capture: all or a comma list such as 0,4,8")
+    p.add_argument("--per-cell-samples", type=int, default=0,
+                   help="single-prompt final-token states kept per cell (seeded), besides the per-cell means")
     p.add_argument("--no-progress", action="store_true")
 
 
@@ -70,7 +75,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _run(args) -> None:
-    from behavioral.run import RunConfig, run
+    from behavioral.run import CAPTURE_KINDS, RunConfig, run
 
     config = RunConfig(
         model=args.model, categories=_choices(args.category, tuple(CATEGORIES), "category"),
@@ -78,6 +83,9 @@ def _run(args) -> None:
         limit_events=args.limit_events, seed=args.seed, mode=args.mode, device=args.device, dtype=args.dtype,
         batch_size=args.batch_size, max_new_tokens=args.max_new_tokens, unit_size=args.unit_size,
         trust_remote_code=args.trust_remote_code, rewrite_model=args.rewrite_model,
+        capture=_choices(args.capture.split(","), CAPTURE_KINDS, "capture") if args.capture else (),
+        layers=args.layers,
+        per_cell_samples=args.per_cell_samples,
     )
     out = run(config, args.out, progress=not args.no_progress)
     print(f"results in {out}")

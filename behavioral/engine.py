@@ -9,7 +9,7 @@ from __future__ import annotations
 import copy
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from typing import TypeVar
+from typing import ContextManager, TypeVar
 
 import torch
 
@@ -151,6 +151,22 @@ class Engine:
         self.stop_ids = stop_token_ids(model, tokenizer)
         self.prefixes = PrefixCache(model)
         self.tokens_computed = 0  # positions run through the model outside the prefix cache, padding included
+        # tracer(positions) -> a context manager whose .stacked() gives [hooks, B, P, d] states at `positions` of
+        # the batch's first forward (activations.capture.ResidualTrace); None registers no hook at all.
+        self.tracer: Callable[[torch.Tensor], ContextManager] | None = None
+        self.final_states: torch.Tensor | None = None  # [prompts, hooks, d] of the last generate/score call
+        self._trace: torch.Tensor | None = None
+
+    def _prompt_forward(self, batch: "Batch", **kwargs):
+        """The batch's first forward; with a tracer, also keeps each row's state at its last prompt token."""
+        if self.tracer is None:
+            self._trace = None
+            return self.model(**kwargs)
+        last = torch.full((batch.ids.shape[0], 1), batch.width - 1, device=self.device)
+        with self.tracer(last) as trace:
+            out = self.model(**kwargs)
+        self._trace = trace.stacked()[:, :, 0].transpose(0, 1).float().cpu()  # [B, hooks, d]
+        return out
 
     def _chunks(self, prompts: Sequence[list[int]], extra: int) -> list[list[int]]:
         """Batches of prompt indices, by length so padding stays small: at most batch_size prompts and, if set,
@@ -170,6 +186,7 @@ class Engine:
 
     def _batched(self, fn: Callable[[list[list[int]]], list[T]], prompts: Sequence[list[int]], extra: int) -> list[T]:
         out: list[T | None] = [None] * len(prompts)
+        states: list[torch.Tensor | None] = [None] * len(prompts)
         pending = self._chunks(prompts, extra)
         while pending:
             chunk = pending.pop(0)
@@ -182,8 +199,12 @@ class Engine:
                 self.batch_size = max(1, len(chunk) // 2)
                 pending[:0] = [chunk[:self.batch_size], chunk[self.batch_size:]]
                 continue
-            for i, r in zip(chunk, results):
+            for j, (i, r) in enumerate(zip(chunk, results)):
                 out[i] = r
+                if self._trace is not None:
+                    states[i] = self._trace[j]
+        if self.tracer is not None:
+            self.final_states = torch.stack(states)  # type: ignore[arg-type]
         return out  # type: ignore[return-value]
 
     def generate(self, prompts: Sequence[list[int]]) -> list[str]:
@@ -194,8 +215,8 @@ class Engine:
     def _generate_batch(self, prompts: list[list[int]]) -> list[str]:
         batch = Batch(self, prompts)
         n = len(prompts)
-        out = self.model(
-            input_ids=batch.ids, attention_mask=batch.bias(batch.prompt_mask()), position_ids=batch.positions,
+        out = self._prompt_forward(
+            batch, input_ids=batch.ids, attention_mask=batch.bias(batch.prompt_mask()), position_ids=batch.positions,
             past_key_values=batch.cache, use_cache=True, logits_to_keep=1,
         )
         logits, cache = out.logits[:, -1], out.past_key_values
@@ -241,8 +262,8 @@ class Engine:
         allowed[:, :w, :-t] = batch.prompt_mask()
         allowed[:, w:, :-t] = batch.keys[:, None, :]
         allowed[:, w:, -t:] = trie.ancestry.to(self.device)
-        logits = self.model(
-            input_ids=input_ids, attention_mask=batch.bias(allowed), position_ids=positions,
+        logits = self._prompt_forward(
+            batch, input_ids=input_ids, attention_mask=batch.bias(allowed), position_ids=positions,
             past_key_values=batch.cache, use_cache=batch.cache is not None, logits_to_keep=t + 1,
         ).logits
         self.tokens_computed += input_ids.numel()

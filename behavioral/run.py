@@ -7,6 +7,7 @@ import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import torch
 from tqdm import tqdm
 
 from behavioral import chat, models, prompts
@@ -23,6 +24,7 @@ from behavioral.store import MANIFEST, RowLog, RunDirError, finished_units, read
 from behavioral.work import WorkUnit, work_units
 
 MODES = ("generate", "score", "both")
+CAPTURE_KINDS = ("persona", "experiencer", "final")
 EMBEDDED_EVENTS = "embedded"
 
 
@@ -44,6 +46,9 @@ class RunConfig:
     unit_size: int = 32
     trust_remote_code: bool = False
     rewrite_model: str | None = None
+    capture: tuple[str, ...] = ()
+    layers: str = "all"
+    per_cell_samples: int = 0
 
     def validate(self) -> None:
         """Raise ValueError naming the first unknown category, setting, mode or bad number."""
@@ -53,6 +58,11 @@ class RunConfig:
             get_setting(name)
         if self.mode not in MODES:
             raise ValueError(f"unknown --mode {self.mode!r}; expected one of {', '.join(MODES)}")
+        for name in self.capture:
+            if name not in CAPTURE_KINDS:
+                raise ValueError(f"unknown --capture {name!r}; expected a comma list of {', '.join(CAPTURE_KINDS)}")
+        if self.per_cell_samples < 0:
+            raise ValueError(f"--per-cell-samples must be at least 0, got {self.per_cell_samples}")
         for name in ("batch_size", "max_new_tokens", "unit_size"):
             if getattr(self, name) < 1:
                 raise ValueError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}")
@@ -84,10 +94,11 @@ def prepare_out_dir(out: Path) -> bool:
 def _identity(config: RunConfig, model_info: dict, corpus: str) -> dict:
     """The manifest's `config` as known before events are rewritten: what must match to resume a run directory."""
     keep = ("model", "categories", "settings", "events", "limit_events", "seed", "mode", "max_new_tokens",
-            "unit_size", "rewrite_model")
+            "unit_size", "rewrite_model", "capture", "layers", "per_cell_samples")
     identity = {k: v for k, v in asdict(config).items() if k in keep}
     identity["categories"] = list(config.categories)
     identity["settings"] = list(config.settings)
+    identity["capture"] = list(config.capture)
     identity.update(
         model_hash=model_info["model_hash"], revision=model_info["revision"], dtype=model_info["dtype"],
         corpus_hash=corpus,
@@ -117,6 +128,7 @@ class Suite:
         self.chat_format = chat.detect_format(tokenizer, probe)
         self.tries = {s: AnswerTrie.for_scale(tokenizer, get_setting(s).max_rating) for s in config.settings}
         self.context = getattr(model.config, "max_position_embeddings", None)
+        self.final_states: torch.Tensor | None = None
 
     def tokens(self, setting: str, perceiver: str, experiencer: str, event: Event) -> list[int]:
         """Token ids of one rendered prompt."""
@@ -143,17 +155,23 @@ class Suite:
                         )
 
     def rows(self, units: list[WorkUnit]) -> list[dict]:
-        """Result rows of `units`, one per prompt, in unit then event order."""
+        """Result rows of `units`, one per prompt, in unit then event order; with the engine's tracer set,
+        `self.final_states` holds their final-token states [prompts, hooks, d] afterwards."""
         items = [(u, e) for u in units for e in u.events]
         ids = [self.tokens(u.setting, u.perceiver, u.experiencer, e) for u, e in items]
         mode = self.config.mode
         responses = self.engine.generate(ids) if mode != "score" else [None] * len(ids)
+        self.final_states = self.engine.final_states if mode != "score" else None
         scores: list = [None] * len(ids)
         if mode != "generate":
-            for setting in {u.setting for u in units}:
+            for setting in dict.fromkeys(u.setting for u in units):
                 idx = [i for i, (u, _) in enumerate(items) if u.setting == setting]
                 for i, s in zip(idx, self.engine.score([ids[i] for i in idx], self.tries[setting])):
                     scores[i] = s
+                if mode == "score" and self.engine.final_states is not None:
+                    if self.final_states is None:
+                        self.final_states = torch.empty(len(ids), *self.engine.final_states.shape[1:])
+                    self.final_states[idx] = self.engine.final_states
         rows = []
         for (unit, event), response, score in zip(items, responses, scores):
             if response is not None:
@@ -210,6 +228,7 @@ def run(config: RunConfig, out: str | Path, where: Place | None = None, progress
         events = ensure_third_person(events, config, out, model, tokenizer)
     suite = Suite(model, tokenizer, config)
     suite.check_lengths(events)
+    recorder = _recorder(config, suite, out, where) if config.capture else None
     identity |= {"events_hash": corpus_hash(events), "n_events": len(events), "chat_format": suite.chat_format}
     if where.is_main and not resuming:
         origin = provenance() | {"device": model_info["device"], "batch_size": config.batch_size,
@@ -219,15 +238,44 @@ def run(config: RunConfig, out: str | Path, where: Place | None = None, progress
     check_resumable(out, identity)
     done = finished_units(out)
 
-    def todo():
-        units = work_units(config.settings, config.categories, events, config.unit_size, where.rank, where.world_size)
-        return (u for u in units if u.unit_id not in done)
+    def mine():
+        return work_units(config.settings, config.categories, events, config.unit_size, where.rank, where.world_size)
 
+    if recorder is not None:
+        if where.is_main:
+            recorder.identity_pass(config.settings, config.categories, events[0])
+        barrier(where)
+        recorder.plan(list(mine()), out)
+
+    def todo():
+        return (u for u in mine() if u.unit_id not in done or (recorder is not None and recorder.needs(u)))
+
+    event_ids = [e.event_id for e in events]
     total = sum(len(u.events) for u in todo())
     label = f"{config.model} {config.mode}" + (f" rank {where.rank}" if where.world_size > 1 else "")
     with tqdm(total=total, unit="prompt", disable=not progress, desc=label) as bar, RowLog(out, where.rank) as log:
         for batch in _batches(todo(), config.batch_size):
             rows = suite.rows(batch)
-            log.write(rows)
+            fresh = [r for r in rows if r["unit_id"] not in done]
+            if fresh:
+                log.write(fresh)
+            if recorder is not None and suite.final_states is not None:
+                recorder.add(batch, suite.final_states, event_ids)
             bar.update(len(rows))
+    if recorder is not None:
+        recorder.flush()
     return out
+
+
+def _recorder(config: RunConfig, suite: "Suite", out: Path, where: Place):
+    """The activation recorder of a capture run (the one place a run reaches into `activations`)."""
+    from activations.capture import ResidualTrace, decoder_layers, parse_layers
+    from activations.recorder import Recorder
+
+    model = suite.engine.model
+    layers = parse_layers(config.layers, len(decoder_layers(model)))
+    recorder = Recorder(model, suite.tokenizer, suite.chat_format, out, config.capture, layers,
+                        config.per_cell_samples, config.seed, config.batch_size, where.rank)
+    if "final" in recorder.kinds:
+        suite.engine.tracer = lambda positions: ResidualTrace(model, layers, positions=positions)
+    return recorder

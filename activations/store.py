@@ -1,0 +1,134 @@
+"""The activation store of a run directory: float16 shards (.npy) with Parquet indexes, memory-mapped on load."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from behavioral.groups import get_category
+
+FOLDER = "activations"
+META = "meta.json"
+KINDS = ("persona", "experiencer", "final_mean", "final_sample")
+REDUCTIONS = ("mean", "last")
+
+
+class ActivationStoreError(ValueError):
+    """An activation store that is missing or cannot answer the question asked."""
+
+
+def shard_name(kind: str, key: str) -> str:
+    """File stem of one shard of `kind`; `key` makes it unique (a setting × category, or a rank and counter)."""
+    return f"{kind}--{key}"
+
+
+def write_shard(run_dir: str | Path, kind: str, key: str, array: np.ndarray, index: pd.DataFrame) -> None:
+    """Write one shard: the float16 array first, then its index, each through a rename (the index marks it done)."""
+    if len(array) != len(index):
+        raise ValueError(f"shard {kind}/{key}: {len(array)} vectors but {len(index)} index rows")
+    folder = Path(run_dir) / FOLDER
+    folder.mkdir(parents=True, exist_ok=True)
+    stem = shard_name(kind, key)
+    tmp = folder / f".{stem}.npy.tmp"
+    with open(tmp, "wb") as f:
+        np.save(f, array.astype(np.float16))
+    os.replace(tmp, folder / f"{stem}.npy")
+    tmp = folder / f".{stem}.parquet.tmp"
+    index.reset_index(drop=True).to_parquet(tmp)
+    os.replace(tmp, folder / f"{stem}.parquet")
+
+
+def shard_done(run_dir: str | Path, kind: str, key: str) -> bool:
+    """True once a shard's index is on disk (its array was written before it)."""
+    return (Path(run_dir) / FOLDER / f"{shard_name(kind, key)}.parquet").is_file()
+
+
+def write_meta(run_dir: str | Path, meta: dict) -> None:
+    """Record hook names, layers and d_model of the store."""
+    folder = Path(run_dir) / FOLDER
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = folder / f".{META}.tmp"
+    tmp.write_text(json.dumps(meta, indent=2) + "\n")
+    os.replace(tmp, folder / META)
+
+
+@dataclass
+class ActivationStore:
+    """Lazy access to a run's activations: arrays stay memory-mapped until a question selects rows from them."""
+
+    root: Path
+    meta: dict
+
+    @property
+    def hooks(self) -> list[str]:
+        """Hook names in array order: hook_embed, then blocks.{l}.hook_resid_post."""
+        return self.meta["hooks"]
+
+    def _kind(self, kind: str) -> tuple[pd.DataFrame, list[np.ndarray]]:
+        shards = sorted(self.root.glob(f"{kind}--*.parquet"))
+        if not shards:
+            raise ActivationStoreError(f"{self.root}: no {kind} activations; was the run made with --capture?")
+        frames, arrays = [], []
+        for i, path in enumerate(shards):
+            frame = pd.read_parquet(path)
+            frame["_shard"], frame["_row"] = i, np.arange(len(frame))
+            frames.append(frame)
+            arrays.append(np.load(path.with_suffix(".npy"), mmap_mode="r"))
+        return pd.concat(frames, ignore_index=True), arrays
+
+    def _select(self, kind: str, **where) -> tuple[np.ndarray, pd.DataFrame]:
+        index, arrays = self._kind(kind)
+        for column, value in where.items():
+            index = index[index[column] == value]
+        if index.empty:
+            raise ActivationStoreError(f"{self.root}: no {kind} activations for {where}")
+        vectors = np.stack([arrays[s][r] for s, r in zip(index["_shard"], index["_row"])])
+        return vectors, index.drop(columns=["_shard", "_row"]).reset_index(drop=True)
+
+    def persona(self, category: str, setting: str, reduction: str = "mean") -> tuple[np.ndarray, list[str]]:
+        """Persona vectors (layers × identities × d_model) in Table 1 order ("a person" first), and the identities."""
+        vectors, index = self._select("persona", category=category, setting=setting)
+        order = {name: i for i, name in enumerate(get_category(category).with_unspecified)}
+        rows = sorted(range(len(index)), key=lambda i: order[index["identity"][i]])
+        r = REDUCTIONS.index(reduction)
+        return np.moveaxis(vectors[rows, r].astype(np.float32), 0, 1), [index["identity"][i] for i in rows]
+
+    def experiencer(self, category: str, setting: str, reduction: str = "mean") -> tuple[np.ndarray, pd.DataFrame]:
+        """Experiencer vectors (layers × pairs × d_model) and the (perceiver, experiencer) of each pair."""
+        vectors, index = self._select("experiencer", category=category, setting=setting)
+        r = REDUCTIONS.index(reduction)
+        return np.moveaxis(vectors[:, r].astype(np.float32), 0, 1), index[["perceiver", "experiencer"]]
+
+    def final(self, category: str, setting: str) -> tuple[np.ndarray, pd.DataFrame]:
+        """Per-cell means of the final-token state (layers × cells × d_model) in Table 1 order, with perceiver,
+        experiencer and prompt count; the shares of several processes are combined weighted by their counts."""
+        vectors, index = self._select("final_mean", category=category, setting=setting)
+        order = {name: i for i, name in enumerate(get_category(category).with_unspecified)}
+        weights = index["count"].to_numpy(dtype=np.float64)
+        cells = sorted(set(zip(index["perceiver"], index["experiencer"])), key=lambda c: (order[c[0]], order[c[1]]))
+        means, counts = [], []
+        for perceiver, experiencer in cells:
+            rows = np.flatnonzero((index["perceiver"] == perceiver) & (index["experiencer"] == experiencer))
+            w = weights[rows]
+            means.append(np.tensordot(w / w.sum(), vectors[rows].astype(np.float64), axes=1))
+            counts.append(int(w.sum()))
+        labels = pd.DataFrame(cells, columns=["perceiver", "experiencer"]).assign(count=counts)
+        return np.moveaxis(np.stack(means).astype(np.float32), 0, 1), labels
+
+    def final_samples(self, category: str, setting: str) -> tuple[np.ndarray, pd.DataFrame]:
+        """Single-prompt final-token states (layers × samples × d_model) with their cell and event."""
+        vectors, index = self._select("final_sample", category=category, setting=setting)
+        return np.moveaxis(vectors.astype(np.float32), 0, 1), index[["perceiver", "experiencer", "event_id"]]
+
+
+def load(run_dir: str | Path) -> ActivationStore:
+    """Open the activation store of a run directory (nothing is read into memory yet)."""
+    root = Path(run_dir) / FOLDER
+    if not (root / META).is_file():
+        raise ActivationStoreError(f"{run_dir}: no activation store; rerun `empathy-gap run` with --capture")
+    return ActivationStore(root, json.loads((root / META).read_text()))

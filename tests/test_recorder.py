@@ -1,0 +1,128 @@
+"""Capture during suite runs: stored vectors equal direct captures, survive a kill, and cost no hook when off."""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pytest
+import torch
+
+import activations.store as activation_store
+from activations.capture import resid_post
+from activations.spans import prompt_spans
+from behavioral import run as run_mod
+from behavioral.corpus import embedded_events, sample_events
+from behavioral.groups import get_category
+from behavioral.prompts import build
+from behavioral.store import RunDirError
+
+SETTING = "P0S0T0"
+
+
+def _config(model_dir, **overrides) -> run_mod.RunConfig:
+    fields = dict(model=str(model_dir), categories=("religion",), settings=(SETTING,), limit_events=3, unit_size=2,
+                  mode="score", device="cpu", dtype="fp32", batch_size=4, capture=run_mod.CAPTURE_KINDS,
+                  per_cell_samples=2)
+    return run_mod.RunConfig(**(fields | overrides))
+
+
+def _direct(model, tokenizer, perceiver, experiencer, event) -> tuple[torch.Tensor, dict]:
+    """States [hooks, T, d] of one whole prompt run alone, and its spans."""
+    prompt = build(SETTING, perceiver, experiencer, event.emotion, event.narrative("text"))
+    ids, spans = prompt_spans(tokenizer, prompt, "system")
+    states = resid_post(model, torch.tensor([ids]))[:, 0]
+    return states, spans
+
+
+@pytest.fixture(scope="module")
+def captured(tiny_model_dir, tmp_path_factory):
+    out = tmp_path_factory.mktemp("capture") / "run"
+    run_mod.run(_config(tiny_model_dir), out, progress=False)
+    return out
+
+
+def test_persona_and_experiencer_vectors_equal_captures_of_the_whole_prompt(captured, tiny_model, tiny_tokenizer):
+    store = activation_store.load(captured)
+    events = sample_events(embedded_events(), 3)
+    persona, names = store.persona("religion", SETTING)
+    assert names == list(get_category("religion").with_unspecified)
+    assert persona.shape == (3, 6, tiny_model.config.hidden_size)  # hook_embed + 2 layers
+    experiencer, pairs = store.experiencer("religion", SETTING, reduction="last")
+    for i, name in enumerate(names):
+        states, spans = _direct(tiny_model, tiny_tokenizer, name, "a Hindu", events[-1])  # another event
+        span = spans["persona"]
+        expected = states[:, span.start:span.end].mean(1).numpy()
+        np.testing.assert_allclose(persona[:, i], expected, rtol=2e-3, atol=2e-3)
+        row = pairs.index[(pairs.perceiver == name) & (pairs.experiencer == "a Hindu")][0]
+        np.testing.assert_allclose(experiencer[:, row], states[:, spans["experiencer"].last].numpy(),
+                                   rtol=2e-3, atol=2e-3)
+
+
+def test_final_means_and_samples_equal_per_prompt_captures(captured, tiny_model, tiny_tokenizer):
+    store = activation_store.load(captured)
+    events = sample_events(embedded_events(), 3)
+    means, cells = store.final("religion", SETTING)
+    assert len(cells) == 36 and set(cells["count"]) == {3}
+    samples, sampled = store.final_samples("religion", SETTING)
+    assert len(sampled) == 36 * 2
+    for row in (0, 7, 35):
+        perceiver, experiencer = cells.perceiver[row], cells.experiencer[row]
+        finals = [_direct(tiny_model, tiny_tokenizer, perceiver, experiencer, e)[0][:, -1] for e in events]
+        np.testing.assert_allclose(means[:, row], torch.stack(finals).mean(0).numpy(), rtol=2e-3, atol=2e-3)
+        pick = sampled.index[(sampled.perceiver == perceiver) & (sampled.experiencer == experiencer)][0]
+        event = next(e for e in events if e.event_id == sampled.event_id[pick])
+        direct = _direct(tiny_model, tiny_tokenizer, perceiver, experiencer, event)[0][:, -1]
+        np.testing.assert_allclose(samples[:, pick], direct.numpy(), rtol=2e-3, atol=2e-3)
+
+
+def test_a_kill_mid_run_resumes_to_the_same_activations(tiny_model_dir, tmp_path, captured, monkeypatch):
+    out = tmp_path / "killed"
+    real_rows = run_mod.Suite.rows
+    calls = {"n": 0}
+
+    def dying(self, units):
+        calls["n"] += 1
+        if calls["n"] == 6:
+            shutil.copytree(out, tmp_path / "snapshot")  # what a hard kill would leave on disk
+            raise KeyboardInterrupt
+        return real_rows(self, units)
+
+    monkeypatch.setattr(run_mod.Suite, "rows", dying)
+    with pytest.raises(KeyboardInterrupt):
+        run_mod.run(_config(tiny_model_dir), out, progress=False)
+    monkeypatch.setattr(run_mod.Suite, "rows", real_rows)
+    resumed = tmp_path / "snapshot"
+    run_mod.run(_config(tiny_model_dir), resumed, progress=False)
+    want, _ = activation_store.load(captured).final("religion", SETTING)
+    got, cells = activation_store.load(resumed).final("religion", SETTING)
+    assert set(cells["count"]) == {3}
+    np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-3)
+
+
+def test_capture_on_a_run_made_without_it_is_refused(tiny_model_dir, tmp_path):
+    out = tmp_path / "plain"
+    run_mod.run(_config(tiny_model_dir, capture=()), out, progress=False)
+    assert not (out / activation_store.FOLDER).exists()
+    with pytest.raises(RunDirError, match="capture"):
+        run_mod.run(_config(tiny_model_dir), out, progress=False)
+
+
+def test_layers_out_of_range_fail_before_anything_is_written(tiny_model_dir, tmp_path):
+    with pytest.raises(ValueError, match="7"):
+        run_mod.run(_config(tiny_model_dir, layers="0,7"), tmp_path / "bad", progress=False)
+    assert not (tmp_path / "bad").exists()
+
+
+def test_a_run_without_capture_registers_no_hook(tiny_model_dir, tmp_path, monkeypatch):
+    seen = []
+    real = torch.nn.Module.register_forward_hook
+    monkeypatch.setattr(torch.nn.Module, "register_forward_hook",
+                        lambda self, *a, **k: seen.append(type(self).__name__) or real(self, *a, **k))
+    run_mod.run(_config(tiny_model_dir, capture=(), mode="both"), tmp_path / "plain", progress=False)
+    assert seen == []
+
+
+def test_loading_a_run_without_activations_says_so(tmp_path):
+    with pytest.raises(activation_store.ActivationStoreError, match="--capture"):
+        activation_store.load(tmp_path)
