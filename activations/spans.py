@@ -1,0 +1,132 @@
+"""Identity spans: the token positions of the persona and experiencer strings in one rendered chat prompt."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from behavioral.chat import render
+from behavioral.prompts import Prompt
+
+# Slot name in behavioral.prompts -> span name used for capture and patching.
+SPAN_NAMES = {"perceiver": "persona", "experiencer": "experiencer"}
+FINAL = "final"
+
+
+class SpanError(ValueError):
+    """An identity span that cannot be located in a rendered prompt."""
+
+
+@dataclass(frozen=True)
+class TokenSpan:
+    """A named run of token positions [start, end) in one tokenized prompt."""
+
+    name: str
+    start: int
+    end: int
+
+    @property
+    def last(self) -> int:
+        """The position of the span's last token."""
+        return self.end - 1
+
+    def __len__(self) -> int:
+        """The number of tokens in the span."""
+        return self.end - self.start
+
+
+def _tokenizer_name(tokenizer) -> str:
+    """A short name for `tokenizer` in error messages."""
+    return getattr(tokenizer, "name_or_path", None) or type(tokenizer).__name__
+
+
+def _slot_text(prompt: Prompt, slot) -> str:
+    """The string a slot was filled with."""
+    return prompt.messages[slot.message]["content"][slot.start : slot.end]
+
+
+def _describe(prompt: Prompt) -> str:
+    """A short description of `prompt` for error messages: its identity fills."""
+    fills = ", ".join(f"{s.name}={_slot_text(prompt, s)!r}" for s in prompt.slots)
+    return f"prompt ({fills or 'no identity slots'})"
+
+
+def char_spans(text: str, prompt: Prompt) -> dict[str, tuple[int, int]]:
+    """Character spans of each slot of `prompt` in the rendered chat `text`, keyed by slot name."""
+    # Each message's full content is located in order (never the identity strings themselves, which may recur
+    # in a narrative); slot offsets are then relative to where that message's content starts.
+    starts, pos = [], 0
+    for i, message in enumerate(prompt.messages):
+        content = message["content"]
+        at = text.find(content, pos)
+        if at < 0:
+            raise SpanError(
+                f"{_describe(prompt)}: the content of message {i} (role {message['role']!r}) is not in the rendered "
+                "chat text verbatim; expected a chat template that copies message text unchanged"
+            )
+        starts.append(at)
+        pos = at + len(content)
+    spans: dict[str, tuple[int, int]] = {}
+    for slot in prompt.slots:
+        if slot.name in spans:
+            raise SpanError(f"{_describe(prompt)}: slot {slot.name!r} is filled more than once; expected one fill")
+        base = starts[slot.message]
+        spans[slot.name] = (base + slot.start, base + slot.end)
+    return spans
+
+
+def _encode(tokenizer, text: str) -> tuple[list[int], list[tuple[int, int]]]:
+    """Token ids and character offsets of `text`, without added special tokens."""
+    if not getattr(tokenizer, "is_fast", False):
+        raise SpanError(
+            f"tokenizer {_tokenizer_name(tokenizer)!r} is not a fast tokenizer; identity spans need a fast "
+            "(Rust-backed) tokenizer that returns an offset mapping"
+        )
+    enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+    return list(enc["input_ids"]), [tuple(o) for o in enc["offset_mapping"]]
+
+
+def token_spans(tokenizer, text: str, prompt: Prompt, input_ids: list[int] | None = None) -> dict[str, TokenSpan]:
+    """Token spans `persona`, `experiencer` and `final` of the rendered chat `text` of `prompt`."""
+    ids, offsets = _encode(tokenizer, text)
+    if input_ids is not None and list(input_ids) != ids:
+        raise SpanError(
+            f"{_describe(prompt)}: input_ids ({len(input_ids)} tokens) differ from tokenizer "
+            f"{_tokenizer_name(tokenizer)!r}'s tokenization of the rendered text ({len(ids)} tokens); expected the "
+            "ids of exactly that text, tokenized with add_special_tokens=False"
+        )
+    if not ids:
+        raise SpanError(f"{_describe(prompt)}: the rendered text has no tokens; expected a non-empty prompt")
+    spans: dict[str, TokenSpan] = {}
+    for slot_name, (lo, hi) in char_spans(text, prompt).items():
+        name = SPAN_NAMES.get(slot_name, slot_name)
+        # Overlap, not containment: byte-level BPE folds the leading space into the next token (" a" -> "Ġa").
+        hits = [i for i, (a, b) in enumerate(offsets) if b > a and a < hi and b > lo]
+        if not hits:
+            raise SpanError(
+                f"{_describe(prompt)}: slot {slot_name!r} (characters {lo}:{hi}) covers no token of tokenizer "
+                f"{_tokenizer_name(tokenizer)!r}; expected at least one token"
+            )
+        spans[name] = TokenSpan(name, hits[0], hits[-1] + 1)
+    spans[FINAL] = TokenSpan(FINAL, len(ids) - 1, len(ids))
+    return spans
+
+
+def prompt_spans(tokenizer, prompt: Prompt, chat_format: str) -> tuple[list[int], dict[str, TokenSpan]]:
+    """For one prompt rendered in `chat_format`: its token ids and named token spans."""
+    text, rendered = render(tokenizer, prompt, chat_format)
+    # add_special_tokens=False: the chat template already holds BOS where the model wants it.
+    ids, _ = _encode(tokenizer, text)
+    return ids, token_spans(tokenizer, text, rendered, ids)
+
+
+def align_from_end(source: TokenSpan, target: TokenSpan, n: int | None = None) -> list[tuple[int, int]]:
+    """Pairs (source.last - i, target.last - i) for i < n: aligned from the spans' ends; n defaults to the shorter."""
+    shorter = min(len(source), len(target))
+    if n is None:
+        n = shorter
+    if not 0 < n <= shorter:
+        raise SpanError(
+            f"cannot align {n} positions of span {source.name!r} ({len(source)} tokens) with span {target.name!r} "
+            f"({len(target)} tokens); expected 1 <= n <= {shorter}"
+        )
+    return [(source.last - i, target.last - i) for i in range(n)]

@@ -1,0 +1,67 @@
+"""Capture overhead: the same suite slice run with and without persona + experiencer + final-token capture.
+
+Prints a table and writes a JSON file. Each run goes into a fresh temporary run directory; the time counted is the
+whole `run()` after the model is in memory (the identity pass, hooks and activation writes included).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from pathlib import Path
+
+from behavioral import models
+from behavioral.run import CAPTURE_KINDS, RunConfig, run
+from behavioral.store import read_results
+
+REAL_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "data" / "crowd-envent"
+
+
+def timed_run(config: RunConfig) -> tuple[float, int]:
+    """Seconds for one complete run into a temporary directory, and the prompts it ran."""
+    with tempfile.TemporaryDirectory() as tmp:
+        start = time.perf_counter()
+        run(config, Path(tmp) / "run", progress=False)
+        seconds = time.perf_counter() - start
+        return seconds, len(read_results(Path(tmp) / "run"))
+
+
+def main() -> None:
+    """Run the slice without and with capture (all layers) and report prompts/s and the overhead."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--model", default="smollm2-135m")
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--dtype", default="auto")
+    parser.add_argument("--mode", default="generate", choices=("generate", "score"))
+    parser.add_argument("--category", default="religion")
+    parser.add_argument("--setting", default="P0S0T0")
+    parser.add_argument("--limit-events", type=int, default=32)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--events", type=Path, default=REAL_CORPUS if REAL_CORPUS.is_dir() else None)
+    parser.add_argument("--out", type=Path, default=Path("bench_capture.json"))
+    args = parser.parse_args()
+
+    models.load(args.model, args.device, args.dtype)  # warm the file cache so both runs load alike
+    base = dict(model=args.model, categories=(args.category,), settings=(args.setting,), mode=args.mode,
+                events=str(args.events) if args.events else None, limit_events=args.limit_events,
+                device=args.device, dtype=args.dtype, batch_size=args.batch_size, unit_size=args.batch_size)
+    t_plain, n = timed_run(RunConfig(**base))
+    t_capture, _ = timed_run(RunConfig(**base, capture=CAPTURE_KINDS, layers="all", per_cell_samples=4))
+    result = {
+        "model": args.model, "mode": args.mode, "category": args.category, "setting": args.setting,
+        "prompts": n, "events": str(args.events) if args.events else "embedded",
+        "plain_seconds": t_plain, "capture_seconds": t_capture,
+        "plain_prompts_per_s": n / t_plain, "capture_prompts_per_s": n / t_capture,
+        "overhead": t_capture / t_plain - 1,
+    }
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"{'run':<10} {'seconds':>8} {'prompts/s':>10}")
+    print(f"{'plain':<10} {t_plain:>8.1f} {n / t_plain:>10.2f}")
+    print(f"{'capture':<10} {t_capture:>8.1f} {n / t_capture:>10.2f}")
+    print(f"overhead of capture (all layers, persona + experiencer + final): {result['overhead']:+.1%}; json: {args.out}")
+
+
+if __name__ == "__main__":
+    main()
