@@ -6,6 +6,7 @@ an explicit 4-D attention mask and explicit positions, so padding in the middle 
 
 from __future__ import annotations
 
+import contextlib
 import copy
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -97,11 +98,17 @@ class PrefixCache:
 
 
 class Batch:
-    """One batch after its shared prefix: padded rest-of-prompt ids, which keys each row sees, next positions."""
+    """One batch after its shared prefix: padded rest-of-prompt ids, which keys each row sees, positions.
+
+    `positions[b, j]` is the position in prompt b of column j of the first forward (padding columns repeat 0).
+    """
 
     def __init__(self, engine: "Engine", prompts: Sequence[list[int]]):
-        n_prefix = shared_prefix_length(prompts) if len(prompts) > 1 else len(prompts[0]) - 1
+        n_prefix = 0
+        if engine.share_prefix:
+            n_prefix = shared_prefix_length(prompts) if len(prompts) > 1 else len(prompts[0]) - 1
         self.ids, mask = left_pad([p[n_prefix:] for p in prompts], engine.pad_id, engine.device)
+        self.mask = mask  # [B, width]: real (not padding) positions of the first forward
         self.cache = None
         if n_prefix:
             self.cache = copy.deepcopy(engine.prefixes.get(tuple(prompts[0][:n_prefix]), engine.device))
@@ -154,17 +161,22 @@ class Engine:
         # tracer(positions) -> a context manager whose .stacked() gives [hooks, B, P, d] states at `positions` of
         # the batch's first forward (activations.capture.ResidualTrace); None registers no hook at all.
         self.tracer: Callable[[torch.Tensor], ContextManager] | None = None
+        # intervention(batch) -> a context manager around the same forward that may edit hidden states (patching,
+        # steering); with share_prefix False every prompt token is in that forward, so any position can be edited.
+        self.intervention: Callable[["Batch"], ContextManager] | None = None
+        self.share_prefix = True
         self.final_states: torch.Tensor | None = None  # [prompts, hooks, d] of the last generate/score call
         self._trace: torch.Tensor | None = None
 
     def _prompt_forward(self, batch: "Batch", **kwargs):
         """The batch's first forward; with a tracer, also keeps each row's state at its last prompt token."""
-        if self.tracer is None:
-            self._trace = None
-            return self.model(**kwargs)
-        last = torch.full((batch.ids.shape[0], 1), batch.width - 1, device=self.device)
-        with self.tracer(last) as trace:
-            out = self.model(**kwargs)
+        with self.intervention(batch) if self.intervention is not None else contextlib.nullcontext():
+            if self.tracer is None:
+                self._trace = None
+                return self.model(**kwargs)
+            last = torch.full((batch.ids.shape[0], 1), batch.width - 1, device=self.device)
+            with self.tracer(last) as trace:
+                out = self.model(**kwargs)
         self._trace = trace.stacked()[:, :, 0].transpose(0, 1).float().cpu()  # [B, hooks, d]
         return out
 
