@@ -1,1 +1,5 @@
-"""Residual-stream activations at identity tokens (see issue: capture during suite runs)."""
+"""Residual-stream activations at identity tokens: spans, capture during suite runs, the activation store."""
+
+from activations.store import ActivationStore, load
+
+__all__ = ["ActivationStore", "load"]
