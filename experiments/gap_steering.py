@@ -1,0 +1,217 @@
+"""Steering and probing the empathy gap: in-group directions from final-token captures, a steering sweep of δ
+(with the refusal and numeric rates beside it), and per-layer probes with a shuffled-label control.
+
+    python experiments/gap_steering.py --run RUN_DIR --out OUT            # a run made with --capture final
+    python experiments/gap_steering.py --model smollm2-135m --category religion --setting P0S1T0 \\
+        --limit-events 3 --out OUT                                         # makes the capture run in OUT/capture
+
+Writes to OUT: directions.csv / directions.npy, steering.csv (δ and rates per condition), steering_rows.parquet
+(every prompt's result per condition), zero_coefficient_check.csv, probes.csv, figures/*.png|pdf, manifest.json;
+prints every path. Exits 1 if coefficient 0 does not reproduce the unsteered run exactly, 2 on bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from activations import store as activation_store
+from behavioral import models
+from behavioral.provenance import provenance
+from behavioral.run import RunConfig, run
+from behavioral.store import read_manifest, write_json_atomic
+from interp import probes, steering
+
+CAPTURE_DIR = "capture"
+RUN_KEYS = ("model", "categories", "settings", "events", "limit_events", "seed", "mode", "max_new_tokens",
+            "unit_size", "rewrite_model")
+
+
+def _floats(text: str) -> list[float]:
+    try:
+        return [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from None
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--run", type=Path, help="an existing run directory made with --capture final")
+    source.add_argument("--model", help="make a capture run of this model first (into OUT/capture)")
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--category", help="required with --model; with --run, default: the run's first")
+    parser.add_argument("--setting", help="required with --model; with --run, default: the run's first")
+    parser.add_argument("--limit-events", type=int, help="with --model: events sampled per cell")
+    parser.add_argument("--events", help="with --model: crowd-enVENT release (default: the embedded events)")
+    parser.add_argument("--mode", choices=("score", "generate", "both"),
+                        help="mode of the steered runs (default: the run's mode; score with --model)")
+    parser.add_argument("--layers", default="auto",
+                        help="decoder layers to steer, comma-separated, or auto (at 1/4, 1/2 and 3/4 depth)")
+    parser.add_argument("--coefs", type=_floats, default=[-4.0, 0.0, 4.0],
+                        help="coefficients; 1 adds one whole in-group − out-group difference (with --unit: one unit "
+                             "of activation norm); 0 is always added, as the exactness check")
+    parser.add_argument("--unit", action="store_true", help="unit-normalise the directions")
+    parser.add_argument("--project", action="store_true", help="also project each layer's direction out")
+    parser.add_argument("--per-cell-samples", type=int, default=4, help="with --model: final-token samples per cell")
+    parser.add_argument("--n-permutations", type=int, default=10_000)
+    parser.add_argument("--cv", type=int, default=5)
+    parser.add_argument("--n-shuffles", type=int, default=3, help="shuffled-label refits per probe")
+    parser.add_argument("--probe-splits", default="sample,cell", help=f"comma list of {', '.join(probes.SPLITS)}")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--dtype", default="auto")
+    parser.add_argument("--batch-size", type=int, default=32)
+    args = parser.parse_args(argv)
+    if args.model and not (args.category and args.setting):
+        parser.error("--model needs --category and --setting")
+    if args.run and (args.limit_events is not None or args.events):
+        parser.error("--limit-events and --events go with --model; a --run brings its own events")
+    return args
+
+
+def capture_run(args) -> Path:
+    """OUT/capture: the suite slice with final-token capture (all layers), made or resumed."""
+    config = RunConfig(model=args.model, categories=(args.category,), settings=(args.setting,), events=args.events,
+                       limit_events=args.limit_events, seed=args.seed, mode=args.mode or "score", device=args.device,
+                       dtype=args.dtype, batch_size=args.batch_size, capture=("final",), layers="all",
+                       per_cell_samples=args.per_cell_samples)
+    return run(config, args.out / CAPTURE_DIR)
+
+
+def base_config(run_dir: Path, args) -> tuple[RunConfig, str]:
+    """The steered runs' config (the capture run's slice, no capture) and the dtype the capture ran in."""
+    stored = read_manifest(run_dir)["config"]
+    if "final" not in stored.get("capture", []):
+        raise ValueError(f"{run_dir}: made without final-token capture; rerun it with --capture final")
+    fields = {k: stored[k] for k in RUN_KEYS if k in stored}
+    fields["categories"], fields["settings"] = tuple(fields["categories"]), tuple(fields["settings"])
+    category = args.category or fields["categories"][0]
+    setting = args.setting or fields["settings"][0]
+    for name, value, known in (("category", category, fields["categories"]), ("setting", setting, fields["settings"])):
+        if value not in known:
+            raise ValueError(f"--{name} {value!r} is not in {run_dir} (it has {', '.join(known)})")
+    fields.update(categories=(category,), settings=(setting,), mode=args.mode or fields["mode"], device=args.device,
+                  batch_size=args.batch_size)
+    dtype = stored.get("dtype") if args.dtype == "auto" else args.dtype
+    return RunConfig(**fields, dtype=dtype or "auto"), dtype or "auto"
+
+
+def pick_layers(spec: str, captured: list[int]) -> list[int]:
+    if spec == "auto":
+        n = max(captured) + 1
+        return sorted({min(captured, key=lambda l: abs(l - round(n * f))) for f in (0.25, 0.5, 0.75)})
+    layers = [int(x) for x in spec.split(",") if x.strip()]
+    missing = [l for l in layers if l not in captured]
+    if missing:
+        raise ValueError(f"--layers {missing} were not captured (captured: {captured[0]}..{captured[-1]})")
+    return layers
+
+
+def direction_table(store, category: str, setting: str, raw: np.ndarray) -> pd.DataFrame:
+    """Per hook: the direction's norm, the norm of the mean final-token state, their ratio, and the cosine with the
+    previous layer's direction."""
+    means, _ = store.final(category, setting)
+    resid = np.linalg.norm(means.astype(np.float64).mean(axis=1), axis=1)
+    norm = np.linalg.norm(raw.astype(np.float64), axis=1)
+    unit = raw / np.where(norm > 0, norm, 1)[:, None]
+    cos_prev = np.r_[np.nan, (unit[1:] * unit[:-1]).sum(1)]
+    layers = [-1 if h == "hook_embed" else int(h.split(".")[1]) for h in store.hooks]
+    return pd.DataFrame({"hook": store.hooks, "layer": layers, "direction_norm": norm, "mean_state_norm": resid,
+                         "relative_norm": norm / np.where(resid > 0, resid, np.nan), "cos_previous_layer": cos_prev})
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    started = time.perf_counter()
+    out = args.out
+    written: dict[str, list[str]] = {"tables": [], "figures": []}
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        run_dir = args.run if args.run else capture_run(args)
+        config, dtype = base_config(run_dir, args)
+        category, setting = config.categories[0], config.settings[0]
+        store = activation_store.load(run_dir)
+        if store.meta.get("per_cell_samples", 0) < 2:
+            raise ValueError(f"{run_dir}: the probes need final-token samples; make the run with "
+                             "--per-cell-samples 4 or more")
+
+        # directions
+        raw = steering.ingroup_direction(store, category, setting)
+        used = steering.ingroup_direction(store, category, setting, unit=True) if args.unit else raw
+        np.save(out / "directions.npy", used)
+        directions_csv = out / "directions.csv"
+        direction_table(store, category, setting, raw).to_csv(directions_csv, index=False)
+        written["tables"] += [str(directions_csv), str(out / "directions.npy")]
+        layers = pick_layers(args.layers, steering.captured_layers(store.hooks))
+        coefs = sorted(set(args.coefs) | {0.0})
+
+        # steering sweep
+        model, tokenizer, info = models.load(config.model, args.device, dtype, config.trust_remote_code)
+        print(f"steering {config.model} ({info['dtype']}, {info['device']}) at layers {layers}, coefficients {coefs}"
+              + (", and projection" if args.project else ""), flush=True)
+        rows = steering.run_conditions(model, tokenizer, config, steering.layer_directions(used, store.hooks, layers),
+                                       steering.sweep_conditions(layers, coefs, args.project),
+                                       rewrites_dir=run_dir, progress=True)
+        summary = steering.summarize(rows, args.n_permutations, args.seed)
+        check = steering.zero_coefficient_check(rows)
+        for name, frame in (("steering.csv", summary), ("zero_coefficient_check.csv", check)):
+            frame.to_csv(out / name, index=False)
+            written["tables"].append(str(out / name))
+        rows.to_parquet(out / "steering_rows.parquet")
+        written["tables"].append(str(out / "steering_rows.parquet"))
+        written["figures"] += [str(p) for p in steering.plot_sweep(summary, out / "figures")]
+        del model
+
+        # probes
+        frames = []
+        for target in probes.TARGETS:
+            for split in [s.strip() for s in args.probe_splits.split(",") if s.strip()]:
+                print(f"probing {target} (split by {split})", flush=True)
+                frames.append(probes.layer_probes(store, category, setting, target, args.cv, args.seed, split,
+                                                  args.n_shuffles))
+        probe_table = pd.concat(frames, ignore_index=True)
+        probe_table.to_csv(out / "probes.csv", index=False)
+        written["tables"].append(str(out / "probes.csv"))
+        written["figures"] += [str(p) for p in probes.plot_probes(probe_table, out / "figures")]
+    except (ValueError, OSError) as err:
+        print(f"gap_steering: error: {err}", file=sys.stderr)
+        return 2
+
+    exact = bool(check["identical"].all()) and len(check) == len(layers)
+    manifest = {
+        "arguments": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
+        "provenance": provenance(), "run_dir": str(run_dir), "model": info, "category": category, "setting": setting,
+        "steer_config": {k: v for k, v in vars(config).items()}, "layers": layers, "coefficients": coefs,
+        "unit_directions": args.unit, "zero_coefficient_reproduces_unsteered": exact,
+        "seconds": round(time.perf_counter() - started, 1), "files": written,
+    }
+    write_json_atomic(out / "manifest.json", manifest)
+    for kind in ("tables", "figures"):
+        for path in written[kind]:
+            print(f"{kind[:-1]}: {path}")
+    print(f"manifest: {out / 'manifest.json'}")
+    _print_summary(summary, probe_table)
+    if not exact:
+        print("gap_steering: coefficient 0 did NOT reproduce the unsteered run exactly; see "
+              f"{out / 'zero_coefficient_check.csv'}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _print_summary(summary: pd.DataFrame, probe_table: pd.DataFrame) -> None:
+    columns = ["condition", "measure", "delta", "p_value", "delta_change", "refusal_rate", "non_numeric_mass",
+               "non_numeric_mass_change", "mean_rating"]
+    with pd.option_context("display.width", 200, "display.max_rows", 200, "display.float_format", "{:.3f}".format):
+        print(summary[columns].to_string(index=False))
+        keep = ["target", "split", "layer", "balanced_accuracy_mean", "control_balanced_accuracy_mean", "chance"]
+        print(probe_table[keep].to_string(index=False))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

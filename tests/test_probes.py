@@ -1,0 +1,92 @@
+"""Probes: high accuracy on separable data, chance on shuffled labels, deterministic for a seed, per layer from a
+synthetic store of final-token samples."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import activations.store as activation_store
+from activations.capture import hook_names
+from behavioral.groups import get_category
+from interp import probes
+
+SETTING = "P0S1T0"
+
+
+def _separable(n: int = 120, d: int = 20, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    y = np.repeat([0, 1], n // 2)
+    X = rng.normal(size=(n, d))
+    X[:, 0] += 4.0 * (2 * y - 1)
+    return X, y
+
+
+def test_probe_separates_separable_data_and_its_control_sits_at_chance():
+    X, y = _separable()
+    result = probes.probe(X, y, cv=5, seed=0)
+    assert result["accuracy_mean"] > 0.95 and result["balanced_accuracy_mean"] > 0.95
+    assert abs(result["control_accuracy_mean"] - 0.5) < 0.12
+    assert abs(result["control_balanced_accuracy_mean"] - 0.5) < 0.12
+    assert result["chance"] == 0.5 and result["majority"] == 0.5 and result["folds"] == 5 and result["n"] == 120
+
+
+def test_probe_is_at_chance_on_noise_and_deterministic_for_a_seed():
+    rng = np.random.default_rng(1)
+    X, y = rng.normal(size=(120, 20)), np.repeat([0, 1], 60)
+    first = probes.probe(X, y, seed=3)
+    assert abs(first["accuracy_mean"] - 0.5) < 0.15
+    assert probes.probe(X, y, seed=3) == first
+    assert probes.probe(X, y, seed=4) != first
+
+
+def test_probe_folds_shrink_to_the_smallest_class_and_refuse_too_few():
+    X, y = _separable(40)
+    y = y.copy()
+    y[:17] = 1  # 3 samples of class 0
+    assert probes.probe(X, y, cv=5)["folds"] == 3
+    with pytest.raises(ValueError, match="2 classes"):
+        probes.probe(X, np.zeros(40))
+    y[:19] = 1
+    with pytest.raises(ValueError, match="too few"):
+        probes.probe(X, y)
+
+
+def _synthetic_sample_store(root, d: int = 24, per_cell: int = 4, seed: int = 0):
+    """final_sample shards for religion: hook 1 carries an in-group offset, hook 2 the perceiver, hook 0 noise."""
+    rng = np.random.default_rng(seed)
+    names = get_category("religion").with_unspecified
+    perceiver_code = {name: rng.normal(size=d) * 3 for name in names}
+    ingroup = rng.normal(size=d) * 3
+    index, vectors = [], []
+    for p in names:
+        for x in names:
+            for k in range(per_cell):
+                v = rng.normal(size=(3, d))
+                v[1] += ingroup * (p == x and p != "a person")
+                v[2] += perceiver_code[p]
+                index.append((SETTING, "religion", p, x, f"event{k}"))
+                vectors.append(v)
+    frame = pd.DataFrame(index, columns=["setting", "category", "perceiver", "experiencer", "event_id"])
+    activation_store.write_shard(root, "final_sample", "r000-000001", np.stack(vectors), frame)
+    activation_store.write_meta(root, {"hooks": hook_names(2), "layers": None, "d_model": d})
+
+
+def test_layer_probes_find_the_planted_signals_layer_by_layer(tmp_path):
+    _synthetic_sample_store(tmp_path)
+    store = activation_store.load(tmp_path)
+    ingroup = probes.layer_probes(store, "religion", SETTING, "ingroup", split="cell", n_shuffles=2)
+    assert list(ingroup["hook"]) == store.hooks and list(ingroup["layer"]) == [-1, 0, 1]
+    assert (ingroup["n"] == 25 * 4).all() and (ingroup["n_classes"] == 2).all()
+    balanced = ingroup.set_index("layer")["balanced_accuracy_mean"]
+    assert balanced[0] > 0.9 and balanced[-1] < 0.75 and balanced[1] < 0.75
+    assert (ingroup["control_balanced_accuracy_mean"] < 0.7).all()
+    perceiver = probes.layer_probes(store, "religion", SETTING, "perceiver_group", n_shuffles=2)
+    accuracy = perceiver.set_index("layer")["accuracy_mean"]
+    assert (perceiver["n_classes"] == 5).all() and accuracy[1] > 0.9 and accuracy[0] < 0.5
+    assert (perceiver["control_accuracy_mean"] < 0.4).all()
+    paths = probes.plot_probes(pd.concat([ingroup, perceiver]), tmp_path / "figures")
+    assert [p.suffix for p in paths] == [".png", ".pdf"] and all(p.stat().st_size > 0 for p in paths)
+    with pytest.raises(ValueError, match="target"):
+        probes.layer_probes(store, "religion", SETTING, "experiencer")

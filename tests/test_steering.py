@@ -1,0 +1,228 @@
+"""Steering: coefficient 0 (and projecting out a zero direction) reproduces the unsteered run exactly, a nonzero
+coefficient acts on every forward (generation included), hooks never outlive the block, and the in-group direction
+of a synthetic store is recovered."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+import activations.store as activation_store
+from activations.capture import ResidualTrace, decoder_layers, hook_names
+from behavioral import chat, prompts
+from behavioral import run as run_mod
+from behavioral.answer_trie import AnswerTrie
+from behavioral.corpus import embedded_events
+from behavioral.engine import Engine
+from behavioral.groups import get_category
+from behavioral.store import RunDirError, read_manifest, read_results
+from interp import steering
+
+SETTING = "P0S1T0"  # the 0..10 scale: a small answer trie keeps the tests fast
+
+
+def _prompts(tokenizer, n: int) -> list[list[int]]:
+    events = embedded_events()
+    names = get_category("religion").with_unspecified
+    out = []
+    for i in range(n):
+        p = prompts.build(SETTING, names[i % 3], names[(i + 1) % 6], events[i].emotion, events[i].narrative("text"))
+        text, _ = chat.render(tokenizer, p, chat.SYSTEM)
+        out.append(tokenizer(text, add_special_tokens=False).input_ids)
+    return out
+
+
+def _direction(model, seed: int = 1) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(model.config.hidden_size, generator=g)
+
+
+def _no_hooks(model) -> bool:
+    return all(not m._forward_hooks and not m._forward_pre_hooks for m in model.modules())
+
+
+def _scores(engine, ids, trie):
+    return [(s.greedy, s.expected, s.valid_mass, s.numeric_mass) for s in engine.score(ids, trie)]
+
+
+def test_coefficient_zero_and_zero_projection_reproduce_scores_and_generations_exactly(tiny_model, tiny_tokenizer):
+    ids = _prompts(tiny_tokenizer, 4)
+    trie = AnswerTrie.for_scale(tiny_tokenizer, 10)
+    engine = Engine(tiny_model, tiny_tokenizer, batch_size=2, max_new_tokens=4)
+    plain_gen, plain_scores = engine.generate(ids), _scores(engine, ids, trie)
+    direction = _direction(tiny_model) * 5
+    for kwargs in ({"coef": 0.0}, {"project": True}):
+        vector = torch.zeros_like(direction) if kwargs.get("project") else direction
+        with steering.steer(tiny_model, [0, 1], vector, engine=engine, **kwargs) as edits:
+            gen, scores = engine.generate(ids), _scores(engine, ids, trie)
+        assert all(e.calls > 0 for e in edits)  # the hooks ran: equality is not for want of steering
+        assert gen == plain_gen
+        assert scores == plain_scores  # floats compared exactly
+    with steering.steer(tiny_model, 1, direction, coef=4.0, engine=engine):
+        steered = _scores(engine, ids, trie)
+    assert steered != plain_scores
+    assert _no_hooks(tiny_model)
+
+
+def test_a_nonzero_coefficient_changes_the_logits_and_only_from_its_layer_on(tiny_model, tiny_tokenizer):
+    ids = torch.tensor([_prompts(tiny_tokenizer, 1)[0]])
+    direction = _direction(tiny_model)
+    with torch.no_grad():
+        plain = tiny_model(ids).logits
+        with ResidualTrace(tiny_model, [0, 1]) as base:
+            tiny_model(ids)
+        with steering.steer(tiny_model, 1, direction, coef=2.0), ResidualTrace(tiny_model, [0, 1]) as trace:
+            steered = tiny_model(ids).logits
+    assert not torch.allclose(plain, steered)
+    names = hook_names(2, [0, 1])
+    assert torch.equal(trace[names[1]], base[names[1]])  # layer 0 untouched
+    torch.testing.assert_close(trace[names[2]], base[names[2]] + 2.0 * direction, rtol=0, atol=1e-5)
+
+
+def test_projection_removes_the_component_along_the_direction(tiny_model, tiny_tokenizer):
+    ids = torch.tensor([_prompts(tiny_tokenizer, 1)[0]])
+    direction = _direction(tiny_model, seed=3) * 7
+    unit = direction / direction.norm()
+    with torch.no_grad(), steering.steer(tiny_model, 0, direction, project=True), \
+            ResidualTrace(tiny_model, [0]) as trace:
+        tiny_model(ids)
+    h = trace["blocks.0.hook_resid_post"]
+    assert float((h @ unit).abs().max()) < 1e-4
+    assert float(h.norm()) > 1.0
+
+
+def test_steering_acts_on_every_decode_step(tiny_model, tiny_tokenizer):
+    """Steered engine generation equals greedy decoding by full forwards of the steered model: the decode steps
+    (outside the engine's prompt-forward hook point) are steered too."""
+    ids = _prompts(tiny_tokenizer, 1)[0]
+    engine = Engine(tiny_model, tiny_tokenizer, batch_size=1, max_new_tokens=5)
+    direction = _direction(tiny_model, seed=5) * 3
+    with steering.steer(tiny_model, [0, 1], direction, coef=1.5, engine=engine):
+        generated = engine.generate([ids])[0]
+        seq = list(ids)
+        with torch.no_grad():
+            for _ in range(5):
+                token = int(tiny_model(torch.tensor([seq])).logits[0, -1].argmax())
+                if token in engine.stop_ids:
+                    break
+                seq.append(token)
+    assert generated == tiny_tokenizer.decode(seq[len(ids):], skip_special_tokens=True)
+    assert generated != engine.generate([ids])[0]  # and steering made a difference to this generation
+
+
+def test_hooks_are_removed_after_the_block_and_after_an_exception(tiny_model):
+    direction = _direction(tiny_model)
+    with steering.steer(tiny_model, [0, 1], direction, coef=1.0):
+        assert all(len(block._forward_hooks) == 1 for block in decoder_layers(tiny_model))
+    assert _no_hooks(tiny_model)
+    with pytest.raises(RuntimeError, match="boom"):
+        with steering.steer(tiny_model, [0, 1], direction, project=True):
+            raise RuntimeError("boom")
+    assert _no_hooks(tiny_model)
+    with pytest.raises(ValueError, match="out of range"):
+        with steering.steer(tiny_model, [0, 5], direction, coef=1.0):
+            pass
+    with pytest.raises(ValueError, match="coefficient"):
+        with steering.steer(tiny_model, 0, direction):
+            pass
+    with pytest.raises(ValueError, match="direction"):
+        with steering.steer(tiny_model, 0, direction[:10], coef=1.0):
+            pass
+    assert _no_hooks(tiny_model)
+
+
+def _config(model_dir, **overrides) -> run_mod.RunConfig:
+    fields = dict(model=str(model_dir), categories=("religion",), settings=(SETTING,), limit_events=1, unit_size=2,
+                  mode="score", device="cpu", dtype="fp32", batch_size=12)
+    return run_mod.RunConfig(**(fields | overrides))
+
+
+def test_steer_runs_steers_a_whole_suite_run_and_marks_its_manifest(tiny_model_dir, tiny_model, tmp_path):
+    config = _config(tiny_model_dir)
+    run_mod.run(config, tmp_path / "plain", progress=False)
+    direction = _direction(tiny_model) * 3
+    with steering.steer_runs(1, direction, coef=0.0):
+        run_mod.run(config, tmp_path / "zero", progress=False)
+    assert _no_hooks(tiny_model)
+    key = ["unit_id", "event_id"]
+    columns = ["intensity", "expected_intensity", "numeric_mass", "score_answer"]
+    plain, zero = (read_results(tmp_path / n).sort_values(key).reset_index(drop=True)[columns]
+                   for n in ("plain", "zero"))
+    pd.testing.assert_frame_equal(plain, zero, check_exact=True)
+    manifest = read_manifest(tmp_path / "zero")["model"]
+    assert manifest["steering"]["coef"] == 0.0 and "+steer:" in manifest["model_hash"]
+    with pytest.raises(RunDirError, match="model_hash"):
+        run_mod.run(config, tmp_path / "zero", progress=False)  # resuming it unsteered is refused
+    with pytest.raises(RunDirError, match="model_hash"), steering.steer_runs(1, direction, coef=3.0):
+        run_mod.run(config, tmp_path / "zero", progress=False)  # and so is resuming it with another steering
+
+
+def test_steering_sweep_reports_delta_and_rates_and_coefficient_zero_matches(tiny_model, tiny_tokenizer, tmp_path):
+    config = _config("tiny")
+    direction = _direction(tiny_model) * 2
+    rows = steering.run_conditions(tiny_model, tiny_tokenizer, config, {0: direction, 1: direction},
+                                   steering.sweep_conditions([1], [0.0, 8.0]))
+    assert list(dict.fromkeys(rows["condition"])) == ["unsteered", "L1 +0", "L1 +8"]
+    check = steering.zero_coefficient_check(rows)
+    assert check["identical"].all() and len(check) == 1
+    summary = steering.summarize(rows, n_permutations=200)
+    assert set(summary["measure"]) == {"intensity", "expected_intensity"}
+    assert len(summary) == 6
+    expected = summary[summary["measure"] == "expected_intensity"].set_index("condition")
+    assert np.isfinite(expected.loc["unsteered", "delta"])
+    assert expected.loc["L1 +0", "delta_change"] == 0 and expected.loc["L1 +0", "non_numeric_mass_change"] == 0
+    assert expected.loc["L1 +8", "delta_change"] != 0 and expected.loc["L1 +8", "mean_rating_change"] != 0
+    paths = steering.plot_sweep(summary, tmp_path)
+    assert [p.suffix for p in paths] == [".png", ".pdf"] and all(p.stat().st_size > 0 for p in paths)
+
+
+def _synthetic_final_store(root, d: int = 32, n_hooks: int = 3, seed: int = 0):
+    """A final_mean store for religion with a planted in-group offset per hook; "a person" cells sit far away."""
+    rng = np.random.default_rng(seed)
+    names = get_category("religion").with_unspecified
+    offsets = rng.normal(size=(n_hooks, d)) * 3
+    cells, vectors, counts = [], [], []
+    for p in names:
+        for x in names:
+            v = rng.normal(size=(n_hooks, d)) * 0.3
+            if "a person" in (p, x):
+                v += 50.0  # would ruin the direction if "a person" were not excluded
+            elif p == x:
+                v += offsets
+            cells.append((SETTING, "religion", p, x))
+            vectors.append(v)
+            counts.append(int(rng.integers(1, 6)))
+    index = pd.DataFrame(cells, columns=["setting", "category", "perceiver", "experiencer"]).assign(count=counts)
+    half = len(index) // 2  # two shards, as two processes would write
+    for key, rows in (("r000-000001", slice(0, half)), ("r001-000001", slice(half, None))):
+        activation_store.write_shard(root, "final_mean", key, np.stack(vectors[rows]),
+                                     index.iloc[rows].reset_index(drop=True))
+    activation_store.write_meta(root, {"hooks": hook_names(n_hooks - 1), "layers": None, "d_model": d})
+    return offsets, index, np.stack(vectors).astype(np.float16).astype(np.float64)
+
+
+def test_ingroup_direction_recovers_a_planted_offset(tmp_path):
+    offsets, index, vectors = _synthetic_final_store(tmp_path)
+    store = activation_store.load(tmp_path)
+    direction = steering.ingroup_direction(store, "religion", SETTING)
+    assert direction.shape == offsets.shape
+    cos = (direction * offsets).sum(1) / np.linalg.norm(direction, axis=1) / np.linalg.norm(offsets, axis=1)
+    assert cos.min() > 0.99
+    # exactly the count-weighted pooled difference
+    inside = (index.perceiver == index.experiencer) & (index.perceiver != "a person")
+    outside = (index.perceiver != index.experiencer) & (index.perceiver != "a person") & \
+        (index.experiencer != "a person")
+    w = index["count"].to_numpy(float)
+
+    def pooled(mask):
+        return (w[mask, None, None] * vectors[mask]).sum(0) / w[mask].sum()
+
+    np.testing.assert_allclose(direction, pooled(inside.to_numpy()) - pooled(outside.to_numpy()), rtol=1e-5, atol=1e-5)
+    unit = steering.ingroup_direction(store, "religion", SETTING, unit=True)
+    np.testing.assert_allclose(np.linalg.norm(unit, axis=1), 1.0, rtol=1e-6)
+    picked = steering.layer_directions(direction, store.hooks, [1, 0])
+    assert list(picked) == [1, 0] and np.array_equal(picked[1], direction[2])
+    with pytest.raises(activation_store.ActivationStoreError, match="layer 7"):
+        steering.layer_directions(direction, store.hooks, [7])
