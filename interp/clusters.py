@@ -1,0 +1,430 @@
+"""Identity embeddings and their cultural clusters: 2-D projections (t-SNE, UMAP) and cluster statistics per layer.
+
+Distances. Persona vectors share a large common component (every nationality persona reads "a person from ..."), so
+the per-layer analyses centre the vectors over the identities (subtract their mean) and use the **cosine** distance by
+default; `metric="euclidean"` is the alternative. Silhouette and k-nearest-neighbour accuracy use the same distance.
+
+Statistics (`cluster_stats`):
+
+- silhouette: the mean silhouette coefficient (as `sklearn.metrics.silhouette_score`; a point alone in its cluster
+  scores 0);
+- knn_accuracy: leave-one-out k-nearest-neighbour accuracy (each point's label predicted by the majority of its k
+  nearest other points; a tie goes to the tied label whose member is nearest). A point alone in its cluster (Germany,
+  France among the Inglehart-Welzel zones) can never be predicted right: `knn_ceiling` is the best reachable accuracy;
+- p-values: one-sided, against the same statistic under random relabellings (the labels permuted over the points,
+  cluster sizes kept): p = (1 + #{null >= observed}) / (n_permutations + 1).
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from matplotlib import colormaps
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from scipy.spatial.distance import pdist, squareform
+
+from behavioral.figures import save_figure
+from behavioral.groups import UNSPECIFIED, get_category
+
+METHODS = ("tsne", "umap")
+METRICS = ("cosine", "euclidean")
+EMBED_HOOK = "hook_embed"
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">", "h", "p")
+_CHUNK = 2_000_000  # permutations × points × labels handled at once
+
+
+# --- vectors from the activation store --------------------------------------------------------------------------
+
+
+def hook_layer(hook: str) -> int:
+    """Layer number of a hook name: -1 for hook_embed, l for blocks.{l}.hook_resid_post."""
+    if hook == EMBED_HOOK:
+        return -1
+    parts = hook.split(".")
+    if len(parts) == 3 and parts[0] == "blocks" and parts[1].isdigit():
+        return int(parts[1])
+    raise ValueError(f"unknown hook name {hook!r}; expected {EMBED_HOOK} or blocks.<l>.hook_resid_post")
+
+
+def identity_vectors(
+    store,
+    category: str,
+    setting: str,
+    span: str = "persona",
+    reduction: str = "mean",
+    perceiver: str = UNSPECIFIED,
+    drop_unspecified: bool = True,
+) -> tuple[np.ndarray, list[str]]:
+    """Identity vectors (layers × identities × d_model) of one category and setting, in Table 1 order.
+
+    span="persona": the persona span of each identity's system prompt. span="experiencer": the experiencer span of
+    each identity as seen by `perceiver` (default "a person", the unspecified persona), or averaged over every
+    perceiver with perceiver="mean". `drop_unspecified` leaves "a person" out (as the paper's Figure 4 does).
+    """
+    names = list(get_category(category).with_unspecified)
+    if span == "persona":
+        vectors, identities = store.persona(category, setting, reduction)
+    elif span == "experiencer":
+        states, pairs = store.experiencer(category, setting, reduction)
+        rows, identities = [], []
+        for name in names:
+            if perceiver == "mean":
+                chosen = np.flatnonzero(pairs["experiencer"].to_numpy() == name)
+            else:
+                chosen = np.flatnonzero((pairs["experiencer"].to_numpy() == name)
+                                        & (pairs["perceiver"].to_numpy() == perceiver))
+            if len(chosen):
+                rows.append(states[:, chosen].mean(1))
+                identities.append(name)
+        if not rows:
+            raise ValueError(f"{category}/{setting}: no experiencer vectors for perceiver {perceiver!r}")
+        vectors = np.stack(rows, axis=1)
+    else:
+        raise ValueError(f"unknown span {span!r}; expected persona or experiencer")
+    if drop_unspecified and identities and identities[0] == UNSPECIFIED:
+        vectors, identities = vectors[:, 1:], list(identities[1:])
+    return vectors, list(identities)
+
+
+def category_labels(category: str, identities: Sequence[str]) -> list[str] | None:
+    """Cluster labels of identities: Inglehart-Welzel zones for nationality, the four groups for race; None where
+    the category has no grouping beyond the identities themselves (religion)."""
+    cat = get_category(category)
+    mapping = cat.zone_of if cat.zone_of is not None else cat.group_of
+    labels = [mapping[i] for i in identities]
+    return labels if len(set(labels)) < len(labels) else None
+
+
+# --- projections ------------------------------------------------------------------------------------------------
+
+
+def _prepare(X: np.ndarray, center: bool) -> np.ndarray:
+    X = np.asarray(X, dtype=np.float64)
+    if X.ndim != 2:
+        raise ValueError(f"expected a 2-D array (points × features), got shape {X.shape}")
+    return X - X.mean(0) if center else X
+
+
+def tsne_perplexity(n: int) -> float:
+    """Perplexity for n points: (n - 1) / 4 within [2, 30] (5 for the 21 countries, as the paper's Figure 4)."""
+    return float(min(30.0, max(2.0, (n - 1) / 4)))
+
+
+def umap_neighbors(n: int) -> int:
+    """UMAP n_neighbors for n points: n // 3 within [2, 15] (7 for the 21 countries)."""
+    return int(min(15, max(2, n // 3)))
+
+
+def project(X: np.ndarray, method: str = "tsne", seed: int = 0, metric: str = "euclidean",
+            center: bool = False) -> np.ndarray:
+    """2-D coordinates [n, 2] of the rows of X by t-SNE (exact gradients, PCA start) or UMAP (PCA start), with the
+    neighbourhood size adapted to small n (`tsne_perplexity`, `umap_neighbors`); the same seed gives the same result."""
+    if method not in METHODS:
+        raise ValueError(f"unknown projection method {method!r}; expected one of {', '.join(METHODS)}")
+    if metric not in METRICS:
+        raise ValueError(f"unknown metric {metric!r}; expected one of {', '.join(METRICS)}")
+    X = _prepare(X, center)
+    n = len(X)
+    if n < 4:
+        raise ValueError(f"a 2-D projection needs at least 4 points, got {n}")
+    if method == "tsne":
+        from sklearn.manifold import TSNE
+
+        tsne = TSNE(n_components=2, perplexity=min(tsne_perplexity(n), n - 1.0), metric=metric, init="pca",
+                    method="exact", random_state=seed)
+        return tsne.fit_transform(X)
+    import umap  # slow to import (numba); only when asked for
+
+    reducer = umap.UMAP(n_components=2, n_neighbors=umap_neighbors(n), metric=metric, init="pca",
+                        random_state=seed, n_jobs=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # n_jobs overridden by random_state; small-graph notices
+        return np.asarray(reducer.fit_transform(X), dtype=np.float64)
+
+
+# --- cluster statistics -----------------------------------------------------------------------------------------
+
+
+def distances(X: np.ndarray, metric: str = "cosine", center: bool = False) -> np.ndarray:
+    """Square matrix of pairwise distances between the rows of X (cosine or euclidean)."""
+    if metric not in METRICS:
+        raise ValueError(f"unknown metric {metric!r}; expected one of {', '.join(METRICS)}")
+    return squareform(pdist(_prepare(X, center), metric=metric))
+
+
+def _codes(labels: Sequence) -> tuple[np.ndarray, int]:
+    values = list(labels)
+    order = {v: i for i, v in enumerate(dict.fromkeys(values))}
+    return np.array([order[v] for v in values], dtype=np.int64), len(order)
+
+
+def permuted_labels(codes: np.ndarray, n_permutations: int, seed: int) -> np.ndarray:
+    """[n_permutations + 1, n]: the labels as given (row 0), then seeded random permutations of them."""
+    rng = np.random.default_rng(seed)
+    perms = rng.permuted(np.tile(np.arange(len(codes)), (n_permutations, 1)), axis=1)
+    return np.vstack([codes[None, :], codes[perms]])
+
+
+def silhouettes(D: np.ndarray, codes: np.ndarray, n_labels: int) -> np.ndarray:
+    """Mean silhouette of each labelling (row of `codes`, [P, n]) over the distance matrix D [n, n]."""
+    codes = np.atleast_2d(codes)
+    P, n = codes.shape
+    out = np.empty(P)
+    step = max(1, _CHUNK // (n * n_labels))
+    for start in range(0, P, step):
+        c = codes[start:start + step]
+        onehot = np.zeros((len(c), n, n_labels))
+        np.put_along_axis(onehot, c[..., None], 1.0, axis=2)
+        sums = D @ onehot  # [p, n, labels]: summed distance of each point to each cluster
+        counts = onehot.sum(1)  # [p, labels]
+        own_count = np.take_along_axis(counts, c, axis=1)
+        a = np.take_along_axis(sums, c[..., None], axis=2)[..., 0] / np.maximum(own_count - 1, 1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            other = sums / counts[:, None, :]
+        np.put_along_axis(other, c[..., None], np.inf, axis=2)
+        b = other.min(2)
+        denom = np.maximum(a, b)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            s = np.where(denom > 0, (b - a) / denom, 0.0)
+        s[own_count == 1] = 0.0
+        out[start:start + step] = s.mean(1)
+    return out
+
+
+def knn_accuracies(D: np.ndarray, codes: np.ndarray, n_labels: int, k: int = 3) -> np.ndarray:
+    """Leave-one-out k-nearest-neighbour accuracy of each labelling (row of `codes`, [P, n]) over D [n, n]."""
+    codes = np.atleast_2d(codes)
+    P, n = codes.shape
+    if not 1 <= k < n:
+        raise ValueError(f"k must be in 1..{n - 1} for {n} points, got {k}")
+    Dm = np.array(D, dtype=np.float64)
+    np.fill_diagonal(Dm, np.inf)
+    neighbours = np.argsort(Dm, axis=1, kind="stable")[:, :k]  # [n, k], nearest first; labels do not matter
+    weights = 1.0 - 1e-6 * np.arange(k)  # ties between labels go to the one with the nearer member
+    out = np.empty(P)
+    step = max(1, _CHUNK // (n * n_labels))
+    rows, points = np.arange(step)[:, None], np.arange(n)[None, :]
+    for start in range(0, P, step):
+        c = codes[start:start + step]
+        votes = np.zeros((len(c), n, n_labels))
+        for j in range(k):
+            votes[rows[:len(c)], points, c[:, neighbours[:, j]]] += weights[j]
+        out[start:start + step] = (votes.argmax(2) == c).mean(1)
+    return out
+
+
+def p_value(observed: float, null: np.ndarray) -> float:
+    """One-sided permutation p-value (1 + #{null >= observed}) / (len(null) + 1), with a 1e-12 tolerance."""
+    return float((1 + np.sum(null >= observed - 1e-12)) / (len(null) + 1))
+
+
+def cluster_stats(
+    X: np.ndarray,
+    labels: Sequence,
+    n_permutations: int = 1000,
+    seed: int = 0,
+    k: int = 3,
+    metric: str = "cosine",
+    center: bool = False,
+    return_null: bool = False,
+) -> dict:
+    """Silhouette and leave-one-out kNN accuracy of `labels` on the rows of X, with label-permutation p-values.
+
+    metric: "cosine" (default) or "euclidean" on the rows of X (centred over rows first if `center`), or
+    "precomputed" with X a square distance matrix. Returns silhouette, silhouette_p, silhouette_null_mean,
+    silhouette_null_q95, knn_accuracy, knn_p, knn_null_mean (chance level), knn_null_q95, knn_ceiling, n, n_labels,
+    k, metric, n_permutations (and the null arrays under `null_silhouette`, `null_knn` if `return_null`).
+    """
+    if metric == "precomputed":
+        D = np.asarray(X, dtype=np.float64)
+        if D.ndim != 2 or D.shape[0] != D.shape[1]:
+            raise ValueError(f"a precomputed distance matrix must be square, got shape {D.shape}")
+    else:
+        D = distances(X, metric, center)
+    codes, n_labels = _codes(labels)
+    n = len(codes)
+    if n != len(D):
+        raise ValueError(f"{len(D)} points but {n} labels")
+    if not 2 <= n_labels <= n - 1:
+        raise ValueError(f"cluster statistics need 2..{n - 1} distinct labels for {n} points, got {n_labels}")
+    if n_permutations < 1:
+        raise ValueError(f"n_permutations must be at least 1, got {n_permutations}")
+    all_codes = permuted_labels(codes, n_permutations, seed)
+    sil = silhouettes(D, all_codes, n_labels)
+    knn = knn_accuracies(D, all_codes, n_labels, k)
+    sizes = np.bincount(codes)
+    result = {
+        "silhouette": float(sil[0]),
+        "silhouette_p": p_value(sil[0], sil[1:]),
+        "silhouette_null_mean": float(sil[1:].mean()),
+        "silhouette_null_q95": float(np.quantile(sil[1:], 0.95)),
+        "knn_accuracy": float(knn[0]),
+        "knn_p": p_value(knn[0], knn[1:]),
+        "knn_null_mean": float(knn[1:].mean()),
+        "knn_null_q95": float(np.quantile(knn[1:], 0.95)),
+        "knn_ceiling": float((sizes[codes] > 1).mean()),
+        "n": n,
+        "n_labels": n_labels,
+        "k": k,
+        "metric": metric,
+        "n_permutations": n_permutations,
+    }
+    if return_null:
+        result |= {"null_silhouette": sil[1:], "null_knn": knn[1:]}
+    return result
+
+
+def layer_stats(
+    store_or_array,
+    labels: Sequence | Mapping[str, str] | None = None,
+    *,
+    category: str | None = None,
+    setting: str | None = None,
+    span: str = "persona",
+    reduction: str = "mean",
+    hooks: Sequence[str] | None = None,
+    metric: str = "cosine",
+    center: bool = True,
+    k: int = 3,
+    n_permutations: int = 1000,
+    seed: int = 0,
+) -> pd.DataFrame:
+    """`cluster_stats` per layer: one row per hook (hook, layer, then the statistics).
+
+    `store_or_array` is an activation store (then `category` and `setting` pick the identity vectors of `span`,
+    "a person" left out, and `labels` defaults to the category's zones or groups; a mapping names each identity's
+    label) or an array [layers × n × d] with one label per point (`hooks` names its layers; default layer_0, ...).
+    Vectors are centred over the points of each layer (`center`) and compared by `metric`; every layer is tested
+    against the same label permutations.
+    """
+    if isinstance(store_or_array, np.ndarray):
+        vectors = store_or_array
+        names = None
+        hooks = list(hooks) if hooks is not None else [f"layer_{i}" for i in range(len(vectors))]
+    else:
+        if category is None or setting is None:
+            raise ValueError("layer_stats on an activation store needs category and setting")
+        vectors, names = identity_vectors(store_or_array, category, setting, span, reduction)
+        hooks = list(store_or_array.hooks)
+        if labels is None:
+            labels = category_labels(category, names)
+            if labels is None:
+                raise ValueError(f"category {category!r} has no grouping of its identities to test clusters against")
+    if labels is None:
+        raise ValueError("layer_stats on an array needs labels")
+    if isinstance(labels, Mapping):
+        if names is None:
+            raise ValueError("labels as a mapping need identity names; pass a sequence with an array")
+        labels = [labels[name] for name in names]
+    vectors = np.asarray(vectors)
+    if vectors.ndim != 3:
+        raise ValueError(f"expected layers × points × features, got shape {vectors.shape}")
+    if len(hooks) != len(vectors):
+        raise ValueError(f"{len(hooks)} hook names for {len(vectors)} layers")
+    rows = []
+    for hook, X in zip(hooks, vectors):
+        stats = cluster_stats(X, labels, n_permutations, seed, k, metric, center)
+        try:
+            layer = hook_layer(hook)
+        except ValueError:
+            layer = hooks.index(hook)
+        rows.append({"hook": hook, "layer": layer, **stats})
+    return pd.DataFrame(rows)
+
+
+# --- figures ----------------------------------------------------------------------------------------------------
+
+
+def label_styles(labels: Sequence[str]) -> dict[str, tuple]:
+    """A (colour, marker) per distinct label, in order of first appearance."""
+    distinct = list(dict.fromkeys(labels))
+    colors = colormaps["tab10"].colors if len(distinct) <= 10 else colormaps["tab20"].colors
+    return {lab: (colors[i % len(colors)], MARKERS[i % len(MARKERS)]) for i, lab in enumerate(distinct)}
+
+
+def plot_projection(
+    points: np.ndarray,
+    labels: Sequence[str],
+    names: Sequence[str] | None = None,
+    title: str | None = None,
+    ax: Axes | None = None,
+    legend: bool = True,
+    out: str | Path | None = None,
+) -> Figure:
+    """Points coloured (and shaped) by label, each annotated with its short name, a legend of labels.
+
+    Draws into `ax` when given (returning its figure), else into a new figure; `out` (a path without suffix) saves
+    the figure as PNG and PDF.
+    """
+    points = np.asarray(points)
+    if points.shape != (len(labels), 2):
+        raise ValueError(f"points of shape {points.shape} for {len(labels)} labels; expected [n, 2]")
+    if ax is None:
+        fig = Figure(figsize=(7.5, 5.5))
+        ax = fig.subplots()
+    else:
+        fig = ax.figure
+    styles = label_styles(labels)
+    for lab, (color, marker) in styles.items():
+        idx = [i for i, l in enumerate(labels) if l == lab]
+        ax.scatter(points[idx, 0], points[idx, 1], color=color, marker=marker, s=42, label=lab,
+                   edgecolors="black", linewidths=0.4)
+    if names is not None:
+        for (x, y), name in zip(points, names):
+            ax.annotate(name, (x, y), textcoords="offset points", xytext=(4, 3), fontsize=7)
+    ax.set_xticks([])
+    ax.set_yticks([])
+    if title:
+        ax.set_title(title, fontsize=9)
+    if legend:
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
+    if out is not None:
+        fig.tight_layout()
+        save_figure(fig, Path(out).parent, Path(out).name)
+    return fig
+
+
+def layer_ticks(ax: Axes, layers: Sequence[int]) -> None:
+    layers = list(layers)
+    step = max(1, -(-len(layers) // 8))  # at most about 8 ticks
+    shown = layers[::step]
+    if layers and shown[-1] != layers[-1] and layers[-1] - shown[-1] >= step / 2:
+        shown.append(layers[-1])
+    ax.set_xticks(shown, ["emb" if l == -1 else str(l) for l in shown])
+    ax.set_xlabel("layer (resid_post; emb = embeddings)")
+
+
+def plot_layer_stats(df: pd.DataFrame, title: str | None = None, reference: Mapping[str, float] | None = None,
+                     alpha: float = 0.05, out: str | Path | None = None) -> Figure:
+    """Silhouette and LOO kNN accuracy across layers, each with its permutation null (mean and 95th percentile);
+    filled markers where p < `alpha`. `reference` (keys silhouette, knn_accuracy) draws a dashed line, e.g. the
+    statistics of the behavioral rows of M. `out` saves PNG and PDF."""
+    fig = Figure(figsize=(10, 3.8))
+    axes = fig.subplots(1, 2)
+    x = df["layer"].to_numpy()
+    panels = (("silhouette", "silhouette_p", "silhouette_null_mean", "silhouette_null_q95", "silhouette"),
+              ("knn_accuracy", "knn_p", "knn_null_mean", "knn_null_q95", f"LOO {int(df['k'].iloc[0])}-NN accuracy"))
+    for ax, (col, pcol, mean, q95, name) in zip(axes, panels):
+        ax.plot(x, df[col], color="C0", label="observed")
+        sig = df[pcol].to_numpy() < alpha
+        ax.scatter(x[sig], df[col][sig], color="C0", s=22, zorder=3, label=f"p < {alpha:g}")
+        ax.scatter(x[~sig], df[col][~sig], facecolors="white", edgecolors="C0", s=22, zorder=3)
+        ax.fill_between(x, df[mean], df[q95], color="gray", alpha=0.25, label="null mean..95th pct")
+        if col == "knn_accuracy" and "knn_ceiling" in df:
+            ax.axhline(df["knn_ceiling"].iloc[0], color="gray", linestyle=":", linewidth=1, label="ceiling")
+        if reference is not None and col in reference:
+            ax.axhline(reference[col], color="C3", linestyle="--", linewidth=1, label="behavior (rows of M)")
+        ax.set_ylabel(name)
+        layer_ticks(ax, x)
+    axes[1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
+    if title:
+        fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    if out is not None:
+        save_figure(fig, Path(out).parent, Path(out).name)
+    return fig

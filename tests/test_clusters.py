@@ -1,0 +1,192 @@
+"""Identity-embedding clusters: planted clusters recovered, random labels not, projections deterministic, and the
+nationality cluster script end to end on a synthetic run directory."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.metrics import silhouette_score
+from sklearn.model_selection import LeaveOneOut, cross_val_predict
+from sklearn.neighbors import KNeighborsClassifier
+
+from activations import store as activation_store
+from behavioral.groups import get_category
+from interp import clusters
+from tests.test_analysis import make_run
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def planted(n_clusters: int = 4, per: int = 6, d: int = 20, spread: float = 0.3, seed: int = 0):
+    """Points around `n_clusters` random centres (unit-scale separation, `spread` noise) and their labels."""
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(size=(n_clusters, d))
+    labels = np.repeat([f"c{i}" for i in range(n_clusters)], per)
+    X = np.repeat(centres, per, axis=0) + spread * rng.normal(size=(n_clusters * per, d))
+    return X, list(labels)
+
+
+@pytest.mark.parametrize("metric", ["cosine", "euclidean"])
+def test_planted_clusters_are_recovered(metric: str) -> None:
+    X, labels = planted()
+    s = clusters.cluster_stats(X, labels, n_permutations=200, seed=0, k=3, metric=metric)
+    assert s["silhouette"] > 0.5
+    assert s["knn_accuracy"] >= 0.95
+    assert s["silhouette_p"] == s["knn_p"] == pytest.approx(1 / 201)  # the smallest p 200 permutations allow
+    assert s["knn_null_mean"] < 0.5 and s["silhouette_null_q95"] < s["silhouette"]
+    assert s["metric"] == metric and s["n"] == 24 and s["n_labels"] == 4
+
+
+def test_random_labels_are_not_recovered() -> None:
+    rng = np.random.default_rng(1)
+    ps = []
+    for trial in range(20):
+        X = rng.normal(size=(24, 20))
+        labels = list(rng.permutation(np.repeat(["a", "b", "c", "d"], 6)))
+        s = clusters.cluster_stats(X, labels, n_permutations=200, seed=trial)
+        assert s["silhouette"] < 0.2 and s["knn_accuracy"] < 0.7
+        ps += [s["silhouette_p"], s["knn_p"]]
+    ps = np.array(ps)
+    assert (ps < 0.05).mean() <= 0.2  # about uniform under the null, not piled up near 0
+    assert ps.mean() > 0.3
+    X, labels = planted()  # the planted points with shuffled labels
+    s = clusters.cluster_stats(X, list(np.random.default_rng(3).permutation(labels)), n_permutations=200)
+    assert s["silhouette_p"] > 0.05 and s["knn_p"] > 0.05
+
+
+@pytest.mark.parametrize("metric", ["cosine", "euclidean"])
+def test_silhouette_equals_sklearn_including_singletons(metric: str) -> None:
+    X, labels = planted(n_clusters=3, per=5, spread=1.0, seed=2)
+    labels = labels[:-1] + ["alone"]  # a cluster of one scores 0, as in sklearn
+    s = clusters.cluster_stats(X, labels, n_permutations=10, metric=metric)
+    assert s["silhouette"] == pytest.approx(silhouette_score(X, labels, metric=metric), abs=1e-10)
+    assert s["knn_ceiling"] == pytest.approx(14 / 15)
+
+
+def test_knn_equals_sklearn_leave_one_out() -> None:
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(30, 5))
+    labels = np.where(X[:, 0] + 0.5 * rng.normal(size=30) > 0, "x", "y")  # two labels, k odd: no ties
+    s = clusters.cluster_stats(X, list(labels), n_permutations=10, k=3, metric="euclidean")
+    predicted = cross_val_predict(KNeighborsClassifier(n_neighbors=3), X, labels, cv=LeaveOneOut())
+    assert s["knn_accuracy"] == pytest.approx((predicted == labels).mean())
+
+
+def test_layer_stats_one_row_per_layer() -> None:
+    X, labels = planted(per=5)
+    rng = np.random.default_rng(5)
+    layers = np.stack([rng.normal(size=X.shape), X + rng.normal(size=X.shape), X])  # noise, then more structure
+    hooks = ["hook_embed", "blocks.0.hook_resid_post", "blocks.1.hook_resid_post"]
+    df = clusters.layer_stats(layers, labels, hooks=hooks, n_permutations=100)
+    assert list(df.hook) == hooks and list(df.layer) == [-1, 0, 1]
+    assert df.silhouette.iloc[0] < df.silhouette.iloc[2]
+    assert df.silhouette_p.iloc[0] > 0.05 and df.silhouette_p.iloc[2] < 0.05
+    with pytest.raises(ValueError, match="distinct labels"):
+        clusters.layer_stats(layers, [f"x{i}" for i in range(20)], n_permutations=10)
+
+
+@pytest.mark.parametrize("method", clusters.METHODS)
+def test_projection_is_deterministic_for_a_seed(method: str) -> None:
+    X, _ = planted(n_clusters=3, per=7, d=30)  # 21 points, as the countries
+    a = clusters.project(X, method, seed=0, metric="cosine", center=True)
+    b = clusters.project(X, method, seed=0, metric="cosine", center=True)
+    assert a.shape == (21, 2) and np.isfinite(a).all()
+    np.testing.assert_array_equal(a, b)
+
+
+def test_adapted_neighbourhoods() -> None:
+    assert clusters.tsne_perplexity(21) == 5.0 and clusters.umap_neighbors(21) == 7
+    assert clusters.tsne_perplexity(5) == 2.0 and clusters.tsne_perplexity(500) == 30.0
+
+
+def synthetic_capture_run(run_dir: Path, setting: str = "P0S1T0", d: int = 16) -> list[str]:
+    """A results-only run from test_analysis.make_run, plus persona activations: noise at the embeddings, the
+    Inglehart-Welzel zones planted in block 1."""
+    make_run(run_dir, categories=("nationality",), mode="score", settings=(setting,))
+    cat = get_category("nationality")
+    names = cat.with_unspecified
+    hooks = ["hook_embed", "blocks.0.hook_resid_post", "blocks.1.hook_resid_post"]
+    zones = list(dict.fromkeys(cat.zone_of.values()))
+    rng = np.random.default_rng(0)
+    centres = 3 * rng.normal(size=(len(zones) + 1, d))
+    zone_index = [len(zones) if n == "a person" else zones.index(cat.zone_of[n]) for n in names]
+    vectors = rng.normal(size=(len(names), 2, len(hooks), d))  # identities × (mean, last) × hooks × d
+    vectors[:, :, 2] += centres[zone_index][:, None, :]
+    activation_store.write_meta(run_dir, {"hooks": hooks, "layers": [0, 1], "d_model": d, "kinds": ["persona"],
+                                          "per_cell_samples": 0, "dtype": "float16", "reductions": ["mean", "last"]})
+    index = pd.DataFrame({"setting": setting, "category": "nationality", "identity": list(names)})
+    activation_store.write_shard(run_dir, "persona", f"{setting}--nationality", vectors[::-1], index[::-1])
+    return hooks
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location("nationality_clusters", ROOT / "experiments" /
+                                                  "nationality_clusters.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_identity_vectors_from_store(tmp_path: Path) -> None:
+    hooks = synthetic_capture_run(tmp_path / "run")
+    acts = activation_store.load(tmp_path / "run")
+    vectors, names = clusters.identity_vectors(acts, "nationality", "P0S1T0")
+    assert vectors.shape == (3, 21, 16) and names == list(get_category("nationality").identities)
+    df = clusters.layer_stats(acts, category="nationality", setting="P0S1T0", n_permutations=100)
+    assert list(df.hook) == hooks
+    assert df.silhouette_p.iloc[2] < 0.05 and df.knn_accuracy.iloc[2] > df.knn_accuracy.iloc[0]
+
+    cat = get_category("nationality")  # experiencer vectors: value = 100 * perceiver index + experiencer index
+    pairs = [(p, x) for p in cat.with_unspecified for x in cat.with_unspecified]
+    code = {n: i for i, n in enumerate(cat.with_unspecified)}
+    values = np.array([100 * code[p] + code[x] for p, x in pairs], dtype=float) / 64
+    array = np.broadcast_to(values[:, None, None, None], (len(pairs), 2, 3, 16))
+    index = pd.DataFrame({"setting": "P0S1T0", "category": "nationality",
+                          "perceiver": [p for p, _ in pairs], "experiencer": [x for _, x in pairs]})
+    activation_store.write_shard(tmp_path / "run", "experiencer", "P0S1T0--nationality", array, index)
+    seen, names = clusters.identity_vectors(acts, "nationality", "P0S1T0", span="experiencer")
+    assert names == list(cat.identities) and seen.shape == (3, 21, 16)
+    np.testing.assert_allclose(seen[0, :, 0], np.arange(1, 22) / 64, rtol=1e-3)  # seen by "a person" (index 0)
+    mean, _ = clusters.identity_vectors(acts, "nationality", "P0S1T0", span="experiencer", perceiver="mean")
+    np.testing.assert_allclose(mean[1, :, 3], (100 * 10.5 + np.arange(1, 22)) / 64, rtol=1e-3)
+
+
+def test_script_end_to_end(tmp_path: Path, capsys) -> None:
+    synthetic_capture_run(tmp_path / "run")
+    out = tmp_path / "out"
+    argv = ["--run", str(tmp_path / "run"), "--out", str(out), "--n-permutations", "50", "--layers", "last"]
+    assert _script().main(argv) == 0
+    printed = capsys.readouterr().out
+    stems = ["proj_tsne_behavior", "proj_umap_behavior", "proj_tsne_persona_blocks_1_hook_resid_post",
+             "proj_umap_persona_blocks_1_hook_resid_post", "projection_grid_persona", "cluster_stats_persona",
+             "rsa_persona"]
+    for stem in stems:
+        for fmt in ("png", "pdf"):
+            path = out / "figures" / f"{stem}.{fmt}"
+            assert path.stat().st_size > 0 and str(path) in printed
+    for name in ("cluster_stats_persona", "cluster_stats_behavior", "rsa_persona", "projections"):
+        assert (out / "tables" / f"{name}.csv").is_file() and str(out / "tables" / f"{name}.csv") in printed
+    stats = pd.read_csv(out / "tables" / "cluster_stats_persona.csv")
+    assert list(stats.layer) == [-1, 0, 1] and stats.silhouette.iloc[2] > 0.3 and stats.knn_p.iloc[2] < 0.05
+    table = pd.read_csv(out / "tables" / "rsa_persona.csv")
+    assert len(table) == 3 and table.rsa.between(-1, 1).all() and table.p.between(0, 1).all()
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["run_manifest"]["config"]["model"] == "synthetic"
+    assert manifest["args"]["n_permutations"] == 50 and manifest["measure"] == "expected_intensity"
+    assert "package_versions" in manifest["provenance"] and manifest["setting"] == "P0S1T0"
+    assert manifest["projected_hooks"] == ["blocks.1.hook_resid_post"]
+    assert not (out / "figures" / "proj_tsne_persona_blocks_0_hook_resid_post.png").exists()
+
+
+def test_script_fails_with_a_message(tmp_path: Path, capsys) -> None:
+    make_run(tmp_path / "run", categories=("nationality",), settings=("P0S1T0",))  # no activations
+    assert _script().main(["--run", str(tmp_path / "run"), "--out", str(tmp_path / "out")]) != 0
+    assert "no activation store" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_info:
+        _script().main(["--out", str(tmp_path / "out")])  # neither --run nor --model
+    assert exit_info.value.code != 0
