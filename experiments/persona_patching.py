@@ -1,0 +1,235 @@
+"""Persona patching: which layers carry the empathy gap δ?
+
+For each chosen layer, every perceiver's persona is patched (one layer at a time, position group --positions) with
+the unspecified "a person" (mode `person`) and, separately, in-group and out-group personas are swapped (mode
+`swap`); the matrix of expected intensities is rebuilt and δ recomputed (interp.patching.patched_gap). A small
+layer × position-group sweep follows: each in-group prompt (X perceives X) patched from an out-group persona, with
+the fraction of the in-group/out-group difference closed.
+
+    python experiments/persona_patching.py --model smollm2-135m --category religion --setting P0S1T0 \
+        --limit-events 3 --layer-step 5 --out runs/patching
+    python experiments/persona_patching.py --run runs/llama8b --category religion --setting P0S0T0 --out runs/p
+
+With --run, the model, events (and their sample), seed and dtype come from that run directory's manifest, and δ of
+its score-mode results (if any) is recorded beside ours. Writes OUT/tables (Parquet + CSV), OUT/figures (PNG + PDF)
+and OUT/manifest.json; prints every path; exits 2 on bad input, 1 on any other failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import sys
+import time
+import traceback
+from pathlib import Path
+
+import pandas as pd
+
+from activations.capture import decoder_layers, parse_layers
+from behavioral import models
+from behavioral.engine import Engine
+from behavioral.groups import UNSPECIFIED, get_category
+from behavioral.provenance import provenance
+from behavioral.run import RunConfig, load_corpus
+from behavioral.settings import get_setting
+from behavioral.store import read_manifest, read_results, write_json_atomic
+from interp import patching as P
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", required=True, type=Path, help="output directory (created; files in it are replaced)")
+    p.add_argument("--run", type=Path, help="a behavioral run directory: model, events and dtype come from it")
+    p.add_argument("--model", help="model (hub id, folder, .gguf or smollm2-135m); not with --run")
+    p.add_argument("--category", help="race, nationality or religion (default religion, or the run's first)")
+    p.add_argument("--setting", help="one of the seven settings (default P0S1T0, or the run's first)")
+    p.add_argument("--events", help="event corpus (default: the embedded events); not with --run")
+    p.add_argument("--limit-events", type=int, help="seeded sample of N events, stratified by emotion")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--layers", default="all", help="all or a comma list such as 0,5,10 (then --layer-step)")
+    p.add_argument("--layer-step", type=int, default=1, help="keep every K-th of --layers (default 1)")
+    p.add_argument("--positions", default="system", help="position group of the headline (default system)")
+    p.add_argument("--modes", default="person,swap", help="person, swap or both (default both)")
+    p.add_argument("--sweep-groups", default=",".join(P.DEFAULT_GROUPS),
+                   help="position groups of the sweep; empty to skip the sweep")
+    p.add_argument("--sweep-events", type=int, default=1, help="events in the sweep (the first N; default 1)")
+    p.add_argument("--device", default="auto")
+    p.add_argument("--dtype", default=None, help="auto, fp32, bf16, fp16 (default: the run's, else auto)")
+    p.add_argument("--batch-size", type=int, default=32)
+    args = p.parse_args(argv)
+    if args.run is not None and (args.model or args.events):
+        p.error("--run takes the model and events from the run directory: drop --model/--events")
+    if args.run is None and not args.model:
+        p.error("give --run DIR, or --model (with --category, --setting, --limit-events)")
+    return args
+
+
+def resolve(args) -> tuple[RunConfig, str, str, dict | None]:
+    """The run configuration to load events and model by, the category, the setting, and the run's manifest."""
+    manifest = None
+    if args.run is not None:
+        manifest = read_manifest(args.run)
+        c = manifest["config"]
+        config = RunConfig(model=c["model"], categories=tuple(c["categories"]), settings=tuple(c["settings"]),
+                           events=c.get("events"), limit_events=c.get("limit_events"), seed=c.get("seed", 0),
+                           device=args.device, dtype=args.dtype or c.get("dtype") or "auto",
+                           rewrite_model=c.get("rewrite_model"))
+        if args.limit_events is not None and args.limit_events != config.limit_events:
+            config = dataclasses.replace(config, limit_events=args.limit_events)
+        category = args.category or config.categories[0]
+        setting = args.setting or config.settings[0]
+        if category not in config.categories or setting not in config.settings:
+            raise ValueError(f"--run {args.run} has categories {list(config.categories)} and settings "
+                             f"{list(config.settings)}; {category}/{setting} is not among them")
+    else:
+        config = RunConfig(model=args.model, events=args.events, limit_events=args.limit_events, seed=args.seed,
+                           device=args.device, dtype=args.dtype or "auto")
+        category, setting = args.category or "religion", args.setting or "P0S1T0"
+    get_category(category)
+    get_setting(setting)
+    for name in ("batch_size", "layer_step", "sweep_events"):
+        if getattr(args, name) < 1:
+            raise ValueError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
+    return config, category, setting, manifest
+
+
+def run_delta(run_dir: Path, category: str, setting: str) -> float | None:
+    """δ of a run directory's score-mode expected intensities for one category and setting (None if absent)."""
+    from behavioral.stats import empathy_gap, zscore
+
+    rows = read_results(run_dir)
+    rows = rows[(rows["category"] == category) & (rows["setting"] == setting) & rows["expected_intensity"].notna()]
+    rows = rows[(rows["perceiver"] != UNSPECIFIED) & (rows["experiencer"] != UNSPECIFIED)]
+    if rows.empty:
+        return None
+    cat = get_category(category)
+    names = list(cat.identities)
+    M0 = rows.pivot_table(index="perceiver", columns="experiencer", values="expected_intensity", aggfunc="mean")
+    M0 = M0.reindex(index=names, columns=names).to_numpy(dtype=float)
+    try:
+        return empathy_gap(zscore(M0), cat.in_group())
+    except ValueError:
+        return None
+
+
+def write_table(frame: pd.DataFrame, out: Path, stem: str, csv: bool = True) -> list[Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    paths = [out / f"{stem}.parquet"]
+    frame.to_parquet(paths[0], index=False)
+    if csv:
+        paths.append(out / f"{stem}.csv")
+        frame.to_csv(paths[1], index=False)
+    return paths
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    started = time.perf_counter()
+    config, category_name, setting, manifest = resolve(args)
+    category = get_category(category_name)
+    events, _ = load_corpus(config)
+    model, tokenizer, model_info = models.load(config.model, config.device, config.dtype, config.trust_remote_code)
+    if get_setting(setting).narrative_form == "third_person":
+        from behavioral.rewrite import ensure_third_person
+
+        events = ensure_third_person(events, config, args.run or args.out, model, tokenizer)
+    n_layers = len(decoder_layers(model))
+    layers = parse_layers(args.layers, n_layers)[::args.layer_step]
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    groups = [g.strip() for g in args.sweep_groups.split(",") if g.strip()]
+    for label in [args.positions, *groups]:
+        P.PatchSpec.parse(label)  # fail on a bad group before any work
+    engine = Engine(model, tokenizer, args.batch_size)
+    chat_format = P.chat_format_of(tokenizer)
+    forwards = {"n": 0}
+    forward = model.forward
+
+    def counted(*a, **k):
+        forwards["n"] += 1
+        return forward(*a, **k)
+
+    model.forward = counted
+    tables, figures = args.out / "tables", args.out / "figures"
+    if (args.out / "manifest.json").is_file():  # outputs of an earlier run into --out: none may be left stale
+        for name in json.loads((args.out / "manifest.json").read_text()).get("outputs", []):
+            (args.out / name).unlink(missing_ok=True)
+    outputs: list[Path] = []
+    timing: dict[str, float] = {}
+    counts: dict[str, int] = {}
+    title = f"{model_info['model']} · {category.title} · {setting} · {len(events)} events"
+
+    t0, f0 = time.perf_counter(), forwards["n"]
+    frame = P.patched_gap_prompts(engine, category, setting, events, layers, args.positions, modes, chat_format)
+    table = P.gap_table(frame, category)
+    timing["headline_s"], counts["headline_forwards"] = time.perf_counter() - t0, forwards["n"] - f0
+    counts["headline_prompts"] = len(frame)
+    outputs += write_table(frame, tables, "gap_prompts", csv=False)
+    outputs += write_table(table, tables, "delta_by_layer")
+    outputs += P.plot_gap_by_layer(table, figures, "delta_by_layer", title=f"δ by patched layer ({args.positions})"
+                                   f"\n{title}")
+
+    if groups:
+        t0, f0 = time.perf_counter(), forwards["n"]
+        targets, sources, meta = [], [], []
+        for x in category.identities:
+            a = P.swap_source(category, x, x)
+            for e in events[:args.sweep_events]:
+                targets.append(P.build(tokenizer, setting, x, x, e, chat_format))
+                sources.append(P.build(tokenizer, setting, a, x, e, chat_format))
+                meta.append({"perceiver": x, "experiencer": x, "event_id": e.event_id, "source_perceiver": a})
+        sweep = P.sweep(engine, targets, sources, layers, P.get_trie(tokenizer, setting), groups, meta, chat_format)
+        summary = P.summarize(sweep)
+        timing["sweep_s"], counts["sweep_forwards"] = time.perf_counter() - t0, forwards["n"] - f0
+        counts["sweep_prompts"] = len(sweep)
+        outputs += write_table(sweep, tables, "sweep", csv=False)
+        outputs += write_table(summary, tables, "sweep_summary")
+        sub = "in-group prompt ← out-group persona"
+        outputs += P.plot_heatmap(summary, figures, "sweep_frac_closed", "frac_closed",
+                                  f"fraction of in/out-group difference closed\n{sub}\n{title}")
+        outputs += P.plot_heatmap(summary, figures, "sweep_delta_expected", "delta_expected",
+                                  f"Δ expected intensity\n{sub}\n{title}")
+
+    model.forward = forward
+    unpatched = float(table["delta_unpatched"].iloc[0]) if len(table) else math.nan
+    result = {"delta_unpatched": unpatched,
+              "p_unpatched": float(table["p_unpatched"].iloc[0]) if len(table) else math.nan}
+    if args.run is not None:
+        result["delta_run"] = run_delta(args.run, category_name, setting)
+    for mode, part in table.groupby("mode", sort=False):
+        best = part.loc[part["delta_change"].abs().idxmax()]
+        result[f"{mode}_largest_change"] = {"layer": int(best["layer"]), "delta_patched": float(best["delta_patched"]),
+                                            "delta_change": float(best["delta_change"])}
+    timing["total_s"] = time.perf_counter() - started
+    arguments = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}
+    write_json_atomic(args.out / "manifest.json", {
+        "provenance": provenance(), "arguments": arguments, "model": model_info,
+        "resolved": {"model": config.model, "category": category_name, "setting": setting, "layers": layers,
+                     "modes": modes, "positions": args.positions, "sweep_groups": groups,
+                     "events": [e.event_id for e in events], "chat_format": chat_format,
+                     "batch_size": args.batch_size,
+                     "run_manifest": str(args.run / "manifest.json") if manifest else None},
+        "forwards": counts, "timing": timing, "result": result,
+        "outputs": [str(p.relative_to(args.out)) for p in outputs],
+    })
+    outputs.append(args.out / "manifest.json")
+    with pd.option_context("display.width", 160, "display.max_columns", 20):
+        print(table[["mode", "layer", "delta_unpatched", "delta_patched", "delta_change", "p_unpatched", "p_patched",
+                     "gap_raw_patched", "mean_delta_expected"]].to_string(index=False))
+    print(json.dumps({"forwards": counts, "timing_s": {k: round(v, 1) for k, v in timing.items()}}))
+    for path in outputs:
+        print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except (ValueError, OSError) as err:  # bad input: unknown names, missing files, unloadable models
+        print(f"error: {err}", file=sys.stderr)
+        sys.exit(2)
+    except Exception:  # noqa: BLE001 - any other failure: traceback, non-zero exit
+        traceback.print_exc()
+        sys.exit(1)

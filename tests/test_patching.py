@@ -1,0 +1,272 @@
+"""Activation patching of the persona on the tiny fp32 Llama: sanity checks that cannot pass by accident, alignment
+rules, batching, the engine left as found, the forward-count bound, and the documented table columns."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from activations.spans import TokenSpan
+from behavioral import chat, prompts
+from behavioral.corpus import Event
+from behavioral.engine import Engine
+from behavioral.groups import get_category
+from behavioral.stats import empathy_gap, zscore
+from interp import patching as P
+from interp.patching import EMBED, PatchPrompt, PatchSpec
+from tests.conftest import NO_SYSTEM, build_tiny_tokenizer
+
+SETTING = "P0S1T0"
+EVENTS = [Event("joy-t1", "joy", "I won the race.", "I felt joy when I won the race."),
+          Event("fear-t2", "fear", "A dog ran at me.", "I felt fear when a dog ran at me.")]
+ALL_LAYERS = (EMBED, 0, 1)  # the tiny model has 2 decoder layers
+TOL = 1e-5
+
+
+@pytest.fixture
+def engine(tiny_model, tiny_tokenizer):
+    return Engine(tiny_model, tiny_tokenizer, batch_size=16)
+
+
+@pytest.fixture(scope="module")
+def trie(tiny_tokenizer):
+    return P.get_trie(tiny_tokenizer, SETTING)
+
+
+def prompt(tok, perceiver, experiencer="a Jew", event=EVENTS[0]):
+    return P.build(tok, SETTING, perceiver, experiencer, event)
+
+
+def same_length_pair(tok):
+    """Two religion personas whose prompts have the same number of tokens (and different scores)."""
+    built = [prompt(tok, p) for p in get_category("religion").identities]
+    for i, a in enumerate(built):
+        for b in built[i + 1:]:
+            if len(a) == len(b):
+                return a, b
+    pytest.fail("no two religion personas tokenize to the same length")
+
+
+def clean(engine, trie, items):
+    return P.patched_scores(engine, items, items, PatchSpec(()), trie)
+
+
+def assert_scores_close(a, b, tol):
+    assert a.greedy == b.greedy
+    assert abs(a.expected - b.expected) <= tol
+    assert abs(a.numeric_mass - b.numeric_mass) <= tol
+    assert max(abs(x - y) for x, y in zip(a.answer_logp, b.answer_logp)) <= tol
+
+
+def spread(a, b) -> float:
+    return max(abs(x - y) for x, y in zip(a.answer_logp, b.answer_logp))
+
+
+# --- the two sanity checks ----------------------------------------------------------------------------------------
+
+def test_patching_everything_from_the_source_gives_the_source(engine, trie, tiny_tokenizer):
+    target, source = same_length_pair(tiny_tokenizer)
+    t_clean, s_clean = clean(engine, trie, [target, source])
+    assert spread(t_clean, s_clean) > 1e-3  # the two prompts really differ, so equality below means something
+    patched = P.patched_scores(engine, [target], [source], PatchSpec(ALL_LAYERS, "all"), trie)[0]
+    assert_scores_close(patched, s_clean, 1e-4)
+    # Every decoder layer but not the embedding: the last prompt position's logits (numeric_mass) are the source's,
+    # while the answer-trie tokens still read the target's layer-0 keys and values.
+    blocks = P.patched_scores(engine, [target], [source], PatchSpec((0, 1), "all"), trie)[0]
+    assert abs(blocks.numeric_mass - s_clean.numeric_mass) <= 1e-6
+    assert spread(blocks, s_clean) > 1e-5
+
+
+def test_patching_with_the_targets_own_activations_changes_nothing(engine, trie, tiny_tokenizer):
+    """Every group that copies positions one to one (persona_mean replaces a span by its mean: not a no-op)."""
+    targets = [prompt(tiny_tokenizer, "a Muslim"), prompt(tiny_tokenizer, "a Buddhist", "a Hindu", EVENTS[1])]
+    groups = ["persona_end", "persona_end:1", "system", "all"]
+    before = clean(engine, trie, targets)
+    specs = [PatchSpec.parse(g, ALL_LAYERS) for g in groups for _ in targets]
+    after = P.patched_scores(engine, targets * len(groups), targets * len(groups), specs, trie)
+    for a, b in zip(after, before * len(groups)):
+        assert_scores_close(a, b, TOL)
+
+
+def test_patching_changes_the_target(engine, trie, tiny_tokenizer):
+    """The hooks really fire: a different persona at layer 0 moves the answer distribution."""
+    target, source = prompt(tiny_tokenizer, "a Muslim"), prompt(tiny_tokenizer, "a person")
+    before = clean(engine, trie, [target])[0]
+    after = P.patched_scores(engine, [target], [source], PatchSpec((0,), "system"), trie)[0]
+    assert spread(after, before) > 1e-4
+
+
+def test_patching_nothing_changes_nothing(engine, trie, tiny_tokenizer):
+    targets = [prompt(tiny_tokenizer, "a Muslim"), prompt(tiny_tokenizer, "a Hindu", "a Christian", EVENTS[1])]
+    plain = engine.score([list(t.ids) for t in targets], trie)  # share_prefix on: the suite's own path
+    sources = [prompt(tiny_tokenizer, "a person")] * 2
+    for spec in (PatchSpec(()), PatchSpec((), "system")):
+        for a, b in zip(P.patched_scores(engine, targets, sources, spec, trie), plain):
+            assert a.greedy == b.greedy
+            assert abs(a.expected - b.expected) <= TOL and abs(a.numeric_mass - b.numeric_mass) <= TOL
+
+
+def test_batching_gives_the_same(engine, tiny_model, tiny_tokenizer, trie):
+    """Two targets of different lengths with different specs at once, or one at a time, or one row per forward."""
+    targets = [prompt(tiny_tokenizer, "a Christian"), prompt(tiny_tokenizer, "a Jew", "a Muslim", EVENTS[1])]
+    sources = [prompt(tiny_tokenizer, "a person"), prompt(tiny_tokenizer, "a Hindu", "a Muslim", EVENTS[1])]
+    assert len(targets[0]) != len(targets[1])
+    specs = [PatchSpec((0,), "persona_mean"), PatchSpec((EMBED, 1), "system")]
+    together = P.patched_scores(engine, targets, sources, specs, trie)
+    alone = [P.patched_scores(engine, [t], [s], sp, trie)[0] for t, s, sp in zip(targets, sources, specs)]
+    single = P.patched_scores(Engine(tiny_model, tiny_tokenizer, batch_size=1), targets, sources, specs, trie)
+    for a, b, c in zip(together, alone, single):
+        assert_scores_close(a, b, TOL)
+        assert_scores_close(a, c, TOL)
+    assert spread(together[0], together[1]) > 1e-3
+
+
+def test_engine_left_as_found(engine, trie, tiny_tokenizer, tiny_model):
+    hooks = {n: (dict(m._forward_hooks), dict(m._forward_pre_hooks)) for n, m in tiny_model.named_modules()}
+    marker = object()
+    engine.intervention = marker
+    t, s = prompt(tiny_tokenizer, "a Muslim"), prompt(tiny_tokenizer, "a person")
+    P.patched_scores(engine, [t], [s], PatchSpec((0,), "system"), trie)
+    assert engine.share_prefix is True and engine.intervention is marker
+
+    def boom(*args, **kwargs):
+        raise RuntimeError("boom")
+
+    engine.score = boom
+    with pytest.raises(RuntimeError, match="boom"):
+        P.patched_scores(engine, [t], [s], PatchSpec((0,), "system"), trie)
+    assert engine.share_prefix is True and engine.intervention is marker
+    assert hooks == {n: (dict(m._forward_hooks), dict(m._forward_pre_hooks)) for n, m in tiny_model.named_modules()}
+
+
+def test_sweep_costs_at_most_layers_plus_one_forwards_per_prompt(engine, tiny_model, tiny_tokenizer, trie,
+                                                                 monkeypatch):
+    identities = get_category("religion").identities
+    targets = [prompt(tiny_tokenizer, identities[i], identities[i], EVENTS[i % 2]) for i in range(3)]
+    sources = [prompt(tiny_tokenizer, identities[i + 1], identities[i], EVENTS[i % 2]) for i in range(3)]
+    engine.batch_size = 4  # several rows per forward, and several forwards
+    calls = []
+    forward = tiny_model.forward
+    monkeypatch.setattr(tiny_model, "forward", lambda *a, **k: calls.append(1) or forward(*a, **k))
+    layers = [0, 1]
+    frame = P.sweep(engine, targets, sources, layers, trie, groups=("system",))
+    n, L = len(targets), len(layers)
+    assert len(calls) <= (L + 1) * n
+    # Exactly: one capture forward per distinct source prefix length (3 personas), then one engine call over the
+    # clean targets, the clean sources and the N * L patched prompts, batch_size rows per forward.
+    prefix_lengths = {s.spans["system"].end for s in sources}
+    assert len(calls) == len(prefix_lengths) + math.ceil((2 * n + n * L) / engine.batch_size)
+    assert len(frame) == n * L
+
+
+def test_sweep_columns_and_metrics(engine, trie, tiny_tokenizer):
+    targets = [prompt(tiny_tokenizer, "a Muslim", "a Muslim"), prompt(tiny_tokenizer, "a Jew", "a Jew", EVENTS[1])]
+    sources = [prompt(tiny_tokenizer, "a Hindu", "a Muslim"), prompt(tiny_tokenizer, "a Christian", "a Jew", EVENTS[1])]
+    meta = [{"perceiver": "a Muslim"}, {"perceiver": "a Jew"}]
+    frame = P.sweep(engine, targets, sources, [EMBED, 0, 1], trie, meta=meta)
+    assert list(frame.columns) == ["prompt", "layer", "positions", "layers", "perceiver", *P.METRICS]
+    assert len(frame) == 2 * 3 * len(P.DEFAULT_GROUPS)
+    assert set(frame["positions"]) == set(P.DEFAULT_GROUPS)
+    row = frame.iloc[0]
+    gap = row["expected_source"] - row["expected_clean"]
+    assert row["delta_expected"] == pytest.approx(row["expected"] - row["expected_clean"])
+    assert row["frac_closed"] == pytest.approx(row["delta_expected"] / gap)
+    assert row["delta_logp_greedy"] == pytest.approx(row["logp_greedy"] - row["logp_greedy_clean"])
+    # At the last layer nothing after the persona reads it any more: nothing moves.
+    last = frame[frame["layer"] == 1]
+    assert np.abs(last["delta_expected"]).max() < 1e-6
+    summary = P.summarize(frame)
+    assert list(summary.columns) == ["layer", "positions", "delta_expected", "delta_logp_greedy", "n", "frac_closed"]
+    assert len(summary) == 3 * len(P.DEFAULT_GROUPS)
+
+
+def test_patched_gap(tiny_model, tiny_tokenizer, trie, tmp_path):
+    engine = Engine(tiny_model, tiny_tokenizer, batch_size=64)
+    frame = P.patched_gap_prompts(engine, "religion", SETTING, EVENTS[:1], [0], positions="system")
+    table = P.gap_table(frame, "religion")
+    assert list(table.columns) == list(P.GAP_COLUMNS)
+    assert list(zip(table["mode"], table["layer"])) == [("person", 0), ("swap", 0)]
+    assert (table["n_prompts"] == 25).all()
+    # δ_unpatched is δ of the plain suite scores (z-scoring magnifies the prefix cache's ~1e-7 differences).
+    cat = get_category("religion")
+    M0 = np.array([[s.expected for s in engine.score(
+        [list(prompt(tiny_tokenizer, p, x).ids) for x in cat.identities], trie)] for p in cat.identities])
+    assert table["delta_unpatched"].iloc[0] == pytest.approx(empathy_gap(zscore(M0), cat.in_group()), rel=1e-3)
+    assert (table["delta_patched"] != table["delta_unpatched"]).all()
+    swap = frame[frame["mode"] == "swap"]
+    assert (swap["source_perceiver"] != swap["perceiver"]).all()
+    paths = P.plot_gap_by_layer(table, tmp_path) + P.plot_heatmap(P.summarize(frame, ("layer", "mode")).rename(
+        columns={"mode": "positions"}), tmp_path)
+    assert sorted(p.suffix for p in paths) == [".pdf", ".pdf", ".png", ".png"] and all(p.stat().st_size for p in paths)
+
+
+# --- alignment, spans, answers ------------------------------------------------------------------------------------
+
+def fake(length, persona, system):
+    return PatchPrompt(tuple(range(length)), {"persona": TokenSpan("persona", *persona),
+                                              "system": TokenSpan("system", *system)})
+
+
+def test_alignment_rules():
+    source, target = fake(20, (3, 5), (3, 10)), fake(21, (3, 6), (3, 11))
+    assert P.align(PatchSpec((0,), "persona_end"), source, target) == [(4, (3,)), (5, (4,))]
+    assert P.align(PatchSpec((0,), "persona_end", 1), source, target) == [(5, (4,))]
+    assert P.align(PatchSpec((0,), "persona_mean"), source, target) == [(t, (3, 4)) for t in (3, 4, 5)]
+    assert P.align(PatchSpec((0,), "system"), source, target) == [(t, (t - 1,)) for t in range(4, 11)]
+    assert P.align(PatchSpec((0,), "system"), target, source) == [(t, (t + 1,)) for t in range(3, 10)]
+    with pytest.raises(P.PatchError, match="equal length"):
+        P.align(PatchSpec((0,), "all"), source, target)
+    assert P.align(PatchSpec((0,), "all"), source, source) == [(i, (i,)) for i in range(20)]
+    with pytest.raises(P.PatchError):
+        PatchSpec((0,), "persona_mean", 2)
+    with pytest.raises(P.PatchError):
+        PatchSpec((0,), "middle")
+    assert PatchSpec.parse("persona_end:2", [3, 1]) == PatchSpec((1, 3), "persona_end", 2)
+
+
+@pytest.mark.parametrize("template", [None, NO_SYSTEM])
+def test_system_span(tiny_tokenizer, template):
+    tok = tiny_tokenizer if template is None else build_tiny_tokenizer(template)
+    fmt = P.chat_format_of(tok)
+    assert fmt == (chat.SYSTEM if template is None else chat.FOLDED)
+    p = prompts.build(SETTING, "a person from Iran", "a Jew", "joy", "I won.")
+    enc = P.encode(tok, p, fmt)
+    system, persona = enc.spans["system"], enc.spans["persona"]
+    assert system.start == persona.start
+    text = tok.decode(list(enc.ids[system.start:system.end]))
+    assert text.strip().startswith("a person from Iran") and text.endswith("No explanation is needed.")
+    assert "needed" not in tok.decode(list(enc.ids[system.end:system.end + 1]))
+
+
+def test_answer_logprobs_match_the_scores(engine, trie, tiny_tokenizer):
+    s = clean(engine, trie, [prompt(tiny_tokenizer, "a Muslim")])[0]
+    logp = np.array(s.answer_logp)
+    assert np.exp(logp).sum() == pytest.approx(s.valid_mass, rel=1e-6)
+    probs = np.exp(logp - logp.max())
+    assert (probs / probs.sum()) @ np.array(s.values) == pytest.approx(s.expected, rel=1e-6)
+    assert s.logp(s.greedy) == s.answer_logp[s.values.index(s.greedy)]
+
+
+def test_source_states_one_forward_per_distinct_prompt(tiny_model, monkeypatch):
+    calls = []
+    forward = tiny_model.forward
+    monkeypatch.setattr(tiny_model, "forward", lambda *a, **k: calls.append(k["input_ids"].shape) or forward(*a, **k))
+    ids = [(5, 6, 7, 8), (5, 6, 7, 9), (5, 6, 7, 8), (5, 6, 7, 8, 10)]
+    cache = P.source_states(tiny_model, ids, [1], upto=[None, None, None, 4])
+    assert sorted(calls) == [(2, 4)]  # two distinct prefixes of length 4, one batched forward
+    assert cache.names == ("hook_embed", "blocks.1.hook_resid_post") and cache.layers == (EMBED, 1)
+    assert torch.equal(cache.states[0], cache.states[2]) and torch.equal(cache.states[0], cache.states[3])
+    with torch.inference_mode():
+        hidden = tiny_model(input_ids=torch.tensor([ids[1]]), output_hidden_states=True).hidden_states
+    assert torch.allclose(cache.get(1, EMBED), hidden[0][0], atol=1e-6)
+
+
+def test_swap_source():
+    religion, race = get_category("religion"), get_category("race")
+    assert P.swap_source(religion, "a Jew", "a Muslim") == "a Muslim"
+    assert P.swap_source(religion, "a Muslim", "a Muslim") == "a Jew"
+    assert P.swap_source(race, "a white person", "a Caucasian") == "a black person"
+    assert race.group_of[P.swap_source(race, "a Latina", "a Latino")] != "Hispanic"
