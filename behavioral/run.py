@@ -190,7 +190,7 @@ class Suite:
         return rows
 
 
-def _batches(units, prompts_per_batch: int):
+def unit_batches(units, prompts_per_batch: int):
     """Group consecutive units into batches of about `prompts_per_batch` prompts."""
     batch: list[WorkUnit] = []
     size = 0
@@ -254,7 +254,7 @@ def run(config: RunConfig, out: str | Path, where: Place | None = None, progress
     total = sum(len(u.events) for u in todo())
     label = f"{config.model} {config.mode}" + (f" rank {where.rank}" if where.world_size > 1 else "")
     with tqdm(total=total, unit="prompt", disable=not progress, desc=label) as bar, RowLog(out, where.rank) as log:
-        for batch in _batches(todo(), config.batch_size):
+        for batch in unit_batches(todo(), config.batch_size):
             rows = suite.rows(batch)
             fresh = [r for r in rows if r["unit_id"] not in done]
             if fresh:

@@ -32,6 +32,7 @@ from activations.store import ActivationStore, ActivationStoreError
 from behavioral.analysis import analyze_setting
 from behavioral.engine import Engine, PrefixCache
 from behavioral.groups import UNSPECIFIED, get_category
+from behavioral.run import unit_batches
 from behavioral.settings import get_setting
 from behavioral.work import work_units
 
@@ -259,18 +260,6 @@ def sweep_conditions(layers: Sequence[int], coefs: Sequence[float], project: boo
     return out
 
 
-def _batches(units, prompts_per_batch: int):
-    batch, size = [], 0
-    for unit in units:
-        batch.append(unit)
-        size += len(unit.events)
-        if size >= prompts_per_batch:
-            yield batch
-            batch, size = [], 0
-    if batch:
-        yield batch
-
-
 def run_conditions(model, tokenizer, config, directions: Mapping[int, np.ndarray], conditions: Sequence[Condition],
                    events=None, rewrites_dir: str | Path | None = None, progress: bool = False) -> pd.DataFrame:
     """Result rows (as ``behavioral.run`` writes them) of the config's slice under each condition, with columns
@@ -302,7 +291,7 @@ def run_conditions(model, tokenizer, config, directions: Mapping[int, np.ndarray
         context = contextlib.nullcontext() if cond.layer is None else steer(
             model, cond.layer, directions[cond.layer], cond.coef, cond.project, engine=suite.engine)
         with context:
-            rows = [r for batch in _batches(units, config.batch_size) for r in suite.rows(batch)]
+            rows = [r for batch in unit_batches(units, config.batch_size) for r in suite.rows(batch)]
         if progress:
             print(f"  steering {i + 1}/{len(conditions)}: {cond.label} ({len(rows)} prompts)", flush=True)
         frames.append(pd.DataFrame(rows).assign(
