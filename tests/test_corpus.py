@@ -21,7 +21,7 @@ from behavioral.corpus import (
     sample_events,
 )
 
-RELEASE = Path("/work/shared/data/crowd-envent")
+RELEASE = Path(__file__).resolve().parents[2] / "shared" / "data" / "crowd-envent"
 HEADER = ["emotion", "text_id", "generated_text", "first_person_text", "third_person_text"]
 
 # Invented for these tests; the second one has embedded double quotes.
