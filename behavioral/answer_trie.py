@@ -82,8 +82,8 @@ class AnswerTrie:
     def __len__(self) -> int:
         return len(self.tokens)
 
-    def read(self, logits: torch.Tensor) -> list[Scores]:
-        """Scores from logits [B, 1 + T, V]: position 0 after the prompt, position i + 1 after node i."""
+    def answer_logprobs(self, logits: torch.Tensor) -> tuple[list[int], torch.Tensor]:
+        """(answer values, [B, A] float64 log-probabilities, the end of the number included) from tree logits."""
         logits = logits.float()
         device = logits.device
         lse = torch.logsumexp(logits, dim=-1)  # [B, P]
@@ -92,14 +92,20 @@ class AnswerTrie:
         path_logp = tok_logp @ self.ancestry.T.float().to(device)  # [B, T]
         cont = torch.logsumexp(logits[:, 1:, self.continues.to(device)], dim=-1) - lse[:, 1:]
         end_logp = torch.log1p(-cont.exp().clamp(max=1 - 1e-7))  # [B, T]
-        answer_nodes = [i for i, v in enumerate(self.value_of) if v is not None]
-        values = torch.tensor([self.value_of[i] for i in answer_nodes], dtype=torch.float64, device=device)
-        answer_logp = (path_logp + end_logp)[:, answer_nodes].double()  # [B, A]
+        nodes = [i for i, v in enumerate(self.value_of) if v is not None]
+        return [self.value_of[i] for i in nodes], (path_logp + end_logp)[:, nodes].double()
+
+    def read(self, logits: torch.Tensor) -> list[Scores]:
+        """Scores from logits [B, 1 + T, V]: position 0 after the prompt, position i + 1 after node i."""
+        logits = logits.float()
+        device = logits.device
+        answers, answer_logp = self.answer_logprobs(logits)  # [B, A]
+        values = torch.tensor(answers, dtype=torch.float64, device=device)
         probs = torch.softmax(answer_logp, dim=-1)
         expected = probs @ values
         valid = answer_logp.exp().sum(-1)
         starts = self.starts_number.to(device)
-        numeric = (torch.logsumexp(logits[:, 0, starts], dim=-1) - lse[:, 0]).exp()
+        numeric = (torch.logsumexp(logits[:, 0, starts], dim=-1) - torch.logsumexp(logits[:, 0], dim=-1)).exp()
         return [
             Scores(self._greedy(logits[b]), float(expected[b]), float(valid[b]), float(numeric[b]))
             for b in range(logits.shape[0])

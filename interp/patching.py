@@ -230,18 +230,8 @@ class PatchScores(Scores):
 
 
 def answer_logprobs(trie: AnswerTrie, logits: torch.Tensor) -> tuple[list[int], torch.Tensor]:
-    """(answer values, [B, A] float64 log-probabilities) from tree logits [B, 1 + T, V], as AnswerTrie.read computes
-    them before normalizing over the valid answers."""
-    logits = logits.float()
-    device = logits.device
-    lse = torch.logsumexp(logits, dim=-1)
-    node_pos = torch.tensor(trie.parents, device=device) + 1
-    tok_logp = logits[:, node_pos, trie.tokens.to(device)] - lse[:, node_pos]
-    path_logp = tok_logp @ trie.ancestry.T.float().to(device)
-    cont = torch.logsumexp(logits[:, 1:, trie.continues.to(device)], dim=-1) - lse[:, 1:]
-    end_logp = torch.log1p(-cont.exp().clamp(max=1 - 1e-7))
-    nodes = [i for i, v in enumerate(trie.value_of) if v is not None]
-    return [trie.value_of[i] for i in nodes], (path_logp + end_logp)[:, nodes].double()
+    """(answer values, [B, A] float64 log-probabilities) from tree logits [B, 1 + T, V] (AnswerTrie.answer_logprobs)."""
+    return trie.answer_logprobs(logits)
 
 
 @dataclass(frozen=True)
