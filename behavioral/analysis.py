@@ -12,10 +12,16 @@ import numpy as np
 import pandas as pd
 
 from behavioral import figures, report, stats, store, tables
+from behavioral.provenance import provenance
 from behavioral.groups import CATEGORIES, Category, get_category
 from behavioral.settings import SETTING_NAMES, get_setting
 
 MEASURES = ("intensity", "expected_intensity")
+EXCLUSION = (
+    "M0, M, the t-test mask and Tables 3/6/7: an event refused in any cell of the category and setting, \"a person\" "
+    "included, is dropped from every cell; δ, its permutation test and the t-SNE: refusals in the \"a person\" "
+    "row and column are ignored, on the matrix without \"a person\" z-scored on its own (the authors' notebook)"
+)
 ANALYSIS_DIR = "analysis"
 MATRICES_DIR = "matrices"
 
@@ -26,15 +32,23 @@ class IncompleteResultsError(store.RunDirError):
 
 @dataclass(frozen=True, eq=False)
 class SettingAnalysis:
-    """Everything measured for one category and one setting; matrices are None where undefined (see the reasons)."""
+    """Everything measured for one category and one setting; matrices are None where undefined (see the reasons).
+
+    Two exclusion sets, as in the authors' notebook: `keep` (an event refused in any cell, "a person" included, is
+    dropped) feeds M⁰, M, the t-test mask and Tables 3/6/7; `keep_delta` ignores refusals in the "a person" row and
+    column and feeds `M_delta`, the n×n matrix without "a person" z-scored on its own, from which δ, its permutation
+    test and the t-SNE of Figure 4 are computed.
+    """
 
     category: Category
     setting: str
     measure: str
     event_ids: tuple[str, ...]
     keep: np.ndarray
+    keep_delta: np.ndarray
     M0: np.ndarray | None
     M: np.ndarray | None
+    M_delta: np.ndarray | None
     shown: np.ndarray | None
     permutation: stats.PermutationResult | None
     summary: dict[str, float] | None
@@ -42,8 +56,10 @@ class SettingAnalysis:
     n_missing: int
     refusal_rate: float
     parsable_rate: float | None
+    truncated_rate: float | None
     numeric_mass_mean: float | None
     numeric_mass_share: float | None
+    round_cells: int | None = None
     matrix_reason: str | None = None
     mask_reason: str | None = None
     delta_reason: str | None = None
@@ -55,8 +71,13 @@ class SettingAnalysis:
 
     @property
     def excluded_rate(self) -> float:
-        """Fraction of events dropped because some cell refused them."""
+        """Fraction of events dropped because some cell refused them ("a person" included): the paper's Table 6."""
         return float(1 - self.keep.mean()) if self.keep.size else float("nan")
+
+    @property
+    def excluded_rate_delta(self) -> float:
+        """Fraction of events dropped from δ's matrix (refusals in the "a person" row and column ignored)."""
+        return float(1 - self.keep_delta.mean()) if self.keep_delta.size else float("nan")
 
     @property
     def notes(self) -> tuple[str, ...]:
@@ -89,15 +110,17 @@ def intensity_tensor(
 def _rates(rows: pd.DataFrame, measure: str) -> dict[str, float | None]:
     """Refusal rate and numeric-answer rates of the present rows; a rate is None where the run did not measure it.
 
-    A prompt counts as refused when it has no value of `measure`, exactly what the exclusion drops; the parsable rate
-    describes the generated responses alone.
+    A prompt counts as refused when it has no value of `measure`, exactly what the exclusion drops; the parsable and
+    truncated rates describe the generated responses alone.
     """
     generated = rows["response"].notna()
     parsable = rows["intensity"].notna() & ~rows["refused"].astype(bool)
+    truncated = rows["truncated"][generated].dropna()
     mass = rows["numeric_mass"].dropna()
     return {
         "refusal_rate": float(rows[measure].isna().mean()),
         "parsable_rate": float(parsable[generated].mean()) if generated.any() else None,
+        "truncated_rate": float(truncated.astype(bool).mean()) if len(truncated) else None,
         "numeric_mass_mean": float(mass.mean()) if len(mass) else None,
         "numeric_mass_share": float((mass > 0.5).mean()) if len(mass) else None,
     }
@@ -112,19 +135,23 @@ def analyze_setting(
     n_permutations: int = 10_000,
     seed: int = 0,
     allow_partial: bool = False,
+    round_cells: int | None = None,
 ) -> SettingAnalysis:
-    """All statistics of one category and setting from its result rows (missing prompts count as refused if allowed)."""
+    """All statistics of one category and setting from its result rows (missing prompts count as refused if allowed).
+
+    `round_cells=2` rounds every cell mean before z-scoring, as the authors' notebook does.
+    """
     I, n_missing = intensity_tensor(rows, category, event_ids, measure)
     if n_missing and not allow_partial:
         raise IncompleteResultsError(
             f"category {category.name!r}, setting {setting!r}: {n_missing} of {I.size} prompts missing "
-            f"({I.size - n_missing} present); finish the run or pass allow_partial=True"
+            f"({I.size - n_missing} present); finish the run or pass --allow-partial"
         )
-    keep = stats.exclusion_mask(I)
-    M0 = M = shown = permutation = summary = None
+    keep, keep_delta = stats.exclusion_mask(I), stats.exclusion_mask(I[1:, 1:])
+    M0 = M = M_delta = shown = permutation = summary = None
     matrix_reason = mask_reason = delta_reason = None
     try:
-        M0 = stats.cell_means(I, keep)
+        M0 = stats.cell_means(I, keep, round_cells)
         summary = stats.matrix_summary(M0)
         M = stats.zscore(M0)
     except ValueError as exc:
@@ -132,31 +159,34 @@ def analyze_setting(
         if M0 is not None:
             summary = {"mean": float(M0.mean()), "std": float(M0.std()), "z_min": float("nan"), "z_max": float("nan")}
     if M0 is None:
-        mask_reason = delta_reason = matrix_reason
+        mask_reason = matrix_reason
     else:
         try:
             shown = stats.significant_cells(I[:, :, keep])
         except ValueError as exc:
             mask_reason = str(exc)
-        try:
-            M_groups = stats.zscore(M0[1:, 1:])
-            permutation = stats.permutation_test(M_groups, category.in_group(), n_permutations, seed)
-        except ValueError as exc:
-            delta_reason = f"{exc} (matrix without \"a person\")"
+    try:
+        M_delta = stats.zscore(stats.cell_means(I[1:, 1:], keep_delta, round_cells))
+        permutation = stats.permutation_test(M_delta, category.in_group(), n_permutations, seed)
+    except ValueError as exc:
+        delta_reason = f"{exc} (matrix without \"a person\")"
     return SettingAnalysis(
         category=category,
         setting=setting,
         measure=measure,
         event_ids=event_ids,
         keep=keep,
+        keep_delta=keep_delta,
         M0=M0,
         M=M,
+        M_delta=M_delta,
         shown=shown,
         permutation=permutation,
         summary=summary,
         n_prompts=len(rows),
         n_missing=n_missing,
         **_rates(rows, measure),
+        round_cells=round_cells,
         matrix_reason=matrix_reason,
         mask_reason=mask_reason,
         delta_reason=delta_reason,
@@ -181,10 +211,13 @@ def load_analyses(
     seed: int = 0,
     measure: str = "intensity",
     allow_partial: bool = False,
+    round_cells: int | None = None,
 ) -> list[SettingAnalysis]:
     """Analyze every category and setting of a run, categories in Table 1 order, settings in Table 2 order."""
     if measure not in MEASURES:
         raise ValueError(f"unknown measure {measure!r}; expected one of {', '.join(MEASURES)}")
+    if round_cells is not None and not 0 <= round_cells <= 15:
+        raise ValueError(f"--round-cells must be a number of decimals in 0..15, got {round_cells}")
     manifest = store.read_manifest(run_dir)
     results = store.read_results(run_dir)
     categories, settings = _planned(manifest, results)
@@ -193,7 +226,7 @@ def load_analyses(
     if len(event_ids) < n_events and not allow_partial:
         raise IncompleteResultsError(
             f"{run_dir}: the manifest plans {n_events} events but the results hold {len(event_ids)}; "
-            "finish the run or pass allow_partial=True"
+            "finish the run or pass --allow-partial"
         )
     if not categories or not settings:
         raise store.RunDirError(f"{run_dir}: no categories or settings in the manifest or the results")
@@ -208,6 +241,7 @@ def load_analyses(
             n_permutations,
             seed,
             allow_partial,
+            round_cells,
         )
         for category in categories
         for setting in settings
@@ -215,7 +249,7 @@ def load_analyses(
 
 
 def write_matrices(analyses: list[SettingAnalysis], out_dir: Path) -> list[Path]:
-    """One tidy CSV per category and setting: perceiver, experiencer, M0, M, shown."""
+    """One tidy CSV per category and setting: perceiver, experiencer, M0, M, δ's matrix (NaN for "a person"), shown."""
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = []
     for a in analyses:
@@ -227,6 +261,7 @@ def write_matrices(analyses: list[SettingAnalysis], out_dir: Path) -> list[Path]
                 "experiencer": np.tile(a.identities, n),
                 "M0": (nan if a.M0 is None else a.M0).ravel(),
                 "M": (nan if a.M is None else a.M).ravel(),
+                "M_delta": _with_unspecified(a.M_delta, n).ravel(),
                 "shown": pd.array([pd.NA] * n * n if a.shown is None else a.shown.ravel(), dtype="boolean"),
             }
         )
@@ -234,6 +269,14 @@ def write_matrices(analyses: list[SettingAnalysis], out_dir: Path) -> list[Path]
         frame.to_csv(path, index=False)
         paths.append(path)
     return paths
+
+
+def _with_unspecified(M_delta: np.ndarray | None, n: int) -> np.ndarray:
+    """δ's (n-1)×(n-1) matrix placed in an n×n one whose "a person" row and column are NaN."""
+    full = np.full((n, n), np.nan)
+    if M_delta is not None:
+        full[1:, 1:] = M_delta
+    return full
 
 
 def _replace_dir(tmp: Path, final: Path) -> None:
@@ -260,11 +303,15 @@ def analyze(
     seed: int = 0,
     measure: str = "intensity",
     allow_partial: bool = False,
+    round_cells: int | None = None,
 ) -> Path:
-    """Write tables, figures, matrices and report.md of a run to `out_dir` (RUN_DIR/analysis); return report.md."""
+    """Write tables, figures, matrices, report.md and manifest.json of a run to `out_dir` (RUN_DIR/analysis); return
+    report.md. Nothing is left half-written: the outputs appear together or not at all."""
     run_dir = Path(run_dir)
     manifest = store.read_manifest(run_dir)
-    analyses = load_analyses(run_dir, n_permutations, seed, measure, allow_partial)
+    analyses = load_analyses(run_dir, n_permutations, seed, measure, allow_partial, round_cells)
+    options = {"measure": measure, "n_permutations": n_permutations, "seed": seed, "round_cells": round_cells,
+               "allow_partial": allow_partial, "exclusion": EXCLUSION, "tsne": figures.tsne_settings()}
     out_dir = Path(out_dir) if out_dir is not None else run_dir / ANALYSIS_DIR
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}.tmp-"))
@@ -272,10 +319,11 @@ def analyze(
         written = tables.write_tables(analyses, tmp)
         figure_paths = figures.write_figures(analyses, tmp)
         matrix_paths = write_matrices(analyses, tmp / MATRICES_DIR)
-        report.write_report(
-            tmp, run_dir, manifest, analyses, written, figure_paths, matrix_paths, n_permutations, seed, measure,
-            allow_partial,
-        )
+        report.write_report(tmp, run_dir, manifest, analyses, written, figure_paths, matrix_paths, options)
+        store.write_json_atomic(tmp / store.MANIFEST, {
+            "run_dir": str(run_dir.resolve()), "run": {k: manifest.get(k) for k in ("config", "model")},
+            "analysis": options, "provenance": provenance(),
+        })
         _replace_dir(tmp, out_dir)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -19,32 +19,43 @@ if TYPE_CHECKING:
 
 CMAP = "YlGnBu"
 FORMATS = ("png", "pdf")
-TSNE_PERPLEXITY = 5
-TSNE_SEED = 0
+# The authors' tsne.py: TSNE(n_components=2, perplexity=5, random_state=42), sklearn's defaults otherwise.
+TSNE_PARAMS = {"n_components": 2, "perplexity": 5, "random_state": 42}
 
 
-def _draw_heatmap(ax: Axes, a: SettingAnalysis, labels: bool) -> None:
-    """M on `ax` with cells failing the t-tests in white and white lines around the "a person" row and column."""
-    if a.M is None:
-        ax.text(0.5, 0.5, "n/a", ha="center", va="center", transform=ax.transAxes)
-        ax.set_xticks([])
-        ax.set_yticks([])
-        return
-    cmap = colormaps[CMAP].with_extremes(bad="white")
-    shown = np.ones_like(a.M, dtype=bool) if a.shown is None else a.shown
-    image = ax.imshow(np.ma.masked_where(~shown, a.M), cmap=cmap, interpolation="nearest")
-    ax.axhline(0.5, color="white", linewidth=2)
-    ax.axvline(0.5, color="white", linewidth=2)
-    ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
-    if labels:
-        names = [a.category.short_label(i) for i in a.identities]
+def tsne_settings(**params) -> dict:
+    """Every parameter of the t-SNE of Figure 4 (the authors' settings, updated by `params`) and sklearn's version;
+    sklearn's defaults have changed between releases, so the manifest records them all."""
+    import sklearn
+
+    full = TSNE(**(TSNE_PARAMS | params)).get_params()
+    return {"params": {k: v for k, v in full.items() if isinstance(v, (int, float, str, bool, type(None)))},
+            "sklearn": sklearn.__version__}
+
+
+def _draw_heatmap(ax: Axes, a: SettingAnalysis, ticks: bool) -> None:
+    """M on `ax` with cells failing the t-tests in white and white lines around the "a person" row and column; axes
+    labelled perceiver (rows) and experiencer (columns), with identity names as ticks if `ticks`."""
+    ax.set_xlabel("experiencer")
+    ax.set_ylabel("perceiver")
+    names = [a.category.short_label(i) for i in a.identities]
+    if ticks and a.M is not None:
         ax.set_xticks(range(len(names)), names, rotation=90)
         ax.set_yticks(range(len(names)), names)
-        ax.set_xlabel("Experiencer")
-        ax.set_ylabel("Perceiver")
     else:
         ax.set_xticks([])
         ax.set_yticks([])
+    if a.M is None:
+        ax.text(0.5, 0.5, "n/a", ha="center", va="center", transform=ax.transAxes)
+        return
+    cmap = colormaps[CMAP].with_extremes(bad="white")
+    shown = np.ones_like(a.M, dtype=bool) if a.shown is None else a.shown
+    # The colour scale spans the whole M, masked cells included (as the authors' heatmap.py), not the shown cells.
+    image = ax.imshow(np.ma.masked_where(~shown, a.M), cmap=cmap, interpolation="nearest",
+                      vmin=float(a.M.min()), vmax=float(a.M.max()))
+    ax.axhline(0.5, color="white", linewidth=2)
+    ax.axvline(0.5, color="white", linewidth=2)
+    ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
 
 
 def heatmap_grid(analyses: list[SettingAnalysis]) -> Figure:
@@ -59,13 +70,13 @@ def heatmap_grid(analyses: list[SettingAnalysis]) -> Figure:
         for j, setting in enumerate(settings):
             ax = axes[i, j]
             if (cat, setting) in by_key:
-                _draw_heatmap(ax, by_key[cat, setting], labels=False)
+                _draw_heatmap(ax, by_key[cat, setting], ticks=False)
             else:
                 ax.axis("off")
             if i == 0:
                 ax.set_title(setting_label(setting))
             if j == 0:
-                ax.set_ylabel(titles[cat])
+                ax.set_ylabel(f"{titles[cat]}\nperceiver")
     fig.tight_layout()
     return fig
 
@@ -75,20 +86,19 @@ def heatmap(a: SettingAnalysis) -> Figure:
     size = 3 + 0.3 * len(a.identities)
     fig = Figure(figsize=(size + 1, size))
     ax = fig.subplots()
-    _draw_heatmap(ax, a, labels=True)
+    _draw_heatmap(ax, a, ticks=True)
     ax.set_title(f"{a.category.title}, {setting_label(a.setting)}")
     fig.tight_layout()
     return fig
 
 
-def tsne_nationality(a: SettingAnalysis, perplexity: float = TSNE_PERPLEXITY, random_state: int = TSNE_SEED) -> Figure:
-    """Figure 4: t-SNE of the perceiver rows of M for the countries (no "a person"), coloured by cultural zone."""
-    if a.M is None or a.category.zone_of is None:
-        raise ValueError(f"{a.category.name}/{a.setting}: t-SNE needs M and cultural zones")
-    names = a.identities[1:]
-    # Exact gradients: Barnes-Hut gains nothing on 21 points and can be far slower.
-    tsne = TSNE(n_components=2, perplexity=perplexity, random_state=random_state, init="pca", method="exact")
-    points = tsne.fit_transform(a.M[1:])
+def tsne_nationality(a: SettingAnalysis, **params) -> Figure:
+    """Figure 4: t-SNE of the perceiver rows of δ's matrix (countries only, no "a person"), coloured by cultural zone;
+    `params` override the authors' t-SNE settings."""
+    if a.M_delta is None or a.category.zone_of is None:
+        raise ValueError(f"{a.category.name}/{a.setting}: t-SNE needs δ's matrix and cultural zones")
+    names = a.category.identities
+    points = TSNE(**(TSNE_PARAMS | params)).fit_transform(a.M_delta)
     zones = list(dict.fromkeys(a.category.zone_of[n] for n in names))
     colors = dict(zip(zones, colormaps["tab10"].colors))
     fig = Figure(figsize=(8, 6))
@@ -101,7 +111,7 @@ def tsne_nationality(a: SettingAnalysis, perplexity: float = TSNE_PERPLEXITY, ra
     ax.set_xticks([])
     ax.set_yticks([])
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1))
-    ax.set_title(f"t-SNE of perceiver rows of M, {a.category.title}, {setting_label(a.setting)}")
+    ax.set_title(f"t-SNE of perceiver rows of M (no \"a person\"), {a.category.title}, {setting_label(a.setting)}")
     fig.tight_layout()
     return fig
 
@@ -121,6 +131,6 @@ def write_figures(analyses: list[SettingAnalysis], out_dir: Path) -> list[Path]:
     paths = save_figure(heatmap_grid(analyses), fig_dir, "heatmap_grid")
     for a in analyses:
         paths += save_figure(heatmap(a), fig_dir, f"heatmap_{a.category.name}_{a.setting}")
-        if a.category.zone_of is not None and a.M is not None:
+        if a.category.zone_of is not None and a.M_delta is not None:
             paths += save_figure(tsne_nationality(a), fig_dir, f"tsne_{a.category.name}_{a.setting}")
     return paths

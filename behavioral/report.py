@@ -51,6 +51,7 @@ def _run_section(manifest: dict, run_dir: Path, analyses: list[SettingAnalysis])
 # Columns of the rates table: header and the per-analysis rate pooled over prompts.
 RATE_COLUMNS = (
     ("Numeric answers", "parsable_rate"),
+    ("Cut at the token limit", "truncated_rate"),
     ("Numeric mass", "numeric_mass_mean"),
     ("Numeric mass > 0.5", "numeric_mass_share"),
     ("Refused", "refusal_rate"),
@@ -64,7 +65,8 @@ def _rates_section(analyses: list[SettingAnalysis]) -> list[str]:
         "## Numeric answers and refusals",
         "",
         "Pooled over the categories of each setting. *Numeric answers*: generated responses holding a parsable "
-        "number; *numeric mass*: mean probability that the model's unconstrained first answer token starts a number "
+        "number; *cut at the token limit*: generated responses that reached --max-new-tokens before the answer was "
+        "decided or the turn ended; *numeric mass*: mean probability that the model's unconstrained first answer token starts a number "
         "(and the share of prompts where it exceeds 0.5); *refused*: prompts with no value of the measure (refused "
         "or no parsable number); *events excluded*: events dropped from every cell because some cell refused them.",
         "",
@@ -113,6 +115,27 @@ def _scoring_paragraph(analyses: list[SettingAnalysis], mode: str | None, measur
     return ["", text]
 
 
+def _method_section(options: dict) -> list[str]:
+    """How the statistics were computed where the authors' notebook leaves a choice: exclusion, rounding, t-SNE."""
+    digits = options.get("round_cells")
+    rounding = (
+        f"M⁰ cells are rounded to {digits} decimals before z-scoring, as the authors' notebook does."
+        if digits is not None
+        else "M⁰ cells are not rounded (the authors' notebook rounds each cell to 2 decimals before z-scoring; "
+        "`--round-cells 2` reproduces their printed digits)."
+    )
+    tsne = options["tsne"]
+    params = ", ".join(f"{k}={v}" for k, v in sorted(tsne["params"].items()))
+    return [
+        "## Method",
+        "",
+        f"- Exclusion: {options['exclusion']}.",
+        f"- Rounding: {rounding}",
+        f"- Figure 4 (t-SNE of the perceiver rows of δ's matrix): scikit-learn {tsne['sklearn']}, {params}.",
+        f"- Measure: `{options['measure']}`; permutations: {options['n_permutations']} (seed {options['seed']}).",
+    ]
+
+
 def write_report(
     out_dir: Path,
     run_dir: Path,
@@ -121,23 +144,21 @@ def write_report(
     tables: dict[str, Table],
     figure_paths: list[Path],
     matrix_paths: list[Path],
-    n_permutations: int,
-    seed: int,
-    measure: str,
-    allow_partial: bool,
+    options: dict,
 ) -> Path:
-    """Write `out_dir`/report.md from the analyses and the tables and figures already written there."""
+    """Write `out_dir`/report.md from the analyses, the tables and figures already written there and the analysis
+    options (measure, n_permutations, seed, round_cells, allow_partial, exclusion, tsne)."""
     mode = manifest.get("config", {}).get("mode")
     lines = ["# Empathy-gap analysis", ""]
     lines += _run_section(manifest, run_dir, analyses)
     lines += [
-        f"- Measure: `{measure}`; permutations: {n_permutations} (seed {seed})",
-        f"- Partial results allowed: {'yes' if allow_partial else 'no'}; "
+        f"- Partial results allowed: {'yes' if options['allow_partial'] else 'no'}; "
         f"prompts missing: {sum(a.n_missing for a in analyses)}",
         "",
     ]
+    lines += _method_section(options) + [""]
     lines += _rates_section(analyses)
-    lines += _scoring_paragraph(analyses, mode, measure)
+    lines += _scoring_paragraph(analyses, mode, options["measure"])
     notes = [f"- {a.category.title}, {setting_label(a.setting)}: {note}" for a in analyses for note in a.notes]
     if notes:
         lines += ["", "## Statistics not available", ""] + notes
@@ -157,7 +178,8 @@ def write_report(
     for png in pngs:
         pdf = png.with_suffix(".pdf")
         lines.append(f"- {png.stem}: [PNG]({png.relative_to(out_dir)}), [PDF]({pdf.relative_to(out_dir)})")
-    lines += ["", "## Matrices", "", "Per category and setting: perceiver, experiencer, M⁰, M, t-test mask.", ""]
+    lines += ["", "## Matrices", "",
+              "Per category and setting: perceiver, experiencer, M⁰, M, δ's matrix M_delta, t-test mask.", ""]
     lines += [f"- [{p.name}]({p.relative_to(out_dir)})" for p in matrix_paths]
     path = out_dir / REPORT
     path.write_text("\n".join(lines) + "\n")

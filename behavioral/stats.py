@@ -120,8 +120,12 @@ def exclusion_mask(I: np.ndarray) -> np.ndarray:
     return ~np.isnan(I).any(axis=(0, 1))
 
 
-def cell_means(I: np.ndarray, keep: np.ndarray) -> np.ndarray:
-    """M0[p, x] = mean of I[p, x, e] over the kept events e."""
+def cell_means(I: np.ndarray, keep: np.ndarray, decimals: int | None = None) -> np.ndarray:
+    """M0[p, x] = mean of I[p, x, e] over the kept events e, rounded to `decimals` if given.
+
+    The authors' notebook rounds every cell with Python's round(mean, 2) before z-scoring; `decimals=2` does the same
+    (per cell, with Python's correctly rounded round(), not numpy's scaled rounding).
+    """
     I = _check_intensities(I)
     keep = np.asarray(keep)
     if keep.dtype != bool or keep.shape != (I.shape[2],):
@@ -131,7 +135,10 @@ def cell_means(I: np.ndarray, keep: np.ndarray) -> np.ndarray:
     kept = I[:, :, keep]
     if np.isnan(kept).any():
         raise ValueError("kept events contain NaN: expected keep from exclusion_mask(I)")
-    return kept.mean(axis=2)
+    M0 = kept.mean(axis=2)
+    if decimals is None:
+        return M0
+    return np.array([[round(float(v), decimals) for v in row] for row in M0])
 
 
 def significant_cells(I: np.ndarray, alpha: float = 0.05) -> np.ndarray:

@@ -64,10 +64,12 @@ def _row_table3(a: SettingAnalysis) -> dict:
 
 def _row_table6(a: SettingAnalysis) -> dict:
     return {
-        "refusal_pct": _pct(a.refusal_rate),
         "excluded_events_pct": _pct(a.excluded_rate),
+        "refused_prompts_pct": _pct(a.refusal_rate),
+        "excluded_events_delta_pct": _pct(a.excluded_rate_delta),
         "n_events": len(a.keep),
         "n_events_kept": int(a.keep.sum()),
+        "n_events_kept_delta": int(a.keep_delta.sum()),
         "n_prompts": a.n_prompts,
         "n_missing": a.n_missing,
     }
@@ -85,6 +87,7 @@ def _row_table7(a: SettingAnalysis) -> dict:
 def _row_numeric(a: SettingAnalysis) -> dict:
     return {
         "parsable_pct": _pct(a.parsable_rate),
+        "truncated_pct": _pct(a.truncated_rate),
         "numeric_mass_mean_pct": _pct(a.numeric_mass_mean),
         "numeric_mass_above_half_pct": _pct(a.numeric_mass_share),
         "n_prompts": a.n_prompts,
@@ -102,7 +105,7 @@ def _cell_table3(r: pd.Series) -> str:
 
 
 def _cell_table6(r: pd.Series) -> str:
-    return NA if np.isnan(r["refusal_pct"]) else f"{r['refusal_pct']:.2f}%"
+    return NA if np.isnan(r["excluded_events_pct"]) else f"{r['excluded_events_pct']:.2f}%"
 
 
 def _cell_table7(r: pd.Series) -> str:
@@ -114,6 +117,7 @@ def _cell_numeric(r: pd.Series) -> str:
         f"{label} {r[col]:.2f}%"
         for label, col in (
             ("parsable", "parsable_pct"),
+            ("cut at the token limit", "truncated_pct"),
             ("mass", "numeric_mass_mean_pct"),
             ("mass>0.5", "numeric_mass_above_half_pct"),
         )
@@ -131,13 +135,14 @@ TABLES: dict[str, tuple[str, Callable[[SettingAnalysis], dict], Callable[[pd.Ser
     ),
     "table3_mean_std": ("Table 3: mean μ ± standard deviation σ of M⁰", _row_table3, _cell_table3),
     "table6_refusal": (
-        "Table 6: refusal rate (prompts with no value of the measure: refused or no parsable number)",
+        "Table 6: refusal rate, the share of events excluded (refused or unparsable in at least one cell, \"a person\" "
+        "included); the CSV also holds the share of prompts refused",
         _row_table6,
         _cell_table6,
     ),
     "table7_min_max": ("Table 7: (min, max) of M", _row_table7, _cell_table7),
     "numeric_rate": (
-        "Numeric answers: parsable responses; numeric mass (mean probability that the first answer token starts a "
+        "Numeric answers: parsable responses; responses cut at the token limit; numeric mass (mean probability that the first answer token starts a "
         "number) and the share of prompts above 0.5",
         _row_numeric,
         _cell_numeric,

@@ -36,7 +36,7 @@ def _rows(
                 refused = mode == "generate" and (category, setting, p, x, event) in REFUSED
                 rows.append(
                     {
-                        "unit_id": f"{category}-{setting}-{p}",
+                        "unit_id": f"{setting}|{category}|{p}|{x}|0",
                         "setting": setting,
                         "category": category,
                         "perceiver": p,
@@ -188,3 +188,21 @@ def test_run_without_manifest_raises(tmp_path: Path) -> None:
 def test_unknown_measure_raises(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="unknown measure"):
         analysis.load_analyses(make_run(tmp_path / "run", categories=("religion",)), measure="score_answer")
+
+
+def test_a_random_answerer_shows_no_gap():
+    """The null model: intensities drawn independently of perceiver and experiencer give δ inside its permutation
+    null about as often as chance allows."""
+    cat = get_category("religion")
+    events = tuple(f"e{e:02d}" for e in range(N_EVENTS))
+    p_values, deltas = [], []
+    for seed in range(20):
+        rng = np.random.default_rng(seed)
+        rows = pd.DataFrame([{"perceiver": p, "experiencer": x, "event_id": e, "intensity": float(rng.integers(0, 101)),
+                              "refused": False, "response": "", "truncated": False, "numeric_mass": np.nan}
+                             for p in cat.with_unspecified for x in cat.with_unspecified for e in events])
+        a = analysis.analyze_setting(rows, cat, "P0S0T0", events, n_permutations=500, seed=seed)
+        p_values.append(a.permutation.p_value)
+        deltas.append(a.permutation.delta)
+    assert sum(p < 0.05 for p in p_values) <= 3  # 1 expected by chance out of 20
+    assert abs(np.mean(deltas)) < 0.25 and 0.2 < np.median(p_values) < 0.8
