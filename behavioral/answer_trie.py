@@ -31,7 +31,7 @@ class AnswerTrie:
     children: tuple[tuple[int, ...], ...]  # children of the root (index 0) and of node i (index i + 1)
     value_of: tuple[int | None, ...]  # the answer a node completes, if any
     continues: torch.Tensor  # [V] bool: tokens that extend a number already begun
-    starts_number: torch.Tensor  # [V] bool: tokens that begin a number (after optional whitespace)
+    starts_number: torch.Tensor  # [V] bool: tokens that begin a number (after optional whitespace) or an answer
 
     @classmethod
     def for_scale(cls, tokenizer, max_rating: int) -> "AnswerTrie":
@@ -74,6 +74,7 @@ class AnswerTrie:
         pieces = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
         continues = torch.tensor([bool(p) and p[0] in DIGITS for p in pieces])
         starts_number = torch.tensor([bool(p) and p.lstrip(SPACE_MARKERS)[:1] in DIGITS for p in pieces])
+        starts_number[[tokens[i] for i in children[0]]] = True  # a first answer token, e.g. Mistral's bare "▁"
         return cls(
             torch.tensor(tokens), tuple(parents), depth, ancestry, tuple(tuple(c) for c in children),
             tuple(value_of), continues, starts_number,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import copy
 from collections import OrderedDict
+from dataclasses import dataclass
 from collections.abc import Callable, Sequence
 from typing import ContextManager, TypeVar
 
@@ -23,6 +24,18 @@ T = TypeVar("T")
 
 class EngineError(ValueError):
     """A model or tokenizer the engine cannot run as asked."""
+
+
+@dataclass(frozen=True)
+class Generation:
+    """One greedy continuation: its text, and whether decoding stopped at max_new_tokens with the turn still open and
+    the answer not yet decided."""
+
+    text: str
+    truncated: bool
+
+
+Until = Callable[[str], bool]  # True once the reply so far decides the answer, so decoding may stop
 
 
 def stop_token_ids(model, tokenizer) -> list[int]:
@@ -196,14 +209,15 @@ class Engine:
             chunks.append(current)
         return chunks
 
-    def _batched(self, fn: Callable[[list[list[int]]], list[T]], prompts: Sequence[list[int]], extra: int) -> list[T]:
+    def _batched(self, fn: Callable[[list[int]], list[T]], prompts: Sequence[list[int]], extra: int) -> list[T]:
+        """fn(indices) on length-sorted batches of prompt indices; results in prompt order."""
         out: list[T | None] = [None] * len(prompts)
         states: list[torch.Tensor | None] = [None] * len(prompts)
         pending = self._chunks(prompts, extra)
         while pending:
             chunk = pending.pop(0)
             try:
-                results = fn([prompts[i] for i in chunk])
+                results = fn(chunk)
             except torch.cuda.OutOfMemoryError:
                 if len(chunk) == 1:
                     raise
@@ -219,12 +233,18 @@ class Engine:
             self.final_states = torch.stack(states)  # type: ignore[arg-type]
         return out  # type: ignore[return-value]
 
-    def generate(self, prompts: Sequence[list[int]]) -> list[str]:
-        """Greedy continuations of `prompts` (at most max_new_tokens, stopping at EOS or end of turn)."""
-        return self._batched(self._generate_batch, prompts, self.max_new_tokens)
+    def generate(self, prompts: Sequence[list[int]], until: Sequence[Until | None] | None = None) -> list[Generation]:
+        """Greedy continuations of `prompts`: at most max_new_tokens, stopping at EOS or end of turn, or as soon as
+        `until[i]` (if given) says the reply of prompt i so far decides its answer."""
+        if until is not None and len(until) != len(prompts):
+            raise ValueError(f"until holds {len(until)} predicates for {len(prompts)} prompts; expected one each")
+        return self._batched(
+            lambda chunk: self._generate_batch([prompts[i] for i in chunk], until and [until[i] for i in chunk]),
+            prompts, self.max_new_tokens,
+        )
 
     @torch.inference_mode()
-    def _generate_batch(self, prompts: list[list[int]]) -> list[str]:
+    def _generate_batch(self, prompts: list[list[int]], until: list[Until | None] | None) -> list[Generation]:
         batch = Batch(self, prompts)
         n = len(prompts)
         out = self._prompt_forward(
@@ -234,20 +254,31 @@ class Engine:
         logits, cache = out.logits[:, -1], out.past_key_values
         self.tokens_computed += batch.ids.numel()
         keys, position = batch.keys, batch.next_position
-        generated = torch.full((n, self.max_new_tokens), self.pad_id, dtype=torch.long, device=self.device)
-        lengths = torch.zeros(n, dtype=torch.long, device=self.device)
-        alive = torch.arange(n, device=self.device)
-        stops = torch.tensor(self.stop_ids, device=self.device)
+        replies: list[list[int]] = [[] for _ in range(n)]
+        truncated = [False] * n
+        alive = list(range(n))  # rows still decoding, in batch order
+        stops = set(self.stop_ids)
         for step in range(self.max_new_tokens):
             token = logits.argmax(dim=-1)
-            stopped = torch.isin(token, stops)
-            generated[alive, step] = token
-            lengths[alive] = step + (~stopped).long()
-            if step == self.max_new_tokens - 1 or bool(stopped.all()):
+            finished = set()
+            for j, (row, t) in enumerate(zip(alive, token.tolist())):
+                if t in stops:
+                    finished.add(j)
+                    continue
+                replies[row].append(t)
+                check = until[row] if until else None
+                if check is not None and check(self.tokenizer.decode(replies[row], skip_special_tokens=True)):
+                    finished.add(j)
+            if step == self.max_new_tokens - 1:
+                for j, row in enumerate(alive):
+                    truncated[row] = j not in finished
                 break
-            if bool(stopped.any()):  # finished rows leave the batch
-                keep = (~stopped).nonzero().squeeze(1)
-                alive, token, keys, position = alive[keep], token[keep], keys[keep], position[keep]
+            if len(finished) == len(alive):
+                break
+            if finished:  # finished rows leave the batch
+                keep = torch.tensor([j for j in range(len(alive)) if j not in finished], device=self.device)
+                alive = [alive[j] for j in keep.tolist()]
+                token, keys, position = token[keep], keys[keep], position[keep]
                 cache.batch_select_indices(keep)
             keys = torch.cat([keys, torch.ones(len(alive), 1, dtype=torch.bool, device=self.device)], dim=1)
             logits = self.model(
@@ -256,11 +287,11 @@ class Engine:
             ).logits[:, -1]
             position = position + 1
             self.tokens_computed += len(alive)
-        return [self.tokenizer.decode(generated[r, :lengths[r]].tolist(), skip_special_tokens=True) for r in range(n)]
+        return [Generation(self.tokenizer.decode(r, skip_special_tokens=True), t) for r, t in zip(replies, truncated)]
 
     def score(self, prompts: Sequence[list[int]], trie: AnswerTrie) -> list[Scores]:
         """The distribution of each prompt's answer over the trie's answers, read in one tree-masked forward."""
-        return self._batched(lambda batch: self._score_batch(batch, trie), prompts, len(trie))
+        return self._batched(lambda chunk: self._score_batch([prompts[i] for i in chunk], trie), prompts, len(trie))
 
     @torch.inference_mode()
     def _score_batch(self, prompts: list[list[int]], trie: AnswerTrie) -> list[Scores]:

@@ -74,7 +74,7 @@ def ensure_third_person(events: list[Event], config, out: Path, model, tokenizer
             ]
             with open(path, "a") as f:
                 for event, reply in zip(batch, engine.generate(ids)):
-                    cached[event.event_id] = extract_rewrite(reply)
+                    cached[event.event_id] = extract_rewrite(reply.text)
                     f.write(json.dumps({"event_id": event.event_id, "rewrite_model": name,
                                         "third_person": cached[event.event_id]}) + "\n")
     return [e if e.third_person is not None else dataclasses.replace(e, third_person=cached[e.event_id])

@@ -1,6 +1,8 @@
 """Engine benchmark: plain batched model.generate against the engine's generate and score modes on the same prompts.
 
-Prints a table and writes a JSON file. On a GPU, `--shapes llama-3.1-8b` builds a random-weight model with
+Both decode up to --max-new-tokens (the run's default, 128); the engine stops a reply early once its answer is
+decided, as a run does, so agreement is measured on the parsed answers (and on the engine's text being a prefix of
+the baseline's). Prints a table and writes a JSON file. On a GPU, `--shapes llama-3.1-8b` builds a random-weight model with
 Llama-3.1-8B's shapes in bf16 (weights do not change speed) and uses `--model`'s tokenizer.
 """
 
@@ -10,12 +12,13 @@ import argparse
 import json
 import resource
 import time
+from functools import partial
 from pathlib import Path
 
 import torch
 
 from behavioral import models
-from behavioral.answers import parse_intensity
+from behavioral.answers import answer_decided, parse_intensity
 from behavioral.corpus import embedded_events, load_events, sample_events
 from behavioral.engine import shared_prefix_length
 from behavioral.run import RunConfig, Suite
@@ -108,7 +111,7 @@ def main() -> None:
     parser.add_argument("--dtype", default="auto")
     parser.add_argument("--prompts", type=int, default=256)
     parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--max-new-tokens", type=int, default=8)
+    parser.add_argument("--max-new-tokens", type=int, default=RunConfig.max_new_tokens)
     parser.add_argument("--setting", default="P0S0T0")
     parser.add_argument("--category", default="nationality")
     parser.add_argument("--events", type=Path, default=REAL_CORPUS if REAL_CORPUS.is_dir() else None)
@@ -129,6 +132,8 @@ def main() -> None:
     engine = suite.engine
     max_rating = get_setting(args.setting).max_rating
 
+    until = [partial(answer_decided, max_rating=max_rating)] * len(prompts)
+
     warm = prompts[: min(4, len(prompts))]
     baseline_generate(model, tokenizer, warm, args.batch_size, 2, engine.stop_ids, engine.pad_id)
     engine.generate(warm), engine.score(warm, trie)
@@ -137,7 +142,8 @@ def main() -> None:
     base, t_base, m_base = _timed(lambda: baseline_generate(
         model, tokenizer, prompts, args.batch_size, args.max_new_tokens, engine.stop_ids, engine.pad_id), device)
     computed = {}
-    for name, fn in (("generate", lambda: engine.generate(prompts)), ("score", lambda: engine.score(prompts, trie))):
+    for name, fn in (("generate", lambda: [g.text for g in engine.generate(prompts, until)]),
+                     ("score", lambda: engine.score(prompts, trie))):
         engine.prefixes.entries.clear()
         engine.tokens_computed = engine.prefixes.tokens_computed = 0
         computed[name] = _timed(fn, device)
@@ -158,7 +164,10 @@ def main() -> None:
         "generate_prompt_tokens_per_s": prompt_tokens / t_gen,
         "score_prompt_tokens_per_s": prompt_tokens / t_score,
         "generate_speedup": t_base / t_gen,
-        "generate_agreement": sum(a == b for a, b in zip(base, gen)) / len(prompts),
+        "max_new_tokens": args.max_new_tokens,
+        "generate_agreement": sum(parse_intensity(a, max_rating) == parse_intensity(b, max_rating)
+                                  for a, b in zip(base, gen)) / len(prompts),
+        "generate_prefix_agreement": sum(a.startswith(b) for a, b in zip(base, gen)) / len(prompts),
         "numeric_rate": len(numeric) / len(prompts),
         "score_agreement": (sum(scored[i].greedy == parse_intensity(base[i], max_rating) for i in numeric)
                             / len(numeric)) if numeric else None,
@@ -183,6 +192,8 @@ def main() -> None:
         agree_text = "n/a" if agree is None else f"{agree:.3f}"
         print(f"{name:<10} {result[f'{key}_prompts_per_s']:>10.2f} {result[f'{key}_prompt_tokens_per_s']:>10.0f} "
               f"{agree_text:>10} {result['peak_memory_gib'][key]:>9.2f}")
+    print(f"agreement: parsed answers (generate), greedy score answer vs parsed baseline (score); the engine's text "
+          f"is a prefix of the baseline's for {result['generate_prefix_agreement']:.3f}")
     print(f"numeric rate of the baseline: {result['numeric_rate']:.3f}; json: {args.out}")
 
 

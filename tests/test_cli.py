@@ -17,7 +17,7 @@ from behavioral.store import MANIFEST, read_results
 def _run_args(model_dir, out, *extra):
     return ["run", "--model", str(model_dir), "--category", "religion", "--setting", "P0S0T0",
             "--limit-events", "2", "--out", str(out), "--device", "cpu", "--dtype", "fp32", "--mode", "both",
-            "--no-progress", *extra]
+            "--max-new-tokens", "8", "--no-progress", *extra]
 
 
 def test_run_then_analyze(tiny_model_dir, tmp_path, capsys):

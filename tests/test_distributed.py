@@ -11,7 +11,8 @@ from behavioral.run import RunConfig, run
 from behavioral.store import read_results
 
 ARGS = ["--category", "religion", "--setting", "P0S0T0", "--limit-events", "3", "--unit-size", "2",
-        "--mode", "both", "--device", "cpu", "--dtype", "fp32", "--batch-size", "4", "--no-progress"]
+        "--mode", "both", "--device", "cpu", "--dtype", "fp32", "--batch-size", "4", "--max-new-tokens", "8",
+        "--no-progress"]
 
 
 def _torchrun(model_dir, out) -> subprocess.CompletedProcess:
@@ -27,7 +28,7 @@ def _rows(run_dir):
 def test_two_ranks_write_the_rows_of_one_process(tiny_model_dir, tmp_path):
     single = tmp_path / "single"
     config = RunConfig(model=str(tiny_model_dir), categories=("religion",), settings=("P0S0T0",), limit_events=3,
-                       unit_size=2, mode="both", device="cpu", dtype="fp32", batch_size=4)
+                       unit_size=2, mode="both", device="cpu", dtype="fp32", batch_size=4, max_new_tokens=8)
     run(config, single, progress=False)
 
     shared = tmp_path / "two-ranks"

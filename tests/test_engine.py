@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+from functools import partial
 
 import pytest
 import torch
@@ -11,6 +12,7 @@ from transformers import LogitsProcessor, LogitsProcessorList
 
 from behavioral import chat, prompts
 from behavioral.answer_trie import AnswerTrie
+from behavioral.answers import answer_decided, parse_intensity
 from behavioral.corpus import embedded_events
 from behavioral.engine import Batch, Engine, shared_prefix_length
 from tests.conftest import make_tiny_model
@@ -91,10 +93,44 @@ def test_batched_generation_equals_one_prompt_at_a_time(tiny_model, tiny_tokeniz
     ids = _prompt_ids(tiny_tokenizer, 4)
     engine = Engine(tiny_model, tiny_tokenizer, batch_size=4, max_new_tokens=5)
     batched = engine.generate(ids)
-    for prompt, text in zip(ids, batched):
+    for prompt, got in zip(ids, batched):
         out = tiny_model.generate(torch.tensor([prompt]), do_sample=False, max_new_tokens=5,
-                                  eos_token_id=engine.stop_ids, pad_token_id=engine.pad_id)
-        assert tiny_tokenizer.decode(out[0, len(prompt):], skip_special_tokens=True) == text
+                                  eos_token_id=engine.stop_ids, pad_token_id=engine.pad_id)[0, len(prompt):]
+        assert tiny_tokenizer.decode(out, skip_special_tokens=True) == got.text
+        assert got.truncated == (len(out) == 5 and int(out[-1]) not in engine.stop_ids)
+
+
+def _talkative_model(tokenizer, seed: int):
+    """A tiny model whose greedy replies mix words, spaces and digits (and rarely end), so that numbers turn up
+    anywhere within 128 tokens."""
+    model = make_tiny_model(len(tokenizer), seed=seed)
+    favoured = [i for i in range(len(tokenizer)) if tokenizer.decode([i]).strip(" .").isdigit()
+                or tokenizer.decode([i]) in (" ", ".", " I", " can", "'t")]
+    head = torch.nn.Linear(model.config.hidden_size, len(tokenizer), bias=True)
+    with torch.no_grad():
+        head.weight.copy_(model.lm_head.weight * 6)
+        head.bias.zero_()
+        head.bias[favoured] = 1.5
+    model.lm_head = head
+    return model
+
+
+@pytest.mark.parametrize("seed", [4, 5])
+def test_early_stopping_gives_the_parsed_answers_of_decoding_to_the_limit(tiny_tokenizer, seed):
+    model = _talkative_model(tiny_tokenizer, seed)
+    ids = _prompt_ids(tiny_tokenizer, 16)
+    engine = Engine(model, tiny_tokenizer, batch_size=8, max_new_tokens=128)
+    full = engine.generate(ids)
+    computed_full = engine.tokens_computed
+    engine.tokens_computed = 0
+    early = engine.generate(ids, until=[partial(answer_decided, max_rating=100)] * len(ids))
+    answers = [parse_intensity(g.text, 100) for g in full]
+    assert [parse_intensity(g.text, 100) for g in early] == answers
+    assert all(f.text.startswith(e.text) for f, e in zip(full, early))
+    assert sum(a is not None for a in answers) >= 4, "the test needs replies that hold numbers"
+    assert sum(f.truncated for f in full) >= 4 and engine.tokens_computed < computed_full
+    for f, e in zip(full, early):  # a reply stopped early is never truncated; one that runs on is, as before
+        assert e.truncated == (f.truncated and not answer_decided(f.text, 100))
 
 
 class _FirstTokenIsADigit(LogitsProcessor):

@@ -156,4 +156,4 @@ def test_smollm2_scores_and_generates_a_seed000_prompt(smollm2):
     assert 0.0 < scores.numeric_mass <= 1.0
 
     [reply] = engine.generate([ids])
-    assert isinstance(reply, str) and reply.strip()
+    assert isinstance(reply.text, str) and reply.text.strip()

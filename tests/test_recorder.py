@@ -23,7 +23,7 @@ SETTING = "P0S0T0"
 def _config(model_dir, **overrides) -> run_mod.RunConfig:
     fields = dict(model=str(model_dir), categories=("religion",), settings=(SETTING,), limit_events=3, unit_size=2,
                   mode="score", device="cpu", dtype="fp32", batch_size=4, capture=run_mod.CAPTURE_KINDS,
-                  per_cell_samples=2)
+                  per_cell_samples=2, max_new_tokens=8)
     return run_mod.RunConfig(**(fields | overrides))
 
 

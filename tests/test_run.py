@@ -31,7 +31,8 @@ KEY = ["unit_id", "event_id"]
 
 def _config(model_dir, **changes) -> RunConfig:
     base = dict(model=str(model_dir), categories=("religion",), settings=SETTINGS, limit_events=N_EVENTS,
-                mode="score", device="cpu", dtype="fp32", batch_size=4, unit_size=2)
+                mode="score", device="cpu", dtype="fp32", batch_size=4, unit_size=2,
+                max_new_tokens=8)  # the tiny random model never ends a reply: keep generation short
     return RunConfig(**(base | changes))
 
 

@@ -103,7 +103,7 @@ def test_steering_acts_on_every_decode_step(tiny_model, tiny_tokenizer):
     engine = Engine(tiny_model, tiny_tokenizer, batch_size=1, max_new_tokens=5)
     direction = _direction(tiny_model, seed=5) * 3
     with steering.steer(tiny_model, [0, 1], direction, coef=1.5, engine=engine):
-        generated = engine.generate([ids])[0]
+        generated = engine.generate([ids])[0].text
         seq = list(ids)
         with torch.no_grad():
             for _ in range(5):
@@ -112,7 +112,7 @@ def test_steering_acts_on_every_decode_step(tiny_model, tiny_tokenizer):
                     break
                 seq.append(token)
     assert generated == tiny_tokenizer.decode(seq[len(ids):], skip_special_tokens=True)
-    assert generated != engine.generate([ids])[0]  # and steering made a difference to this generation
+    assert generated != engine.generate([ids])[0].text  # and steering made a difference to this generation
 
 
 def test_hooks_are_removed_after_the_block_and_after_an_exception(tiny_model):
@@ -139,7 +139,7 @@ def test_hooks_are_removed_after_the_block_and_after_an_exception(tiny_model):
 
 def _config(model_dir, **overrides) -> run_mod.RunConfig:
     fields = dict(model=str(model_dir), categories=("religion",), settings=(SETTING,), limit_events=1, unit_size=2,
-                  mode="score", device="cpu", dtype="fp32", batch_size=12)
+                  mode="score", device="cpu", dtype="fp32", batch_size=12, max_new_tokens=8)
     return run_mod.RunConfig(**(fields | overrides))
 
 
