@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import random
+import re
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
@@ -164,8 +165,10 @@ class Recorder:
         self._ready = []
 
     def _next_shard(self) -> str:
-        existing = len(list((self.out / FOLDER).glob(f"final_mean--r{self.rank:03d}-*.parquet")))
-        self._shards = max(self._shards, existing) + 1
+        """One past the highest shard index of this rank on disk, so no shard overwrites another."""
+        name = re.compile(rf"final_(?:mean|sample)--r{self.rank:03d}-(\d+)\.(?:npy|parquet)$")
+        existing = [int(m.group(1)) for p in (self.out / FOLDER).iterdir() if (m := name.match(p.name))]
+        self._shards = max([self._shards, *existing]) + 1
         return f"{self._shards:06d}"
 
 

@@ -71,6 +71,8 @@ class ActivationStore:
 
     def _kind(self, kind: str) -> tuple[pd.DataFrame, list[np.ndarray]]:
         shards = sorted(self.root.glob(f"{kind}--*.parquet"))
+        if kind == "final_sample":  # a kill between a sample shard and its mean shard: the cells were recomputed
+            shards = [s for s in shards if (self.root / s.name.replace(kind, "final_mean", 1)).is_file()]
         if not shards:
             raise ActivationStoreError(f"{self.root}: no {kind} activations; was the run made with --capture?")
         frames, arrays = [], []

@@ -39,7 +39,8 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--device", default="auto", help="auto, cpu or cuda")
     p.add_argument("--dtype", default="auto", help="auto (bf16 on GPU and fast-bf16 CPUs, else fp32), fp32, bf16, fp16")
-    p.add_argument("--max-new-tokens", type=int, default=8)
+    p.add_argument("--max-new-tokens", type=int, default=128,
+                   help="decoding limit (the authors' 128); a reply stops earlier once its answer is decided")
     p.add_argument("--unit-size", type=int, default=32, help="events per work unit (the unit of resume)")
     p.add_argument("--rewrite-model", help="model that writes T2 third-person text for a generation TSV "
                                            "(default: --model)")
@@ -66,6 +67,10 @@ def _parser() -> argparse.ArgumentParser:
     analyze.add_argument("--out", help="output directory (default RUN_DIR/analysis)")
     analyze.add_argument("--permutations", type=int, default=10_000)
     analyze.add_argument("--measure", choices=("intensity", "expected_intensity"), default="intensity")
+    analyze.add_argument("--round-cells", type=int, metavar="DECIMALS",
+                         help="round M⁰ cells before z-scoring, as the authors' notebook does with 2 (default: no)")
+    analyze.add_argument("--allow-partial", action="store_true",
+                         help="analyze an unfinished run, counting missing prompts as refused")
     demo = sub.add_parser("demo", help=f"run {DEMO_MODEL} in score mode on the embedded events, then analyze")
     demo.add_argument("--out", default="empathy-gap-demo")
     demo.add_argument("--limit-events", type=int, default=DEMO_EVENTS)
@@ -91,10 +96,12 @@ def _run(args) -> None:
     print(f"results in {out}")
 
 
-def _analyze(run_dir: str, out: str | None, permutations: int, measure: str) -> None:
+def _analyze(run_dir: str, out: str | None, permutations: int, measure: str, round_cells: int | None = None,
+             allow_partial: bool = False) -> None:
     from behavioral.analysis import analyze
 
-    report = analyze(run_dir, out, n_permutations=permutations, measure=measure)
+    report = analyze(run_dir, out, n_permutations=permutations, measure=measure, round_cells=round_cells,
+                     allow_partial=allow_partial)
     print(f"report in {report}")
 
 
@@ -116,12 +123,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "run":
             _run(args)
         elif args.command == "analyze":
-            _analyze(args.run_dir, args.out, args.permutations, args.measure)
+            _analyze(args.run_dir, args.out, args.permutations, args.measure, args.round_cells, args.allow_partial)
         else:
             _demo(args)
     except (ValueError, OSError) as err:
         print(f"empathy-gap: error: {err}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        done = "finished work is saved; rerun the same command to resume" if args.command != "analyze" else \
+            "nothing was written"
+        print(f"empathy-gap: interrupted; {done}", file=sys.stderr)
+        return 130
     return 0
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -54,8 +55,18 @@ def resolve_source(spec: str) -> ModelSource:
     return ModelSource(spec, spec)
 
 
+DEVICE = re.compile(r"auto|cpu|cuda(:\d+)?|mps")
+
+
+def check_device(device: str) -> None:
+    """Raise ModelLoadError unless `device` is auto, cpu, cuda, cuda:N or mps (nothing is probed)."""
+    if not isinstance(device, str) or not DEVICE.fullmatch(device):
+        raise ModelLoadError(f"unknown --device {device!r}; expected auto, cpu, cuda, cuda:N or mps")
+
+
 def resolve_device(device: str) -> str:
     """`auto` becomes cuda when a GPU is visible, else cpu."""
+    check_device(device)
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     if device.startswith("cuda") and not torch.cuda.is_available():
@@ -98,6 +109,19 @@ def weights_fingerprint(source: ModelSource) -> str:
     return digest.hexdigest()
 
 
+def _dense_gguf() -> dict:
+    """from_pretrained arguments that unpack a GGUF file into plain dense modules.
+
+    transformers 5.2x keeps GGUF blocks packed behind custom matmul kernels (and may fetch an attention kernel from
+    the hub); hooks, patching and exact comparisons need the plain modules. Older releases always unpack.
+    """
+    try:
+        from transformers import GgufConfig
+    except ImportError:
+        return {}
+    return {"quantization_config": GgufConfig(dequantize=True)}
+
+
 def load(spec: str, device: str = "auto", dtype: str = "auto", trust_remote_code: bool = False):
     """Load model and tokenizer in eval mode; returns (model, tokenizer, info) where info goes into the manifest."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -108,9 +132,10 @@ def load(spec: str, device: str = "auto", dtype: str = "auto", trust_remote_code
     kwargs = {"trust_remote_code": trust_remote_code}
     if source.gguf_file:
         kwargs["gguf_file"] = source.gguf_file
+    model_kwargs = kwargs | _dense_gguf() if source.gguf_file else kwargs
     try:
         tokenizer = AutoTokenizer.from_pretrained(source.path, **kwargs)
-        model = AutoModelForCausalLM.from_pretrained(source.path, dtype=torch_dtype, **kwargs)
+        model = AutoModelForCausalLM.from_pretrained(source.path, dtype=torch_dtype, **model_kwargs)
     except (OSError, ValueError) as err:
         raise ModelLoadError(f"cannot load model {spec!r}: {err}") from err
     model.to(device).eval()

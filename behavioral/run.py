@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -12,7 +13,7 @@ from tqdm import tqdm
 
 from behavioral import chat, models, prompts
 from behavioral.answer_trie import AnswerTrie
-from behavioral.answers import parse_intensity
+from behavioral.answers import answer_decided, parse_intensity
 from behavioral.corpus import CorpusError, Event, corpus_hash, embedded_events, load_events, sample_events
 from behavioral.distributed import Place, barrier, device_for, place, start
 from behavioral.engine import Engine
@@ -20,7 +21,10 @@ from behavioral.groups import CATEGORIES, get_category
 from behavioral.provenance import provenance
 from behavioral.rewrite import CACHE, ensure_third_person
 from behavioral.settings import SETTING_NAMES, get_setting
-from behavioral.store import MANIFEST, RowLog, RunDirError, finished_units, read_manifest, write_json_atomic
+from behavioral.store import (
+    MANIFEST, RowLog, RunDirError, RunLock, finished_units, is_lock_file, read_manifest, seal_logs,
+    seal_unlocked_logs, write_json_atomic,
+)
 from behavioral.work import WorkUnit, work_units
 
 MODES = ("generate", "score", "both")
@@ -30,7 +34,10 @@ EMBEDDED_EVENTS = "embedded"
 
 @dataclass(frozen=True)
 class RunConfig:
-    """Everything that decides a run's rows; `batch_size` and `device` only decide how fast they come."""
+    """Everything that decides a run's rows. `batch_size` and `device` decide how fast they come, and nothing else
+    beyond float rounding: batches group prompts differently, so score-mode probabilities may differ in the last
+    digits (measured up to 6e-7 in fp32 on CPU; answers identical in every fp32 comparison, while in bf16 a near-tie
+    between two answers can flip)."""
 
     model: str
     categories: tuple[str, ...] = tuple(CATEGORIES)
@@ -42,7 +49,7 @@ class RunConfig:
     device: str = "auto"
     dtype: str = "auto"
     batch_size: int = 16
-    max_new_tokens: int = 8
+    max_new_tokens: int = 128
     unit_size: int = 32
     trust_remote_code: bool = False
     rewrite_model: str | None = None
@@ -51,13 +58,16 @@ class RunConfig:
     per_cell_samples: int = 0
 
     def validate(self) -> None:
-        """Raise ValueError naming the first unknown category, setting, mode or bad number."""
+        """Raise ValueError naming the first unknown category, setting, mode, device or bad number."""
         for name in self.categories:
             get_category(name)
         for name in self.settings:
             get_setting(name)
         if self.mode not in MODES:
             raise ValueError(f"unknown --mode {self.mode!r}; expected one of {', '.join(MODES)}")
+        models.check_device(self.device)
+        if self.limit_events is not None and self.limit_events < 1:
+            raise ValueError(f"--limit-events must be a positive number of events, got {self.limit_events}")
         for name in self.capture:
             if name not in CAPTURE_KINDS:
                 raise ValueError(f"unknown --capture {name!r}; expected a comma list of {', '.join(CAPTURE_KINDS)}")
@@ -83,7 +93,7 @@ def prepare_out_dir(out: Path) -> bool:
         raise RunDirError(f"--out {out}: exists and is not a directory")
     if (out / MANIFEST).is_file():
         return True
-    if out.exists() and any(p.name != CACHE for p in out.iterdir()):
+    if out.exists() and any(p.name != CACHE and not is_lock_file(p) for p in out.iterdir()):
         raise RunDirError(f"--out {out}: not empty and holds no {MANIFEST}; expected a new or an earlier run directory")
     parent = out if out.exists() else next(p for p in out.absolute().parents if p.exists())
     if not os.access(parent, os.W_OK):
@@ -91,11 +101,18 @@ def prepare_out_dir(out: Path) -> bool:
     return False
 
 
+def _local(path: str | None) -> str | None:
+    """An existing local path made absolute (so `tiny/`, `./tiny` and `tiny` are one model); anything else as given."""
+    return str(Path(path).resolve()) if path and Path(path).exists() else path
+
+
 def _identity(config: RunConfig, model_info: dict, corpus: str) -> dict:
     """The manifest's `config` as known before events are rewritten: what must match to resume a run directory."""
     keep = ("model", "categories", "settings", "events", "limit_events", "seed", "mode", "max_new_tokens",
             "unit_size", "rewrite_model", "capture", "layers", "per_cell_samples")
     identity = {k: v for k, v in asdict(config).items() if k in keep}
+    for key in ("model", "events", "rewrite_model"):
+        identity[key] = _local(identity[key])
     identity["categories"] = list(config.categories)
     identity["settings"] = list(config.settings)
     identity["capture"] = list(config.capture)
@@ -145,7 +162,8 @@ class Suite:
             answer_room = self.config.max_new_tokens if self.config.mode != "score" else 0
             answer_room = max(answer_room, int(self.tries[setting].depth.max()))
             for name in self.config.categories:
-                longest = max(get_category(name).with_unspecified, key=len)
+                identities = get_category(name).with_unspecified
+                longest = max(identities, key=lambda i: len(self.tokens(setting, i, i, events[0])))
                 for event in events:
                     n = len(self.tokens(setting, longest, longest, event)) + answer_room
                     if n > self.context:
@@ -160,7 +178,10 @@ class Suite:
         items = [(u, e) for u in units for e in u.events]
         ids = [self.tokens(u.setting, u.perceiver, u.experiencer, e) for u, e in items]
         mode = self.config.mode
-        responses = self.engine.generate(ids) if mode != "score" else [None] * len(ids)
+        responses: list = [None] * len(ids)
+        if mode != "score":
+            decided = {s: partial(answer_decided, max_rating=get_setting(s).max_rating) for s in self.config.settings}
+            responses = self.engine.generate(ids, until=[decided[u.setting] for u, _ in items])
         self.final_states = self.engine.final_states if mode != "score" else None
         scores: list = [None] * len(ids)
         if mode != "generate":
@@ -175,14 +196,15 @@ class Suite:
         rows = []
         for (unit, event), response, score in zip(items, responses, scores):
             if response is not None:
-                value = parse_intensity(response, get_setting(unit.setting).max_rating)
+                value = parse_intensity(response.text, get_setting(unit.setting).max_rating)
                 intensity, refused = (math.nan, True) if value is None else (float(value), False)
             else:
                 intensity, refused = float(score.greedy), False
             rows.append({
                 "unit_id": unit.unit_id, "setting": unit.setting, "category": unit.category,
                 "perceiver": unit.perceiver, "experiencer": unit.experiencer, "event_id": event.event_id,
-                "emotion": event.emotion, "response": response, "intensity": intensity, "refused": refused,
+                "emotion": event.emotion, "response": None if response is None else response.text, "intensity": intensity,
+                "refused": refused, "truncated": None if response is None else response.truncated,
                 "score_answer": float(score.greedy) if score else math.nan,
                 "expected_intensity": score.expected if score else math.nan,
                 "numeric_mass": score.numeric_mass if score else math.nan,
@@ -208,34 +230,48 @@ def run(config: RunConfig, out: str | Path, where: Place | None = None, progress
     """Run (or resume) this process's share of the suite into `out`; every check happens before any row is written.
 
     Under torchrun or accelerate, each rank takes every world_size-th work unit and writes its own part files;
-    rank 0 checks the run directory, writes the manifest and any T2 rewrites before the others go on.
+    rank 0 checks the run directory, writes the manifest and any T2 rewrites before the others go on. Each rank
+    holds a lock on its files from before its first write to its end, so a second process started on the same
+    run directory and rank fails at once instead of losing or duplicating rows.
     """
     out = Path(out)
     where = where or place()
     config.validate()
     events, corpus = load_corpus(config)
     start(where)
-    resuming = prepare_out_dir(out) if where.is_main else True
+    if where.is_main:
+        prepare_out_dir(out)  # fail fast, before the model loads
     device = device_for(config.device, where)
     model, tokenizer, model_info = models.load(config.model, device, config.dtype, config.trust_remote_code)
     identity = _identity(config, model_info, corpus)
-    if where.is_main and resuming:
-        check_resumable(out, identity, partial=True)  # before any rewriting work
-    if any(get_setting(s).narrative_form == "third_person" for s in config.settings):
-        if where.is_main:
+    with RunLock(out, where.rank):
+        resuming = prepare_out_dir(out) if where.is_main else True  # again: another process may have finished
+        if where.is_main and resuming:
+            check_resumable(out, identity, partial=True)  # before any rewriting work
+        seal_logs(out, where.rank)  # rows a killed process of this rank logged
+        if any(get_setting(s).narrative_form == "third_person" for s in config.settings):
+            if where.is_main:
+                events = ensure_third_person(events, config, out, model, tokenizer)
+            barrier(where)
             events = ensure_third_person(events, config, out, model, tokenizer)
+        suite = Suite(model, tokenizer, config)
+        suite.check_lengths(events)
+        recorder = _recorder(config, suite, out, where) if config.capture else None
+        identity |= {"events_hash": corpus_hash(events), "n_events": len(events), "chat_format": suite.chat_format}
+        if where.is_main and not resuming:
+            origin = provenance() | {"device": model_info["device"], "batch_size": config.batch_size,
+                                     "world_size": where.world_size}
+            write_json_atomic(out / MANIFEST, {"config": identity, "model": model_info, "provenance": origin})
         barrier(where)
-        events = ensure_third_person(events, config, out, model, tokenizer)
-    suite = Suite(model, tokenizer, config)
-    suite.check_lengths(events)
-    recorder = _recorder(config, suite, out, where) if config.capture else None
-    identity |= {"events_hash": corpus_hash(events), "n_events": len(events), "chat_format": suite.chat_format}
-    if where.is_main and not resuming:
-        origin = provenance() | {"device": model_info["device"], "batch_size": config.batch_size,
-                                 "world_size": where.world_size}
-        write_json_atomic(out / MANIFEST, {"config": identity, "model": model_info, "provenance": origin})
-    barrier(where)
-    check_resumable(out, identity)
+        check_resumable(out, identity)
+        _work(config, suite, recorder, events, out, where, progress)
+        seal_unlocked_logs(out, where.rank)  # logs of ranks of an earlier, killed run that no process holds
+    return out
+
+
+def _work(config: RunConfig, suite: Suite, recorder, events: list[Event], out: Path, where: Place,
+          progress: bool) -> None:
+    """Stream this rank's unfinished work units through the suite into its row log (and the recorder)."""
     done = finished_units(out)
 
     def mine():
@@ -264,7 +300,6 @@ def run(config: RunConfig, out: str | Path, where: Place | None = None, progress
             bar.update(len(rows))
     if recorder is not None:
         recorder.flush()
-    return out
 
 
 def _recorder(config: RunConfig, suite: "Suite", out: Path, where: Place):

@@ -1,9 +1,14 @@
-"""The run directory: a manifest and one Parquet row per prompt, written atomically so a kill loses nothing finished."""
+"""The run directory: a manifest and one Parquet row per prompt, written so that a kill loses nothing finished and no
+two processes ever write for the same rank."""
 
 from __future__ import annotations
 
+import datetime
+import fcntl
 import json
 import os
+import re
+import socket
 import tempfile
 from pathlib import Path
 
@@ -13,6 +18,7 @@ import pyarrow.parquet as pq
 
 MANIFEST = "manifest.json"
 RESULTS = "results"
+KEY = ["unit_id", "event_id"]  # one row per key: a work unit's prompt for one event
 
 SCHEMA = pa.schema(
     [
@@ -26,74 +32,222 @@ SCHEMA = pa.schema(
         ("response", pa.string()),
         ("intensity", pa.float64()),
         ("refused", pa.bool_()),
+        ("truncated", pa.bool_()),
         ("score_answer", pa.float64()),
         ("expected_intensity", pa.float64()),
         ("numeric_mass", pa.float64()),
     ]
 )
 
+# Files of one rank in RESULTS: row logs r{rank}-{index}.arrows, parts r{rank}-{index}.parquet, and temporaries.
+_RANK_FILE = re.compile(r"^\.?r(\d{3})-(\w+)\.(arrows|parquet)(\.tmp)?$")
+
 
 class RunDirError(ValueError):
     """A run directory that cannot be used as asked."""
 
 
+def _write_error(path: Path, err: OSError) -> OSError:
+    """`err` (a full disk, a lost mount, ...) as an error that names the file being written."""
+    return OSError(f"cannot write {path}: {err}")
+
+
+def _file_mode() -> int:
+    """The mode a new file gets under this process's umask (mkstemp would make it private)."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
 def write_json_atomic(path: Path, data: dict) -> None:
-    """Write `data` as JSON to `path` through a temporary file and a rename."""
+    """Write `data` as JSON to `path` through a temporary file and a rename; an error names `path`."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    with os.fdopen(fd, "w") as f:
-        json.dump(data, f, indent=2, sort_keys=True)
-        f.write("\n")
-    os.replace(tmp, path)
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(data, f, indent=2, sort_keys=True)
+            f.write("\n")
+        os.chmod(tmp, _file_mode())
+        os.replace(tmp, path)
+    except OSError as err:
+        Path(tmp).unlink(missing_ok=True)
+        raise _write_error(path, err) from err
 
 
 def read_manifest(run_dir: str | Path) -> dict:
-    """The manifest of a run directory, or a RunDirError naming what is missing."""
+    """The manifest of a run directory, or a RunDirError naming what is missing or damaged."""
     path = Path(run_dir) / MANIFEST
     if not path.is_file():
         raise RunDirError(f"{run_dir}: no {MANIFEST}; expected a run directory written by `empathy-gap run`")
-    return json.loads(path.read_text())
+    try:
+        manifest = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise RunDirError(f"{path}: not valid JSON ({err}); the manifest is damaged") from None
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("config"), dict):
+        raise RunDirError(f"{path}: expected a JSON object with a \"config\" object")
+    return manifest
+
+
+# --- one process per rank ---------------------------------------------------------------------------------------
+
+class RunLock:
+    """An exclusive lock on one rank of a run directory, held by the process writing that rank's rows; the system
+    releases it when the process dies, so a killed run never blocks its resume."""
+
+    def __init__(self, run_dir: str | Path, rank: int = 0):
+        self.run_dir = Path(run_dir)
+        self.rank = rank
+        self.path = self.run_dir / f".rank{rank:03d}.lock"
+        self._fd: int | None = None
+        self._made: list[Path] = []
+
+    def acquire(self, raise_if_held: bool = True) -> bool:
+        """Take the lock, creating the run directory if needed; if another process holds it, raise a RunDirError
+        naming the holder (or return False when `raise_if_held` is False)."""
+        self._made = [p for p in (self.run_dir, *self.run_dir.absolute().parents) if not p.exists()][::-1]
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        while True:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, _file_mode())
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = os.read(fd, 400).decode(errors="replace").strip() or "another process"
+                os.close(fd)
+                self._remove_made()
+                if not raise_if_held:
+                    return False
+                raise RunDirError(
+                    f"{self.run_dir} is in use: rank {self.rank} is being written by {holder} (lock {self.path.name}); "
+                    "wait for that run to finish or stop it, then rerun the same command to resume"
+                ) from None
+            try:
+                same = os.stat(self.path).st_ino == os.fstat(fd).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:
+                break
+            os.close(fd)  # the previous holder removed the file while we opened it: lock the new one
+        started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+        os.ftruncate(fd, 0)
+        os.write(fd, f"pid {os.getpid()} on host {socket.gethostname()} since {started}".encode())
+        self._fd = fd
+        return True
+
+    def release(self) -> None:
+        """Give the lock up and remove its file, and any directory acquire() made that stayed empty."""
+        if self._fd is None:
+            return
+        self.path.unlink(missing_ok=True)
+        os.close(self._fd)
+        self._fd = None
+        self._remove_made()
+
+    def _remove_made(self) -> None:
+        for folder in reversed(self._made):
+            try:
+                folder.rmdir()
+            except OSError:
+                break
+        self._made = []
+
+    def __enter__(self) -> "RunLock":
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+
+def is_lock_file(path: Path) -> bool:
+    """True for a RunLock file (which a running process keeps in its run directory)."""
+    return path.name.startswith(".rank") and path.name.endswith(".lock")
+
+
+# --- row logs and parts -------------------------------------------------------------------------------------------
+
+def _conform(table: pa.Table) -> pa.Table:
+    """`table` in SCHEMA's columns; a column an older version did not write (truncated) becomes null."""
+    columns = [table.column(f.name) if f.name in table.column_names else pa.nulls(table.num_rows, f.type)
+               for f in SCHEMA]
+    return pa.Table.from_arrays(columns, schema=SCHEMA)
 
 
 def _read_log(path: Path) -> pa.Table:
-    """Every complete batch of an Arrow stream log; a batch cut short by a kill is dropped."""
-    batches = []
-    try:
-        with pa.OSFile(str(path)) as f, pa.ipc.open_stream(f) as reader:
-            while True:
-                batches.append(reader.read_next_batch())
-    except (StopIteration, pa.ArrowInvalid, OSError):
-        pass
-    return pa.Table.from_batches(batches, schema=SCHEMA)
+    """Every complete batch of an Arrow stream log; a batch cut short by a kill is dropped. A missing log raises."""
+    batches, schema = [], SCHEMA
+    with pa.OSFile(str(path)) as f:
+        try:
+            with pa.ipc.open_stream(f) as reader:
+                schema = reader.schema
+                while True:
+                    batches.append(reader.read_next_batch())
+        except (StopIteration, pa.ArrowInvalid, OSError):
+            pass
+    return _conform(pa.Table.from_batches(batches, schema=schema))
 
 
-def _tables(run_dir: Path) -> list[pa.Table]:
-    """Result tables of the Parquet parts and of the logs not yet turned into parts."""
+def _read_part(path: Path) -> pa.Table:
+    """One Parquet part in SCHEMA's columns (see _conform)."""
+    return _conform(pq.read_table(path))
+
+
+def _parts(run_dir: Path) -> list[tuple[Path, pa.Table]]:
+    """(file, rows) of the Parquet parts and of the logs not yet sealed into parts."""
     results = run_dir / RESULTS
-    parts = sorted(results.glob("*.parquet"))
-    logs = [p for p in sorted(results.glob("*.arrows")) if not p.with_suffix(".parquet").exists()]
-    return [pq.read_table(p, schema=SCHEMA) for p in parts] + [_read_log(p) for p in logs]
+    out = [(p, _read_part(p)) for p in sorted(results.glob("*.parquet"))]
+    sealed = {p for p, _ in out}
+    for log in sorted(results.glob("*.arrows")):
+        part = log.with_suffix(".parquet")
+        if part in sealed:
+            continue
+        try:
+            out.append((log, _read_log(log)))
+        except FileNotFoundError:  # sealed by another process since the listing
+            if not part.is_file():
+                raise RunDirError(f"{log} vanished without its part {part.name}; expected one or the other") from None
+            out.append((part, _read_part(part)))
+    return out
+
+
+def _next_index(results: Path, rank: int) -> int:
+    """One past the highest index of this rank's logs and parts, so no new file can overwrite an old one."""
+    indices = [int(m.group(2)) for p in results.iterdir()
+               if (m := _RANK_FILE.match(p.name)) and int(m.group(1)) == rank and m.group(2).isdigit()]
+    return max(indices, default=-1) + 1
+
+
+def _write_parquet(table: pa.Table, path: Path) -> None:
+    """Write `table` to `path` through a temporary file and a rename; an error names `path`."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        pq.write_table(table, tmp)
+        os.replace(tmp, path)
+    except OSError as err:
+        tmp.unlink(missing_ok=True)
+        raise _write_error(path, err) from err
 
 
 class RowLog:
     """This process's append-only log of result rows: each write is flushed at once, a kill leaves every finished
-    write readable, and closing turns the log into a Parquet part."""
+    write readable, and closing seals the log into a Parquet part. The caller holds the rank's RunLock."""
 
     def __init__(self, run_dir: str | Path, rank: int = 0):
         results = Path(run_dir) / RESULTS
         results.mkdir(parents=True, exist_ok=True)
-        n = len({p.stem for p in results.glob(f"r{rank:03d}-*") if p.suffix in (".parquet", ".arrows")})
-        self.path = results / f"r{rank:03d}-{n:06d}.arrows"
+        self.path = results / f"r{rank:03d}-{_next_index(results, rank):06d}.arrows"
         self._sink = None
         self._writer = None
 
     def write(self, rows: list[dict]) -> None:
         """Append `rows` and flush them to disk."""
-        if self._writer is None:
-            self._sink = pa.OSFile(str(self.path), "wb")
-            self._writer = pa.ipc.new_stream(self._sink, SCHEMA)
-        self._writer.write_table(pa.Table.from_pylist(rows, schema=SCHEMA))
-        self._sink.flush()
+        try:
+            if self._writer is None:
+                self._sink = pa.OSFile(str(self.path), "wb")
+                self._writer = pa.ipc.new_stream(self._sink, SCHEMA)
+            self._writer.write_table(pa.Table.from_pylist(rows, schema=SCHEMA))
+            self._sink.flush()
+        except OSError as err:
+            raise _write_error(self.path, err) from err
 
     def close(self) -> None:
         """Seal the log as a Parquet part (written beside it, then renamed) and remove the log."""
@@ -101,12 +255,8 @@ class RowLog:
             return
         self._writer.close()
         self._sink.close()
-        part = self.path.with_suffix(".parquet")
-        tmp = self.path.with_suffix(".parquet.tmp")
-        pq.write_table(_read_log(self.path), tmp)
-        os.replace(tmp, part)
-        self.path.unlink()
         self._writer = None
+        _seal(self.path)
 
     def __enter__(self) -> "RowLog":
         return self
@@ -115,10 +265,51 @@ class RowLog:
         self.close()
 
 
+def _seal(log: Path) -> None:
+    """Turn one row log into its Parquet part (unless the part exists already) and remove the log."""
+    part = log.with_suffix(".parquet")
+    if not part.exists():
+        rows = _read_log(log)
+        if rows.num_rows:
+            _write_parquet(rows, part)
+    log.unlink()
+
+
+def seal_logs(run_dir: str | Path, rank: int) -> None:
+    """Seal the row logs a killed process of `rank` left behind and remove its stale temporaries; the caller holds
+    that rank's RunLock."""
+    results = Path(run_dir) / RESULTS
+    if not results.is_dir():
+        return
+    for path in sorted(results.iterdir()):
+        m = _RANK_FILE.match(path.name)
+        if not m or int(m.group(1)) != rank:
+            continue
+        if m.group(4):
+            path.unlink()
+        elif m.group(3) == "arrows":
+            _seal(path)
+
+
+def seal_unlocked_logs(run_dir: str | Path, held: int) -> None:
+    """Seal the logs of every rank but `held` (whose lock the caller has) that no running process holds."""
+    results = Path(run_dir) / RESULTS
+    if not results.is_dir():
+        return
+    ranks = {int(m.group(1)) for p in results.iterdir() if (m := _RANK_FILE.match(p.name))} - {held}
+    for rank in sorted(ranks):
+        lock = RunLock(run_dir, rank)
+        if lock.acquire(raise_if_held=False):
+            try:
+                seal_logs(run_dir, rank)
+            finally:
+                lock.release()
+
+
 def finished_units(run_dir: str | Path) -> set[str]:
     """Ids of the work units whose rows are already on disk (a unit's rows are always written together)."""
     done: set[str] = set()
-    for table in _tables(Path(run_dir)):
+    for _, table in _parts(Path(run_dir)):
         done.update(table.column("unit_id").unique().to_pylist())
     return done
 
@@ -127,17 +318,32 @@ def write_part(run_dir: str | Path, name: str, rows: list[dict]) -> Path:
     """Write `rows` as one Parquet part file; it appears only once complete."""
     out = Path(run_dir) / RESULTS
     out.mkdir(parents=True, exist_ok=True)
-    table = pa.Table.from_pylist(rows, schema=SCHEMA)
     final = out / f"{name}.parquet"
-    tmp = out / f".{name}.parquet.tmp"
-    pq.write_table(table, tmp)
-    os.replace(tmp, final)
+    _write_parquet(pa.Table.from_pylist(rows, schema=SCHEMA), final)
     return final
 
 
+def _check_unique(run_dir: Path, parts: list[tuple[Path, pa.Table]]) -> None:
+    """Refuse results that hold a key twice, naming an example and the files involved."""
+    keys = pd.concat([t.select(KEY).to_pandas().assign(file=p.name) for p, t in parts], ignore_index=True)
+    repeated = keys.duplicated(KEY, keep=False)
+    if not repeated.any():
+        return
+    dup = keys[repeated]
+    first = dup.iloc[0]
+    files = sorted(dup["file"].unique())
+    raise RunDirError(
+        f"{run_dir / RESULTS}: {int(keys.duplicated(KEY).sum())} duplicate rows (same unit_id and event_id), e.g. "
+        f"unit {first['unit_id']!r}, event {first['event_id']!r}, in {', '.join(files)}; expected each prompt once "
+        "(were parts copied in from another run?): remove the extra files or rerun into a new --out"
+    )
+
+
 def read_results(run_dir: str | Path) -> pd.DataFrame:
-    """All result rows of a run directory as one DataFrame (columns of SCHEMA)."""
-    tables = _tables(Path(run_dir))
-    if not tables:
+    """All result rows of a run directory as one DataFrame (columns of SCHEMA); duplicate keys are an error."""
+    run_dir = Path(run_dir)
+    parts = _parts(run_dir)
+    if not parts:
         return SCHEMA.empty_table().to_pandas()
-    return pa.concat_tables(tables).to_pandas()
+    _check_unique(run_dir, parts)
+    return pa.concat_tables([t for _, t in parts]).to_pandas()

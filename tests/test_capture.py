@@ -238,14 +238,15 @@ def test_backends_agree_default_attention(lm):
 
 
 def test_left_padding_invisible(lm, eager_lm):
-    """A padded row equals the same prompt run alone: exactly in eager attention, to float rounding in sdpa."""
-    for (model, tokenizer), exact in ((eager_lm, True), (lm, False)):
+    """A padded row equals the same prompt run alone, to float rounding: padding changes the matmul shapes, so even
+    eager attention is not bit-exact (SmolLM2 fp32 with transformers 5.23: 1.1e-3 where the stream reaches ~700)."""
+    for (model, tokenizer), name in ((eager_lm, "eager"), (lm, "sdpa")):
         prompts, positions = prompts_and_positions(tokenizer)
         batched = capture(model, tokenizer, prompts, positions)
         alone = np.concatenate([capture(model, tokenizer, [p], [q]) for p, q in zip(prompts, positions)], axis=1)
         diff = float(np.abs(batched - alone).max())
-        print(f"\n{type(model).__name__} {'eager' if exact else 'sdpa'}: max |padded - alone| = {diff:.3g}")
-        assert diff <= TOL if exact else scaled_diff(batched, alone) <= TOL
+        print(f"\n{type(model).__name__} {name}: max |padded - alone| = {diff:.3g}")
+        assert scaled_diff(batched, alone) <= TOL
 
 
 def test_layer_subset_order_and_negative_positions(tiny_model, tiny_tokenizer):

@@ -70,6 +70,9 @@ def _synthetic_sample_store(root, d: int = 24, per_cell: int = 4, seed: int = 0)
                 vectors.append(v)
     frame = pd.DataFrame(index, columns=["setting", "category", "perceiver", "experiencer", "event_id"])
     activation_store.write_shard(root, "final_sample", "r000-000001", np.stack(vectors), frame)
+    cells = frame.drop(columns="event_id").drop_duplicates().assign(count=per_cell)  # a run writes both shards
+    means = np.stack(vectors).reshape(len(cells), per_cell, 3, d).mean(axis=1)
+    activation_store.write_shard(root, "final_mean", "r000-000001", means, cells)
     activation_store.write_meta(root, {"hooks": hook_names(2), "layers": None, "d_model": d})
 
 
