@@ -1,0 +1,34 @@
+"""Seed 000's rows pinned: a small fp32 run of the real SmolLM2 gives the same rows as when the pin was taken.
+
+The pin (tests/data/seed000_smollm2_rows.csv) was written by this test with EMPATHY_GAP_REPIN=1 before the suite
+moved into the suite framework; answers and replies must match exactly, score-mode floats to 1e-6.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from behavioral.run import RunConfig, run
+from behavioral.store import read_results
+
+PIN = Path(__file__).parent / "data" / "seed000_smollm2_rows.csv"
+EXACT = ["unit_id", "event_id", "setting", "perceiver", "experiencer", "response", "intensity", "refused",
+         "truncated", "score_answer"]
+FLOATS = ["expected_intensity", "numeric_mass"]
+
+
+def test_a_small_fp32_run_gives_the_pinned_rows(smollm2, tmp_path):
+    config = RunConfig(model="smollm2-135m", categories=("religion",), settings=("P0S1T0",), limit_events=2,
+                       mode="both", device="cpu", dtype="fp32", batch_size=8)
+    rows = read_results(run(config, tmp_path / "run", progress=False))
+    rows = rows[EXACT + FLOATS].sort_values(["unit_id", "event_id"]).reset_index(drop=True)
+    if os.environ.get("EMPATHY_GAP_REPIN"):
+        rows.to_csv(PIN, index=False)
+    pinned = pd.read_csv(PIN, keep_default_na=False, na_values=[""])
+    assert len(rows) == len(pinned) == 72
+    pd.testing.assert_frame_equal(rows[EXACT].astype(str), pinned[EXACT].astype(str))
+    pd.testing.assert_frame_equal(rows[FLOATS], pinned[FLOATS], check_exact=False, rtol=0, atol=1e-6)
