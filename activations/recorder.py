@@ -1,91 +1,128 @@
-"""Capture during a suite run, using causality: persona states once per (setting, persona), experiencer states once
-per (setting, perceiver, experiencer), final-token states as per-cell running sums plus a seeded sample per cell."""
+"""Capture during a suite run, using causality: an identity span's states depend only on the prompt up to the span's
+end, so they are computed once per distinct value of the item fields that decide that prefix (the suite's
+CaptureSpec); final-token states are folded into per-cell running sums, with a seeded sample of single prompts."""
 
 from __future__ import annotations
 
 import hashlib
-import random
+import heapq
 import re
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import torch
 
-from activations.capture import decoder_layers, hook_names, resid_post
+from activations.capture import ResidualTrace, decoder_layers, hook_names, parse_layers, resid_post
 from activations.spans import prompt_spans
-from activations.store import FOLDER, REDUCTIONS, shard_done, write_meta, write_shard
-from behavioral.corpus import Event
+from activations.store import FOLDER, REDUCTIONS, indexed_keys, write_meta, write_shard
 from behavioral.engine import left_pad, pad_token_id
-from behavioral.groups import get_category
-from behavioral.prompts import build
-from behavioral.settings import get_setting
+from behavioral.suite import CaptureSpec, Item
 from behavioral.work import WorkUnit
 
-FLUSH_CELLS = 16
+FLUSH_CELLS = 16  # completed cells written per shard
+FLUSH_SPANS = 256  # span vectors written per shard
 
-Cell = tuple[str, str, str, str]  # setting, category, perceiver, experiencer
+Key = tuple[str, ...]
+
+
+def sample_rank(seed: int, item_id: str) -> int:
+    """An item's place in its cell's seeded sample: the K items with the smallest rank are kept, whichever process
+    ran them."""
+    return int.from_bytes(hashlib.sha256(f"{seed}|{item_id}".encode()).digest()[:7], "big")
 
 
 class Recorder:
-    """Writes identity activations of one process's share of a run into RUN_DIR/activations."""
+    """Writes the identity activations of one process's share of a run into RUN_DIR/activations."""
 
-    def __init__(self, model, tokenizer, chat_format: str, out: Path, kinds: Sequence[str],
-                 layers: list[int] | None, per_cell_samples: int, seed: int, batch_size: int, rank: int = 0):
+    def __init__(self, model, tokenizer, chat_format: str, out: Path, spec: CaptureSpec, kinds: Sequence[str],
+                 layers: str, per_cell_samples: int, seed: int, batch_size: int, rank: int = 0):
         self.model, self.tokenizer, self.chat_format = model, tokenizer, chat_format
-        self.out, self.kinds, self.layers = Path(out), tuple(kinds), layers
-        self.per_cell_samples, self.seed, self.batch_size = per_cell_samples, seed, batch_size
-        self.hooks = hook_names(len(decoder_layers(model)), layers)
+        self.out, self.spec, self.kinds = Path(out), spec, tuple(kinds)
+        n_layers = len(decoder_layers(model))
+        self.layers = parse_layers(layers, n_layers)
+        self.hooks = hook_names(n_layers, self.layers)
+        self.per_cell_samples, self.seed, self.batch_size, self.rank = per_cell_samples, seed, batch_size, rank
         self.device = next(model.parameters()).device
-        self._sums: dict[Cell, torch.Tensor] = {}
-        self._counts: dict[Cell, int] = defaultdict(int)
-        self._expected: dict[Cell, int] = defaultdict(int)
-        self._samples: dict[Cell, set[str]] = {}
-        self._sampled: list[tuple[Cell, str, np.ndarray]] = []
-        self._ready: list[tuple[Cell, np.ndarray, int]] = []
-        self._flushed: set[Cell] = set()
+        self.span_kinds = [k for k in self.kinds if k in spec.spans]
+        self.stored: dict[str, set[Key]] = {k: indexed_keys(self.out, k, spec.spans[k][1]) for k in self.span_kinds}
+        self._spans: dict[str, list[tuple[Key, np.ndarray]]] = defaultdict(list)
+        self._sums: dict[Key, torch.Tensor] = {}
+        self._counts: dict[Key, int] = defaultdict(int)
+        self._expected: dict[Key, int] = defaultdict(int)
+        self._samples: dict[Key, list] = defaultdict(list)  # heap of (-rank, item_id, fields, state)
+        self._ready: list[tuple[Key, np.ndarray, int]] = []
+        self._flushed: set[Key] = set()
         self._shards = 0
-        self.rank = rank
+        write_meta(self.out, self.meta())
+
+    @property
+    def tracer(self):
+        """The engine tracer that hands each prompt's final-token states to the run (None without `final`)."""
+        if "final" not in self.kinds:
+            return None
+        return lambda positions: ResidualTrace(self.model, self.layers, positions=positions)
 
     def meta(self) -> dict:
-        """What the store holds: hook names, layers, width, kinds and sampling."""
+        """What the store holds: hook names, layers, width, kinds, the suite's span and cell fields, sampling."""
         return {"hooks": self.hooks, "layers": self.layers, "d_model": self.model.config.hidden_size,
                 "kinds": list(self.kinds), "per_cell_samples": self.per_cell_samples, "dtype": "float16",
-                "reductions": list(REDUCTIONS)}
+                "reductions": list(REDUCTIONS), "cell": list(self.spec.cell),
+                "spans": {k: {"slot": slot, "fields": list(fields)} for k, (slot, fields) in self.spec.spans.items()}}
 
-    # --- persona and experiencer: one truncated forward per key --------------------------------------------
+    def _cell(self, item: Item) -> Key:
+        return tuple(item.fields[f] for f in self.spec.cell)
 
-    def identity_pass(self, settings: Sequence[str], categories: Sequence[str], event: Event) -> None:
-        """Persona and experiencer vectors for every (setting, category) not stored yet; run by one process."""
-        write_meta(self.out, self.meta())
-        for setting in settings:
-            narrative = event.narrative(get_setting(setting).narrative_form)
-            for name in categories:
-                identities = get_category(name).with_unspecified
-                key = f"{setting}--{name}"
-                if "persona" in self.kinds and not shard_done(self.out, "persona", key):
-                    items = [(p, identities[0]) for p in identities]
-                    vectors = self._span_vectors(setting, items, event.emotion, narrative, "persona")
-                    index = pd.DataFrame({"setting": setting, "category": name, "identity": list(identities)})
-                    write_shard(self.out, "persona", key, vectors, index)
-                if "experiencer" in self.kinds and not shard_done(self.out, "experiencer", key):
-                    items = [(p, x) for p in identities for x in identities]
-                    vectors = self._span_vectors(setting, items, event.emotion, narrative, "experiencer")
-                    index = pd.DataFrame({"setting": setting, "category": name,
-                                          "perceiver": [p for p, _ in items], "experiencer": [x for _, x in items]})
-                    write_shard(self.out, "experiencer", key, vectors, index)
+    def _key(self, kind: str, item: Item) -> Key:
+        return tuple(item.fields[f] for f in self.spec.spans[kind][1])
 
-    def _span_vectors(self, setting: str, items, emotion: str, narrative: str, span: str) -> np.ndarray:
-        """[items, 2 (mean, last), hooks, d]: states over the span, from the prompt cut right after the span."""
+    # --- planning and resume --------------------------------------------------------------------------------------
+
+    def plan(self, units: Iterable[WorkUnit]) -> None:
+        """Learn how many items of each cell this process runs, and which cells it already stored."""
+        for unit in units:
+            for item in unit.items:
+                self._expected[self._cell(item)] += 1
+        self._flushed = flushed_cells(self.out, self.rank, self.spec.cell)
+
+    def needs(self, unit: WorkUnit) -> bool:
+        """True where some of the unit's activations are not in the store yet (its rows may be)."""
+        if "final" in self.kinds and any(self._cell(item) not in self._flushed for item in unit.items):
+            return True
+        return any(self._key(kind, item) not in self.stored[kind] for kind in self.span_kinds for item in unit.items)
+
+    # --- one batch --------------------------------------------------------------------------------------------------
+
+    def add(self, units: Sequence[WorkUnit], states: Sequence[torch.Tensor] | None) -> None:
+        """Span states of every new key among the batch's items, and the final-token states [hooks, d] of its items
+        (unit then item order) folded into their cells."""
+        items = [item for unit in units for item in unit.items]
+        for kind in self.span_kinds:
+            fresh = {}
+            for item in items:
+                key = self._key(kind, item)
+                if key not in self.stored[kind] and key not in fresh:
+                    fresh[key] = item
+            if fresh:
+                vectors = self._span_vectors(list(fresh.values()), self.spec.spans[kind][0])
+                self._spans[kind] += list(zip(fresh, vectors))
+                self.stored[kind].update(fresh)
+        if states is not None:
+            for item, state in zip(items, states):
+                self._fold(item, state)
+        if len(self._ready) >= FLUSH_CELLS or any(len(v) >= FLUSH_SPANS for v in self._spans.values()):
+            self.flush()
+
+    def _span_vectors(self, items: Sequence[Item], slot: str) -> np.ndarray:
+        """[items, 2 (mean, last), hooks, d]: states over the slot's span, from the prompt cut right after it."""
         out = []
         for start in range(0, len(items), self.batch_size):
             cut, spans = [], []
-            for perceiver, experiencer in items[start:start + self.batch_size]:
-                prompt = build(setting, perceiver, experiencer, emotion, narrative)
-                ids, token_spans = prompt_spans(self.tokenizer, prompt, self.chat_format)
-                s = token_spans[span]
+            for item in items[start:start + self.batch_size]:
+                ids, token_spans = prompt_spans(self.tokenizer, item.prompt(), self.chat_format)
+                s = token_spans[slot]
                 cut.append(ids[:s.end])
                 spans.append((s.start, s.end))
             ids, mask = left_pad(cut, pad_token_id(self.tokenizer), self.device)
@@ -102,80 +139,60 @@ class Recorder:
             out.append(torch.stack([mean, last], dim=2).permute(1, 2, 0, 3).cpu().numpy())
         return np.concatenate(out)
 
-    # --- final token: running sums per cell -----------------------------------------------------------------
+    def _fold(self, item: Item, state: torch.Tensor) -> None:
+        cell = self._cell(item)
+        if cell in self._flushed:
+            return
+        self._sums[cell] = self._sums.get(cell, 0) + state.double()
+        self._counts[cell] += 1
+        if self.per_cell_samples:
+            heap = self._samples[cell]
+            entry = (-sample_rank(self.seed, item.item_id), item.item_id, dict(item.fields), state.float().numpy())
+            if len(heap) < self.per_cell_samples:
+                heapq.heappush(heap, entry)
+            elif entry[0] > heap[0][0]:
+                heapq.heapreplace(heap, entry)
+        if self._counts[cell] == self._expected[cell]:
+            self._ready.append((cell, (self._sums.pop(cell) / self._counts[cell]).numpy(), self._counts[cell]))
+            self._flushed.add(cell)
 
-    def plan(self, units: Sequence[WorkUnit], out: Path) -> None:
-        """Learn how many prompts of each cell this process runs, and which cells it already stored."""
-        for unit in units:
-            cell = (unit.setting, unit.category, unit.perceiver, unit.experiencer)
-            self._expected[cell] += len(unit.events)
-        self._flushed = flushed_cells(out, self.rank)
-
-    def needs(self, unit: WorkUnit) -> bool:
-        """True where the unit's final-token states are not in the store yet."""
-        return "final" in self.kinds and (unit.setting, unit.category, unit.perceiver, unit.experiencer) \
-            not in self._flushed
-
-    def _sample_of(self, cell: Cell, events: Sequence[str]) -> set[str]:
-        if cell not in self._samples:
-            seed = int(hashlib.sha256(f"{self.seed}|{'|'.join(cell)}".encode()).hexdigest()[:12], 16)
-            k = min(self.per_cell_samples, len(events))
-            self._samples[cell] = set(random.Random(seed).sample(sorted(events), k))
-        return self._samples[cell]
-
-    def add(self, units: Sequence[WorkUnit], states: torch.Tensor, all_events: Sequence[str]) -> None:
-        """Fold a batch's final-token states [prompts, hooks, d] (unit then event order) into the cell sums."""
-        row = 0
-        for unit in units:
-            cell = (unit.setting, unit.category, unit.perceiver, unit.experiencer)
-            if cell in self._flushed:
-                row += len(unit.events)
-                continue
-            block = states[row:row + len(unit.events)].double()
-            self._sums[cell] = self._sums.get(cell, 0) + block.sum(0)
-            self._counts[cell] += len(unit.events)
-            sample = self._sample_of(cell, all_events)
-            for i, event in enumerate(unit.events):
-                if event.event_id in sample:
-                    self._sampled.append((cell, event.event_id, states[row + i].float().numpy()))
-            row += len(unit.events)
-            if self._counts[cell] == self._expected[cell]:
-                self._ready.append((cell, (self._sums.pop(cell) / self._counts[cell]).numpy(), self._counts[cell]))
-                self._flushed.add(cell)
-        if len(self._ready) >= FLUSH_CELLS:
-            self.flush()
+    # --- writing ----------------------------------------------------------------------------------------------------
 
     def flush(self) -> None:
-        """Write the completed cells (means and their samples) as one shard each; open cells stay in memory."""
+        """Write the completed cells (means and their samples) and the buffered span states; open cells stay in
+        memory, so a kill loses only those (the rerun recomputes them)."""
+        key = f"r{self.rank:03d}-{self._next_shard()}"
+        for kind, rows in self._spans.items():
+            if rows:
+                index = pd.DataFrame([k for k, _ in rows], columns=list(self.spec.spans[kind][1]))
+                write_shard(self.out, kind, key, np.stack([v for _, v in rows]), index)
+        self._spans.clear()
         if not self._ready:
             return
-        done = {cell for cell, _, _ in self._ready}
-        key = f"r{self.rank:03d}-{self._next_shard()}"
         cells = [c for c, _, _ in self._ready]
-        index = pd.DataFrame(cells, columns=["setting", "category", "perceiver", "experiencer"])
-        index["count"] = [n for _, _, n in self._ready]
-        samples = [(c, e, v) for c, e, v in self._sampled if c in done]
+        index = pd.DataFrame(cells, columns=list(self.spec.cell)).assign(count=[n for _, _, n in self._ready])
+        samples = [entry for cell in cells for entry in sorted(self._samples.pop(cell, []), reverse=True)]
         if samples:
-            sample_index = pd.DataFrame([c for c, _, _ in samples],
-                                        columns=["setting", "category", "perceiver", "experiencer"])
-            sample_index["event_id"] = [e for _, e, _ in samples]
-            write_shard(self.out, "final_sample", key, np.stack([v for _, _, v in samples]), sample_index)
+            sample_index = pd.DataFrame([fields for _, _, fields, _ in samples])
+            sample_index["item_id"] = [item_id for _, item_id, _, _ in samples]
+            sample_index["sample_rank"] = [-negated for negated, _, _, _ in samples]
+            write_shard(self.out, "final_sample", key, np.stack([s for *_, s in samples]), sample_index)
         write_shard(self.out, "final_mean", key, np.stack([m for _, m, _ in self._ready]), index)
-        self._sampled = [s for s in self._sampled if s[0] not in done]
         self._ready = []
 
     def _next_shard(self) -> str:
         """One past the highest shard index of this rank on disk, so no shard overwrites another."""
-        name = re.compile(rf"final_(?:mean|sample)--r{self.rank:03d}-(\d+)\.(?:npy|parquet)$")
-        existing = [int(m.group(1)) for p in (self.out / FOLDER).iterdir() if (m := name.match(p.name))]
+        name = re.compile(rf"\w+--r{self.rank:03d}-(\d+)\.(?:npy|parquet)$")
+        folder = self.out / FOLDER
+        existing = [int(m.group(1)) for p in folder.iterdir() if (m := name.match(p.name))] if folder.is_dir() else []
         self._shards = max([self._shards, *existing]) + 1
         return f"{self._shards:06d}"
 
 
-def flushed_cells(run_dir: Path, rank: int) -> set[Cell]:
+def flushed_cells(run_dir: Path, rank: int, cell: Sequence[str]) -> set[Key]:
     """Cells whose final-token means this rank already stored."""
-    cells: set[Cell] = set()
+    cells: set[Key] = set()
     for path in (Path(run_dir) / FOLDER).glob(f"final_mean--r{rank:03d}-*.parquet"):
-        frame = pd.read_parquet(path, columns=["setting", "category", "perceiver", "experiencer"])
+        frame = pd.read_parquet(path, columns=list(cell))
         cells.update(map(tuple, frame.itertuples(index=False)))
     return cells

@@ -1,14 +1,13 @@
-"""Identity spans: the token positions of the persona and experiencer strings in one rendered chat prompt."""
+"""Identity spans: the token positions of a prompt's marked slots (seed 000: the perceiver and experiencer) in the
+prompt as rendered for the model (a chat template, or plain text)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from behavioral.chat import render
-from behavioral.prompts import Prompt
+from behavioral.chat import PLAIN, render
+from behavioral.prompt import Prompt
 
-# Slot name in behavioral.prompts -> span name used for capture and patching.
-SPAN_NAMES = {"perceiver": "persona", "experiencer": "experiencer"}
 FINAL = "final"
 
 
@@ -39,14 +38,9 @@ def _tokenizer_name(tokenizer) -> str:
     return getattr(tokenizer, "name_or_path", None) or type(tokenizer).__name__
 
 
-def _slot_text(prompt: Prompt, slot) -> str:
-    """The string a slot was filled with."""
-    return prompt.messages[slot.message]["content"][slot.start : slot.end]
-
-
 def _describe(prompt: Prompt) -> str:
     """A short description of `prompt` for error messages: its identity fills."""
-    fills = ", ".join(f"{s.name}={_slot_text(prompt, s)!r}" for s in prompt.slots)
+    fills = ", ".join(f"{s.name}={prompt.text(s)!r}" for s in prompt.slots)
     return f"prompt ({fills or 'no identity slots'})"
 
 
@@ -74,36 +68,37 @@ def char_spans(text: str, prompt: Prompt) -> dict[str, tuple[int, int]]:
     return spans
 
 
-def _encode(tokenizer, text: str) -> tuple[list[int], list[tuple[int, int]]]:
-    """Token ids and character offsets of `text`, without added special tokens."""
+def encode_with_offsets(tokenizer, text: str, special: bool = False) -> tuple[list[int], list[tuple[int, int]]]:
+    """Token ids and character offsets of `text`, with the tokenizer's special tokens if `special` (plain prompts;
+    a chat template writes its own)."""
     if not getattr(tokenizer, "is_fast", False):
         raise SpanError(
             f"tokenizer {_tokenizer_name(tokenizer)!r} is not a fast tokenizer; identity spans need a fast "
             "(Rust-backed) tokenizer that returns an offset mapping"
         )
-    enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+    enc = tokenizer(text, add_special_tokens=special, return_offsets_mapping=True)
     return list(enc["input_ids"]), [tuple(o) for o in enc["offset_mapping"]]
 
 
-def token_spans(tokenizer, text: str, prompt: Prompt, input_ids: list[int] | None = None) -> dict[str, TokenSpan]:
-    """Token spans `persona`, `experiencer` and `final` of the rendered chat `text` of `prompt`."""
-    ids, offsets = _encode(tokenizer, text)
+def token_spans(tokenizer, text: str, prompt: Prompt, input_ids: list[int] | None = None,
+                special: bool = False) -> dict[str, TokenSpan]:
+    """Token spans of every slot of `prompt` (by slot name) and `final`, in its rendered `text`."""
+    ids, offsets = encode_with_offsets(tokenizer, text, special)
     if input_ids is not None and list(input_ids) != ids:
         raise SpanError(
             f"{_describe(prompt)}: input_ids ({len(input_ids)} tokens) differ from tokenizer "
             f"{_tokenizer_name(tokenizer)!r}'s tokenization of the rendered text ({len(ids)} tokens); expected the "
-            "ids of exactly that text, tokenized with add_special_tokens=False"
+            "ids of exactly that text"
         )
     if not ids:
         raise SpanError(f"{_describe(prompt)}: the rendered text has no tokens; expected a non-empty prompt")
     spans: dict[str, TokenSpan] = {}
-    for slot_name, (lo, hi) in char_spans(text, prompt).items():
-        name = SPAN_NAMES.get(slot_name, slot_name)
+    for name, (lo, hi) in char_spans(text, prompt).items():
         # Overlap, not containment: byte-level BPE folds the leading space into the next token (" a" -> "Ġa").
         hits = [i for i, (a, b) in enumerate(offsets) if b > a and a < hi and b > lo]
         if not hits:
             raise SpanError(
-                f"{_describe(prompt)}: slot {slot_name!r} (characters {lo}:{hi}) covers no token of tokenizer "
+                f"{_describe(prompt)}: slot {name!r} (characters {lo}:{hi}) covers no token of tokenizer "
                 f"{_tokenizer_name(tokenizer)!r}; expected at least one token"
             )
         spans[name] = TokenSpan(name, hits[0], hits[-1] + 1)
@@ -112,11 +107,12 @@ def token_spans(tokenizer, text: str, prompt: Prompt, input_ids: list[int] | Non
 
 
 def prompt_spans(tokenizer, prompt: Prompt, chat_format: str) -> tuple[list[int], dict[str, TokenSpan]]:
-    """For one prompt rendered in `chat_format`: its token ids and named token spans."""
+    """For one prompt rendered in `chat_format`: its token ids (as behavioral.chat.encode gives them) and its
+    slots' token spans, by slot name, with `final`."""
     text, rendered = render(tokenizer, prompt, chat_format)
-    # add_special_tokens=False: the chat template already holds BOS where the model wants it.
-    ids, _ = _encode(tokenizer, text)
-    return ids, token_spans(tokenizer, text, rendered, ids)
+    special = chat_format == PLAIN
+    ids, _ = encode_with_offsets(tokenizer, text, special)
+    return ids, token_spans(tokenizer, text, rendered, ids, special)
 
 
 def align_from_end(source: TokenSpan, target: TokenSpan, n: int | None = None) -> list[tuple[int, int]]:

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from behavioral.groups import get_category
+from behavioral.suites.intergroup.groups import get_category
 
 FOLDER = "activations"
 META = "meta.json"
@@ -46,6 +47,14 @@ def write_shard(run_dir: str | Path, kind: str, key: str, array: np.ndarray, ind
 def shard_done(run_dir: str | Path, kind: str, key: str) -> bool:
     """True once a shard's index is on disk (its array was written before it)."""
     return (Path(run_dir) / FOLDER / f"{shard_name(kind, key)}.parquet").is_file()
+
+
+def indexed_keys(run_dir: str | Path, kind: str, columns: Sequence[str]) -> set[tuple[str, ...]]:
+    """The `columns` values of every row already stored for `kind` (by any process)."""
+    keys: set[tuple[str, ...]] = set()
+    for path in (Path(run_dir) / FOLDER).glob(f"{kind}--*.parquet"):
+        keys.update(map(tuple, pd.read_parquet(path, columns=list(columns)).itertuples(index=False)))
+    return keys
 
 
 def write_meta(run_dir: str | Path, meta: dict) -> None:
@@ -92,17 +101,24 @@ class ActivationStore:
         vectors = np.stack([arrays[s][r] for s, r in zip(index["_shard"], index["_row"])])
         return vectors, index.drop(columns=["_shard", "_row"]).reset_index(drop=True)
 
+    def _spans(self, kind: str, category: str, setting: str) -> tuple[np.ndarray, pd.DataFrame]:
+        """One row per key of a span kind (several processes may have stored the same key: the first is kept)."""
+        vectors, index = self._select(kind, category=category, setting=setting)
+        first = ~index.duplicated(self.meta["spans"][kind]["fields"]).to_numpy()
+        return vectors[first], index[first].reset_index(drop=True)
+
     def persona(self, category: str, setting: str, reduction: str = "mean") -> tuple[np.ndarray, list[str]]:
         """Persona vectors (layers × identities × d_model) in Table 1 order ("a person" first), and the identities."""
-        vectors, index = self._select("persona", category=category, setting=setting)
+        vectors, index = self._spans("persona", category, setting)
+        names = index[self.meta["spans"]["persona"]["slot"]]
         order = {name: i for i, name in enumerate(get_category(category).with_unspecified)}
-        rows = sorted(range(len(index)), key=lambda i: order[index["identity"][i]])
+        rows = sorted(range(len(index)), key=lambda i: order[names[i]])
         r = REDUCTIONS.index(reduction)
-        return np.moveaxis(vectors[rows, r].astype(np.float32), 0, 1), [index["identity"][i] for i in rows]
+        return np.moveaxis(vectors[rows, r].astype(np.float32), 0, 1), [names[i] for i in rows]
 
     def experiencer(self, category: str, setting: str, reduction: str = "mean") -> tuple[np.ndarray, pd.DataFrame]:
         """Experiencer vectors (layers × pairs × d_model) and the (perceiver, experiencer) of each pair."""
-        vectors, index = self._select("experiencer", category=category, setting=setting)
+        vectors, index = self._spans("experiencer", category, setting)
         r = REDUCTIONS.index(reduction)
         return np.moveaxis(vectors[:, r].astype(np.float32), 0, 1), index[["perceiver", "experiencer"]]
 
@@ -123,9 +139,14 @@ class ActivationStore:
         return np.moveaxis(np.stack(means).astype(np.float32), 0, 1), labels
 
     def final_samples(self, category: str, setting: str) -> tuple[np.ndarray, pd.DataFrame]:
-        """Single-prompt final-token states (layers × samples × d_model) with their cell and event."""
+        """Single-prompt final-token states (layers × samples × d_model) with their item fields: per cell, the
+        per_cell_samples items of smallest seeded rank, whichever processes ran them."""
         vectors, index = self._select("final_sample", category=category, setting=setting)
-        return np.moveaxis(vectors.astype(np.float32), 0, 1), index[["perceiver", "experiencer", "event_id"]]
+        cell = self.meta["cell"]
+        keep = index.sort_values("sample_rank", kind="stable").groupby(cell, sort=False).head(
+            self.meta["per_cell_samples"]).index.sort_values()
+        index = index.loc[keep].drop(columns="sample_rank").reset_index(drop=True)
+        return np.moveaxis(vectors[keep].astype(np.float32), 0, 1), index
 
 
 def load(run_dir: str | Path) -> ActivationStore:

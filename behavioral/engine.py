@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import hashlib
 from collections import OrderedDict
-from dataclasses import dataclass
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
 from typing import ContextManager, TypeVar
 
 import torch
 
-from behavioral.answer_trie import AnswerTrie, Scores
+from behavioral.answer_space import AnswerTrie, Scores
 
 END_OF_TURN = ("<|eot_id|>", "<|im_end|>", "<end_of_turn>", "<|end|>", "<|endoftext|>")
 
@@ -28,11 +29,38 @@ class EngineError(ValueError):
 
 @dataclass(frozen=True)
 class Generation:
-    """One greedy continuation: its text, and whether decoding stopped at max_new_tokens with the turn still open and
-    the answer not yet decided."""
+    """One continuation: its text; whether decoding stopped at max_new_tokens with the turn still open and the answer
+    not yet decided; and the final prompt token's activations [hooks, d] when a tracer was active."""
 
     text: str
     truncated: bool
+    state: torch.Tensor | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """How the next token is chosen: greedy at temperature 0 (the default), else sampled at `temperature` from the
+    smallest set of tokens holding `top_p` of the probability."""
+
+    temperature: float = 0.0
+    top_p: float = 1.0
+
+    def __post_init__(self):
+        if not self.temperature >= 0:
+            raise ValueError(f"--temperature must be at least 0, got {self.temperature}")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"--top-p must lie in (0, 1], got {self.top_p}")
+
+    @property
+    def greedy(self) -> bool:
+        """True when decoding takes the most likely token."""
+        return self.temperature == 0
+
+
+def stream_seed(*parts) -> int:
+    """A 63-bit seed from (run seed, item id, sample index, ...): the same parts give the same random stream in any
+    batch, on any rank, after any resume."""
+    return int.from_bytes(hashlib.sha256("\x1f".join(map(str, parts)).encode()).digest()[:8], "big") >> 1
 
 
 Until = Callable[[str], bool]  # True once the reply so far decides the answer, so decoding may stop
@@ -118,7 +146,7 @@ class Batch:
 
     def __init__(self, engine: "Engine", prompts: Sequence[list[int]]):
         n_prefix = 0
-        if engine.share_prefix:
+        if engine._share_prefix:
             n_prefix = shared_prefix_length(prompts) if len(prompts) > 1 else len(prompts[0]) - 1
         self.ids, mask = left_pad([p[n_prefix:] for p in prompts], engine.pad_id, engine.device)
         self.mask = mask  # [B, width]: real (not padding) positions of the first forward
@@ -156,7 +184,11 @@ def _diagonal_from(n: int, k: int, offset: int, device) -> torch.Tensor:
 
 
 class Engine:
-    """Runs prompts through a causal LM in batches; halves the batch and retries on CUDA out-of-memory."""
+    """Runs prompts through a causal LM in batches; halves the batch and retries on CUDA out-of-memory.
+
+    Hook points are set for a block with `hooked` (a tracer that reads final-token states, an intervention that may
+    edit hidden states, whether a batch's shared prefix is cached); outside it none is registered.
+    """
 
     def __init__(self, model, tokenizer, batch_size: int = 16, max_new_tokens: int = 8,
                  max_batch_tokens: int | None = None):
@@ -171,24 +203,35 @@ class Engine:
         self.stop_ids = stop_token_ids(model, tokenizer)
         self.prefixes = PrefixCache(model)
         self.tokens_computed = 0  # positions run through the model outside the prefix cache, padding included
-        # tracer(positions) -> a context manager whose .stacked() gives [hooks, B, P, d] states at `positions` of
-        # the batch's first forward (activations.capture.ResidualTrace); None registers no hook at all.
-        self.tracer: Callable[[torch.Tensor], ContextManager] | None = None
-        # intervention(batch) -> a context manager around the same forward that may edit hidden states (patching,
-        # steering); with share_prefix False every prompt token is in that forward, so any position can be edited.
-        self.intervention: Callable[["Batch"], ContextManager] | None = None
-        self.share_prefix = True
-        self.final_states: torch.Tensor | None = None  # [prompts, hooks, d] of the last generate/score call
+        self._tracer: Callable[[torch.Tensor], ContextManager] | None = None
+        self._intervention: Callable[["Batch"], ContextManager] | None = None
+        self._share_prefix = True
         self._trace: torch.Tensor | None = None
+
+    @contextlib.contextmanager
+    def hooked(self, tracer: Callable[[torch.Tensor], ContextManager] | None = None,
+               intervention: Callable[["Batch"], ContextManager] | None = None,
+               share_prefix: bool = True) -> Iterator["Engine"]:
+        """Inside the block: `tracer(positions)` is a context manager around each batch's first forward whose
+        .stacked() gives [hooks, B, P, d] states at `positions` (activations.capture.ResidualTrace), returned with
+        each result as `.state`; `intervention(batch)` a context manager around the same forward that may edit hidden
+        states (patching, steering); with `share_prefix` False every prompt token is in that forward, so any
+        position can be edited. The previous settings come back on exit."""
+        saved = self._tracer, self._intervention, self._share_prefix
+        self._tracer, self._intervention, self._share_prefix = tracer, intervention, share_prefix
+        try:
+            yield self
+        finally:
+            self._tracer, self._intervention, self._share_prefix = saved
 
     def _prompt_forward(self, batch: "Batch", **kwargs):
         """The batch's first forward; with a tracer, also keeps each row's state at its last prompt token."""
-        with self.intervention(batch) if self.intervention is not None else contextlib.nullcontext():
-            if self.tracer is None:
+        with self._intervention(batch) if self._intervention is not None else contextlib.nullcontext():
+            if self._tracer is None:
                 self._trace = None
                 return self.model(**kwargs)
             last = torch.full((batch.ids.shape[0], 1), batch.width - 1, device=self.device)
-            with self.tracer(last) as trace:
+            with self._tracer(last) as trace:
                 out = self.model(**kwargs)
         self._trace = trace.stacked()[:, :, 0].transpose(0, 1).float().cpu()  # [B, hooks, d]
         return out
@@ -210,9 +253,9 @@ class Engine:
         return chunks
 
     def _batched(self, fn: Callable[[list[int]], list[T]], prompts: Sequence[list[int]], extra: int) -> list[T]:
-        """fn(indices) on length-sorted batches of prompt indices; results in prompt order."""
+        """fn(indices) on length-sorted batches of prompt indices; results in prompt order, each with its final-token
+        state where a tracer is active."""
         out: list[T | None] = [None] * len(prompts)
-        states: list[torch.Tensor | None] = [None] * len(prompts)
         pending = self._chunks(prompts, extra)
         while pending:
             chunk = pending.pop(0)
@@ -226,25 +269,44 @@ class Engine:
                 pending[:0] = [chunk[:self.batch_size], chunk[self.batch_size:]]
                 continue
             for j, (i, r) in enumerate(zip(chunk, results)):
-                out[i] = r
-                if self._trace is not None:
-                    states[i] = self._trace[j]
-        if self.tracer is not None:
-            self.final_states = torch.stack(states)  # type: ignore[arg-type]
+                out[i] = r if self._trace is None else replace(r, state=self._trace[j])
         return out  # type: ignore[return-value]
 
-    def generate(self, prompts: Sequence[list[int]], until: Sequence[Until | None] | None = None) -> list[Generation]:
-        """Greedy continuations of `prompts`: at most max_new_tokens, stopping at EOS or end of turn, or as soon as
-        `until[i]` (if given) says the reply of prompt i so far decides its answer."""
-        if until is not None and len(until) != len(prompts):
-            raise ValueError(f"until holds {len(until)} predicates for {len(prompts)} prompts; expected one each")
+    def generate(self, prompts: Sequence[list[int]], until: Sequence[Until | None] | None = None,
+                 sampling: Sampling | None = None, seeds: Sequence[int] | None = None) -> list[Generation]:
+        """Continuations of `prompts`: at most max_new_tokens, stopping at EOS or end of turn, or as soon as
+        `until[i]` (if given) says the reply of prompt i so far decides its answer. Greedy unless `sampling` says
+        otherwise; then prompt i draws from its own random stream `seeds[i]` (see stream_seed), so its sample does
+        not depend on the batch it lands in."""
+        sampling = sampling or Sampling()
+        for name, given in (("until predicates", until), ("seeds", seeds)):
+            if given is not None and len(given) != len(prompts):
+                raise ValueError(f"{len(given)} {name} for {len(prompts)} prompts; expected one each")
+        if not sampling.greedy and seeds is None:
+            raise ValueError("sampling needs one seed per prompt (behavioral.engine.stream_seed)")
         return self._batched(
-            lambda chunk: self._generate_batch([prompts[i] for i in chunk], until and [until[i] for i in chunk]),
+            lambda chunk: self._generate_batch([prompts[i] for i in chunk], until and [until[i] for i in chunk],
+                                               sampling, seeds and [seeds[i] for i in chunk]),
             prompts, self.max_new_tokens,
         )
 
+    def _next_tokens(self, logits: torch.Tensor, sampling: Sampling, uniforms: torch.Tensor | None) -> torch.Tensor:
+        """The next token of each row: the argmax, or a draw by inverse CDF (tokens in id order, so the draw
+        depends only on the row's probabilities and its uniform number) from the top-p set at the temperature."""
+        if sampling.greedy:
+            return logits.argmax(dim=-1)
+        probs = torch.softmax(logits.float() / sampling.temperature, dim=-1)
+        if sampling.top_p < 1:
+            ranked, order = probs.sort(dim=-1, descending=True)
+            drop = ranked.cumsum(dim=-1) - ranked > sampling.top_p
+            probs = probs.scatter(-1, order, ranked.masked_fill(drop, 0.0))
+        cdf = probs.cumsum(dim=-1)
+        target = uniforms.to(cdf.device)[:, None] * cdf[:, -1:]
+        return torch.searchsorted(cdf, target).squeeze(1).clamp(max=probs.shape[-1] - 1)
+
     @torch.inference_mode()
-    def _generate_batch(self, prompts: list[list[int]], until: list[Until | None] | None) -> list[Generation]:
+    def _generate_batch(self, prompts: list[list[int]], until: list[Until | None] | None, sampling: Sampling,
+                        seeds: list[int] | None) -> list[Generation]:
         batch = Batch(self, prompts)
         n = len(prompts)
         out = self._prompt_forward(
@@ -254,12 +316,16 @@ class Engine:
         logits, cache = out.logits[:, -1], out.past_key_values
         self.tokens_computed += batch.ids.numel()
         keys, position = batch.keys, batch.next_position
+        uniforms = None
+        if not sampling.greedy:  # [n, max_new_tokens]: row r's stream, one number per step
+            uniforms = torch.stack([torch.rand(self.max_new_tokens, generator=torch.Generator().manual_seed(s),
+                                               dtype=torch.float64) for s in seeds])
         replies: list[list[int]] = [[] for _ in range(n)]
         truncated = [False] * n
         alive = list(range(n))  # rows still decoding, in batch order
         stops = set(self.stop_ids)
         for step in range(self.max_new_tokens):
-            token = logits.argmax(dim=-1)
+            token = self._next_tokens(logits, sampling, None if uniforms is None else uniforms[alive, step])
             finished = set()
             for j, (row, t) in enumerate(zip(alive, token.tolist())):
                 if t in stops:
@@ -290,7 +356,9 @@ class Engine:
         return [Generation(self.tokenizer.decode(r, skip_special_tokens=True), t) for r, t in zip(replies, truncated)]
 
     def score(self, prompts: Sequence[list[int]], trie: AnswerTrie) -> list[Scores]:
-        """The distribution of each prompt's answer over the trie's answers, read in one tree-masked forward."""
+        """The distribution of each prompt's answer over the trie's answer set (after its prefill, if any), read in
+        one tree-masked forward."""
+        prompts = [list(p) + list(trie.prefill) for p in prompts]
         return self._batched(lambda chunk: self._score_batch([prompts[i] for i in chunk], trie), prompts, len(trie))
 
     @torch.inference_mode()

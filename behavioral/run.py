@@ -4,32 +4,29 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import asdict, dataclass
-from functools import partial
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, is_dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 from tqdm import tqdm
 
-from behavioral import chat, models, prompts
-from behavioral.answer_trie import AnswerTrie
-from behavioral.answers import answer_decided, parse_intensity
-from behavioral.corpus import CorpusError, Event, corpus_hash, embedded_events, load_events, sample_events
+from behavioral import chat, models
+from behavioral.answer_space import AnswerSpec, AnswerTrie, Scores
 from behavioral.distributed import Place, barrier, device_for, place, start
-from behavioral.engine import Engine
-from behavioral.groups import CATEGORIES, get_category
+from behavioral.engine import Engine, Generation, Sampling, stream_seed
 from behavioral.provenance import provenance
-from behavioral.rewrite import CACHE, ensure_third_person
-from behavioral.settings import SETTING_NAMES, get_setting
 from behavioral.store import (
-    MANIFEST, RowLog, RunDirError, RunLock, finished_units, is_lock_file, read_manifest, seal_logs,
-    seal_unlocked_logs, write_json_atomic,
+    MANIFEST, SCHEMA_VERSION, RowLog, RunDirError, RunLock, finished_units, is_lock_file, read_manifest,
+    result_schema, seal_logs, seal_unlocked_logs, write_json_atomic,
 )
-from behavioral.work import WorkUnit, work_units
+from behavioral.suite import Item, Suite, local_path
+from behavioral.suites import get_suite
+from behavioral.work import WorkUnit, unit_batches, work_units
 
 MODES = ("generate", "score", "both")
-CAPTURE_KINDS = ("persona", "experiencer", "final")
-EMBEDDED_EVENTS = "embedded"
+KEEP_IN_OUT = {"rewrites.jsonl"}  # caches a suite may write into a new run directory before its manifest
 
 
 @dataclass(frozen=True)
@@ -39,52 +36,47 @@ class RunConfig:
     digits (measured up to 6e-7 in fp32 on CPU; answers identical in every fp32 comparison, while in bf16 a near-tie
     between two answers can flip)."""
 
+    suite: str
     model: str
-    categories: tuple[str, ...] = tuple(CATEGORIES)
-    settings: tuple[str, ...] = SETTING_NAMES
-    events: str | None = None
-    limit_events: int | None = None
-    seed: int = 0
+    options: Any = None  # the suite's options (a frozen dataclass, see Suite.options)
     mode: str = "generate"
+    seed: int = 0
+    temperature: float = 0.0  # 0: greedy decoding
+    top_p: float = 1.0
+    samples: int = 1  # generated samples per item
+    max_new_tokens: int = 128
+    prompt_format: str = "auto"  # auto (chat where the tokenizer has a template), chat or plain
     device: str = "auto"
     dtype: str = "auto"
     batch_size: int = 16
-    max_new_tokens: int = 128
     unit_size: int = 32
     trust_remote_code: bool = False
-    rewrite_model: str | None = None
     capture: tuple[str, ...] = ()
     layers: str = "all"
     per_cell_samples: int = 0
 
-    def validate(self) -> None:
-        """Raise ValueError naming the first unknown category, setting, mode, device or bad number."""
-        for name in self.categories:
-            get_category(name)
-        for name in self.settings:
-            get_setting(name)
+    def validate(self, suite: Suite) -> None:
+        """Raise ValueError naming the first unknown mode, device, capture kind or bad number."""
         if self.mode not in MODES:
             raise ValueError(f"unknown --mode {self.mode!r}; expected one of {', '.join(MODES)}")
         models.check_device(self.device)
-        if self.limit_events is not None and self.limit_events < 1:
-            raise ValueError(f"--limit-events must be a positive number of events, got {self.limit_events}")
+        if self.prompt_format not in chat.REQUESTS:
+            raise ValueError(f"unknown --prompt-format {self.prompt_format!r}; expected one of "
+                             f"{', '.join(chat.REQUESTS)}")
+        Sampling(self.temperature, self.top_p)
+        if self.samples > 1 and (self.mode == "score" or self.temperature == 0):
+            raise ValueError(f"--samples {self.samples} needs generated replies with --temperature above 0; "
+                             "greedy decoding and score mode give one answer per item")
+        kinds = suite.capture.kinds if suite.capture else ()
         for name in self.capture:
-            if name not in CAPTURE_KINDS:
-                raise ValueError(f"unknown --capture {name!r}; expected a comma list of {', '.join(CAPTURE_KINDS)}")
+            if name not in kinds:
+                raise ValueError(f"unknown --capture {name!r} for suite {suite.name!r}; expected a comma list of "
+                                 f"{', '.join(kinds) or 'nothing (this suite cannot capture)'}")
         if self.per_cell_samples < 0:
             raise ValueError(f"--per-cell-samples must be at least 0, got {self.per_cell_samples}")
-        for name in ("batch_size", "max_new_tokens", "unit_size"):
+        for name in ("batch_size", "max_new_tokens", "unit_size", "samples"):
             if getattr(self, name) < 1:
                 raise ValueError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}")
-
-
-def load_corpus(config: RunConfig) -> tuple[list[Event], str]:
-    """The run's events (sampled as asked) and the hash of the corpus they were drawn from."""
-    events = load_events(config.events) if config.events else embedded_events()
-    sampled = sample_events(events, config.limit_events, config.seed)
-    if not sampled:
-        raise CorpusError(f"{config.events or EMBEDDED_EVENTS}: no events left after sampling")
-    return sampled, corpus_hash(events)
 
 
 def prepare_out_dir(out: Path) -> bool:
@@ -93,7 +85,7 @@ def prepare_out_dir(out: Path) -> bool:
         raise RunDirError(f"--out {out}: exists and is not a directory")
     if (out / MANIFEST).is_file():
         return True
-    if out.exists() and any(p.name != CACHE and not is_lock_file(p) for p in out.iterdir()):
+    if out.exists() and any(p.name not in KEEP_IN_OUT and not is_lock_file(p) for p in out.iterdir()):
         raise RunDirError(f"--out {out}: not empty and holds no {MANIFEST}; expected a new or an earlier run directory")
     parent = out if out.exists() else next(p for p in out.absolute().parents if p.exists())
     if not os.access(parent, os.W_OK):
@@ -101,26 +93,25 @@ def prepare_out_dir(out: Path) -> bool:
     return False
 
 
-def _local(path: str | None) -> str | None:
-    """An existing local path made absolute (so `tiny/`, `./tiny` and `tiny` are one model); anything else as given."""
-    return str(Path(path).resolve()) if path and Path(path).exists() else path
+IDENTITY = ("suite", "model", "mode", "seed", "temperature", "top_p", "samples", "max_new_tokens", "prompt_format",
+            "unit_size", "capture", "layers", "per_cell_samples")
 
 
-def _identity(config: RunConfig, model_info: dict, corpus: str) -> dict:
-    """The manifest's `config` as known before events are rewritten: what must match to resume a run directory."""
-    keep = ("model", "categories", "settings", "events", "limit_events", "seed", "mode", "max_new_tokens",
-            "unit_size", "rewrite_model", "capture", "layers", "per_cell_samples")
-    identity = {k: v for k, v in asdict(config).items() if k in keep}
-    for key in ("model", "events", "rewrite_model"):
-        identity[key] = _local(identity[key])
-    identity["categories"] = list(config.categories)
-    identity["settings"] = list(config.settings)
-    identity["capture"] = list(config.capture)
-    identity.update(
-        model_hash=model_info["model_hash"], revision=model_info["revision"], dtype=model_info["dtype"],
-        corpus_hash=corpus,
-    )
+def _identity(config: RunConfig, model_info: dict) -> dict:
+    """The manifest's `config` as known before the suite prepares its data: what must match to resume."""
+    identity = {k: v for k, v in asdict(config).items() if k in IDENTITY}
+    identity.update(model=local_path(config.model), capture=list(config.capture), schema=SCHEMA_VERSION,
+                    options=_jsonable(config.options), model_hash=model_info["model_hash"],
+                    revision=model_info["revision"], dtype=model_info["dtype"])
     return identity
+
+
+def _jsonable(options: Any) -> Any:
+    """Suite options as JSON (tuples become lists, so a stored manifest compares equal)."""
+    if options is None:
+        return None
+    data = asdict(options) if is_dataclass(options) else dict(options)
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in data.items()}
 
 
 def check_resumable(out: Path, identity: dict, partial: bool = False) -> None:
@@ -134,183 +125,188 @@ def check_resumable(out: Path, identity: dict, partial: bool = False) -> None:
                           + "; ".join(diffs))
 
 
-class Suite:
-    """One loaded model and its rendering state, turning work units into result rows."""
+class Runner:
+    """One loaded model and its rendering state, turning a suite's work units into result rows."""
 
-    def __init__(self, model, tokenizer, config: RunConfig):
+    def __init__(self, model, tokenizer, config: RunConfig, suite: Suite):
         self.tokenizer = tokenizer
         self.config = config
+        self.suite = suite
         self.engine = Engine(model, tokenizer, config.batch_size, config.max_new_tokens)
-        probe = prompts.build(SETTING_NAMES[0], "a person", "a person", "joy", "I won.")
-        self.chat_format = chat.detect_format(tokenizer, probe)
-        self.tries = {s: AnswerTrie.for_scale(tokenizer, get_setting(s).max_rating) for s in config.settings}
+        self.chat_format = chat.detect_format(tokenizer, config.prompt_format)
+        self.sampling = Sampling(config.temperature, config.top_p)
         self.context = getattr(model.config, "max_position_embeddings", None)
-        self.final_states: torch.Tensor | None = None
+        self._tries: dict[AnswerSpec, AnswerTrie] = {}
 
-    def tokens(self, setting: str, perceiver: str, experiencer: str, event: Event) -> list[int]:
-        """Token ids of one rendered prompt."""
-        narrative = event.narrative(get_setting(setting).narrative_form)
-        prompt = prompts.build(setting, perceiver, experiencer, event.emotion, narrative)
-        text, _ = chat.render(self.tokenizer, prompt, self.chat_format)
-        return self.tokenizer(text, add_special_tokens=False).input_ids
+    def trie(self, spec: AnswerSpec) -> AnswerTrie:
+        """The answer trie of `spec` for this tokenizer, built once."""
+        if spec not in self._tries:
+            self._tries[spec] = AnswerTrie.build(self.tokenizer, spec)
+        return self._tries[spec]
 
-    def check_lengths(self, events: list[Event]) -> None:
-        """Fail before any work if the longest prompt of some event would not fit the model's context."""
+    def tokens(self, item: Item) -> list[int]:
+        """Token ids of one item's rendered prompt."""
+        return chat.encode(self.tokenizer, item.prompt(), self.chat_format)
+
+    def check_lengths(self, items) -> None:
+        """Fail before any work if some prompt (answer included) would not fit the model's context."""
         if self.context is None:
             return
-        for setting in self.config.settings:
-            answer_room = self.config.max_new_tokens if self.config.mode != "score" else 0
-            answer_room = max(answer_room, int(self.tries[setting].depth.max()))
-            for name in self.config.categories:
-                identities = get_category(name).with_unspecified
-                longest = max(identities, key=lambda i: len(self.tokens(setting, i, i, events[0])))
-                for event in events:
-                    n = len(self.tokens(setting, longest, longest, event)) + answer_room
-                    if n > self.context:
-                        raise ValueError(
-                            f"event {event.event_id!r} in setting {setting} makes a prompt of {n} tokens "
-                            f"(answer included), longer than the model's context of {self.context}"
-                        )
+        for item in items:
+            trie = self.trie(item.answers)
+            room = max(self.config.max_new_tokens if self.config.mode != "score" else 0,
+                       len(trie.prefill) + int(trie.depth.max()))
+            n = len(self.tokens(item)) + room
+            if n > self.context:
+                raise ValueError(f"item {item.item_id!r} makes a prompt of {n} tokens (answer included), longer than "
+                                 f"the model's context of {self.context}")
 
-    def rows(self, units: list[WorkUnit]) -> list[dict]:
-        """Result rows of `units`, one per prompt, in unit then event order; with the engine's tracer set,
-        `self.final_states` holds their final-token states [prompts, hooks, d] afterwards."""
-        items = [(u, e) for u in units for e in u.events]
-        ids = [self.tokens(u.setting, u.perceiver, u.experiencer, e) for u, e in items]
-        mode = self.config.mode
-        responses: list = [None] * len(ids)
+    def rows(self, units: Sequence[WorkUnit]) -> tuple[list[dict], list[torch.Tensor] | None]:
+        """Result rows of `units` (unit, item, then sample order), and with a tracer active the final-token state
+        [hooks, d] of each item's prompt (unit then item order)."""
+        items = [item for u in units for item in u.items]
+        unit_of = [u.unit_id for u in units for _ in u.items]
+        ids = [self.tokens(item) for item in items]
+        mode, n = self.config.mode, self.config.samples
+        generated: list[list[Generation | None]] = [[None] * n for _ in items]
+        scored: list[Scores | None] = [None] * len(items)
         if mode != "score":
-            decided = {s: partial(answer_decided, max_rating=get_setting(s).max_rating) for s in self.config.settings}
-            responses = self.engine.generate(ids, until=[decided[u.setting] for u, _ in items])
-        self.final_states = self.engine.final_states if mode != "score" else None
-        scores: list = [None] * len(ids)
+            requests = [(i, s) for i in range(len(items)) for s in range(n)]
+            seeds = None if self.sampling.greedy else \
+                [stream_seed(self.config.seed, items[i].item_id, s) for i, s in requests]
+            out = self.engine.generate([ids[i] for i, _ in requests], until=[items[i].decided for i, _ in requests],
+                                       sampling=self.sampling, seeds=seeds)
+            for (i, s), g in zip(requests, out):
+                generated[i][s] = g
         if mode != "generate":
-            for setting in dict.fromkeys(u.setting for u in units):
-                idx = [i for i, (u, _) in enumerate(items) if u.setting == setting]
-                for i, s in zip(idx, self.engine.score([ids[i] for i in idx], self.tries[setting])):
-                    scores[i] = s
-                if mode == "score" and self.engine.final_states is not None:
-                    if self.final_states is None:
-                        self.final_states = torch.empty(len(ids), *self.engine.final_states.shape[1:])
-                    self.final_states[idx] = self.engine.final_states
-        rows = []
-        for (unit, event), response, score in zip(items, responses, scores):
-            if response is not None:
-                value = parse_intensity(response.text, get_setting(unit.setting).max_rating)
-                intensity, refused = (math.nan, True) if value is None else (float(value), False)
-            else:
-                intensity, refused = float(score.greedy), False
-            rows.append({
-                "unit_id": unit.unit_id, "setting": unit.setting, "category": unit.category,
-                "perceiver": unit.perceiver, "experiencer": unit.experiencer, "event_id": event.event_id,
-                "emotion": event.emotion, "response": None if response is None else response.text, "intensity": intensity,
-                "refused": refused, "truncated": None if response is None else response.truncated,
-                "score_answer": float(score.greedy) if score else math.nan,
-                "expected_intensity": score.expected if score else math.nan,
-                "numeric_mass": score.numeric_mass if score else math.nan,
-            })
-        return rows
+            for spec in dict.fromkeys(item.answers for item in items):
+                idx = [i for i, item in enumerate(items) if item.answers == spec]
+                for i, score in zip(idx, self.engine.score([ids[i] for i in idx], self.trie(spec))):
+                    scored[i] = score
+        states = None
+        if mode == "score" and scored[0] is not None and scored[0].state is not None:
+            states = [s.state for s in scored]
+        elif mode != "score" and generated[0][0] is not None and generated[0][0].state is not None:
+            states = [g[0].state for g in generated]
+        rows = [_row(unit_of[i], item, s, generated[i][s], scored[i])
+                for i, item in enumerate(items) for s in range(n)]
+        return rows, states
 
 
-def unit_batches(units, prompts_per_batch: int):
-    """Group consecutive units into batches of about `prompts_per_batch` prompts."""
-    batch: list[WorkUnit] = []
-    size = 0
-    for unit in units:
-        batch.append(unit)
-        size += len(unit.events)
-        if size >= prompts_per_batch:
-            yield batch
-            batch, size = [], 0
-    if batch:
-        yield batch
+def _label(spec: AnswerSpec, name):
+    """The label of `spec` called `name`."""
+    return spec.labels[spec.names.index(name)]
 
 
-def run(config: RunConfig, out: str | Path, where: Place | None = None, progress: bool = True) -> Path:
-    """Run (or resume) this process's share of the suite into `out`; every check happens before any row is written.
+def _row(unit_id: str, item: Item, sample: int, generation: Generation | None, score: Scores | None) -> dict:
+    """One result row: the core columns, then the item's fields. Without a generated reply, the answer is the
+    label greedy decoding reaches inside the answer set."""
+    if generation is not None:
+        answer = item.parse(generation.text)
+        label, value, refused = answer.label, answer.value, answer.refused
+    else:
+        label = score.greedy
+        value, refused = _label(item.answers, label).value, False
+    greedy = None if score is None else _label(item.answers, score.greedy)
+    return {
+        "unit_id": unit_id, "item_id": item.item_id, "sample": sample,
+        "response": None if generation is None else generation.text,
+        "answer": None if label is None else str(label),
+        "value": math.nan if value is None else float(value),
+        "refused": refused,
+        "truncated": None if generation is None else generation.truncated,
+        "score_answer": None if greedy is None else str(greedy.name),
+        "score_value": math.nan if greedy is None or greedy.value is None else float(greedy.value),
+        "expected": math.nan if score is None or score.expected is None else score.expected,
+        "valid_mass": math.nan if score is None else score.valid_mass,
+        "start_mass": math.nan if score is None else score.start_mass,
+        "probs": None if score is None or not score.probs else list(score.probs),
+        **item.fields,
+    }
 
-    Under torchrun or accelerate, each rank takes every world_size-th work unit and writes its own part files;
-    rank 0 checks the run directory, writes the manifest and any T2 rewrites before the others go on. Each rank
-    holds a lock on its files from before its first write to its end, so a second process started on the same
-    run directory and rank fails at once instead of losing or duplicating rows.
+
+def run(config: RunConfig, out: str | Path, where: Place | None = None, progress: bool = True,
+        loaded: tuple | None = None) -> Path:
+    """Run (or resume) this process's share of a suite into `out`; every check happens before any row is written.
+
+    `loaded` = (model, tokenizer, info) runs an already loaded model (e.g. a steered one, whose `info` says so)
+    instead of loading `config.model`. Under torchrun or accelerate, each rank takes every world_size-th work unit
+    and writes its own part files; rank 0 checks the run directory, writes the manifest and prepares the data (e.g.
+    rewrites) before the others go on. Each rank holds a lock on its files from before its first write to its end,
+    so a second process started on the same run directory and rank fails at once instead of losing or duplicating
+    rows.
     """
     out = Path(out)
     where = where or place()
-    config.validate()
-    events, corpus = load_corpus(config)
+    suite = get_suite(config.suite)
+    config.validate(suite)
+    data = suite.dataset(config)
     start(where)
     if where.is_main:
         prepare_out_dir(out)  # fail fast, before the model loads
-    device = device_for(config.device, where)
-    model, tokenizer, model_info = models.load(config.model, device, config.dtype, config.trust_remote_code)
-    identity = _identity(config, model_info, corpus)
+    if loaded is None:
+        device = device_for(config.device, where)
+        loaded = models.load(config.model, device, config.dtype, config.trust_remote_code)
+    model, tokenizer, model_info = loaded
+    identity = _identity(config, model_info)
     with RunLock(out, where.rank):
         resuming = prepare_out_dir(out) if where.is_main else True  # again: another process may have finished
         if where.is_main and resuming:
-            check_resumable(out, identity, partial=True)  # before any rewriting work
+            check_resumable(out, identity, partial=True)  # before the suite's own preparation
         seal_logs(out, where.rank)  # rows a killed process of this rank logged
-        if any(get_setting(s).narrative_form == "third_person" for s in config.settings):
-            if where.is_main:
-                events = ensure_third_person(events, config, out, model, tokenizer)
-            barrier(where)
-            events = ensure_third_person(events, config, out, model, tokenizer)
-        suite = Suite(model, tokenizer, config)
-        suite.check_lengths(events)
-        recorder = _recorder(config, suite, out, where) if config.capture else None
-        identity |= {"events_hash": corpus_hash(events), "n_events": len(events), "chat_format": suite.chat_format}
+        if where.is_main:
+            data = suite.prepare(data, config, model, tokenizer, out)
+        barrier(where)
+        if not where.is_main:
+            data = suite.prepare(data, config, model, tokenizer, out)
+        runner = Runner(model, tokenizer, config, suite)
+        runner.check_lengths(suite.length_probes(data, lambda item: len(runner.tokens(item))))
+        identity |= suite.facts(data) | {"chat_format": runner.chat_format}
         if where.is_main and not resuming:
             origin = provenance() | {"device": model_info["device"], "batch_size": config.batch_size,
                                      "world_size": where.world_size}
             write_json_atomic(out / MANIFEST, {"config": identity, "model": model_info, "provenance": origin})
         barrier(where)
         check_resumable(out, identity)
-        _work(config, suite, recorder, events, out, where, progress)
+        _work(config, suite, runner, data, out, where, progress)
         seal_unlocked_logs(out, where.rank)  # logs of ranks of an earlier, killed run that no process holds
     return out
 
 
-def _work(config: RunConfig, suite: Suite, recorder, events: list[Event], out: Path, where: Place,
-          progress: bool) -> None:
-    """Stream this rank's unfinished work units through the suite into its row log (and the recorder)."""
+def _work(config: RunConfig, suite: Suite, runner: Runner, data, out: Path, where: Place, progress: bool) -> None:
+    """Stream this rank's unfinished work units through the runner into its row log (and the recorder)."""
     done = finished_units(out)
 
     def mine():
-        return work_units(config.settings, config.categories, events, config.unit_size, where.rank, where.world_size)
+        return work_units(suite.groups(data), config.unit_size, where.rank, where.world_size)
 
+    recorder = _recorder(config, suite, runner, out, where) if config.capture else None
     if recorder is not None:
-        if where.is_main:
-            recorder.identity_pass(config.settings, config.categories, events[0])
-        barrier(where)
-        recorder.plan(list(mine()), out)
+        recorder.plan(mine())
 
     def todo():
         return (u for u in mine() if u.unit_id not in done or (recorder is not None and recorder.needs(u)))
 
-    event_ids = [e.event_id for e in events]
-    total = sum(len(u.events) for u in todo())
-    label = f"{config.model} {config.mode}" + (f" rank {where.rank}" if where.world_size > 1 else "")
-    with tqdm(total=total, unit="prompt", disable=not progress, desc=label) as bar, RowLog(out, where.rank) as log:
+    total = sum(len(u.items) for u in todo()) * config.samples
+    label = f"{suite.name} {config.model} {config.mode}" + (f" rank {where.rank}" if where.world_size > 1 else "")
+    schema = result_schema(suite.fields)
+    with tqdm(total=total, unit="prompt", disable=not progress, desc=label) as bar, \
+            RowLog(out, schema, where.rank) as log, runner.engine.hooked(tracer=recorder and recorder.tracer):
         for batch in unit_batches(todo(), config.batch_size):
-            rows = suite.rows(batch)
+            rows, states = runner.rows(batch)
             fresh = [r for r in rows if r["unit_id"] not in done]
             if fresh:
                 log.write(fresh)
-            if recorder is not None and suite.final_states is not None:
-                recorder.add(batch, suite.final_states, event_ids)
+            if recorder is not None:
+                recorder.add(batch, states)
             bar.update(len(rows))
     if recorder is not None:
         recorder.flush()
 
 
-def _recorder(config: RunConfig, suite: "Suite", out: Path, where: Place):
+def _recorder(config: RunConfig, suite: Suite, runner: Runner, out: Path, where: Place):
     """The activation recorder of a capture run (the one place a run reaches into `activations`)."""
-    from activations.capture import ResidualTrace, decoder_layers, parse_layers
     from activations.recorder import Recorder
 
-    model = suite.engine.model
-    layers = parse_layers(config.layers, len(decoder_layers(model)))
-    recorder = Recorder(model, suite.tokenizer, suite.chat_format, out, config.capture, layers,
-                        config.per_cell_samples, config.seed, config.batch_size, where.rank)
-    if "final" in recorder.kinds:
-        suite.engine.tracer = lambda positions: ResidualTrace(model, layers, positions=positions)
-    return recorder
+    return Recorder(runner.engine.model, runner.tokenizer, runner.chat_format, out, suite.capture, config.capture,
+                    config.layers, config.per_cell_samples, config.seed, config.batch_size, where.rank)

@@ -10,6 +10,7 @@ import os
 import re
 import socket
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -18,26 +19,37 @@ import pyarrow.parquet as pq
 
 MANIFEST = "manifest.json"
 RESULTS = "results"
-KEY = ["unit_id", "event_id"]  # one row per key: a work unit's prompt for one event
+SCHEMA_VERSION = 2  # 1: seed 000's own columns, before the suite framework
+KEY = ["unit_id", "item_id", "sample"]  # one row per key: a sample of a work unit's item
 
-SCHEMA = pa.schema(
+# The columns every suite's rows have; the suite's item fields follow them.
+CORE = pa.schema(
     [
         ("unit_id", pa.string()),
-        ("setting", pa.string()),
-        ("category", pa.string()),
-        ("perceiver", pa.string()),
-        ("experiencer", pa.string()),
-        ("event_id", pa.string()),
-        ("emotion", pa.string()),
-        ("response", pa.string()),
-        ("intensity", pa.float64()),
-        ("refused", pa.bool_()),
-        ("truncated", pa.bool_()),
-        ("score_answer", pa.float64()),
-        ("expected_intensity", pa.float64()),
-        ("numeric_mass", pa.float64()),
+        ("item_id", pa.string()),
+        ("sample", pa.int32()),  # 0.. per item; 0 alone unless sampling asks for more
+        ("response", pa.string()),  # generated reply (null in score mode)
+        ("answer", pa.string()),  # the parsed answer's label (score mode: the greedy label); null when refused
+        ("value", pa.float64()),  # the answer's value where answers have values
+        ("refused", pa.bool_()),  # the reply gave no valid answer
+        ("truncated", pa.bool_()),  # the reply reached max_new_tokens undecided (null in score mode)
+        ("score_answer", pa.string()),  # score mode: the label greedy decoding reaches inside the answer set
+        ("score_value", pa.float64()),  # its value
+        ("expected", pa.float64()),  # the mean value under the distribution over the set
+        ("valid_mass", pa.float64()),  # the probability the answer set holds
+        ("start_mass", pa.float64()),  # the probability that the first answer token begins an answer of the set
+        ("probs", pa.list_(pa.float64())),  # every label's probability (renormalised), for small label sets
     ]
 )
+
+
+def result_schema(fields: Sequence[str]) -> pa.Schema:
+    """The schema of a suite's rows: CORE, then its item fields as strings."""
+    clash = set(fields) & set(CORE.names)
+    if clash:
+        raise ValueError(f"item fields {sorted(clash)} clash with the core result columns; rename them")
+    return pa.schema([*CORE, *((f, pa.string()) for f in fields)])
+
 
 # Files of one rank in RESULTS: row logs r{rank}-{index}.arrows, parts r{rank}-{index}.parquet, and temporaries.
 _RANK_FILE = re.compile(r"^\.?r(\d{3})-(\w+)\.(arrows|parquet)(\.tmp)?$")
@@ -85,6 +97,11 @@ def read_manifest(run_dir: str | Path) -> dict:
         raise RunDirError(f"{path}: not valid JSON ({err}); the manifest is damaged") from None
     if not isinstance(manifest, dict) or not isinstance(manifest.get("config"), dict):
         raise RunDirError(f"{path}: expected a JSON object with a \"config\" object")
+    if manifest["config"].get("schema") != SCHEMA_VERSION or "suite" not in manifest["config"]:
+        raise RunDirError(
+            f"{path}: written with result schema {manifest['config'].get('schema', 1)}, this version reads schema "
+            f"{SCHEMA_VERSION} (suite runs); rerun it into a new --out"
+        )
     return manifest
 
 
@@ -165,16 +182,9 @@ def is_lock_file(path: Path) -> bool:
 
 # --- row logs and parts -------------------------------------------------------------------------------------------
 
-def _conform(table: pa.Table) -> pa.Table:
-    """`table` in SCHEMA's columns; a column an older version did not write (truncated) becomes null."""
-    columns = [table.column(f.name) if f.name in table.column_names else pa.nulls(table.num_rows, f.type)
-               for f in SCHEMA]
-    return pa.Table.from_arrays(columns, schema=SCHEMA)
-
-
 def _read_log(path: Path) -> pa.Table:
     """Every complete batch of an Arrow stream log; a batch cut short by a kill is dropped. A missing log raises."""
-    batches, schema = [], SCHEMA
+    batches, schema = [], None
     with pa.OSFile(str(path)) as f:
         try:
             with pa.ipc.open_stream(f) as reader:
@@ -183,18 +193,13 @@ def _read_log(path: Path) -> pa.Table:
                     batches.append(reader.read_next_batch())
         except (StopIteration, pa.ArrowInvalid, OSError):
             pass
-    return _conform(pa.Table.from_batches(batches, schema=schema))
-
-
-def _read_part(path: Path) -> pa.Table:
-    """One Parquet part in SCHEMA's columns (see _conform)."""
-    return _conform(pq.read_table(path))
+    return pa.Table.from_batches(batches, schema=schema) if schema is not None else CORE.empty_table()
 
 
 def _parts(run_dir: Path) -> list[tuple[Path, pa.Table]]:
     """(file, rows) of the Parquet parts and of the logs not yet sealed into parts."""
     results = run_dir / RESULTS
-    out = [(p, _read_part(p)) for p in sorted(results.glob("*.parquet"))]
+    out = [(p, pq.read_table(p)) for p in sorted(results.glob("*.parquet"))]
     sealed = {p for p, _ in out}
     for log in sorted(results.glob("*.arrows")):
         part = log.with_suffix(".parquet")
@@ -205,7 +210,7 @@ def _parts(run_dir: Path) -> list[tuple[Path, pa.Table]]:
         except FileNotFoundError:  # sealed by another process since the listing
             if not part.is_file():
                 raise RunDirError(f"{log} vanished without its part {part.name}; expected one or the other") from None
-            out.append((part, _read_part(part)))
+            out.append((part, pq.read_table(part)))
     return out
 
 
@@ -231,10 +236,11 @@ class RowLog:
     """This process's append-only log of result rows: each write is flushed at once, a kill leaves every finished
     write readable, and closing seals the log into a Parquet part. The caller holds the rank's RunLock."""
 
-    def __init__(self, run_dir: str | Path, rank: int = 0):
+    def __init__(self, run_dir: str | Path, schema: pa.Schema, rank: int = 0):
         results = Path(run_dir) / RESULTS
         results.mkdir(parents=True, exist_ok=True)
         self.path = results / f"r{rank:03d}-{_next_index(results, rank):06d}.arrows"
+        self.schema = schema
         self._sink = None
         self._writer = None
 
@@ -243,8 +249,8 @@ class RowLog:
         try:
             if self._writer is None:
                 self._sink = pa.OSFile(str(self.path), "wb")
-                self._writer = pa.ipc.new_stream(self._sink, SCHEMA)
-            self._writer.write_table(pa.Table.from_pylist(rows, schema=SCHEMA))
+                self._writer = pa.ipc.new_stream(self._sink, self.schema)
+            self._writer.write_table(pa.Table.from_pylist(rows, schema=self.schema))
             self._sink.flush()
         except OSError as err:
             raise _write_error(self.path, err) from err
@@ -314,12 +320,12 @@ def finished_units(run_dir: str | Path) -> set[str]:
     return done
 
 
-def write_part(run_dir: str | Path, name: str, rows: list[dict]) -> Path:
+def write_part(run_dir: str | Path, name: str, rows: list[dict], schema: pa.Schema) -> Path:
     """Write `rows` as one Parquet part file; it appears only once complete."""
     out = Path(run_dir) / RESULTS
     out.mkdir(parents=True, exist_ok=True)
     final = out / f"{name}.parquet"
-    _write_parquet(pa.Table.from_pylist(rows, schema=SCHEMA), final)
+    _write_parquet(pa.Table.from_pylist(rows, schema=schema), final)
     return final
 
 
@@ -333,17 +339,23 @@ def _check_unique(run_dir: Path, parts: list[tuple[Path, pa.Table]]) -> None:
     first = dup.iloc[0]
     files = sorted(dup["file"].unique())
     raise RunDirError(
-        f"{run_dir / RESULTS}: {int(keys.duplicated(KEY).sum())} duplicate rows (same unit_id and event_id), e.g. "
-        f"unit {first['unit_id']!r}, event {first['event_id']!r}, in {', '.join(files)}; expected each prompt once "
+        f"{run_dir / RESULTS}: {int(keys.duplicated(KEY).sum())} duplicate rows (same unit, item and sample), e.g. "
+        f"item {first['item_id']!r} of unit {first['unit_id']!r}, in {', '.join(files)}; expected each prompt once "
         "(were parts copied in from another run?): remove the extra files or rerun into a new --out"
     )
 
 
 def read_results(run_dir: str | Path) -> pd.DataFrame:
-    """All result rows of a run directory as one DataFrame (columns of SCHEMA); duplicate keys are an error."""
+    """All result rows of a run directory as one DataFrame (CORE columns, then the suite's fields); duplicate keys
+    and parts of another schema are errors."""
     run_dir = Path(run_dir)
     parts = _parts(run_dir)
     if not parts:
-        return SCHEMA.empty_table().to_pandas()
+        return CORE.empty_table().to_pandas()
+    first_path, first = parts[0]
+    for path, table in parts[1:]:
+        if not table.schema.equals(first.schema):
+            raise RunDirError(f"{path} has other columns than {first_path.name} ({', '.join(table.column_names)}); "
+                              "expected every part of a run directory to come from the same suite and version")
     _check_unique(run_dir, parts)
     return pa.concat_tables([t for _, t in parts]).to_pandas()

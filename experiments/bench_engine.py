@@ -18,11 +18,11 @@ from pathlib import Path
 import torch
 
 from behavioral import models
-from behavioral.answers import answer_decided, parse_intensity
-from behavioral.corpus import embedded_events, load_events, sample_events
+from behavioral.suites.intergroup.answers import answer_decided, parse_intensity
+from behavioral.suites.intergroup.corpus import embedded_events, load_events, sample_events
 from behavioral.engine import shared_prefix_length
 from behavioral.run import RunConfig, Suite
-from behavioral.settings import get_setting
+from behavioral.suites.intergroup.settings import get_setting
 from behavioral.work import work_units
 
 REAL_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "data" / "crowd-envent"

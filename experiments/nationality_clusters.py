@@ -30,12 +30,12 @@ from matplotlib.figure import Figure
 
 from activations import store as activation_store
 from behavioral import store as run_store
-from behavioral.analysis import load_analyses
-from behavioral.figures import save_figure
-from behavioral.groups import CATEGORIES, get_category
+from behavioral.suites.intergroup.analysis import load_analyses
+from behavioral.suites.intergroup.figures import save_figure
+from behavioral.suites.intergroup.groups import CATEGORIES, get_category
 from behavioral.provenance import provenance
-from behavioral.settings import SETTING_NAMES, get_setting
-from behavioral.tables import setting_label
+from behavioral.suites.intergroup.settings import SETTING_NAMES, get_setting
+from behavioral.suites.intergroup.tables import setting_label
 from interp import clusters, rsa
 
 SPANS = ("persona", "experiencer")

@@ -31,10 +31,10 @@ import pandas as pd
 from activations.capture import decoder_layers, parse_layers
 from behavioral import models
 from behavioral.engine import Engine
-from behavioral.groups import UNSPECIFIED, get_category
+from behavioral.suites.intergroup.groups import UNSPECIFIED, get_category
 from behavioral.provenance import provenance
 from behavioral.run import RunConfig, load_corpus
-from behavioral.settings import get_setting
+from behavioral.suites.intergroup.settings import get_setting
 from behavioral.store import read_manifest, read_results, write_json_atomic
 from interp import patching as P
 
@@ -98,7 +98,7 @@ def resolve(args) -> tuple[RunConfig, str, str, dict | None]:
 
 def run_delta(run_dir: Path, category: str, setting: str) -> float | None:
     """δ of a run directory's score-mode expected intensities for one category and setting (None if absent)."""
-    from behavioral.stats import empathy_gap, zscore
+    from behavioral.suites.intergroup.stats import empathy_gap, zscore
 
     rows = read_results(run_dir)
     rows = rows[(rows["category"] == category) & (rows["setting"] == setting) & rows["expected_intensity"].notna()]
@@ -133,7 +133,7 @@ def main(argv=None) -> int:
     events, _ = load_corpus(config)
     model, tokenizer, model_info = models.load(config.model, config.device, config.dtype, config.trust_remote_code)
     if get_setting(setting).narrative_form == "third_person":
-        from behavioral.rewrite import ensure_third_person
+        from behavioral.suites.intergroup.rewrite import ensure_third_person
 
         events = ensure_third_person(events, config, args.run or args.out, model, tokenizer)
     n_layers = len(decoder_layers(model))

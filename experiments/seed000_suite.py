@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from behavioral.analysis import analyze
+from behavioral.suites.intergroup.analysis import analyze
 from behavioral.run import RunConfig, run
 
 

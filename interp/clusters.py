@@ -28,8 +28,8 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from scipy.spatial.distance import pdist, squareform
 
-from behavioral.figures import save_figure
-from behavioral.groups import UNSPECIFIED, get_category
+from behavioral.suites.intergroup.figures import save_figure
+from behavioral.suites.intergroup.groups import UNSPECIFIED, get_category
 
 METHODS = ("tsne", "umap")
 METRICS = ("cosine", "euclidean")

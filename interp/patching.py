@@ -49,11 +49,11 @@ import torch
 from activations.capture import _hidden, decoder_layers, embedding, hook_names, resid_post
 from activations.spans import SpanError, TokenSpan, align_from_end, token_spans
 from behavioral import chat, prompts as prompt_lib
-from behavioral.answer_trie import AnswerTrie, Scores
-from behavioral.corpus import Event
-from behavioral.groups import UNSPECIFIED, Category, get_category
-from behavioral.settings import get_setting
-from behavioral.stats import empathy_gap, permutation_test, zscore
+from behavioral.answer_space import AnswerTrie, Scores
+from behavioral.suites.intergroup.corpus import Event
+from behavioral.suites.intergroup.groups import UNSPECIFIED, Category, get_category
+from behavioral.suites.intergroup.settings import get_setting
+from behavioral.suites.intergroup.stats import empathy_gap, permutation_test, zscore
 
 EMBED = -1  # the layer index of hook_embed
 GROUPS = ("persona_end", "persona_mean", "system", "all")
@@ -390,7 +390,7 @@ def run_jobs(engine, prompts: Sequence[PatchPrompt], jobs: Sequence[Job], trie: 
 def patched_scores(engine, targets: Sequence, sources: Sequence, spec: PatchSpec | Sequence[PatchSpec],
                    trie: AnswerTrie, chat_format: str | None = None) -> list[PatchScores]:
     """Scores of each target patched from the source at the same index: one spec for all, or one per target.
-    Targets and sources are PatchPrompts or behavioral.prompts.Prompt objects (rendered in `chat_format`)."""
+    Targets and sources are PatchPrompts or behavioral.suites.intergroup.prompts.Prompt objects (rendered in `chat_format`)."""
     if len(targets) != len(sources):
         raise PatchError(f"{len(targets)} targets but {len(sources)} sources; expected one source per target")
     specs = [spec] * len(targets) if isinstance(spec, PatchSpec) else list(spec)
@@ -573,7 +573,7 @@ def _gap_stats(M0: np.ndarray, same: np.ndarray) -> tuple[float, float, float, f
 
 def gap_table(frame: pd.DataFrame, category: str | Category) -> pd.DataFrame:
     """δ per (mode, layer) from patched_gap_prompts rows: M0[p, x] = mean expected intensity over events, z-scored
-    without "a person" (behavioral.stats), δ_patched from the patched matrix beside δ_unpatched from the clean one.
+    without "a person" (behavioral.suites.intergroup.stats), δ_patched from the patched matrix beside δ_unpatched from the clean one.
 
     delta_removed = 1 - δ_patched / δ_unpatched (1: the gap is gone, 2: reversed); p_unpatched / p_patched: one-sided
     permutation p-values (rows and columns permuted, N_PERMUTATIONS, seed 0) of each δ; null_ci_low/high: the 95%
@@ -614,7 +614,7 @@ def plot_heatmap(summary: pd.DataFrame, out_dir: str | Path, stem: str = "patchi
     """Layer (rows) × position group (columns) heatmap of `value` from `summarize`; saved as PNG and PDF."""
     from matplotlib.figure import Figure
 
-    from behavioral.figures import save_figure
+    from behavioral.suites.intergroup.figures import save_figure
 
     grid = summary.pivot_table(index="layer", columns="positions", values=value, aggfunc="mean", sort=False)
     grid = grid.reindex(columns=list(dict.fromkeys(summary["positions"])))
@@ -644,7 +644,7 @@ def plot_gap_by_layer(table: pd.DataFrame, out_dir: str | Path, stem: str = "del
     """δ_patched against layer, one line per mode, with δ_unpatched dashed; saved as PNG and PDF."""
     from matplotlib.figure import Figure
 
-    from behavioral.figures import save_figure
+    from behavioral.suites.intergroup.figures import save_figure
 
     fig = Figure(figsize=(6, 3.5))
     ax = fig.add_subplot()

@@ -23,7 +23,7 @@ from sklearn.preprocessing import StandardScaler
 from threadpoolctl import threadpool_limits
 
 from activations.store import ActivationStore
-from behavioral.groups import UNSPECIFIED, get_category
+from behavioral.suites.intergroup.groups import UNSPECIFIED, get_category
 
 TARGETS = ("ingroup", "perceiver_group")
 SPLITS = ("sample", "cell", "event")

@@ -18,7 +18,7 @@ from matplotlib.figure import Figure
 from scipy.spatial.distance import pdist, squareform
 from scipy.stats import rankdata
 
-from behavioral.figures import save_figure
+from behavioral.suites.intergroup.figures import save_figure
 from interp.clusters import hook_layer, layer_ticks, p_value
 
 METRICS = ("cosine", "euclidean", "correlation")

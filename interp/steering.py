@@ -29,11 +29,11 @@ from torch import nn
 
 from activations.capture import EMBED, _check_layers, _hidden, decoder_layers
 from activations.store import ActivationStore, ActivationStoreError
-from behavioral.analysis import analyze_setting
+from behavioral.suites.intergroup.analysis import analyze_setting
 from behavioral.engine import Engine, PrefixCache
-from behavioral.groups import UNSPECIFIED, get_category
+from behavioral.suites.intergroup.groups import UNSPECIFIED, get_category
 from behavioral.run import unit_batches
-from behavioral.settings import get_setting
+from behavioral.suites.intergroup.settings import get_setting
 from behavioral.work import work_units
 
 FORMATS = ("png", "pdf")
@@ -269,7 +269,7 @@ def run_conditions(model, tokenizer, config, directions: Mapping[int, np.ndarray
     `rewrites_dir` is where the rewrite cache is read (and written, by the unsteered model).
     """
     from behavioral.run import Suite, load_corpus
-    from behavioral.rewrite import ensure_third_person
+    from behavioral.suites.intergroup.rewrite import ensure_third_person
 
     config = dataclasses.replace(config, capture=())
     config.validate()

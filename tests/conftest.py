@@ -7,9 +7,9 @@ import importlib.util
 import pytest
 import torch
 
-from behavioral.corpus import EMOTIONS, embedded_events
-from behavioral.groups import CATEGORIES
-from behavioral.settings import SETTINGS
+from behavioral.suites.intergroup.corpus import EMOTIONS, embedded_events
+from behavioral.suites.intergroup.groups import CATEGORIES
+from behavioral.suites.intergroup.settings import SETTINGS
 
 CHATML = (
     "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"

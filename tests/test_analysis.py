@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from behavioral import analysis, store
-from behavioral.groups import get_category
+from behavioral.suites.intergroup.groups import get_category
 
 SETTINGS = ("P0S0T0", "P0S1T0")
 N_EVENTS = 6

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from behavioral.answers import parse_intensity
+from behavioral.suites.intergroup.answers import parse_intensity
 
 
 @pytest.mark.parametrize("response, max_rating, expected", [

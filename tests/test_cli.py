@@ -9,8 +9,8 @@ import subprocess
 import pytest
 
 from behavioral import cli
-from behavioral.groups import CATEGORIES
-from behavioral.settings import SETTING_NAMES
+from behavioral.suites.intergroup.groups import CATEGORIES
+from behavioral.suites.intergroup.settings import SETTING_NAMES
 from behavioral.store import MANIFEST, read_results
 
 

@@ -15,7 +15,7 @@ from sklearn.model_selection import LeaveOneOut, cross_val_predict
 from sklearn.neighbors import KNeighborsClassifier
 
 from activations import store as activation_store
-from behavioral.groups import get_category
+from behavioral.suites.intergroup.groups import get_category
 from interp import clusters
 from tests.test_analysis import make_run
 

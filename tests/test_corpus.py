@@ -1,4 +1,4 @@
-"""Tests of behavioral.corpus: loaders, the T1 rule, sampling, hashing and the embedded event set."""
+"""Tests of behavioral.suites.intergroup.corpus: loaders, the T1 rule, sampling, hashing and the embedded event set."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from behavioral.corpus import (
+from behavioral.suites.intergroup.corpus import (
     EMOTIONS,
     CorpusError,
     Event,

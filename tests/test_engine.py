@@ -11,9 +11,9 @@ import torch
 from transformers import LogitsProcessor, LogitsProcessorList
 
 from behavioral import chat, prompts
-from behavioral.answer_trie import AnswerTrie
-from behavioral.answers import answer_decided, parse_intensity
-from behavioral.corpus import embedded_events
+from behavioral.answer_space import AnswerTrie
+from behavioral.suites.intergroup.answers import answer_decided, parse_intensity
+from behavioral.suites.intergroup.corpus import embedded_events
 from behavioral.engine import Batch, Engine, shared_prefix_length
 from tests.conftest import make_tiny_model
 

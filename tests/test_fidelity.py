@@ -15,7 +15,7 @@ import pytest
 from scipy import stats as sps
 
 from behavioral import analysis, figures, tables
-from behavioral.groups import UNSPECIFIED, get_category
+from behavioral.suites.intergroup.groups import UNSPECIFIED, get_category
 
 N_EVENTS = 40
 

@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from behavioral import chat, models, prompts
-from behavioral.answer_trie import AnswerTrie
-from behavioral.corpus import embedded_events
+from behavioral.answer_space import AnswerTrie
+from behavioral.suites.intergroup.corpus import embedded_events
 from behavioral.engine import Engine
 
 

@@ -11,10 +11,10 @@ import torch
 
 from activations.spans import TokenSpan
 from behavioral import chat, prompts
-from behavioral.corpus import Event
+from behavioral.suites.intergroup.corpus import Event
 from behavioral.engine import Engine
-from behavioral.groups import get_category
-from behavioral.stats import empathy_gap, zscore
+from behavioral.suites.intergroup.groups import get_category
+from behavioral.suites.intergroup.stats import empathy_gap, zscore
 from interp import patching as P
 from interp.patching import EMBED, PatchPrompt, PatchSpec
 from tests.conftest import NO_SYSTEM, build_tiny_tokenizer

@@ -9,7 +9,7 @@ import pytest
 
 import activations.store as activation_store
 from activations.capture import hook_names
-from behavioral.groups import get_category
+from behavioral.suites.intergroup.groups import get_category
 from interp import probes
 
 SETTING = "P0S1T0"

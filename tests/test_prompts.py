@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from behavioral import prompts
-from behavioral.settings import SETTING_NAMES, get_setting
+from behavioral.suites.intergroup.settings import SETTING_NAMES, get_setting
 
 PERCEIVER = "a Christian"
 EXPERIENCER = "a Muslim"

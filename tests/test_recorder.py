@@ -12,9 +12,9 @@ import activations.store as activation_store
 from activations.capture import resid_post
 from activations.spans import prompt_spans
 from behavioral import run as run_mod
-from behavioral.corpus import embedded_events, sample_events
-from behavioral.groups import get_category
-from behavioral.prompts import build
+from behavioral.suites.intergroup.corpus import embedded_events, sample_events
+from behavioral.suites.intergroup.groups import get_category
+from behavioral.suites.intergroup.prompts import build
 from behavioral.store import RunDirError
 
 SETTING = "P0S0T0"

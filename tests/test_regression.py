@@ -1,7 +1,8 @@
 """Seed 000's rows pinned: a small fp32 run of the real SmolLM2 gives the same rows as when the pin was taken.
 
 The pin (tests/data/seed000_smollm2_rows.csv) was written by this test with EMPATHY_GAP_REPIN=1 before the suite
-moved into the suite framework; answers and replies must match exactly, score-mode floats to 1e-6.
+moved into the suite framework (the rows are read through `intergroup.results`, seed 000's column names); answers
+and replies must match exactly, score-mode floats to 1e-6.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import pandas as pd
 import pytest
 
 from behavioral.run import RunConfig, run
-from behavioral.store import read_results
+from behavioral.suites.intergroup import Options, results
 
 PIN = Path(__file__).parent / "data" / "seed000_smollm2_rows.csv"
 EXACT = ["unit_id", "event_id", "setting", "perceiver", "experiencer", "response", "intensity", "refused",
@@ -22,9 +23,10 @@ FLOATS = ["expected_intensity", "numeric_mass"]
 
 
 def test_a_small_fp32_run_gives_the_pinned_rows(smollm2, tmp_path):
-    config = RunConfig(model="smollm2-135m", categories=("religion",), settings=("P0S1T0",), limit_events=2,
-                       mode="both", device="cpu", dtype="fp32", batch_size=8)
-    rows = read_results(run(config, tmp_path / "run", progress=False))
+    options = Options(categories=("religion",), settings=("P0S1T0",), limit_events=2)
+    config = RunConfig(suite="intergroup", model="smollm2-135m", options=options, mode="both", device="cpu",
+                       dtype="fp32", batch_size=8)
+    rows = results(run(config, tmp_path / "run", progress=False))
     rows = rows[EXACT + FLOATS].sort_values(["unit_id", "event_id"]).reset_index(drop=True)
     if os.environ.get("EMPATHY_GAP_REPIN"):
         rows.to_csv(PIN, index=False)

@@ -14,9 +14,9 @@ import pytest
 
 import behavioral.run as run_mod
 from behavioral import rewrite, store
-from behavioral.corpus import CorpusError, embedded_events
+from behavioral.suites.intergroup.corpus import CorpusError, embedded_events
 from behavioral.engine import Engine
-from behavioral.groups import get_category
+from behavioral.suites.intergroup.groups import get_category
 from behavioral.models import ModelLoadError
 from behavioral.run import RunConfig, load_corpus, run
 from behavioral.store import MANIFEST, RESULTS, RunDirError, read_results

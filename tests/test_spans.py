@@ -8,8 +8,8 @@ import pytest
 
 from activations.spans import SpanError, TokenSpan, align_from_end, char_spans, prompt_spans, token_spans
 from behavioral import chat, prompts
-from behavioral.corpus import embedded_events
-from behavioral.settings import SETTING_NAMES, get_setting
+from behavioral.suites.intergroup.corpus import embedded_events
+from behavioral.suites.intergroup.settings import SETTING_NAMES, get_setting
 from tests.conftest import NO_SYSTEM, build_tiny_tokenizer
 
 # A template that rewrites message text, so no message content appears verbatim in the rendered chat.

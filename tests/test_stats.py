@@ -1,4 +1,4 @@
-"""Tests of behavioral.stats against small hand-computed cases."""
+"""Tests of behavioral.suites.intergroup.stats against small hand-computed cases."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from behavioral.stats import (
+from behavioral.suites.intergroup.stats import (
     PermutationResult,
     _permutation_indices,
     cell_means,

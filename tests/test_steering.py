@@ -13,10 +13,10 @@ import activations.store as activation_store
 from activations.capture import ResidualTrace, hook_names
 from behavioral import chat, prompts
 from behavioral import run as run_mod
-from behavioral.answer_trie import AnswerTrie
-from behavioral.corpus import embedded_events
+from behavioral.answer_space import AnswerTrie
+from behavioral.suites.intergroup.corpus import embedded_events
 from behavioral.engine import Engine
-from behavioral.groups import get_category
+from behavioral.suites.intergroup.groups import get_category
 from behavioral.store import RunDirError, read_manifest, read_results
 from interp import steering
 

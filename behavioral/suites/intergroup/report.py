@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from behavioral.settings import SETTING_NAMES, get_setting
-from behavioral.tables import Table, setting_label
+from behavioral.outputs import Table
+from behavioral.suites.intergroup.result import SettingAnalysis
+from behavioral.suites.intergroup.settings import SETTING_NAMES, get_setting, setting_label
 
-if TYPE_CHECKING:
-    from behavioral.analysis import SettingAnalysis
 
 REPORT = "report.md"
 NOT_RECORDED = "not recorded"

@@ -7,8 +7,9 @@ import json
 from pathlib import Path
 
 from behavioral import models
-from behavioral.corpus import Event
+from behavioral.suites.intergroup.corpus import Event
 from behavioral.engine import Engine
+from behavioral.suite import local_path
 
 CACHE = "rewrites.jsonl"
 PROMPT = (
@@ -54,12 +55,12 @@ def ensure_third_person(events: list[Event], config, out: Path, model, tokenizer
     missing = [e for e in events if e.third_person is None]
     if not missing:
         return events
-    name = config.rewrite_model or config.model
+    name = config.options.rewrite_model or local_path(config.model)
     path = Path(out) / CACHE
     cached = _read_cache(path, name)
     todo = [e for e in missing if e.event_id not in cached]
     if todo:
-        if config.rewrite_model and config.rewrite_model != config.model:
+        if name != local_path(config.model):
             model, tokenizer, _ = models.load(name, config.device, config.dtype, config.trust_remote_code)
         engine = Engine(model, tokenizer, batch_size, MAX_NEW_TOKENS)
         path.parent.mkdir(parents=True, exist_ok=True)

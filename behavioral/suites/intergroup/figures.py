@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 from matplotlib import colormaps
@@ -11,14 +10,12 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from sklearn.manifold import TSNE
 
-from behavioral.settings import SETTING_NAMES
-from behavioral.tables import setting_label
+from behavioral.outputs import save_figure
+from behavioral.suites.intergroup.result import SettingAnalysis
+from behavioral.suites.intergroup.settings import SETTING_NAMES, setting_label
 
-if TYPE_CHECKING:
-    from behavioral.analysis import SettingAnalysis
 
 CMAP = "YlGnBu"
-FORMATS = ("png", "pdf")
 # The authors' tsne.py: TSNE(n_components=2, perplexity=5, random_state=42), sklearn's defaults otherwise.
 TSNE_PARAMS = {"n_components": 2, "perplexity": 5, "random_state": 42}
 
@@ -114,15 +111,6 @@ def tsne_nationality(a: SettingAnalysis, **params) -> Figure:
     ax.set_title(f"t-SNE of perceiver rows of M (no \"a person\"), {a.category.title}, {setting_label(a.setting)}")
     fig.tight_layout()
     return fig
-
-
-def save_figure(fig: Figure, out_dir: Path, stem: str) -> list[Path]:
-    """Save `fig` as `stem`.png and `stem`.pdf in `out_dir`."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    paths = [out_dir / f"{stem}.{fmt}" for fmt in FORMATS]
-    for path in paths:
-        fig.savefig(path, dpi=200, bbox_inches="tight")
-    return paths
 
 
 def write_figures(analyses: list[SettingAnalysis], out_dir: Path) -> list[Path]:

@@ -60,6 +60,11 @@ class Setting:
         return "\n".join([TASKS[self.task], '"{narrative}"', QUESTION])
 
 
+def setting_label(name: str) -> str:
+    """The paper's column label of a setting, e.g. "(P0, S0, T0)"."""
+    return f"({name[0:2]}, {name[2:4]}, {name[4:6]})"
+
+
 SETTING_NAMES = ("P0S0T0", "P1S0T0", "P2S0T0", "P3S0T0", "P0S1T0", "P0S0T1", "P0S0T2")
 SETTINGS: dict[str, Setting] = {n: Setting(n, n[0:2], n[2:4], n[4:6]) for n in SETTING_NAMES}
 

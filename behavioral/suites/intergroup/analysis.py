@@ -11,10 +11,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from behavioral import figures, report, stats, store, tables
+from behavioral import store
 from behavioral.provenance import provenance
-from behavioral.groups import CATEGORIES, Category, get_category
-from behavioral.settings import SETTING_NAMES, get_setting
+from behavioral.suites.intergroup import figures, report, stats, tables
+from behavioral.suites.intergroup.groups import CATEGORIES, Category, get_category
+from behavioral.suites.intergroup.settings import SETTING_NAMES, get_setting
+from behavioral.suites.intergroup.result import SettingAnalysis
+from behavioral.suites.intergroup.suite import results as intergroup_results
 
 MEASURES = ("intensity", "expected_intensity")
 EXCLUSION = (
@@ -28,62 +31,6 @@ MATRICES_DIR = "matrices"
 
 class IncompleteResultsError(store.RunDirError):
     """A category and setting whose results lack some of the prompts the run should have written."""
-
-
-@dataclass(frozen=True, eq=False)
-class SettingAnalysis:
-    """Everything measured for one category and one setting; matrices are None where undefined (see the reasons).
-
-    Two exclusion sets, as in the authors' notebook: `keep` (an event refused in any cell, "a person" included, is
-    dropped) feeds M⁰, M, the t-test mask and Tables 3/6/7; `keep_delta` ignores refusals in the "a person" row and
-    column and feeds `M_delta`, the n×n matrix without "a person" z-scored on its own, from which δ, its permutation
-    test and the t-SNE of Figure 4 are computed.
-    """
-
-    category: Category
-    setting: str
-    measure: str
-    event_ids: tuple[str, ...]
-    keep: np.ndarray
-    keep_delta: np.ndarray
-    M0: np.ndarray | None
-    M: np.ndarray | None
-    M_delta: np.ndarray | None
-    shown: np.ndarray | None
-    permutation: stats.PermutationResult | None
-    summary: dict[str, float] | None
-    n_prompts: int
-    n_missing: int
-    refusal_rate: float
-    parsable_rate: float | None
-    truncated_rate: float | None
-    numeric_mass_mean: float | None
-    numeric_mass_share: float | None
-    round_cells: int | None = None
-    matrix_reason: str | None = None
-    mask_reason: str | None = None
-    delta_reason: str | None = None
-
-    @property
-    def identities(self) -> tuple[str, ...]:
-        """Row and column labels of M⁰ and M: "a person" first, then Table 1 order."""
-        return self.category.with_unspecified
-
-    @property
-    def excluded_rate(self) -> float:
-        """Fraction of events dropped because some cell refused them ("a person" included): the paper's Table 6."""
-        return float(1 - self.keep.mean()) if self.keep.size else float("nan")
-
-    @property
-    def excluded_rate_delta(self) -> float:
-        """Fraction of events dropped from δ's matrix (refusals in the "a person" row and column ignored)."""
-        return float(1 - self.keep_delta.mean()) if self.keep_delta.size else float("nan")
-
-    @property
-    def notes(self) -> tuple[str, ...]:
-        """Why some statistic of this category and setting is n/a, one line each."""
-        parts = (("M⁰/M", self.matrix_reason), ("significance mask", self.mask_reason), ("δ", self.delta_reason))
-        return tuple(f"{what} n/a: {why}" for what, why in parts if why is not None)
 
 
 def intensity_tensor(
@@ -195,9 +142,9 @@ def analyze_setting(
 
 def _planned(manifest: dict, results: pd.DataFrame) -> tuple[list[Category], list[str]]:
     """Categories (Table 1 order) and settings (Table 2 order) named by the manifest or present in the results."""
-    config = manifest.get("config", {})
-    cats = set(config.get("categories", [])) | set(results["category"].unique())
-    sets = set(config.get("settings", [])) | set(results["setting"].unique())
+    options = manifest["config"].get("options") or {}
+    cats = set(options.get("categories", [])) | set(results["category"].unique())
+    sets = set(options.get("settings", [])) | set(results["setting"].unique())
     for name in cats:
         get_category(name)
     for name in sets:
@@ -219,7 +166,9 @@ def load_analyses(
     if round_cells is not None and not 0 <= round_cells <= 15:
         raise ValueError(f"--round-cells must be a number of decimals in 0..15, got {round_cells}")
     manifest = store.read_manifest(run_dir)
-    results = store.read_results(run_dir)
+    if manifest["config"]["suite"] != "intergroup":
+        raise store.RunDirError(f"{run_dir} holds a run of suite {manifest['config']['suite']!r}, not intergroup")
+    results = intergroup_results(run_dir)
     categories, settings = _planned(manifest, results)
     event_ids = tuple(sorted(results["event_id"].unique()))
     n_events = int(manifest.get("config", {}).get("n_events") or len(event_ids))

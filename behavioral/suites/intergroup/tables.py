@@ -3,36 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
-from behavioral.settings import SETTING_NAMES
+from behavioral.outputs import Table, write_table
+from behavioral.suites.intergroup.result import SettingAnalysis
+from behavioral.suites.intergroup.settings import SETTING_NAMES, setting_label
 
-if TYPE_CHECKING:
-    from behavioral.analysis import SettingAnalysis
 
 NA = "n/a"
-
-
-@dataclass(frozen=True, eq=False)
-class Table:
-    """One written table: its tidy frame (as in the CSV), its wide Markdown and where both were written."""
-
-    name: str
-    title: str
-    frame: pd.DataFrame
-    markdown: str
-    csv: Path
-    md: Path
-
-
-def setting_label(name: str) -> str:
-    """The paper's column label of a setting, e.g. "(P0, S0, T0)"."""
-    return f"({name[0:2]}, {name[2:4]}, {name[4:6]})"
 
 
 def _round(value: float | None, digits: int) -> float:
@@ -174,13 +155,8 @@ def markdown_table(name: str, frame: pd.DataFrame, analyses: list[SettingAnalysi
 
 def write_tables(analyses: list[SettingAnalysis], out_dir: Path) -> dict[str, Table]:
     """Write every table as `NAME.csv` (tidy) and `NAME.md` (wide) into `out_dir`."""
-    out_dir.mkdir(parents=True, exist_ok=True)
     written = {}
     for name, (title, _, _) in TABLES.items():
         frame = tidy_table(name, analyses)
-        markdown = markdown_table(name, frame, analyses)
-        csv, md = out_dir / f"{name}.csv", out_dir / f"{name}.md"
-        frame.to_csv(csv, index=False)
-        md.write_text(f"{title}\n\n{markdown}")
-        written[name] = Table(name, title, frame, markdown, csv, md)
+        written[name] = write_table(out_dir, name, title, frame, markdown_table(name, frame, analyses))
     return written

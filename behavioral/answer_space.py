@@ -1,0 +1,259 @@
+"""Closed answer sets (the integers of a rating scale, letters, emotion words, Likert points) as token tries, and the
+reading of a model's distribution over them from one tree-masked forward.
+
+An `AnswerSpec` says what a suite accepts, independent of any tokenizer: labels, each with one or more surface forms
+(`A` and ` A`; `joy`, `Joy`, ` joy`) and an optional value (Likert 1..5, the integer itself), and an optional
+assistant prefill (`[[`) that the answer follows. `AnswerTrie.build` tokenizes it for one model. A label's probability
+is the sum over its forms of the form's token path times the probability that the answer ends there: the next token
+neither continues the word or number (`joy` -> `joyful`, `8` -> `80`) nor follows another form of the set.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import torch
+
+SPACE_MARKERS = "Ġ▁ "
+DIGITS = "0123456789"  # str.isdigit() also accepts "²", which byte-level BPE uses for a raw byte
+STORE_PROBS_UP_TO = 32  # label sets this small keep every label's probability in the result rows
+
+
+@dataclass(frozen=True)
+class Label:
+    """One answer: its name (an int for a number), its surface forms, and its value for expectations."""
+
+    name: int | str
+    forms: tuple[str, ...]
+    value: float | None = None
+
+
+@dataclass(frozen=True)
+class AnswerSpec:
+    """A closed answer set, independent of any tokenizer (hashable, so one trie serves every item that shares it)."""
+
+    labels: tuple[Label, ...]
+    prefill: str = ""
+    numeric: bool = False  # integers: a digit token continues a number and starts one
+
+    @classmethod
+    def integers(cls, low: int, high: int) -> "AnswerSpec":
+        """The integers low..high, each written in digits, valued as itself."""
+        return cls(tuple(Label(v, (str(v),), float(v)) for v in range(low, high + 1)), numeric=True)
+
+    @classmethod
+    def choices(cls, forms: Mapping[str, Sequence[str]], values: Mapping[str, float] | None = None,
+                prefill: str = "") -> "AnswerSpec":
+        """Labels from {name: surface forms}, optionally valued, optionally after an assistant prefill."""
+        values = values or {}
+        return cls(tuple(Label(name, tuple(f), values.get(name)) for name, f in forms.items()), prefill)
+
+    @property
+    def names(self) -> tuple[int | str, ...]:
+        """Label names in order."""
+        return tuple(label.name for label in self.labels)
+
+    @property
+    def values(self) -> tuple[float, ...] | None:
+        """Label values in order, or None unless every label has one."""
+        values = tuple(label.value for label in self.labels)
+        return None if any(v is None for v in values) else values
+
+
+@dataclass(frozen=True)
+class Scores:
+    """What the score mode reads from one prompt's answer distribution.
+
+    `probs` is renormalised over the set (label order of the spec); `greedy` the label greedy decoding reaches when
+    made to stay in the set; `expected` the mean value under `probs` (None without values); `valid_mass` the
+    probability the set holds; `start_mass` the probability that the unconstrained first answer token begins an answer
+    of the set (for numbers: any digit). `state` holds final-token activations [hooks, d] when a tracer was active.
+    """
+
+    greedy: int | str
+    expected: float | None
+    valid_mass: float
+    start_mass: float
+    probs: tuple[float, ...] = ()
+    state: torch.Tensor | None = field(default=None, compare=False, repr=False)
+
+
+def _pieces(tokenizer) -> list[str]:
+    return tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
+
+
+@dataclass(frozen=True)
+class AnswerTrie:
+    """Token trie of an answer set; node i holds one token and attends to its ancestors when scored as a tree."""
+
+    spec: AnswerSpec
+    prefill: tuple[int, ...]  # prefill token ids, appended to every prompt before the tree
+    tokens: torch.Tensor  # [T] token id of each node
+    parents: tuple[int, ...]  # parent node of each node, -1 for the root
+    depth: torch.Tensor  # [T] 1 for the root's children
+    ancestry: torch.Tensor  # [T, T] bool: column j is node i itself or one of its ancestors
+    children: tuple[tuple[int, ...], ...]  # children of the root (index 0) and of node i (index i + 1)
+    value_of: tuple[int | None, ...]  # the label (index into spec.labels) a node completes, if any
+    continues: torch.Tensor  # [V] bool: tokens that extend a word or number already begun
+    ends_word: torch.Tensor  # [T] bool: the node's form can be continued by `continues` (ends in a letter/digit)
+    starts: torch.Tensor  # [V] bool: tokens that begin an answer of the set
+    # (node, token) pairs that also keep an answer from ending there: children not already in `continues`
+    extra_nodes: torch.Tensor = field(default_factory=lambda: torch.zeros(0, dtype=torch.long))
+    extra_tokens: torch.Tensor = field(default_factory=lambda: torch.zeros(0, dtype=torch.long))
+
+    @classmethod
+    def for_scale(cls, tokenizer, max_rating: int) -> "AnswerTrie":
+        """The trie of the integers 0..max_rating as `tokenizer` writes them."""
+        return cls.build(tokenizer, AnswerSpec.integers(0, max_rating))
+
+    @classmethod
+    def build(cls, tokenizer, spec: AnswerSpec) -> "AnswerTrie":
+        """The trie of `spec`'s forms, each tokenized as the model would write it first thing (after the prefill)."""
+        prefill = tuple(tokenizer.encode(spec.prefill, add_special_tokens=False)) if spec.prefill else ()
+        tokens: list[int] = []
+        parents: list[int] = []
+        value_of: list[int | None] = []
+        last_char: list[str] = []
+        index: dict[tuple[int, ...], int] = {}
+        for k, label in enumerate(spec.labels):
+            for form in label.forms:
+                ids = _form_ids(tokenizer, spec.prefill, prefill, form)
+                for depth in range(1, len(ids) + 1):
+                    key = ids[:depth]
+                    if key not in index:
+                        index[key] = len(tokens)
+                        tokens.append(key[-1])
+                        parents.append(index[key[:-1]] if depth > 1 else -1)
+                        value_of.append(None)
+                        last_char.append("")
+                node = index[ids]
+                if value_of[node] not in (None, k):
+                    other = spec.labels[value_of[node]].name
+                    raise ValueError(f"answers {other!r} and {label.name!r} tokenize to the same ids {list(ids)} "
+                                     f"(form {form!r}); expected distinct answers")
+                value_of[node], last_char[node] = k, form[-1:]
+        n = len(tokens)
+        depth = torch.zeros(n, dtype=torch.long)
+        ancestry = torch.zeros(n, n, dtype=torch.bool)
+        children: list[list[int]] = [[] for _ in range(n + 1)]
+        for i, parent in enumerate(parents):
+            children[parent + 1].append(i)
+            j = i
+            while j >= 0:
+                ancestry[i, j] = True
+                depth[i] += 1
+                j = parents[j]
+        pieces = _pieces(tokenizer)
+        if spec.numeric:
+            continues = torch.tensor([bool(p) and p[0] in DIGITS for p in pieces])
+            starts = torch.tensor([bool(p) and p.lstrip(SPACE_MARKERS)[:1] in DIGITS for p in pieces])
+        else:
+            continues = torch.tensor([bool(p) and (p[0].isalnum() or p[0] == "_") for p in pieces])
+            heads = {f.strip() for label in spec.labels for f in label.forms}
+            starts = torch.tensor([_begins_one_of(p.lstrip(SPACE_MARKERS), heads) for p in pieces])
+        starts[[tokens[i] for i in children[0]]] = True  # a first answer token, e.g. Mistral's bare "▁"
+        ends_word = torch.tensor([c.isalnum() or c == "_" for c in last_char], dtype=torch.bool)
+        extra = [(i, tokens[c]) for i in range(n) for c in children[i + 1]
+                 if not (ends_word[i] and continues[tokens[c]])]
+        return cls(spec, prefill, torch.tensor(tokens), tuple(parents), depth, ancestry,
+                   tuple(tuple(c) for c in children), tuple(value_of), continues, ends_word, starts,
+                   torch.tensor([i for i, _ in extra], dtype=torch.long),
+                   torch.tensor([t for _, t in extra], dtype=torch.long))
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    @property
+    def value_names(self) -> tuple:
+        """Label names of the terminal nodes, in node order."""
+        return tuple(self.spec.labels[v].name for v in self.value_of if v is not None)
+
+    def answer_logprobs(self, logits: torch.Tensor) -> tuple[list, torch.Tensor]:
+        """(label names, [B, labels] float64 log-probabilities, each answer's end included) from tree logits."""
+        logits = logits.float()
+        device = logits.device
+        lse = torch.logsumexp(logits, dim=-1)  # [B, P]
+        node_pos = torch.tensor(self.parents, device=device) + 1
+        tok_logp = logits[:, node_pos, self.tokens.to(device)] - lse[:, node_pos]  # [B, T]
+        path_logp = tok_logp @ self.ancestry.T.float().to(device)  # [B, T]
+        # After node i the answer goes on if the next token continues its word or number (where the form ends in a
+        # letter or digit) or follows another form of the set.
+        go_on = torch.logsumexp(logits[:, 1:, self.continues.to(device)], dim=-1)  # [B, T]
+        go_on = go_on.masked_fill(~self.ends_word.to(device), float("-inf"))
+        if len(self.extra_nodes):
+            nodes, toks = self.extra_nodes.to(device), self.extra_tokens.to(device)
+            extra = logits[:, nodes + 1, toks]  # [B, E]
+            for e in range(len(nodes)):
+                go_on[:, nodes[e]] = torch.logaddexp(go_on[:, nodes[e]], extra[:, e])
+        go_on = go_on - lse[:, 1:]
+        end_logp = torch.log1p(-go_on.exp().clamp(max=1 - 1e-7))  # [B, T]
+        node_logp = (path_logp + end_logp).double()
+        labels = torch.full((logits.shape[0], len(self.spec.labels)), float("-inf"), dtype=torch.float64,
+                            device=device)
+        for node, k in enumerate(self.value_of):
+            if k is not None:
+                labels[:, k] = torch.logaddexp(labels[:, k], node_logp[:, node])
+        return list(self.spec.names), labels
+
+    def read(self, logits: torch.Tensor) -> list[Scores]:
+        """Scores from logits [B, 1 + T, V]: position 0 after the prompt (and prefill), position i + 1 after node i."""
+        logits = logits.float()
+        device = logits.device
+        _, label_logp = self.answer_logprobs(logits)  # [B, labels]
+        probs = torch.softmax(label_logp, dim=-1)
+        values = self.spec.values
+        expected = probs @ torch.tensor(values, dtype=torch.float64, device=device) if values else None
+        valid = label_logp.exp().sum(-1)
+        starts = self.starts.to(device)
+        start = (torch.logsumexp(logits[:, 0, starts], dim=-1) - torch.logsumexp(logits[:, 0], dim=-1)).exp()
+        keep = len(self.spec.labels) <= STORE_PROBS_UP_TO
+        return [
+            Scores(self._greedy(logits[b]), None if expected is None else float(expected[b]), float(valid[b]),
+                   float(start[b]), tuple(probs[b].tolist()) if keep else ())
+            for b in range(logits.shape[0])
+        ]
+
+    def _greedy(self, logits: torch.Tensor) -> int | str:
+        """The label greedy decoding reaches when it must stay in the set: continue while a child token is argmax."""
+        k = max(len(c) for c in self.children) + 1
+        pos, node = 0, -1
+        while True:
+            kids = self.children[node + 1]
+            if not kids:
+                break
+            kid_tokens = self.tokens[list(kids)].to(logits.device)
+            kid_logits = logits[pos, kid_tokens]
+            best = int(torch.argmax(kid_logits))
+            top = torch.topk(logits[pos], k)
+            outsider = next(float(v) for v, t in zip(top.values, top.indices) if t not in kid_tokens)
+            if node >= 0 and self.value_of[node] is not None and float(kid_logits[best]) <= outsider:
+                break
+            node = kids[best]
+            pos = node + 1
+        return self.spec.labels[self.value_of[node]].name
+
+
+def _form_ids(tokenizer, prefill_text: str, prefill: tuple[int, ...], form: str) -> tuple[int, ...]:
+    """Token ids of `form` written right after the prefill; an error where the two merge into one token."""
+    if not form:
+        raise ValueError("an answer form is empty; expected at least one character")
+    if not prefill:
+        ids = tuple(tokenizer.encode(form, add_special_tokens=False))
+    else:
+        joined = tuple(tokenizer.encode(prefill_text + form, add_special_tokens=False))
+        if joined[:len(prefill)] != prefill:
+            raise ValueError(f"answer form {form!r} merges with the prefill {prefill_text!r} into other tokens; "
+                             "expected forms that start a new token after the prefill")
+        ids = joined[len(prefill):]
+    if not ids:
+        raise ValueError(f"answer {form!r} tokenizes to nothing; expected at least one token")
+    return ids
+
+
+def _begins_one_of(text: str, heads: set[str]) -> bool:
+    """True if a token reading `text` can begin one of the answers `heads` (it is a prefix of one, or one of them
+    followed by punctuation)."""
+    if not text:
+        return False
+    return any(h.startswith(text) or (text.startswith(h) and not text[len(h):][:1].isalnum()) for h in heads)

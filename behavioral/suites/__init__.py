@@ -1,0 +1,36 @@
+"""The suites, by name: each is a folder here with a Suite object and a README card, registered with one line."""
+
+from __future__ import annotations
+
+import importlib
+
+from behavioral.suite import Suite
+
+# name -> "module:attribute" of its Suite object, imported on first use
+SUITES: dict[str, str] = {
+    "intergroup": "behavioral.suites.intergroup:SUITE",
+}
+_loaded: dict[str, Suite] = {}
+
+
+def register(suite: Suite) -> Suite:
+    """Make `suite` known by its name (for suites defined outside this package, e.g. in a user's script)."""
+    if not suite.name:
+        raise ValueError(f"{type(suite).__name__} has no name; expected a non-empty Suite.name")
+    _loaded[suite.name] = suite
+    return suite
+
+
+def names() -> list[str]:
+    """Every registered suite's name."""
+    return sorted(set(SUITES) | set(_loaded))
+
+
+def get_suite(name: str) -> Suite:
+    """The suite called `name`, or a ValueError that lists the known ones."""
+    if name not in _loaded:
+        if name not in SUITES:
+            raise ValueError(f"unknown suite {name!r}; expected one of {', '.join(names())}")
+        module, attribute = SUITES[name].split(":")
+        _loaded[name] = getattr(importlib.import_module(module), attribute)
+    return _loaded[name]

@@ -1,0 +1,67 @@
+"""The statistics of one category and setting of a seed-000 run, as the analysis hands them to tables, figures and
+the report."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from behavioral.suites.intergroup import stats
+from behavioral.suites.intergroup.groups import Category
+
+
+@dataclass(frozen=True, eq=False)
+class SettingAnalysis:
+    """Everything measured for one category and one setting; matrices are None where undefined (see the reasons).
+
+    Two exclusion sets, as in the authors' notebook: `keep` (an event refused in any cell, "a person" included, is
+    dropped) feeds M⁰, M, the t-test mask and Tables 3/6/7; `keep_delta` ignores refusals in the "a person" row and
+    column and feeds `M_delta`, the n×n matrix without "a person" z-scored on its own, from which δ, its permutation
+    test and the t-SNE of Figure 4 are computed.
+    """
+
+    category: Category
+    setting: str
+    measure: str
+    event_ids: tuple[str, ...]
+    keep: np.ndarray
+    keep_delta: np.ndarray
+    M0: np.ndarray | None
+    M: np.ndarray | None
+    M_delta: np.ndarray | None
+    shown: np.ndarray | None
+    permutation: stats.PermutationResult | None
+    summary: dict[str, float] | None
+    n_prompts: int
+    n_missing: int
+    refusal_rate: float
+    parsable_rate: float | None
+    truncated_rate: float | None
+    numeric_mass_mean: float | None
+    numeric_mass_share: float | None
+    round_cells: int | None = None
+    matrix_reason: str | None = None
+    mask_reason: str | None = None
+    delta_reason: str | None = None
+
+    @property
+    def identities(self) -> tuple[str, ...]:
+        """Row and column labels of M⁰ and M: "a person" first, then Table 1 order."""
+        return self.category.with_unspecified
+
+    @property
+    def excluded_rate(self) -> float:
+        """Fraction of events dropped because some cell refused them ("a person" included): the paper's Table 6."""
+        return float(1 - self.keep.mean()) if self.keep.size else float("nan")
+
+    @property
+    def excluded_rate_delta(self) -> float:
+        """Fraction of events dropped from δ's matrix (refusals in the "a person" row and column ignored)."""
+        return float(1 - self.keep_delta.mean()) if self.keep_delta.size else float("nan")
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        """Why some statistic of this category and setting is n/a, one line each."""
+        parts = (("M⁰/M", self.matrix_reason), ("significance mask", self.mask_reason), ("δ", self.delta_reason))
+        return tuple(f"{what} n/a: {why}" for what, why in parts if why is not None)
