@@ -36,7 +36,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from activations.capture import decoder_layers, embedding, hook_names, resid_post
+from activations.capture import decoder_layers, embedding, gather, hidden_of, hook_layer, hook_names, resid_post
 from behavioral.engine import left_pad, pad_token_id
 
 BACKENDS = ("torch", "nnsight", "transformer_lens")
@@ -67,15 +67,6 @@ def _batch(model: nn.Module, tokenizer, prompts: Sequence[Sequence[int]], positi
     mask = mask.long()
     position_ids = (mask.cumsum(dim=1) - 1).clamp(min=0)
     return ids, mask, position_ids, _padded_positions(prompts, positions, ids.shape[1]).to(device)
-
-
-def _gather(hidden: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-    rows = torch.arange(hidden.shape[0], device=hidden.device)[:, None]
-    return hidden[rows, positions.to(hidden.device)]
-
-
-def _first(output):
-    return output[0] if isinstance(output, (tuple, list)) else output
 
 
 def _module_path(model: nn.Module, module: nn.Module) -> str:
@@ -143,7 +134,7 @@ def capture(model: nn.Module, tokenizer, prompts: list[list[int]], positions: li
         raise ValueError("no prompts to capture")
     n_layers = len(decoder_layers(model))
     names = hook_names(n_layers, layers)
-    chosen = [int(n.split(".")[1]) for n in names[1:]]
+    chosen = [hook_layer(name) for name in names[1:]]
     runner = {"torch": _torch_runner, "nnsight": _nnsight_runner, "transformer_lens": _tl_runner}[backend]
     parts = []
     with runner(model, tokenizer, names, chosen) as run:
@@ -170,10 +161,10 @@ def _nnsight_runner(model, tokenizer, names, layers):
         def run(ids, mask, position_ids, pos):
             saved: dict = {}  # only the chosen tokens are saved: [B, P, d] per hook
             with lm.trace(input_ids=ids, attention_mask=mask, position_ids=position_ids, use_cache=False):
-                saved["embed"] = _gather(_envoy(lm, embed_path).output, pos).save()
+                saved["embed"] = gather(_envoy(lm, embed_path).output, pos).save()
                 blocks = _envoy(lm, layers_path)
                 for layer in sorted(set(layers)):  # in forward order: nnsight serves outputs as the model runs
-                    saved[layer] = _gather(_first(blocks[layer].output), pos).save()
+                    saved[layer] = gather(hidden_of(blocks[layer].output), pos).save()
             return torch.stack([saved["embed"]] + [saved[layer] for layer in layers])
         yield run
 
@@ -185,5 +176,5 @@ def _tl_runner(model, tokenizer, names, layers):
     def run(ids, mask, position_ids, pos):
         _, cache = bridge.run_with_cache(ids, names_filter=names, attention_mask=mask, position_ids=position_ids,
                                          return_type=None)
-        return torch.stack([_gather(cache[name], pos) for name in names])
+        return torch.stack([gather(cache[name], pos) for name in names])
     yield run

@@ -1,9 +1,13 @@
-"""Residual-stream capture with plain torch forward hooks: the fast path, and the one the engine uses.
+"""Reading and editing the residual stream with plain torch forward hooks: the fast path, and the one the engine uses.
 
-In the style of baukit's TraceDict, with TransformerLens's hook names:
+One primitive, ``ResidualHooks``, in the style of baukit's ``TraceDict(retain_output=..., edit_output=...)``: forward
+hooks on residual-stream points that keep their output, replace it, or both. Capture (``ResidualTrace``,
+``resid_post``), steering and patching are all built on it. Points are layer indices, named as TransformerLens names
+them (``hook_name`` / ``hook_layer`` convert):
 
-- ``hook_embed``: the token embedding's output (before any scaling or position embedding the model adds after it),
-- ``blocks.{l}.hook_resid_post``: the output hidden states of decoder layer ``l``.
+- ``EMBED_LAYER`` (-1), ``hook_embed``: the token embedding's output (before any scaling or position embedding the
+  model adds after it),
+- ``l``, ``blocks.{l}.hook_resid_post``: the output hidden states of decoder layer ``l``.
 
 Relation to Hugging Face's ``output_hidden_states`` (a tuple of L + 1 tensors for L decoder layers):
 
@@ -15,7 +19,7 @@ Relation to Hugging Face's ``output_hidden_states`` (a tuple of L + 1 tensors fo
 - ``blocks.{L-1}.hook_resid_post`` is the last layer's output BEFORE the final norm, as in TransformerLens; HF's
   ``hidden_states[L]`` (``hidden_states[-1]``) is taken AFTER the final norm, so the two differ.
 
-Stored tensors are detached, not cloned: HF decoders never modify hidden states in place. With ``positions`` only
+Kept tensors are detached, not cloned: HF decoders never modify hidden states in place. With ``positions`` only
 the rows' chosen tokens are kept, [B, P, d] per hook instead of the whole [B, T, d] sequence.
 """
 
@@ -23,12 +27,17 @@ from __future__ import annotations
 
 import inspect
 import operator
-from collections.abc import Sequence
+import re
+from collections.abc import Callable, Sequence
 
 import torch
 from torch import nn
 
-EMBED = "hook_embed"
+EMBED_LAYER = -1  # the layer index of hook_embed
+EMBED_HOOK = "hook_embed"
+_RESID_POST = re.compile(r"blocks\.(\d+)\.hook_resid_post")
+
+Edit = Callable[[int, torch.Tensor], torch.Tensor]  # (layer, hidden [B, T, d]) -> the hidden states to pass on
 
 # Where the decoder layer list sits in common HF causal LMs (checked in order).
 _LAYER_PATHS = (
@@ -56,10 +65,31 @@ _EMBED_PATHS = (
 )
 
 
+# --- names and layers ---------------------------------------------------------------------------------------------
+
+def hook_name(layer: int) -> str:
+    """TransformerLens's name of a residual-stream point: ``hook_embed`` for EMBED_LAYER (-1), else
+    ``blocks.{layer}.hook_resid_post``."""
+    index = _index(layer)
+    if index is None or index < EMBED_LAYER:
+        raise ValueError(f"no hook for layer {layer!r}: expected {EMBED_LAYER} (hook_embed) or a block index >= 0")
+    return EMBED_HOOK if index == EMBED_LAYER else f"blocks.{index}.hook_resid_post"
+
+
+def hook_layer(name: str) -> int:
+    """The layer index of a hook name: EMBED_LAYER (-1) for ``hook_embed``, l for ``blocks.{l}.hook_resid_post``."""
+    if name == EMBED_HOOK:
+        return EMBED_LAYER
+    match = _RESID_POST.fullmatch(name) if isinstance(name, str) else None
+    if match is None:
+        raise ValueError(f"unknown hook name {name!r}: expected {EMBED_HOOK} or blocks.<layer>.hook_resid_post")
+    return int(match.group(1))
+
+
 def hook_names(n_layers: int, layers: Sequence[int] | None = None) -> list[str]:
     """``hook_embed`` then ``blocks.{l}.hook_resid_post`` for the chosen layers (None: all ``n_layers``)."""
-    chosen = range(n_layers) if layers is None else _check_layers(layers, n_layers)
-    return [EMBED] + [f"blocks.{l}.hook_resid_post" for l in chosen]
+    chosen = range(n_layers) if layers is None else check_layers(layers, n_layers)
+    return [hook_name(layer) for layer in (EMBED_LAYER, *chosen)]
 
 
 def parse_layers(spec: str, n_layers: int) -> list[int]:
@@ -83,18 +113,30 @@ def parse_layers(spec: str, n_layers: int) -> list[int]:
     return sorted(layers)
 
 
-def _check_layers(layers: Sequence[int], n_layers: int) -> list[int]:
+def _index(layer) -> int | None:
+    """`layer` as an int (numpy and 0-d torch integers too), or None for floats, strings and bools."""
+    if isinstance(layer, bool):
+        return None
+    try:
+        return operator.index(layer)
+    except TypeError:
+        return None
+
+
+def check_layers(layers: Sequence[int], n_layers: int, embed: bool = False) -> list[int]:
+    """`layers` as ints, each a decoder layer 0..n_layers-1 (or EMBED_LAYER where `embed`); ValueError naming the
+    first that is not."""
+    low = EMBED_LAYER if embed else 0
     out = []
     for layer in layers:
-        try:
-            index = operator.index(layer)  # ints, numpy and 0-d torch integers; not floats or strings
-        except TypeError:
-            index = None
-        if index is None or isinstance(layer, bool) or not 0 <= index < n_layers:
-            raise ValueError(f"layer {layer!r} out of range: valid layers are 0..{n_layers - 1}")
+        index = _index(layer)
+        if index is None or not low <= index < n_layers:
+            raise ValueError(f"layer {layer!r} out of range: valid layers are {low}..{n_layers - 1}")
         out.append(index)
     return out
 
+
+# --- modules ------------------------------------------------------------------------------------------------------
 
 def _get_path(root, path: str):
     obj = root
@@ -139,7 +181,7 @@ def n_layers_of(model: nn.Module) -> int:
     return len(decoder_layers(model))
 
 
-def _hidden(output):
+def hidden_of(output) -> torch.Tensor:
     """The hidden states of a module output: the tensor itself, or the first item of a tuple / ModelOutput."""
     if isinstance(output, torch.Tensor):
         return output
@@ -151,63 +193,88 @@ def _hidden(output):
     raise TypeError(f"cannot read hidden states from a module output of type {type(output).__name__}")
 
 
-class ResidualTrace:
-    """Context manager: forward hooks on the embedding and the chosen decoder layers, outputs kept by hook name.
+def _with_hidden(output, hidden: torch.Tensor):
+    """`output` with its hidden states replaced (a tensor, or the first item of a tuple or list)."""
+    if isinstance(output, torch.Tensor):
+        return hidden
+    if isinstance(output, tuple):
+        return (hidden, *output[1:])
+    if isinstance(output, list):
+        return [hidden, *output[1:]]
+    raise TypeError(f"cannot edit the hidden states of a module output of type {type(output).__name__}")
 
-    >>> with ResidualTrace(model, layers=[0, 3], positions=pos) as trace:
-    ...     model(input_ids=ids, attention_mask=mask)
-    >>> trace.stacked().shape  # [3, B, P, d]: hook_embed, blocks.0.hook_resid_post, blocks.3.hook_resid_post
 
-    ``positions`` [B, P] (or [P], the same for every row) indexes the sequence of the forward's input; only those
-    tokens are kept. A module called more than once inside the block (generation) keeps its last call.
-    Every hook is removed on exit, also when the block raises.
+def gather(hidden: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    """[B, P, d] states of `hidden` [B, T, d] at `positions` [B, P] (or [P], the same for every row)."""
+    positions = positions.to(hidden.device)
+    if positions.ndim == 1:
+        return hidden[:, positions]
+    if positions.shape[0] != hidden.shape[0]:
+        raise ValueError(f"positions has {positions.shape[0]} rows for a batch of {hidden.shape[0]}")
+    rows = torch.arange(hidden.shape[0], device=hidden.device)[:, None]
+    return hidden[rows, positions]
+
+
+# --- the hook primitive -------------------------------------------------------------------------------------------
+
+class ResidualHooks:
+    """Context manager: forward hooks on residual-stream points that keep their output, edit it, or both.
+
+    >>> with ResidualHooks(model, [EMBED_LAYER, 3], edit=lambda layer, h: h + v) as hooks:
+    ...     model(input_ids=ids)
+    >>> hooks[hook_name(3)]  # block 3's output after the edit, [B, T, d]
+
+    `layers` are EMBED_LAYER (-1, the token embedding's output) or decoder layer indices; ``names`` holds their hook
+    names in that order. `edit(layer, hidden)` returns the hidden states the model goes on with (it may not modify
+    `hidden` in place); with `retain` each point's (edited) states are kept by hook name, detached, and with
+    `positions` [B, P] (or [P]) only those tokens. A module called more than once inside the block (generation)
+    is edited every time and keeps its last call; ``calls[layer]`` counts the forwards through each point. Every
+    hook is removed on exit, also when the block raises.
     """
 
-    def __init__(self, model: nn.Module, layers: Sequence[int] | None = None, positions: torch.Tensor | None = None):
-        self.model = model
+    def __init__(self, model: nn.Module, layers: Sequence[int], edit: Edit | None = None, retain: bool = True,
+                 positions: torch.Tensor | None = None):
         blocks = decoder_layers(model)
-        self.layers = list(range(len(blocks))) if layers is None else _check_layers(layers, len(blocks))
-        self.names = hook_names(len(blocks), self.layers)
-        self.modules: dict[str, nn.Module] = {EMBED: embedding(model)}
-        for layer, name in zip(self.layers, self.names[1:]):
-            self.modules[name] = blocks[layer]
+        self.layers = check_layers(layers, len(blocks), embed=True)
+        self.names = [hook_name(layer) for layer in self.layers]
+        self.edit, self.retain = edit, retain
         if positions is not None:
             positions = torch.as_tensor(positions, dtype=torch.long)
             if positions.ndim not in (1, 2):
                 raise ValueError(f"positions must be [B, P] or [P], got shape {tuple(positions.shape)}")
         self.positions = positions
+        self.modules = {layer: embedding(model) if layer == EMBED_LAYER else blocks[layer] for layer in self.layers}
         self.activations: dict[str, torch.Tensor] = {}
+        self.calls = dict.fromkeys(self.layers, 0)
         self._handles: list = []
 
-    def _keep(self, hidden: torch.Tensor) -> torch.Tensor:
-        hidden = hidden.detach()
-        if self.positions is None:
-            return hidden
-        pos = self.positions.to(hidden.device)
-        if pos.ndim == 1:
-            return hidden[:, pos]
-        if pos.shape[0] != hidden.shape[0]:
-            raise ValueError(f"positions has {pos.shape[0]} rows for a batch of {hidden.shape[0]}")
-        rows = torch.arange(hidden.shape[0], device=hidden.device)[:, None]
-        return hidden[rows, pos]
+    def _hook(self, layer: int):
+        name = hook_name(layer)
 
-    def _hook(self, name: str):
         def hook(module, args, output):
-            self.activations[name] = self._keep(_hidden(output))
+            self.calls[layer] += 1
+            hidden = hidden_of(output)
+            if self.edit is not None:
+                hidden = self.edit(layer, hidden)
+                output = _with_hidden(output, hidden)
+            if self.retain:
+                kept = hidden.detach()
+                self.activations[name] = kept if self.positions is None else gather(kept, self.positions)
+            return output
         return hook
 
-    def __enter__(self) -> "ResidualTrace":
+    def __enter__(self) -> "ResidualHooks":
         self.activations = {}
         try:
-            for name, module in self.modules.items():
-                self._handles.append(module.register_forward_hook(self._hook(name)))
+            for layer, module in self.modules.items():
+                self._handles.append(module.register_forward_hook(self._hook(layer)))
         except BaseException:
             self.remove()
             raise
         return self
 
     def remove(self) -> None:
-        """Remove every hook this trace registered."""
+        """Remove every hook this object registered."""
         while self._handles:
             self._handles.pop().remove()
 
@@ -223,6 +290,22 @@ class ResidualTrace:
         if missing:
             raise RuntimeError(f"no forward reached {', '.join(missing)}")
         return torch.stack([self.activations[n] for n in self.names])
+
+
+class ResidualTrace(ResidualHooks):
+    """ResidualHooks that read ``hook_embed`` and the chosen decoder layers (None: all), editing nothing.
+
+    >>> with ResidualTrace(model, layers=[0, 3], positions=pos) as trace:
+    ...     model(input_ids=ids, attention_mask=mask)
+    >>> trace.stacked().shape  # [3, B, P, d]: hook_embed, blocks.0.hook_resid_post, blocks.3.hook_resid_post
+
+    ``positions`` [B, P] (or [P], the same for every row) indexes the sequence of the forward's input.
+    """
+
+    def __init__(self, model: nn.Module, layers: Sequence[int] | None = None, positions: torch.Tensor | None = None):
+        n = n_layers_of(model)
+        chosen = range(n) if layers is None else check_layers(layers, n)
+        super().__init__(model, [EMBED_LAYER, *chosen], positions=positions)
 
 
 def _accepts(model: nn.Module, name: str) -> bool:

@@ -11,7 +11,8 @@ from torch import nn
 
 from activations.backends import BACKENDS, capture
 from activations.capture import (
-    ResidualTrace, decoder_layers, embedding, hook_names, parse_layers, resid_post,
+    EMBED_HOOK, EMBED_LAYER, ResidualHooks, ResidualTrace, decoder_layers, embedding, hook_layer, hook_name,
+    hook_names, parse_layers, resid_post,
 )
 from behavioral.engine import Batch, Engine, left_pad
 
@@ -77,6 +78,27 @@ def test_hook_names():
         hook_names(3, [3])
 
 
+def test_hook_name_and_layer_are_inverse():
+    assert hook_name(EMBED_LAYER) == EMBED_HOOK == "hook_embed" and hook_layer("hook_embed") == EMBED_LAYER == -1
+    for layer in (0, 7, 31):
+        assert hook_layer(hook_name(layer)) == layer
+    assert hook_name(np.int64(3)) == "blocks.3.hook_resid_post"
+    assert [hook_layer(n) for n in hook_names(4, [2, 0])] == [-1, 2, 0]
+
+
+@pytest.mark.parametrize("bad", [-2, 1.0, "3", True, None])
+def test_hook_name_refuses_what_is_no_layer(bad):
+    with pytest.raises(ValueError, match="no hook for layer"):
+        hook_name(bad)
+
+
+@pytest.mark.parametrize("bad", ["blocks.x.hook_resid_post", "blocks.3.hook_resid_pre", "hook_embed ", "embed",
+                                 "blocks.-1.hook_resid_post", 3])
+def test_hook_layer_refuses_unknown_names(bad):
+    with pytest.raises(ValueError, match="unknown hook name"):
+        hook_layer(bad)
+
+
 @pytest.mark.parametrize("spec, expected", [
     ("all", list(range(30))), ("ALL ", list(range(30))), ("0,4,8", [0, 4, 8]), ("8, 0,4,4", [0, 4, 8]),
     ("29", [29]), ("0", [0]),
@@ -136,6 +158,43 @@ def test_tuple_layer_outputs():
     got = resid_post(toy, ids, positions=torch.tensor([[2, 0]]), layers=[1])
     embed = toy.model.embed_tokens(ids)[:, [2, 0]].detach()
     assert torch.equal(got, torch.stack([embed, 4 * embed]))
+
+
+def test_an_edit_is_what_the_model_goes_on_with(tiny_model):
+    """Shifting hook_embed equals running the model on shifted embeddings, shifting the last block's output equals
+    applying the final norm and head to the shifted output; the states kept are the edited ones, and `calls` counts
+    the forwards through each point."""
+    ids = torch.tensor([[5, 6, 7, 8]])
+    shift = torch.linspace(-1, 1, tiny_model.config.hidden_size)
+    with torch.inference_mode():
+        embeds = tiny_model.model.embed_tokens(ids) + shift
+        from_embeds = tiny_model(inputs_embeds=embeds).logits
+        with ResidualTrace(tiny_model) as plain:
+            unedited = tiny_model(input_ids=ids).logits
+        with ResidualHooks(tiny_model, [EMBED_LAYER], edit=lambda layer, h: h + shift) as at_embed:
+            shifted_embed = tiny_model(input_ids=ids).logits
+        with ResidualHooks(tiny_model, [1], edit=lambda layer, h: h + shift) as at_last:
+            for _ in range(2):
+                shifted_last = tiny_model(input_ids=ids).logits
+        from_last = tiny_model.lm_head(tiny_model.model.norm(plain["blocks.1.hook_resid_post"] + shift))
+    assert not torch.allclose(shifted_embed, unedited) and not torch.allclose(shifted_last, unedited)
+    assert torch.allclose(shifted_embed, from_embeds, atol=1e-5)
+    assert torch.equal(at_embed["hook_embed"], embeds) and at_embed.calls == {EMBED_LAYER: 1}
+    assert torch.allclose(shifted_last, from_last, atol=1e-5)
+    assert torch.equal(at_last["blocks.1.hook_resid_post"], plain["blocks.1.hook_resid_post"] + shift)
+    assert at_last.calls == {1: 2} and at_last.names == ["blocks.1.hook_resid_post"]
+
+
+def test_edit_replaces_tuple_outputs_and_refuses_in_range_only(tiny_model):
+    toy = _Toy()
+    ids = torch.tensor([[1, 2, 3]])
+    with torch.no_grad(), ResidualHooks(toy, [0], edit=lambda layer, h: torch.zeros_like(h)) as hooks:
+        out = toy(ids)
+    assert torch.equal(out, torch.zeros_like(out)) and hooks.calls == {0: 1}
+    with pytest.raises(ValueError, match="-1..1"):
+        ResidualHooks(tiny_model, [2])
+    with pytest.raises(ValueError, match="-1..1"):
+        ResidualHooks(tiny_model, [-2])
 
 
 # --- torch hooks --------------------------------------------------------------------------------------------------
