@@ -9,20 +9,22 @@ import numpy as np
 import pytest
 import torch
 
+from activations.capture import ResidualTrace
 from activations.spans import TokenSpan
-from behavioral import chat, prompts
-from behavioral.suites.intergroup.corpus import Event
+from behavioral import chat
 from behavioral.engine import Engine
+from behavioral.suites.intergroup import prompts
+from behavioral.suites.intergroup.corpus import Event
 from behavioral.suites.intergroup.groups import get_category
 from behavioral.suites.intergroup.stats import empathy_gap, zscore
 from interp import patching as P
-from interp.patching import EMBED, PatchPrompt, PatchSpec
+from interp.patching import EMBED_LAYER, PatchPrompt, PatchSpec
 from tests.conftest import NO_SYSTEM, build_tiny_tokenizer
 
 SETTING = "P0S1T0"
 EVENTS = [Event("joy-t1", "joy", "I won the race.", "I felt joy when I won the race."),
           Event("fear-t2", "fear", "A dog ran at me.", "I felt fear when a dog ran at me.")]
-ALL_LAYERS = (EMBED, 0, 1)  # the tiny model has 2 decoder layers
+ALL_LAYERS = (EMBED_LAYER, 0, 1)  # the tiny model has 2 decoder layers
 TOL = 1e-5
 
 
@@ -57,7 +59,7 @@ def clean(engine, trie, items):
 def assert_scores_close(a, b, tol):
     assert a.greedy == b.greedy
     assert abs(a.expected - b.expected) <= tol
-    assert abs(a.numeric_mass - b.numeric_mass) <= tol
+    assert abs(a.start_mass - b.start_mass) <= tol
     assert max(abs(x - y) for x, y in zip(a.answer_logp, b.answer_logp)) <= tol
 
 
@@ -73,10 +75,10 @@ def test_patching_everything_from_the_source_gives_the_source(engine, trie, tiny
     assert spread(t_clean, s_clean) > 1e-3  # the two prompts really differ, so equality below means something
     patched = P.patched_scores(engine, [target], [source], PatchSpec(ALL_LAYERS, "all"), trie)[0]
     assert_scores_close(patched, s_clean, 1e-4)
-    # Every decoder layer but not the embedding: the last prompt position's logits (numeric_mass) are the source's,
+    # Every decoder layer but not the embedding: the last prompt position's logits (start_mass) are the source's,
     # while the answer-trie tokens still read the target's layer-0 keys and values.
     blocks = P.patched_scores(engine, [target], [source], PatchSpec((0, 1), "all"), trie)[0]
-    assert abs(blocks.numeric_mass - s_clean.numeric_mass) <= 1e-6
+    assert abs(blocks.start_mass - s_clean.start_mass) <= 1e-6
     assert spread(blocks, s_clean) > 1e-5
 
 
@@ -106,7 +108,7 @@ def test_patching_nothing_changes_nothing(engine, trie, tiny_tokenizer):
     for spec in (PatchSpec(()), PatchSpec((), "system")):
         for a, b in zip(P.patched_scores(engine, targets, sources, spec, trie), plain):
             assert a.greedy == b.greedy
-            assert abs(a.expected - b.expected) <= TOL and abs(a.numeric_mass - b.numeric_mass) <= TOL
+            assert abs(a.expected - b.expected) <= TOL and abs(a.start_mass - b.start_mass) <= TOL
 
 
 def test_batching_gives_the_same(engine, tiny_model, tiny_tokenizer, trie):
@@ -114,7 +116,7 @@ def test_batching_gives_the_same(engine, tiny_model, tiny_tokenizer, trie):
     targets = [prompt(tiny_tokenizer, "a Christian"), prompt(tiny_tokenizer, "a Jew", "a Muslim", EVENTS[1])]
     sources = [prompt(tiny_tokenizer, "a person"), prompt(tiny_tokenizer, "a Hindu", "a Muslim", EVENTS[1])]
     assert len(targets[0]) != len(targets[1])
-    specs = [PatchSpec((0,), "persona_mean"), PatchSpec((EMBED, 1), "system")]
+    specs = [PatchSpec((0,), "persona_mean"), PatchSpec((EMBED_LAYER, 1), "system")]
     together = P.patched_scores(engine, targets, sources, specs, trie)
     alone = [P.patched_scores(engine, [t], [s], sp, trie)[0] for t, s, sp in zip(targets, sources, specs)]
     single = P.patched_scores(Engine(tiny_model, tiny_tokenizer, batch_size=1), targets, sources, specs, trie)
@@ -125,20 +127,33 @@ def test_batching_gives_the_same(engine, tiny_model, tiny_tokenizer, trie):
 
 
 def test_engine_left_as_found(engine, trie, tiny_tokenizer, tiny_model):
+    """Inside an outer engine.hooked block (a tracer, the shared prefix on), patching leaves that block's settings in
+    force afterwards, also when scoring raises, and no hook behind."""
     hooks = {n: (dict(m._forward_hooks), dict(m._forward_pre_hooks)) for n, m in tiny_model.named_modules()}
-    marker = object()
-    engine.intervention = marker
     t, s = prompt(tiny_tokenizer, "a Muslim"), prompt(tiny_tokenizer, "a person")
-    P.patched_scores(engine, [t], [s], PatchSpec((0,), "system"), trie)
-    assert engine.share_prefix is True and engine.intervention is marker
+    ids = [list(t.ids), list(prompt(tiny_tokenizer, "a Jew").ids)]
 
-    def boom(*args, **kwargs):
-        raise RuntimeError("boom")
+    def settings_in_force() -> bool:
+        """The tracer is active (results carry states) and the shared prefix is cached (prefix tokens computed)."""
+        before = engine.prefixes.tokens_computed
+        engine.prefixes.entries.clear()
+        scores = engine.score(ids, trie)
+        return all(x.state is not None for x in scores) and engine.prefixes.tokens_computed > before
 
-    engine.score = boom
-    with pytest.raises(RuntimeError, match="boom"):
+    with engine.hooked(tracer=lambda positions: ResidualTrace(tiny_model, [0], positions=positions)):
+        assert settings_in_force()
         P.patched_scores(engine, [t], [s], PatchSpec((0,), "system"), trie)
-    assert engine.share_prefix is True and engine.intervention is marker
+        assert settings_in_force()
+        score = engine.score
+
+        def boom(*args, **kwargs):
+            raise RuntimeError("boom")
+
+        engine.score = boom
+        with pytest.raises(RuntimeError, match="boom"):
+            P.patched_scores(engine, [t], [s], PatchSpec((0,), "system"), trie)
+        engine.score = score
+        assert settings_in_force()
     assert hooks == {n: (dict(m._forward_hooks), dict(m._forward_pre_hooks)) for n, m in tiny_model.named_modules()}
 
 
@@ -162,14 +177,35 @@ def test_sweep_costs_at_most_layers_plus_one_forwards_per_prompt(engine, tiny_mo
     assert len(frame) == n * L
 
 
+def test_progress_tells_the_planned_forwards_and_an_estimate(engine, tiny_model, tiny_tokenizer, trie, monkeypatch,
+                                                             capsys):
+    """The plan printed before any forward names as many forwards as then run; an estimate follows the first
+    scoring forward."""
+    identities = get_category("religion").identities
+    targets = [prompt(tiny_tokenizer, identities[i], identities[i], EVENTS[i % 2]) for i in range(3)]
+    sources = [prompt(tiny_tokenizer, identities[i + 1], identities[i], EVENTS[i % 2]) for i in range(3)]
+    engine.batch_size = 4
+    calls = []
+    forward = tiny_model.forward
+    monkeypatch.setattr(tiny_model, "forward", lambda *a, **k: calls.append(1) or forward(*a, **k))
+    P.sweep(engine, targets, sources, [0, 1], trie, groups=("system",), progress="sweep")
+    printed = capsys.readouterr()
+    text = printed.out + printed.err
+    assert f"sweep: {len(calls)} forwards planned (3 setup, {len(calls) - 3} main" in text
+    assert "one main forward took" in text and "estimated" in text
+    P.sweep(engine, targets, sources, [0], trie, groups=("system",))
+    printed = capsys.readouterr()
+    assert "planned" not in printed.out + printed.err  # silent without a label
+
+
 def test_sweep_columns_and_metrics(engine, trie, tiny_tokenizer):
     targets = [prompt(tiny_tokenizer, "a Muslim", "a Muslim"), prompt(tiny_tokenizer, "a Jew", "a Jew", EVENTS[1])]
     sources = [prompt(tiny_tokenizer, "a Hindu", "a Muslim"), prompt(tiny_tokenizer, "a Christian", "a Jew", EVENTS[1])]
     meta = [{"perceiver": "a Muslim"}, {"perceiver": "a Jew"}]
-    frame = P.sweep(engine, targets, sources, [EMBED, 0, 1], trie, meta=meta)
+    frame = P.sweep(engine, targets, sources, [EMBED_LAYER, 0, 1], trie, meta=meta)
     assert list(frame.columns) == ["prompt", "layer", "positions", "layers", "perceiver", *P.METRICS]
-    assert len(frame) == 2 * 3 * len(P.DEFAULT_GROUPS)
-    assert set(frame["positions"]) == set(P.DEFAULT_GROUPS)
+    assert len(frame) == 2 * 3 * len(P.SWEEP_POSITION_GROUPS)
+    assert set(frame["positions"]) == set(P.SWEEP_POSITION_GROUPS)
     row = frame.iloc[0]
     gap = row["expected_source"] - row["expected_clean"]
     assert row["delta_expected"] == pytest.approx(row["expected"] - row["expected_clean"])
@@ -180,7 +216,7 @@ def test_sweep_columns_and_metrics(engine, trie, tiny_tokenizer):
     assert np.abs(last["delta_expected"]).max() < 1e-6
     summary = P.summarize(frame)
     assert list(summary.columns) == ["layer", "positions", "delta_expected", "delta_logp_greedy", "n", "frac_closed"]
-    assert len(summary) == 3 * len(P.DEFAULT_GROUPS)
+    assert len(summary) == 3 * len(P.SWEEP_POSITION_GROUPS)
 
 
 def test_patched_gap(tiny_model, tiny_tokenizer, trie, tmp_path):
@@ -230,7 +266,7 @@ def test_alignment_rules():
 @pytest.mark.parametrize("template", [None, NO_SYSTEM])
 def test_system_span(tiny_tokenizer, template):
     tok = tiny_tokenizer if template is None else build_tiny_tokenizer(template)
-    fmt = P.chat_format_of(tok)
+    fmt = chat.detect_format(tok)
     assert fmt == (chat.SYSTEM if template is None else chat.FOLDED)
     p = prompts.build(SETTING, "a person from Iran", "a Jew", "joy", "I won.")
     enc = P.encode(tok, p, fmt)
@@ -257,11 +293,11 @@ def test_source_states_one_forward_per_distinct_prompt(tiny_model, monkeypatch):
     ids = [(5, 6, 7, 8), (5, 6, 7, 9), (5, 6, 7, 8), (5, 6, 7, 8, 10)]
     cache = P.source_states(tiny_model, ids, [1], upto=[None, None, None, 4])
     assert sorted(calls) == [(2, 4)]  # two distinct prefixes of length 4, one batched forward
-    assert cache.names == ("hook_embed", "blocks.1.hook_resid_post") and cache.layers == (EMBED, 1)
+    assert cache.names == ("hook_embed", "blocks.1.hook_resid_post") and cache.layers == (EMBED_LAYER, 1)
     assert torch.equal(cache.states[0], cache.states[2]) and torch.equal(cache.states[0], cache.states[3])
     with torch.inference_mode():
         hidden = tiny_model(input_ids=torch.tensor([ids[1]]), output_hidden_states=True).hidden_states
-    assert torch.allclose(cache.get(1, EMBED), hidden[0][0], atol=1e-6)
+    assert torch.allclose(cache.get(1, EMBED_LAYER), hidden[0][0], atol=1e-6)
 
 
 def test_swap_source():

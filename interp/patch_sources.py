@@ -1,0 +1,71 @@
+"""The values a patch writes: residual-stream states of source prompts, one forward per distinct source prefix.
+
+Causal attention makes a prefix exact: the states of the first ``u`` tokens depend on those tokens alone, so a source
+is cut after the last position any patch reads. Every source with the same persona and setting then shares one
+prefix, and patching from "a person" costs one source forward in all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+import torch
+
+from activations.capture import EMBED_LAYER, hook_names, n_layers_of, resid_post
+from interp.patch_spec import PatchError
+
+Ids = tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class SourceStates:
+    """Residual-stream values of source prompts: ``states[i]`` is [len(layers), T_i, d] in ``layers`` order
+    (``EMBED_LAYER`` first), T_i the prompt's length or the prefix kept."""
+
+    layers: tuple[int, ...]
+    names: tuple[str, ...]
+    states: tuple[torch.Tensor, ...]
+
+    def __len__(self) -> int:
+        return len(self.states)
+
+    def get(self, i: int, layer: int) -> torch.Tensor:
+        """[T_i, d] of prompt `i` at `layer`."""
+        try:
+            return self.states[i][self.layers.index(layer)]
+        except ValueError:
+            raise PatchError(f"layer {layer} was not captured; captured layers are {self.layers}") from None
+
+
+def prefixes(prompts: Sequence[Sequence[int]], upto: Sequence[int | None] | None = None) -> list[Ids]:
+    """Each prompt cut to its first ``upto[i]`` tokens (None: whole)."""
+    return [tuple(p[:u] if u else p) for p, u in zip(prompts, upto or [None] * len(prompts))]
+
+
+def prefix_batches(cut: Sequence[Ids], batch_size: int) -> list[list[Ids]]:
+    """The forwards `source_states` runs: distinct prefixes, same-length ones batched, at most `batch_size` a batch."""
+    by_length: dict[int, list[Ids]] = {}
+    for ids in dict.fromkeys(cut):
+        by_length.setdefault(len(ids), []).append(ids)
+    return [group[k:k + batch_size] for group in by_length.values() for k in range(0, len(group), batch_size)]
+
+
+def source_states(model, prompts: Sequence[Sequence[int]], layers: Iterable[int],
+                  upto: Sequence[int | None] | None = None, batch_size: int = 16,
+                  on_forward: Callable[[], None] | None = None) -> SourceStates:
+    """hook_embed and blocks.{l}.hook_resid_post of every prompt, keeping the first ``upto[i]`` positions of prompt
+    i (None: all): one forward per batch of `prefix_batches` (all layers at once); `on_forward` is called after
+    each."""
+    blocks = [layer for layer in sorted(set(layers)) if layer != EMBED_LAYER]
+    names = tuple(hook_names(n_layers_of(model), blocks))
+    cut = prefixes(prompts, upto)
+    device = next(model.parameters()).device
+    done: dict[Ids, torch.Tensor] = {}
+    for chunk in prefix_batches(cut, batch_size):
+        stacked = resid_post(model, torch.tensor(chunk, device=device), layers=blocks)  # [H, b, T, d]
+        for j, ids in enumerate(chunk):
+            done[ids] = stacked[:, j]
+        if on_forward is not None:
+            on_forward()
+    return SourceStates((EMBED_LAYER, *blocks), names, tuple(done[ids] for ids in cut))

@@ -1,0 +1,150 @@
+"""What a persona patch replaces and where: the spec, the prompts with the spans patching needs, the alignment rules.
+
+Layers are residual-stream points (activations.capture): ``EMBED_LAYER`` (-1) is ``hook_embed``, the residual stream
+before block 0; ``l`` is ``blocks.{l}.hook_resid_post``, the output of decoder layer ``l``. A patch at layer ``l``
+overwrites that layer's output, so layers ``l + 1`` onwards read the source's values there; tokens after the patched
+positions have already read the target's values at layers <= l.
+
+Position alignment (each target position receives one source position, or the mean of several), per position group:
+
+- ``persona_end`` (n): the last ``n`` tokens of the two persona spans, paired from the spans' ends
+  (``activations.spans.align_from_end``); ``n=None`` pairs as many as the shorter span has. The first tokens of a
+  longer target persona keep the target's values ("a person from Iran" <- "a person": " from Iran" <- " a person").
+- ``persona_mean``: every target persona position receives the mean of the source persona span's values (per layer).
+- ``system``: the block from the persona's first token to the last token of the system text (the system message, or
+  the system part of the user message where the chat template folds it there), paired from the blocks' ends, as many
+  as the shorter block has. The text after the persona is the same in both prompts, so those pairs are the same
+  tokens; what is left over is the start of the longer persona, treated as in ``persona_end``.
+- ``all``: every prompt position ``i`` <- ``i``; source and target must have the same length (the sanity check:
+  with every layer and ``EMBED_LAYER`` patched, the target's scores become the source's).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from activations.capture import EMBED_LAYER
+from activations.spans import SpanError, TokenSpan, align_from_end, encode_with_offsets, token_spans
+from behavioral import chat
+from behavioral.answer_space import AnswerTrie
+from behavioral.prompt import Prompt
+from behavioral.suites.intergroup import prompts as intergroup_prompts
+from behavioral.suites.intergroup.corpus import Event
+from behavioral.suites.intergroup.settings import get_setting
+
+PERSONA = "persona"  # the perceiver slot, as patching calls it
+SYSTEM_GROUP = "system"  # the position group from the persona to the end of the system text (not a chat format)
+POSITION_GROUPS = ("persona_end", "persona_mean", SYSTEM_GROUP, "all")
+
+
+class PatchError(ValueError):
+    """A patch that cannot be applied as asked."""
+
+
+@dataclass(frozen=True)
+class PatchSpec:
+    """Layers to patch (``EMBED_LAYER`` = -1 for hook_embed) and the position group; ``n`` is for ``persona_end``
+    only."""
+
+    layers: tuple[int, ...] = ()
+    positions: str = "persona_end"
+    n: int | None = None
+
+    def __post_init__(self):
+        object.__setattr__(self, "layers", tuple(sorted({int(layer) for layer in self.layers})))
+        if self.positions not in POSITION_GROUPS:
+            raise PatchError(f"unknown position group {self.positions!r}; expected one of {', '.join(POSITION_GROUPS)}")
+        if self.n is not None and (self.positions != "persona_end" or self.n < 1):
+            raise PatchError(f"n={self.n} is only for persona_end and must be at least 1")
+        if any(layer < EMBED_LAYER for layer in self.layers):
+            raise PatchError(f"layers {self.layers}: expected block indices >= 0, or {EMBED_LAYER} for hook_embed")
+
+    @property
+    def label(self) -> str:
+        """The position group as written in tables: ``persona_end:1``, ``persona_end``, ``persona_mean``, ..."""
+        return self.positions if self.n is None else f"{self.positions}:{self.n}"
+
+    @classmethod
+    def parse(cls, group: str, layers: Iterable[int] = ()) -> "PatchSpec":
+        """A spec from a position group label such as ``persona_end:2`` or ``system``."""
+        name, _, n = group.partition(":")
+        try:
+            return cls(tuple(layers), name, int(n) if n else None)
+        except ValueError as err:
+            raise PatchError(f"bad position group {group!r}: {err}") from None
+
+
+@dataclass(frozen=True)
+class PatchPrompt:
+    """Token ids of one rendered prompt and its spans: persona, experiencer, final, and system (persona start to the
+    last token of the system text)."""
+
+    ids: tuple[int, ...]
+    spans: Mapping[str, TokenSpan] = field(compare=False)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+def encode(tokenizer, prompt: Prompt, chat_format: str | None = None) -> PatchPrompt:
+    """Render and tokenize a seed-000 `prompt` as the suite does (`chat_format` None: the tokenizer's, as
+    behavioral.chat.detect_format finds it), with its persona, experiencer, final and system spans."""
+    chat_format = chat_format or chat.detect_format(tokenizer)
+    text, rendered = chat.render(tokenizer, prompt, chat_format)
+    special = chat_format == chat.PLAIN
+    ids, offsets = encode_with_offsets(tokenizer, text, special)
+    spans = token_spans(tokenizer, text, rendered, ids, special)
+    perceiver = spans.pop("perceiver")
+    persona = spans[PERSONA] = TokenSpan(PERSONA, perceiver.start, perceiver.end)
+    # The system text is message 0 of the original prompt; folded or plain, it opens message 0 of the rendered one.
+    at = text.find(rendered.messages[0]["content"])
+    end = at + len(prompt.messages[0]["content"])
+    inside = [i for i, (a, b) in enumerate(offsets) if b > a and a < end]
+    if at < 0 or not inside or inside[-1] < persona.last:
+        raise SpanError("cannot locate the end of the system text after the persona in the rendered prompt")
+    spans[SYSTEM_GROUP] = TokenSpan(SYSTEM_GROUP, persona.start, inside[-1] + 1)
+    return PatchPrompt(tuple(ids), spans)
+
+
+def build(tokenizer, setting: str, perceiver: str, experiencer: str, event: Event,
+          chat_format: str | None = None) -> PatchPrompt:
+    """The suite's prompt for (setting, perceiver, experiencer, event), encoded for patching."""
+    narrative = event.narrative(get_setting(setting).narrative_form)
+    prompt = intergroup_prompts.build(setting, perceiver, experiencer, event.emotion, narrative)
+    return encode(tokenizer, prompt, chat_format)
+
+
+def as_patch_prompts(tokenizer, items: Sequence[PatchPrompt | Prompt], chat_format: str | None) -> list[PatchPrompt]:
+    """PatchPrompts as given, Prompts encoded in `chat_format` (None: the tokenizer's)."""
+    if any(not isinstance(p, PatchPrompt) for p in items):
+        chat_format = chat_format or chat.detect_format(tokenizer)
+    return [p if isinstance(p, PatchPrompt) else encode(tokenizer, p, chat_format) for p in items]
+
+
+_TRIES: dict = {}
+
+
+def get_trie(tokenizer, setting: str) -> AnswerTrie:
+    """The answer trie of `setting`'s scale for `tokenizer` (cached; 11 nodes for the 0..10 scale, 101 for 0..100)."""
+    key = (id(tokenizer), get_setting(setting).max_rating)
+    if key not in _TRIES:
+        _TRIES[key] = (tokenizer, AnswerTrie.for_scale(tokenizer, key[1]))  # the tokenizer kept alive: ids stay unique
+    return _TRIES[key][1]
+
+
+def align(spec: PatchSpec, source: PatchPrompt, target: PatchPrompt) -> list[tuple[int, tuple[int, ...]]]:
+    """(target position, source positions whose mean it receives) pairs, by the rules in the module docstring."""
+    if spec.positions == "persona_end":
+        pairs = align_from_end(source.spans[PERSONA], target.spans[PERSONA], spec.n)
+        return [(t, (s,)) for s, t in reversed(pairs)]
+    if spec.positions == "persona_mean":
+        src, tgt = source.spans[PERSONA], target.spans[PERSONA]
+        return [(t, tuple(range(src.start, src.end))) for t in range(tgt.start, tgt.end)]
+    if spec.positions == SYSTEM_GROUP:
+        pairs = align_from_end(source.spans[SYSTEM_GROUP], target.spans[SYSTEM_GROUP])
+        return [(t, (s,)) for s, t in reversed(pairs)]
+    if len(source) != len(target):
+        raise PatchError(f"position group 'all' needs prompts of equal length, got {len(source)} (source) and "
+                         f"{len(target)} (target) tokens")
+    return [(i, (i,)) for i in range(len(target))]

@@ -1,0 +1,100 @@
+"""Experiments tell their cost: the forwards or prompts planned, an estimate from one timed batch, a progress bar."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from tqdm import tqdm
+
+from behavioral.run import RunConfig, Runner
+from behavioral.suites import get_suite
+from behavioral.work import unit_batches, work_units
+
+
+def duration(seconds: float) -> str:
+    """A rough human duration: ``40 s``, ``12 min``, ``2.5 h``."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+class ForwardBar:
+    """A progress bar over the forwards of one job: `setup` forwards (e.g. source prefixes) then `main` ones.
+
+    Opening it prints the plan; after the first main forward it prints an estimate of the whole job (the time so far
+    plus that forward's time for each one left), and the bar shows its own ETA from then on. Disabled, it is silent.
+    """
+
+    def __init__(self, label: str, setup: int, main: int, what: str = "", enabled: bool = True):
+        self.label, self.setup, self.total, self.enabled = label, setup, setup + main, enabled
+        self.done = 0
+        if enabled:
+            detail = f": {what}" if what else ""
+            tqdm.write(f"{label}: {self.total} forwards planned ({setup} setup, {main} main{detail})")
+        self._bar = tqdm(total=self.total, unit="forward", desc=label, disable=not enabled)
+        self._start = self._last = time.perf_counter()
+
+    def tick(self) -> None:
+        """One forward done."""
+        now = time.perf_counter()
+        self.done += 1
+        if self.enabled and self.done == self.setup + 1:
+            per = now - self._last
+            left = self.total - self.done
+            tqdm.write(f"{self.label}: one main forward took {per:.1f} s; estimated "
+                       f"{duration(now - self._start + per * left)} in all")
+        self._last = now
+        self._bar.update()
+
+    def close(self) -> None:
+        """Close the bar."""
+        self._bar.close()
+
+    def __enter__(self) -> "ForwardBar":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+@dataclass(frozen=True)
+class RunEstimate:
+    """What one run of a suite slice will cost: its prompts, its batches and the time one batch took."""
+
+    prompts: int
+    batches: int
+    seconds_per_batch: float
+
+    @property
+    def seconds(self) -> float:
+        """The estimated time of the whole run."""
+        return self.batches * self.seconds_per_batch
+
+    def describe(self, runs: int = 1) -> str:
+        """One line for the user: prompts, batches, the timed batch and the estimate for `runs` such runs."""
+        times = f"{runs} runs × " if runs > 1 else ""
+        return (f"{times}{self.prompts} prompts in {self.batches} batches; one batch took "
+                f"{self.seconds_per_batch:.1f} s: estimated {duration(runs * self.seconds)}")
+
+
+def estimate_run(config: RunConfig, loaded: tuple, out: str | Path) -> RunEstimate:
+    """Time the first batch of a suite slice on a loaded (model, tokenizer, info) and count its batches: what one
+    ``behavioral.run.run(config, out, loaded=loaded)`` will cost, capture passes aside. The suite prepares its data
+    into `out` as the run would (T2 rewrites are cached there, so the run does not redo them)."""
+    model, tokenizer, _ = loaded
+    suite = get_suite(config.suite)
+    config.validate(suite)
+    data = suite.prepare(suite.dataset(config), config, model, tokenizer, Path(out))
+    batches = list(unit_batches(work_units(suite.groups(data), config.unit_size), config.batch_size))
+    if not batches:
+        raise ValueError(f"suite {config.suite!r}: the configuration selects no items")
+    runner = Runner(model, tokenizer, config, suite)
+    start = time.perf_counter()
+    runner.rows(batches[0])
+    seconds = time.perf_counter() - start
+    prompts = sum(len(unit.items) for batch in batches for unit in batch) * config.samples
+    return RunEstimate(prompts, len(batches), seconds)
