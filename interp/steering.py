@@ -4,8 +4,9 @@ The direction of a layer is the mean final-token state (``blocks.{l}.hook_resid_
 mean over out-group cells, "a person" excluded, each cell weighted by its prompt count (so it is the difference of
 the pooled per-cell sums). :func:`steer` edits the output of decoder layer ``l`` at every position of every forward
 that runs inside it (shared prefix, prompt, answer trie and each decode step): ``h + coef * v`` or
-``h - (h . u) u`` with ``u = v / |v|``. :func:`steering_sweep` runs a suite slice per (layer, coefficient) and
-puts δ beside the refusal and numeric rates, so a "fix" that breaks the task shows.
+``h - (h . u) u`` with ``u = v / |v|``. :func:`steered_run` runs a whole suite slice steered
+(``behavioral.run.run`` on the loaded model); :func:`steering_sweep` runs one per (layer, coefficient) and puts δ
+beside the refusal and numeric rates, so a "fix" that breaks the task shows.
 
 Rows of a direction array follow the store's hooks (``hook_embed``, then ``blocks.{l}.hook_resid_post``);
 :func:`layer_directions` picks decoder layers out of it.
@@ -17,6 +18,7 @@ import contextlib
 import dataclasses
 import hashlib
 import math
+import shutil
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,16 +29,18 @@ import torch
 from matplotlib.figure import Figure
 from torch import nn
 
-from activations.capture import EMBED, _check_layers, _hidden, decoder_layers
+from activations.capture import EMBED_HOOK, Edit, ResidualHooks, check_layers, hook_layer, hook_name, n_layers_of
 from activations.store import ActivationStore, ActivationStoreError
+from behavioral.engine import Engine
+from behavioral.outputs import save_figure
+from behavioral.run import RunConfig, run
+from behavioral.store import MANIFEST
+from behavioral.suites.intergroup import results
 from behavioral.suites.intergroup.analysis import analyze_setting
-from behavioral.engine import Engine, PrefixCache
 from behavioral.suites.intergroup.groups import UNSPECIFIED, get_category
-from behavioral.run import unit_batches
-from behavioral.suites.intergroup.settings import get_setting
-from behavioral.work import work_units
+from behavioral.suites.intergroup.rewrite import CACHE as REWRITES
+from interp.progress import estimate_run
 
-FORMATS = ("png", "pdf")
 RESULT_COLUMNS = ("response", "intensity", "refused", "score_answer", "expected_intensity", "numeric_mass")
 
 
@@ -78,7 +82,7 @@ def ingroup_direction(store: ActivationStore, category: str, setting: str, unit:
 
 def hook_row(hooks: Sequence[str], layer: int) -> int:
     """Row of decoder layer `layer` (its ``blocks.{layer}.hook_resid_post``) in a store's hook order."""
-    name = f"blocks.{layer}.hook_resid_post"
+    name = hook_name(layer)
     if name not in hooks:
         raise ActivationStoreError(f"layer {layer} was not captured; the store has {', '.join(hooks)}")
     return list(hooks).index(name)
@@ -91,51 +95,30 @@ def layer_directions(directions: np.ndarray, hooks: Sequence[str], layers: Seque
 
 def captured_layers(hooks: Sequence[str]) -> list[int]:
     """Decoder layers a store holds, in order (``hook_embed`` is not a decoder layer)."""
-    return [int(h.split(".")[1]) for h in hooks if h != EMBED]
+    return [hook_layer(h) for h in hooks if h != EMBED_HOOK]
 
 
 # --- the hooks ----------------------------------------------------------------------------------------------------
 
-def _replace_hidden(output, hidden: torch.Tensor):
-    """`output` of a decoder layer with its hidden states replaced (a tensor, or the first item of a tuple)."""
-    if isinstance(output, torch.Tensor):
-        return hidden
-    if isinstance(output, tuple):
-        return (hidden, *output[1:])
-    if isinstance(output, list):
-        return [hidden, *output[1:]]
-    raise TypeError(f"cannot steer a decoder layer whose output is a {type(output).__name__}")
+def _steering_edit(vectors: Mapping[int, torch.Tensor], coef: float | None, project: bool) -> Edit:
+    """The edit of each steered layer: ``h - (h . u) u`` if `project`, then ``+ coef * v`` if `coef` is given;
+    constants made once per layer, device and dtype."""
+    constants: dict[tuple, tuple[torch.Tensor, torch.Tensor | None]] = {}
 
-
-class _Edit:
-    """Forward hook: `h - (h . u) u` if project, then `+ coef * v` if coef is not None; per device/dtype constants."""
-
-    def __init__(self, vector: torch.Tensor, coef: float | None, project: bool):
-        self.vector, self.coef, self.project = vector, coef, project
-        norm = vector.norm()
-        self.unit = vector / norm if norm > 0 else torch.zeros_like(vector)
-        self._cache: dict[tuple, tuple[torch.Tensor, torch.Tensor | None]] = {}
-        self.calls = 0
-
-    def _constants(self, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
-        key = (h.device, h.dtype)
-        if key not in self._cache:
-            unit = self.unit.to(h.device)
-            add = None if self.coef is None else (self.coef * self.vector).to(h.device, h.dtype)
-            self._cache[key] = (unit, add)
-        return self._cache[key]
-
-    def __call__(self, module, args, output):
-        self.calls += 1
-        h = _hidden(output)
-        unit, add = self._constants(h)
-        new = h
-        if self.project:
+    def edit(layer: int, h: torch.Tensor) -> torch.Tensor:
+        key = (layer, h.device, h.dtype)
+        if key not in constants:
+            vector = vectors[layer]
+            norm = vector.norm()
+            unit = (vector / norm if norm > 0 else torch.zeros_like(vector)).to(h.device)
+            constants[key] = unit, None if coef is None else (coef * vector).to(h.device, h.dtype)
+        unit, add = constants[key]
+        if project:
             hf = h.float()
-            new = (hf - (hf @ unit)[..., None] * unit).to(h.dtype)
-        if add is not None:
-            new = new + add
-        return _replace_hidden(output, new)
+            h = (hf - (hf @ unit)[..., None] * unit).to(h.dtype)
+        return h if add is None else h + add
+
+    return edit
 
 
 def _as_array(direction) -> np.ndarray:
@@ -155,80 +138,69 @@ def _as_vectors(direction, n_layers: int, width: int) -> list[torch.Tensor]:
     return [v.clone() for v in vectors]
 
 
+def _layer_list(layer: int | Sequence[int]) -> list:
+    return [layer] if isinstance(layer, (int, np.integer)) else list(layer)
+
+
 @contextlib.contextmanager
 def steer(model: nn.Module, layer: int | Sequence[int], direction, coef: float | None = None, project: bool = False,
-          engine: Engine | None = None) -> Iterator[list[_Edit]]:
-    """Steer `model` inside the block: forward hooks on decoder layer(s) `layer` edit their output at every position.
+          engine: Engine | None = None) -> Iterator[ResidualHooks]:
+    """Steer `model` inside the block: ResidualHooks on decoder layer(s) `layer` edit their output at every position.
 
     `direction` is [d] (the same for every layer) or [len(layers), d]. `coef` adds ``coef * direction``; `project`
     removes the component along the direction first (``h - (h . u) u``, u its unit vector; a zero direction leaves
     h unchanged). Every forward inside the block is steered: an Engine's shared prefix, prompt, answer trie and
     decode steps alike. Pass the `engine` to run through, so prefix KV caches computed outside the block (unsteered)
     are not reused inside it, nor steered ones after it: its prefix cache is emptied on entry and on exit.
-    Hooks are removed on exit, also when the block raises. Yields the hooks (their ``calls`` count forwards).
+    Hooks are removed on exit, also when the block raises. Yields the hooks (``calls[layer]`` counts forwards).
     """
     if coef is None and not project:
         raise ValueError("steer needs a coefficient, project=True, or both")
     if coef is not None and not math.isfinite(coef):
         raise ValueError(f"coefficient must be finite, got {coef!r}")
-    blocks = decoder_layers(model)
-    layers = _check_layers([layer] if isinstance(layer, (int, np.integer)) else list(layer), len(blocks))
-    width = model.config.hidden_size if hasattr(model, "config") else None
-    vectors = _as_vectors(direction, len(layers), width if width is not None else _as_array(direction).shape[-1])
-    edits = [_Edit(v, None if coef is None else float(coef), project) for v in vectors]
-    handles = []
+    layers = check_layers(_layer_list(layer), n_layers_of(model))
+    width = model.config.hidden_size if hasattr(model, "config") else _as_array(direction).shape[-1]
+    vectors = dict(zip(layers, _as_vectors(direction, len(layers), width)))
+    edit = _steering_edit(vectors, None if coef is None else float(coef), project)
     if engine is not None:
         engine.prefixes.entries.clear()
     try:
-        for index, edit in zip(layers, edits):
-            handles.append(blocks[index].register_forward_hook(edit))
-        yield edits
+        with ResidualHooks(model, layers, edit=edit, retain=False) as hooks:
+            yield hooks
     finally:
-        for handle in handles:
-            handle.remove()
         if engine is not None:
             engine.prefixes.entries.clear()
 
 
 def steering_fingerprint(layer, direction, coef: float | None, project: bool) -> str:
     """sha256 (16 hex digits) of a steering: layers, direction bytes, coefficient, projection."""
-    layers = [int(layer)] if isinstance(layer, (int, np.integer)) else [int(x) for x in layer]
+    layers = [int(x) for x in _layer_list(layer)]
     digest = hashlib.sha256(repr((layers, coef, bool(project))).encode())
     digest.update(np.ascontiguousarray(_as_array(direction)).tobytes())
     return digest.hexdigest()[:16]
 
 
-@contextlib.contextmanager
-def steer_runs(layer: int | Sequence[int], direction, coef: float | None = None,
-               project: bool = False) -> Iterator[None]:
-    """Steer every model that ``behavioral.models.load`` returns inside the block, so that ``behavioral.run.run``
-    (which loads its own model) runs a whole suite slice steered.
-
-    The run directory's manifest records the steering under ``model.steering``, and ``model_hash`` gains a
-    ``+steer:<fingerprint>`` suffix, so a run directory made with another steering (or none) is refused on resume.
-    T2 rewrites made inside the block (``rewrites.jsonl``) come from the steered model; copy an unsteered run's cache
-    into the run directory first to avoid that. Hooks of every loaded model are removed on exit.
-    """
-    from behavioral import models
-
-    real = models.load
+def steered_info(info: Mapping, layer, direction, coef: float | None = None, project: bool = False) -> dict:
+    """A model's manifest info with the steering recorded under ``steering`` and ``+steer:<fingerprint>`` appended
+    to ``model_hash``, so a run directory made with another steering (or none) is refused on resume."""
     fingerprint = steering_fingerprint(layer, direction, coef, project)
-    layers = [int(layer)] if isinstance(layer, (int, np.integer)) else [int(x) for x in layer]
+    return dict(info) | {
+        "model_hash": f"{info['model_hash']}+steer:{fingerprint}",
+        "steering": {"layers": [int(x) for x in _layer_list(layer)], "coef": coef, "project": project,
+                     "fingerprint": fingerprint,
+                     "direction_norm": float(np.linalg.norm(_as_array(direction).astype(np.float64)))},
+    }
 
-    with contextlib.ExitStack() as stack:
-        def load(*args, **kwargs):
-            model, tokenizer, info = real(*args, **kwargs)
-            stack.enter_context(steer(model, layer, direction, coef, project))
-            info = dict(info, model_hash=f"{info['model_hash']}+steer:{fingerprint}",
-                        steering={"layers": layers, "coef": coef, "project": project, "fingerprint": fingerprint,
-                                  "direction_norm": float(np.linalg.norm(_as_array(direction).astype(np.float64)))})
-            return model, tokenizer, info
 
-        models.load = load
-        try:
-            yield
-        finally:
-            models.load = real
+def steered_run(config: RunConfig, out: str | Path, loaded: tuple, layer: int | Sequence[int], direction,
+                coef: float | None = None, project: bool = False, progress: bool = True) -> Path:
+    """Run (or resume) a suite slice with the loaded (model, tokenizer, info) steered: ``behavioral.run.run`` on the
+    steered model, its manifest marked by `steered_info`. The suite prepares its data with the steered model (T2
+    rewrites): copy an unsteered run's ``rewrites.jsonl`` into `out` first to avoid that."""
+    model, tokenizer, info = loaded
+    with steer(model, layer, direction, coef, project):
+        return run(config, out, progress=progress,
+                   loaded=(model, tokenizer, steered_info(info, layer, direction, coef, project)))
 
 
 # --- the sweep ----------------------------------------------------------------------------------------------------
@@ -243,11 +215,17 @@ class Condition:
 
     @property
     def label(self) -> str:
+        """As tables show it: ``unsteered``, ``L12 +4``, ``L12 project``."""
         if self.layer is None:
             return "unsteered"
         if self.project:
             return f"L{self.layer} project" + ("" if self.coef is None else f" {self.coef:+g}")
         return f"L{self.layer} {self.coef:+g}"
+
+    @property
+    def folder(self) -> str:
+        """The name of its run directory in a sweep."""
+        return self.label.replace(" ", "_")
 
 
 def sweep_conditions(layers: Sequence[int], coefs: Sequence[float], project: bool = False) -> list[Condition]:
@@ -260,44 +238,48 @@ def sweep_conditions(layers: Sequence[int], coefs: Sequence[float], project: boo
     return out
 
 
-def run_conditions(model, tokenizer, config, directions: Mapping[int, np.ndarray], conditions: Sequence[Condition],
-                   events=None, rewrites_dir: str | Path | None = None, progress: bool = False) -> pd.DataFrame:
-    """Result rows (as ``behavioral.run`` writes them) of the config's slice under each condition, with columns
-    condition, layer, coef, project added. One Suite; its prefix cache is emptied before every condition.
+def run_conditions(config: RunConfig, out: str | Path, loaded: tuple, directions: Mapping[int, np.ndarray],
+                   conditions: Sequence[Condition], rewrites: str | Path | None = None,
+                   progress: bool = False) -> pd.DataFrame:
+    """Result rows (seed-000 names, as ``behavioral.suites.intergroup.results`` reads them) of the config's slice
+    under each condition, with columns condition, layer, coef, project added. Each condition runs (or resumes) into
+    its own run directory ``out/<condition.folder>``, capture off.
 
-    `events` default to the config's (``behavioral.run.load_corpus``); for T2 settings without third-person text,
-    `rewrites_dir` is where the rewrite cache is read (and written, by the unsteered model).
+    T2 narratives: `rewrites` (a ``rewrites.jsonl``, e.g. of the capture run; default: the unsteered condition's) is
+    copied into each new run directory, so no steered model writes them. With `progress`, one batch is timed first
+    and the estimate printed, and each run shows its progress bar.
     """
-    from behavioral.run import Suite, load_corpus
-    from behavioral.suites.intergroup.rewrite import ensure_third_person
-
+    out = Path(out)
     config = dataclasses.replace(config, capture=())
-    config.validate()
-    if events is None:
-        events, _ = load_corpus(config)
-    if any(get_setting(s).narrative_form == "third_person" for s in config.settings) and \
-            any(e.third_person is None for e in events):
-        if rewrites_dir is None:
-            raise ValueError("a T2 setting needs third-person narratives: pass events with them or rewrites_dir")
-        events = ensure_third_person(events, config, Path(rewrites_dir), model, tokenizer)
-    suite = Suite(model, tokenizer, config)
-    suite.check_lengths(events)
-    units = list(work_units(config.settings, config.categories, events, config.unit_size))
-    frames = []
-    for i, cond in enumerate(conditions):
+    for cond in conditions:
         if cond.layer is not None and cond.layer not in directions:
             raise ValueError(f"no direction for layer {cond.layer}; have {sorted(directions)}")
-        suite.engine.prefixes = PrefixCache(model)
-        context = contextlib.nullcontext() if cond.layer is None else steer(
-            model, cond.layer, directions[cond.layer], cond.coef, cond.project, engine=suite.engine)
-        with context:
-            rows = [r for batch in unit_batches(units, config.batch_size) for r in suite.rows(batch)]
+    rewrites = Path(rewrites) if rewrites is not None else out / Condition(None).folder / REWRITES
+    if progress and conditions:
+        first = out / conditions[0].folder
+        _seed_rewrites(rewrites, first)
+        print(f"steering: {estimate_run(config, loaded, first).describe(len(conditions))}", flush=True)
+    frames = []
+    for i, cond in enumerate(conditions):
+        run_dir = out / cond.folder
+        _seed_rewrites(rewrites, run_dir)
         if progress:
-            print(f"  steering {i + 1}/{len(conditions)}: {cond.label} ({len(rows)} prompts)", flush=True)
-        frames.append(pd.DataFrame(rows).assign(
+            print(f"steering {i + 1}/{len(conditions)}: {cond.label}", flush=True)
+        if cond.layer is None:
+            run(config, run_dir, progress=progress, loaded=loaded)
+        else:
+            steered_run(config, run_dir, loaded, cond.layer, directions[cond.layer], cond.coef, cond.project, progress)
+        frames.append(results(run_dir).assign(
             condition=cond.label, layer=-1 if cond.layer is None else cond.layer,
             coef=np.nan if cond.coef is None else cond.coef, project=cond.project))
     return pd.concat(frames, ignore_index=True)
+
+
+def _seed_rewrites(rewrites: Path, run_dir: Path) -> None:
+    """Copy a rewrite cache into a run directory not started yet (a run directory accepts it before its manifest)."""
+    if rewrites.is_file() and not (run_dir / MANIFEST).exists() and not (run_dir / REWRITES).exists():
+        run_dir.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(rewrites, run_dir / REWRITES)
 
 
 def _measures(rows: pd.DataFrame) -> list[str]:
@@ -350,13 +332,14 @@ def summarize(rows: pd.DataFrame, n_permutations: int = 10_000, seed: int = 0) -
     return table.reset_index(drop=True)
 
 
-def steering_sweep(model, tokenizer, config, directions: Mapping[int, np.ndarray], layers: Sequence[int],
-                   coefs: Sequence[float], project: bool = False, n_permutations: int = 10_000, seed: int = 0,
-                   events=None, rewrites_dir=None, progress: bool = False) -> pd.DataFrame:
+def steering_sweep(config: RunConfig, out: str | Path, loaded: tuple, directions: Mapping[int, np.ndarray],
+                   layers: Sequence[int], coefs: Sequence[float], project: bool = False, n_permutations: int = 10_000,
+                   seed: int = 0, rewrites: str | Path | None = None, progress: bool = False) -> pd.DataFrame:
     """δ and the rates (see :func:`summarize`) of the config's suite slice, unsteered and per layer × coefficient
-    (and projection); `directions` maps each decoder layer to its [d] direction (see :func:`layer_directions`)."""
-    rows = run_conditions(model, tokenizer, config, directions, sweep_conditions(layers, coefs, project), events,
-                          rewrites_dir, progress)
+    (and projection), one run directory each under `out`; `directions` maps each decoder layer to its [d] direction
+    (see :func:`layer_directions`)."""
+    rows = run_conditions(config, out, loaded, directions, sweep_conditions(layers, coefs, project), rewrites,
+                          progress)
     return summarize(rows, n_permutations, seed)
 
 
@@ -428,13 +411,7 @@ def sweep_figure(summary: pd.DataFrame, category: str, setting: str) -> Figure:
 
 def plot_sweep(summary: pd.DataFrame, out_dir: str | Path, name: str = "steering") -> list[Path]:
     """One figure per category × setting of the summary, as PNG and PDF; returns the paths."""
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
     paths = []
     for (category, setting), _ in summary.groupby(["category", "setting"], sort=False):
-        fig = sweep_figure(summary, category, setting)
-        for fmt in FORMATS:
-            path = out_dir / f"{name}_{category}_{setting}.{fmt}"
-            fig.savefig(path, dpi=150)
-            paths.append(path)
+        paths += save_figure(sweep_figure(summary, category, setting), out_dir, f"{name}_{category}_{setting}")
     return paths

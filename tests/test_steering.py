@@ -11,13 +11,15 @@ import torch
 
 import activations.store as activation_store
 from activations.capture import ResidualTrace, hook_names
-from behavioral import chat, prompts
+from behavioral import chat, models
 from behavioral import run as run_mod
 from behavioral.answer_space import AnswerTrie
-from behavioral.suites.intergroup.corpus import embedded_events
 from behavioral.engine import Engine
+from behavioral.store import RunDirError, read_manifest
+from behavioral.suites.intergroup import Options, prompts, results
+from behavioral.suites.intergroup.corpus import embedded_events
 from behavioral.suites.intergroup.groups import get_category
-from behavioral.store import RunDirError, read_manifest, read_results
+from behavioral.suites.intergroup.rewrite import CACHE as REWRITES
 from interp import steering
 
 SETTING = "P0S1T0"  # the 0..10 scale: a small answer trie keeps the tests fast
@@ -46,7 +48,7 @@ def _hook_ids(model) -> set:
 
 
 def _scores(engine, ids, trie):
-    return [(s.greedy, s.expected, s.valid_mass, s.numeric_mass) for s in engine.score(ids, trie)]
+    return [(s.greedy, s.expected, s.valid_mass, s.start_mass) for s in engine.score(ids, trie)]
 
 
 def test_coefficient_zero_and_zero_projection_reproduce_scores_and_generations_exactly(tiny_model, tiny_tokenizer):
@@ -58,9 +60,9 @@ def test_coefficient_zero_and_zero_projection_reproduce_scores_and_generations_e
     direction = _direction(tiny_model) * 5
     for kwargs in ({"coef": 0.0}, {"project": True}):
         vector = torch.zeros_like(direction) if kwargs.get("project") else direction
-        with steering.steer(tiny_model, [0, 1], vector, engine=engine, **kwargs) as edits:
+        with steering.steer(tiny_model, [0, 1], vector, engine=engine, **kwargs) as hooks:
             gen, scores = engine.generate(ids), _scores(engine, ids, trie)
-        assert all(e.calls > 0 for e in edits)  # the hooks ran: equality is not for want of steering
+        assert all(n > 0 for n in hooks.calls.values())  # the hooks ran: equality is not for want of steering
         assert gen == plain_gen
         assert scores == plain_scores  # floats compared exactly
     with steering.steer(tiny_model, 1, direction, coef=4.0, engine=engine):
@@ -138,40 +140,64 @@ def test_hooks_are_removed_after_the_block_and_after_an_exception(tiny_model):
 
 
 def _config(model_dir, **overrides) -> run_mod.RunConfig:
-    fields = dict(model=str(model_dir), categories=("religion",), settings=(SETTING,), limit_events=1, unit_size=2,
+    fields = dict(suite="intergroup", model=str(model_dir),
+                  options=Options(categories=("religion",), settings=(SETTING,), limit_events=1), unit_size=2,
                   mode="score", device="cpu", dtype="fp32", batch_size=12, max_new_tokens=8)
     return run_mod.RunConfig(**(fields | overrides))
 
 
-def test_steer_runs_steers_a_whole_suite_run_and_marks_its_manifest(tiny_model_dir, tiny_model, tmp_path):
-    hooks_before = _hook_ids(tiny_model)
-    config = _config(tiny_model_dir)
-    run_mod.run(config, tmp_path / "plain", progress=False)
-    direction = _direction(tiny_model) * 3
-    with steering.steer_runs(1, direction, coef=0.0):
-        run_mod.run(config, tmp_path / "zero", progress=False)
-    assert _hook_ids(tiny_model) == hooks_before
+@pytest.fixture(scope="module")
+def loaded(tiny_model_dir):
+    """The tiny model as behavioral.models.load gives it: (model, tokenizer, info)."""
+    return models.load(str(tiny_model_dir), "cpu", "fp32")
+
+
+def _rows(run_dir):
     key = ["unit_id", "event_id"]
     columns = ["intensity", "expected_intensity", "numeric_mass", "score_answer"]
-    plain, zero = (read_results(tmp_path / n).sort_values(key).reset_index(drop=True)[columns]
-                   for n in ("plain", "zero"))
-    pd.testing.assert_frame_equal(plain, zero, check_exact=True)
+    return results(run_dir).sort_values(key).reset_index(drop=True)[columns]
+
+
+def test_steered_run_steers_a_whole_suite_run_and_marks_its_manifest(tiny_model_dir, loaded, tmp_path):
+    model = loaded[0]
+    hooks_before = _hook_ids(model)
+    config = _config(tiny_model_dir)
+    run_mod.run(config, tmp_path / "plain", progress=False, loaded=loaded)
+    direction = _direction(model) * 3
+    steering.steered_run(config, tmp_path / "zero", loaded, 1, direction, coef=0.0, progress=False)
+    steering.steered_run(config, tmp_path / "eight", loaded, 1, direction, coef=8.0, progress=False)
+    assert _hook_ids(model) == hooks_before
+    plain = _rows(tmp_path / "plain")
+    pd.testing.assert_frame_equal(plain, _rows(tmp_path / "zero"), check_exact=True)
+    assert not plain["expected_intensity"].equals(_rows(tmp_path / "eight")["expected_intensity"])  # it steers
     manifest = read_manifest(tmp_path / "zero")["model"]
     assert manifest["steering"]["coef"] == 0.0 and "+steer:" in manifest["model_hash"]
+    assert manifest["steering"]["fingerprint"] != read_manifest(tmp_path / "eight")["model"]["steering"]["fingerprint"]
     with pytest.raises(RunDirError, match="model_hash"):
-        run_mod.run(config, tmp_path / "zero", progress=False)  # resuming it unsteered is refused
-    with pytest.raises(RunDirError, match="model_hash"), steering.steer_runs(1, direction, coef=3.0):
-        run_mod.run(config, tmp_path / "zero", progress=False)  # and so is resuming it with another steering
+        run_mod.run(config, tmp_path / "zero", progress=False, loaded=loaded)  # resuming it unsteered is refused
+    with pytest.raises(RunDirError, match="model_hash"):  # and so is resuming it with another steering
+        steering.steered_run(config, tmp_path / "zero", loaded, 1, direction, coef=3.0, progress=False)
+    assert _hook_ids(model) == hooks_before
 
 
-def test_steering_sweep_reports_delta_and_rates_and_coefficient_zero_matches(tiny_model, tiny_tokenizer, tmp_path):
-    config = _config("tiny")
-    direction = _direction(tiny_model) * 2
-    rows = steering.run_conditions(tiny_model, tiny_tokenizer, config, {0: direction, 1: direction},
-                                   steering.sweep_conditions([1], [0.0, 8.0]))
+def test_steering_sweep_reports_delta_and_rates_and_coefficient_zero_matches(tiny_model_dir, loaded, tmp_path,
+                                                                            capsys):
+    config = _config(tiny_model_dir)
+    direction = _direction(loaded[0]) * 2
+    rewrites = tmp_path / "capture" / REWRITES  # a cache another run made: copied into every condition's run
+    rewrites.parent.mkdir()
+    rewrites.write_text("")
+    conditions = steering.sweep_conditions([1], [0.0, 8.0])
+    rows = steering.run_conditions(config, tmp_path / "sweep", loaded, {0: direction, 1: direction}, conditions,
+                                   rewrites=rewrites, progress=True)
     assert list(dict.fromkeys(rows["condition"])) == ["unsteered", "L1 +0", "L1 +8"]
+    assert all((tmp_path / "sweep" / c.folder / REWRITES).is_file() for c in conditions)
+    assert len(rows) == 3 * 36  # 36 cells of one event each
+    assert "steering: 3 runs × 36 prompts in 3 batches" in capsys.readouterr().out  # the estimate (12 a batch)
     check = steering.zero_coefficient_check(rows)
     assert check["identical"].all() and len(check) == 1
+    again = steering.run_conditions(config, tmp_path / "sweep", loaded, {1: direction}, conditions)  # resumed
+    pd.testing.assert_frame_equal(again, rows)
     summary = steering.summarize(rows, n_permutations=200)
     assert set(summary["measure"]) == {"intensity", "expected_intensity"}
     assert len(summary) == 6
