@@ -154,7 +154,7 @@ class AnswerTrie:
             starts = torch.tensor([_begins_one_of(p.lstrip(SPACE_MARKERS), heads) for p in pieces])
         starts[[tokens[i] for i in children[0]]] = True  # a first answer token, e.g. Mistral's bare "▁"
         ends_word = torch.tensor([c.isalnum() or c == "_" for c in last_char], dtype=torch.bool)
-        extra = [(i, tokens[c]) for i in range(n) for c in children[i + 1]
+        extra = [(i, tokens[c]) for i in range(n) if value_of[i] is not None for c in children[i + 1]
                  if not (ends_word[i] and continues[tokens[c]])]
         return cls(spec, prefill, torch.tensor(tokens), tuple(parents), depth, ancestry,
                    tuple(tuple(c) for c in children), tuple(value_of), continues, ends_word, starts,

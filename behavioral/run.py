@@ -114,9 +114,20 @@ def _jsonable(options: Any) -> Any:
     return {k: list(v) if isinstance(v, tuple) else v for k, v in data.items()}
 
 
+def _flat(config: dict, prefix: str = "") -> dict:
+    """Nested settings as one level, `options.limit_events`, so a difference names the setting itself."""
+    flat = {}
+    for key, value in config.items():
+        if isinstance(value, dict):
+            flat |= _flat(value, f"{prefix}{key}.")
+        else:
+            flat[prefix + key] = value
+    return flat
+
+
 def check_resumable(out: Path, identity: dict, partial: bool = False) -> None:
     """Refuse a run directory whose stored configuration differs (in the keys of `identity` only, if partial)."""
-    stored = read_manifest(out)["config"]
+    stored, identity = _flat(read_manifest(out)["config"]), _flat(identity)
     keys = set(identity) if partial else set(stored) | set(identity)
     diffs = [f"{k}: stored {stored.get(k)!r}, now {identity.get(k)!r}"
              for k in sorted(keys) if stored.get(k) != identity.get(k)]
@@ -248,6 +259,8 @@ def run(config: RunConfig, out: str | Path, where: Place | None = None, progress
         device = device_for(config.device, where)
         loaded = models.load(config.model, device, config.dtype, config.trust_remote_code)
     model, tokenizer, model_info = loaded
+    if config.capture:
+        _check_capture_layers(config, model)
     identity = _identity(config, model_info)
     with RunLock(out, where.rank):
         resuming = prepare_out_dir(out) if where.is_main else True  # again: another process may have finished
@@ -302,6 +315,13 @@ def _work(config: RunConfig, suite: Suite, runner: Runner, data, out: Path, wher
             bar.update(len(rows))
     if recorder is not None:
         recorder.flush()
+
+
+def _check_capture_layers(config: RunConfig, model) -> None:
+    """Fail before anything is written if --layers names a layer the model lacks."""
+    from activations.capture import decoder_layers, parse_layers
+
+    parse_layers(config.layers, len(decoder_layers(model)))
 
 
 def _recorder(config: RunConfig, suite: Suite, runner: Runner, out: Path, where: Place):

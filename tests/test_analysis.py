@@ -8,7 +8,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from behavioral import analysis, store
+from behavioral import store
+from behavioral.suites.intergroup import analysis
+from behavioral.suites.intergroup.suite import FIELDS
 from behavioral.suites.intergroup.groups import get_category
 
 SETTINGS = ("P0S0T0", "P0S1T0")
@@ -34,21 +36,28 @@ def _rows(
                 event = f"e{e:02d}"
                 value = 50.0 if constant else round(50 + effect * same + rng.normal(0, 2))
                 refused = mode == "generate" and (category, setting, p, x, event) in REFUSED
+                scored = mode == "score"
                 rows.append(
                     {
                         "unit_id": f"{setting}|{category}|{p}|{x}|0",
+                        "item_id": f"{setting}|{category}|{p}|{x}|{event}",
+                        "sample": 0,
+                        "response": None if scored else ("I cannot" if refused else str(int(value))),
+                        "answer": None if refused else str(int(value)),
+                        "value": np.nan if refused else value,
+                        "refused": refused,
+                        "truncated": None if scored else False,
+                        "score_answer": str(int(value)) if scored else None,
+                        "score_value": value if scored else np.nan,
+                        "expected": value if scored else np.nan,
+                        "valid_mass": 0.02 if scored else np.nan,
+                        "start_mass": 0.03 if scored else np.nan,
                         "setting": setting,
                         "category": category,
                         "perceiver": p,
                         "experiencer": x,
                         "event_id": event,
                         "emotion": "joy",
-                        "response": None if mode == "score" else ("I cannot" if refused else str(int(value))),
-                        "intensity": np.nan if refused else value,
-                        "refused": refused,
-                        "score_answer": value if mode == "score" else np.nan,
-                        "expected_intensity": value if mode == "score" else np.nan,
-                        "numeric_mass": 0.03 if mode == "score" else np.nan,
                     }
                 )
     return rows
@@ -66,12 +75,13 @@ def make_run(
     """A synthetic run directory; `constant` names (category, setting) pairs with every intensity equal."""
     rng = np.random.default_rng(0)
     config = {
+        "suite": "intergroup",
+        "schema": store.SCHEMA_VERSION,
         "model": "synthetic",
         "model_hash": "abc123",
         "dtype": "bfloat16",
         "mode": mode,
-        "categories": list(categories),
-        "settings": list(settings),
+        "options": {"categories": list(categories), "settings": list(settings)},
         "corpus_hash": "corpus42",
         "n_events": N_EVENTS,
     }
@@ -80,7 +90,8 @@ def make_run(
     for category in categories:
         for setting in settings:
             rows = _rows(category, setting, rng, mode, effect, (category, setting) in constant)
-            store.write_part(run_dir, f"{category}-{setting}", rows[drop:] if category == "religion" else rows)
+            store.write_part(run_dir, f"{category}-{setting}", rows[drop:] if category == "religion" else rows,
+                             store.result_schema(FIELDS))
     return run_dir
 
 
@@ -113,7 +124,7 @@ def test_exclusion_drops_exactly_the_events_refused_anywhere(tmp_path: Path) -> 
     rows = store.read_results(run_dir)
     cell = (rows.category == "religion") & (rows.setting == "P0S0T0") & (rows.perceiver == "a Muslim")
     cell &= (rows.experiencer == "a Christian") & rows.event_id.isin(["e00", "e02", "e03", "e05"])
-    expected = rows[cell].intensity.mean()
+    expected = rows[cell].value.mean()
     assert a.M0[2, 1] == pytest.approx(expected)
     assert _analyses(run_dir)["religion", "P0S1T0"].keep.all()
 

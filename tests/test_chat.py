@@ -7,8 +7,9 @@ import json
 
 import pytest
 
-from behavioral import chat, prompts
+from behavioral import chat
 from behavioral.run import RunConfig, run
+from behavioral.suites.intergroup import Options, prompts
 from behavioral.store import MANIFEST, read_results
 from tests.conftest import CHATML, NO_SYSTEM
 
@@ -36,13 +37,13 @@ def _probe(setting="P0S0T0", perceiver="a person from Canada", experiencer="a pe
 
 def test_detect_format_system_for_chatml(tiny_tokenizer):
     assert tiny_tokenizer.chat_template == CHATML
-    assert chat.detect_format(tiny_tokenizer, _probe()) == chat.SYSTEM == "system"
+    assert chat.detect_format(tiny_tokenizer) == chat.SYSTEM == "system"
 
 
 def test_detect_format_falls_back_when_template_raises_on_system(no_system_tokenizer):
     with pytest.raises(Exception, match="System role not supported"):
         no_system_tokenizer.apply_chat_template(_probe().messages, tokenize=False)
-    assert chat.detect_format(no_system_tokenizer, _probe()) == chat.FOLDED == "system-in-user"
+    assert chat.detect_format(no_system_tokenizer) == chat.FOLDED == "system-in-user"
 
 
 def test_detect_format_falls_back_when_template_drops_system(tiny_tokenizer):
@@ -50,7 +51,7 @@ def test_detect_format_falls_back_when_template_drops_system(tiny_tokenizer):
     probe = _probe()
     rendered = tok.apply_chat_template(list(probe.messages), tokenize=False, add_generation_prompt=True)
     assert probe.messages[0]["content"] not in rendered  # the template really drops it without complaint
-    assert chat.detect_format(tok, probe) == chat.FOLDED
+    assert chat.detect_format(tok) == chat.FOLDED
 
 
 def test_render_system_format_keeps_two_turns(tiny_tokenizer):
@@ -67,7 +68,7 @@ def test_render_fallback_gives_one_user_turn(tiny_tokenizer, template):
     tok = _with_template(tiny_tokenizer, template)
     prompt = _probe("P2S0T0")
     system, user = prompt.messages[0]["content"], prompt.messages[1]["content"]
-    text, rendered = chat.render(tok, prompt, chat.detect_format(tok, prompt))
+    text, rendered = chat.render(tok, prompt, chat.detect_format(tok))
     assert len(rendered.messages) == 1
     assert rendered.messages[0]["role"] == "user"
     assert rendered.messages[0]["content"] == system + "\n\n" + user
@@ -108,21 +109,35 @@ def test_no_chat_template_is_an_error_naming_the_tokenizer(tiny_tokenizer, tmp_p
     tok = AutoTokenizer.from_pretrained(folder)
     assert tok.chat_template is None
     with pytest.raises(chat.ChatTemplateError) as err:
-        chat.detect_format(tok, _probe())
+        chat.detect_format(tok, "chat")
     assert str(folder) in str(err.value)
-    assert "chat template" in str(err.value)
+    assert "chat template" in str(err.value) and "--prompt-format plain" in str(err.value)
     assert isinstance(err.value, ValueError)  # so the CLI reports it as bad input
+    assert chat.detect_format(tok) == chat.detect_format(tok, "plain") == chat.PLAIN  # auto: a base model
+
+
+def test_plain_format_joins_the_messages_and_moves_the_slots(tiny_tokenizer):
+    prompt = _probe("P0S0T1", "a Latinx", "a person from Canada")
+    text, rendered = chat.render(tiny_tokenizer, prompt, chat.PLAIN)
+    system, user = prompt.messages[0]["content"], prompt.messages[1]["content"]
+    assert text == system + "\n\n" + user and "<|im_start|>" not in text
+    assert [rendered.text(s) for s in rendered.slots] == ["a Latinx", "a person from Canada"]
+    assert chat.encode(tiny_tokenizer, prompt, chat.PLAIN) == tiny_tokenizer(text).input_ids
+    assert chat.detect_format(tiny_tokenizer, "plain") == chat.PLAIN
+    with pytest.raises(chat.ChatTemplateError, match="--prompt-format 'html'"):
+        chat.detect_format(tiny_tokenizer, "html")
 
 
 def test_suite_run_records_fallback_format(tiny_model, tiny_tokenizer, tmp_path):
     model_dir = tmp_path / "tiny-no-system"
     tiny_model.save_pretrained(model_dir)
     _with_template(tiny_tokenizer, NO_SYSTEM).save_pretrained(model_dir)
-    config = RunConfig(model=str(model_dir), categories=("religion",), settings=("P0S0T0",), limit_events=1,
-                       mode="score", device="cpu", dtype="fp32", batch_size=8, unit_size=1)
+    options = Options(categories=("religion",), settings=("P0S0T0",), limit_events=1)
+    config = RunConfig(suite="intergroup", model=str(model_dir), options=options, mode="score", device="cpu",
+                       dtype="fp32", batch_size=8, unit_size=1)
     out = run(config, tmp_path / "run", progress=False)
     manifest = json.loads((out / MANIFEST).read_text())
     assert manifest["config"]["chat_format"] == "system-in-user"
     rows = read_results(out)
     assert len(rows) == 36
-    assert rows["expected_intensity"].between(0, 100).all()
+    assert rows["expected"].between(0, 100).all()

@@ -9,13 +9,15 @@ import subprocess
 import pytest
 
 from behavioral import cli
+from behavioral.store import MANIFEST, read_results
+from behavioral.suites import names
 from behavioral.suites.intergroup.groups import CATEGORIES
 from behavioral.suites.intergroup.settings import SETTING_NAMES
-from behavioral.store import MANIFEST, read_results
+from behavioral.suites.intergroup.suite import _choices
 
 
 def _run_args(model_dir, out, *extra):
-    return ["run", "--model", str(model_dir), "--category", "religion", "--setting", "P0S0T0",
+    return ["run", "intergroup", "--model", str(model_dir), "--category", "religion", "--setting", "P0S0T0",
             "--limit-events", "2", "--out", str(out), "--device", "cpu", "--dtype", "fp32", "--mode", "both",
             "--max-new-tokens", "8", "--no-progress", *extra]
 
@@ -25,10 +27,10 @@ def test_run_then_analyze(tiny_model_dir, tmp_path, capsys):
     assert cli.main(_run_args(tiny_model_dir, out)) == 0
     assert str(out) in capsys.readouterr().out
     manifest = json.loads((out / MANIFEST).read_text())
-    assert manifest["config"]["mode"] == "both" and manifest["config"]["settings"] == ["P0S0T0"]
+    assert manifest["config"]["mode"] == "both" and manifest["config"]["options"]["settings"] == ["P0S0T0"]
     rows = read_results(out)
     assert len(rows) == 36 * 2
-    assert rows["response"].notna().all() and rows["expected_intensity"].notna().all()  # both modes' columns
+    assert rows["response"].notna().all() and rows["expected"].notna().all()  # both modes' columns
 
     assert cli.main(["analyze", str(out), "--permutations", "100"]) == 0
     report = out / "analysis" / "report.md"
@@ -74,7 +76,7 @@ def test_analyze_of_a_non_run_is_exit_2(tmp_path, capsys):
 
 def test_argparse_errors_exit_2(capsys):
     with pytest.raises(SystemExit) as exit_:
-        cli.main(["run", "--category", "religion"])  # no --model, no --out
+        cli.main(["run", "intergroup", "--category", "religion"])  # no --model, no --out
     assert exit_.value.code == 2
     assert "--model" in capsys.readouterr().err
 
@@ -88,18 +90,47 @@ def test_argparse_errors_exit_2(capsys):
     (["P0S0T2", "P0S0T1, P0S0T2"], ("P0S0T2", "P0S0T1")),
 ])
 def test_setting_choices(values, expected):
-    assert cli._choices(values, SETTING_NAMES, "setting") == expected
+    assert _choices(values, SETTING_NAMES, "setting") == expected
 
 
 def test_all_settings_are_the_seven_of_table2():
-    assert cli._choices(["all"], SETTING_NAMES, "setting") == (
+    assert _choices(["all"], SETTING_NAMES, "setting") == (
         "P0S0T0", "P1S0T0", "P2S0T0", "P3S0T0", "P0S1T0", "P0S0T1", "P0S0T2")
-    assert cli._choices(["all"], tuple(CATEGORIES), "category") == ("race", "nationality", "religion")
+    assert _choices(["all"], tuple(CATEGORIES), "category") == ("race", "nationality", "religion")
 
 
 def test_unknown_choice_names_it():
     with pytest.raises(ValueError, match="'P5S0T0'"):
-        cli._choices(["P0S0T0,P5S0T0"], SETTING_NAMES, "setting")
+        _choices(["P0S0T0,P5S0T0"], SETTING_NAMES, "setting")
+
+
+def test_suites_lists_each_suite_in_one_line(capsys):
+    assert cli.main(["suites"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in lines] == names() and "intergroup" in names()
+    assert lines[0].startswith("intergroup") and "δ" in lines[0]
+
+
+def test_suite_flags_belong_to_the_suite(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["run", "intergroup", "--help"])
+    assert exit_.value.code == 0
+    text = capsys.readouterr().out
+    for flag in ("--category", "--setting", "--events", "--limit-events", "--model", "--temperature"):
+        assert flag in text
+    with pytest.raises(SystemExit):
+        cli.main(["run", "nope", "--model", "m", "--out", "o"])
+    assert "invalid choice: 'nope'" in capsys.readouterr().err
+
+
+def test_analyze_help_shows_the_suites_own_flags(tiny_model_dir, tmp_path, capsys):
+    out = tmp_path / "D"
+    assert cli.main(_run_args(tiny_model_dir, out, "--mode", "score")) == 0
+    capsys.readouterr()
+    with pytest.raises(SystemExit):
+        cli.main(["analyze", str(out), "--help"])
+    text = capsys.readouterr().out
+    assert "--round-cells" in text and "--measure" in text and "--permutations" in text
 
 
 def test_console_script_help():

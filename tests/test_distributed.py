@@ -8,7 +8,8 @@ import sys
 import numpy as np
 
 from behavioral.run import RunConfig, run
-from behavioral.store import read_results
+from behavioral.suites.intergroup import Options
+from behavioral.suites.intergroup import results as read_results
 
 ARGS = ["--category", "religion", "--setting", "P0S0T0", "--limit-events", "3", "--unit-size", "2",
         "--mode", "both", "--device", "cpu", "--dtype", "fp32", "--batch-size", "4", "--max-new-tokens", "8",
@@ -17,7 +18,7 @@ ARGS = ["--category", "religion", "--setting", "P0S0T0", "--limit-events", "3", 
 
 def _torchrun(model_dir, out) -> subprocess.CompletedProcess:
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-           "-m", "behavioral.cli", "run", "--model", str(model_dir), "--out", str(out), *ARGS]
+           "-m", "behavioral.cli", "run", "intergroup", "--model", str(model_dir), "--out", str(out), *ARGS]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=300)
 
 
@@ -27,8 +28,9 @@ def _rows(run_dir):
 
 def test_two_ranks_write_the_rows_of_one_process(tiny_model_dir, tmp_path):
     single = tmp_path / "single"
-    config = RunConfig(model=str(tiny_model_dir), categories=("religion",), settings=("P0S0T0",), limit_events=3,
-                       unit_size=2, mode="both", device="cpu", dtype="fp32", batch_size=4, max_new_tokens=8)
+    options = Options(categories=("religion",), settings=("P0S0T0",), limit_events=3)
+    config = RunConfig(suite="intergroup", model=str(tiny_model_dir), options=options, unit_size=2, mode="both",
+                       device="cpu", dtype="fp32", batch_size=4, max_new_tokens=8)
     run(config, single, progress=False)
 
     shared = tmp_path / "two-ranks"

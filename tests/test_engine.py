@@ -10,7 +10,8 @@ import pytest
 import torch
 from transformers import LogitsProcessor, LogitsProcessorList
 
-from behavioral import chat, prompts
+from behavioral import chat
+from behavioral.suites.intergroup import prompts
 from behavioral.answer_space import AnswerTrie
 from behavioral.suites.intergroup.answers import answer_decided, parse_intensity
 from behavioral.suites.intergroup.corpus import embedded_events
@@ -86,7 +87,7 @@ def test_prefix_cache_and_batching_do_not_change_scores(tiny_model, tiny_tokeniz
     for a, b in zip(together, alone):
         assert a.greedy == b.greedy
         assert a.expected == pytest.approx(b.expected, abs=1e-4)
-        assert a.numeric_mass == pytest.approx(b.numeric_mass, abs=1e-6)
+        assert a.start_mass == pytest.approx(b.start_mass, abs=1e-6)
 
 
 def test_batched_generation_equals_one_prompt_at_a_time(tiny_model, tiny_tokenizer):

@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 from scipy import stats as sps
 
-from behavioral import analysis, figures, tables
+from behavioral.suites.intergroup import analysis, figures, tables
 from behavioral.suites.intergroup.groups import UNSPECIFIED, get_category
 
 N_EVENTS = 40

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from behavioral import chat, models, prompts
+from behavioral import chat, models
+from behavioral.suites.intergroup import prompts
 from behavioral.answer_space import AnswerTrie
 from behavioral.suites.intergroup.corpus import embedded_events
 from behavioral.engine import Engine
@@ -141,7 +142,7 @@ def test_smollm2_scores_and_generates_a_seed000_prompt(smollm2):
     model, tokenizer, _ = smollm2
     event = next(e for e in embedded_events() if e.emotion == "sadness")
     prompt = prompts.build("P0S0T0", "a Christian", "a Muslim", event.emotion, event.narrative("text"))
-    chat_format = chat.detect_format(tokenizer, prompt)
+    chat_format = chat.detect_format(tokenizer)
     assert chat_format == chat.SYSTEM
     text, rendered = chat.render(tokenizer, prompt, chat_format)
     for message in prompt.messages:
@@ -153,7 +154,7 @@ def test_smollm2_scores_and_generates_a_seed000_prompt(smollm2):
     assert isinstance(scores.greedy, int) and 0 <= scores.greedy <= 100
     assert 0.0 <= scores.expected <= 100.0
     assert 0.0 < scores.valid_mass <= 1.0
-    assert 0.0 < scores.numeric_mass <= 1.0
+    assert 0.0 < scores.start_mass <= 1.0
 
     [reply] = engine.generate([ids])
     assert isinstance(reply.text, str) and reply.text.strip()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from behavioral import prompts
+from behavioral.suites.intergroup import prompts
 from behavioral.suites.intergroup.settings import SETTING_NAMES, get_setting
 
 PERCEIVER = "a Christian"

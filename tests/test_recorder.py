@@ -12,17 +12,19 @@ import activations.store as activation_store
 from activations.capture import resid_post
 from activations.spans import prompt_spans
 from behavioral import run as run_mod
+from behavioral.store import RunDirError
+from behavioral.suites.intergroup import Options
 from behavioral.suites.intergroup.corpus import embedded_events, sample_events
 from behavioral.suites.intergroup.groups import get_category
 from behavioral.suites.intergroup.prompts import build
-from behavioral.store import RunDirError
 
 SETTING = "P0S0T0"
 
 
 def _config(model_dir, **overrides) -> run_mod.RunConfig:
-    fields = dict(model=str(model_dir), categories=("religion",), settings=(SETTING,), limit_events=3, unit_size=2,
-                  mode="score", device="cpu", dtype="fp32", batch_size=4, capture=run_mod.CAPTURE_KINDS,
+    fields = dict(suite="intergroup", model=str(model_dir),
+                  options=Options(categories=("religion",), settings=(SETTING,), limit_events=3), unit_size=2,
+                  mode="score", device="cpu", dtype="fp32", batch_size=4, capture=("persona", "experiencer", "final"),
                   per_cell_samples=2, max_new_tokens=8)
     return run_mod.RunConfig(**(fields | overrides))
 
@@ -51,7 +53,7 @@ def test_persona_and_experiencer_vectors_equal_captures_of_the_whole_prompt(capt
     experiencer, pairs = store.experiencer("religion", SETTING, reduction="last")
     for i, name in enumerate(names):
         states, spans = _direct(tiny_model, tiny_tokenizer, name, "a Hindu", events[-1])  # another event
-        span = spans["persona"]
+        span = spans["perceiver"]
         expected = states[:, span.start:span.end].mean(1).numpy()
         np.testing.assert_allclose(persona[:, i], expected, rtol=2e-3, atol=2e-3)
         row = pairs.index[(pairs.perceiver == name) & (pairs.experiencer == "a Hindu")][0]
@@ -78,7 +80,7 @@ def test_final_means_and_samples_equal_per_prompt_captures(captured, tiny_model,
 
 def test_a_kill_mid_run_resumes_to_the_same_activations(tiny_model_dir, tmp_path, captured, monkeypatch):
     out = tmp_path / "killed"
-    real_rows = run_mod.Suite.rows
+    real_rows = run_mod.Runner.rows
     calls = {"n": 0}
 
     def dying(self, units):
@@ -88,10 +90,10 @@ def test_a_kill_mid_run_resumes_to_the_same_activations(tiny_model_dir, tmp_path
             raise KeyboardInterrupt
         return real_rows(self, units)
 
-    monkeypatch.setattr(run_mod.Suite, "rows", dying)
+    monkeypatch.setattr(run_mod.Runner, "rows", dying)
     with pytest.raises(KeyboardInterrupt):
         run_mod.run(_config(tiny_model_dir), out, progress=False)
-    monkeypatch.setattr(run_mod.Suite, "rows", real_rows)
+    monkeypatch.setattr(run_mod.Runner, "rows", real_rows)
     resumed = tmp_path / "snapshot"
     run_mod.run(_config(tiny_model_dir), resumed, progress=False)
     want, _ = activation_store.load(captured).final("religion", SETTING)

@@ -13,13 +13,17 @@ import pandas as pd
 import pytest
 
 import behavioral.run as run_mod
-from behavioral import rewrite, store
+from behavioral import store
+from behavioral.suites.intergroup import rewrite
 from behavioral.suites.intergroup.corpus import CorpusError, embedded_events
 from behavioral.engine import Engine
 from behavioral.suites.intergroup.groups import get_category
 from behavioral.models import ModelLoadError
-from behavioral.run import RunConfig, load_corpus, run
-from behavioral.store import MANIFEST, RESULTS, RunDirError, read_results
+from behavioral.run import RunConfig, run
+from behavioral.store import MANIFEST, RESULTS, RunDirError
+from behavioral.suites import get_suite
+from behavioral.suites.intergroup import Options
+from behavioral.suites.intergroup import results as read_results
 from behavioral.work import work_units
 from tests.conftest import make_tiny_model
 
@@ -29,11 +33,16 @@ RELIGION = get_category("religion").with_unspecified  # "a person" + 5 religions
 KEY = ["unit_id", "event_id"]
 
 
+OPTIONS = ("categories", "settings", "events", "limit_events", "rewrite_model")
+
+
 def _config(model_dir, **changes) -> RunConfig:
-    base = dict(model=str(model_dir), categories=("religion",), settings=SETTINGS, limit_events=N_EVENTS,
-                mode="score", device="cpu", dtype="fp32", batch_size=4, unit_size=2,
-                max_new_tokens=8)  # the tiny random model never ends a reply: keep generation short
-    return RunConfig(**(base | changes))
+    """An intergroup run of the tiny model; `changes` may name RunConfig fields and intergroup Options fields."""
+    base = dict(categories=("religion",), settings=SETTINGS, limit_events=N_EVENTS, mode="score", device="cpu",
+                dtype="fp32", batch_size=4, unit_size=2,
+                max_new_tokens=8) | changes  # the tiny random model never ends a reply: keep generation short
+    options = Options(**{k: base.pop(k) for k in OPTIONS if k in base})
+    return RunConfig(suite="intergroup", model=str(model_dir), options=options, **base)
 
 
 def _sorted(frame: pd.DataFrame) -> pd.DataFrame:
@@ -60,10 +69,14 @@ def baseline(tmp_path_factory, tiny_model_dir):
 def test_rows_cover_the_grid_once(baseline):
     config, out, rows = baseline
     assert len(rows) == len(RELIGION) ** 2 * N_EVENTS * len(SETTINGS) == 216
-    assert list(rows.columns) == store.SCHEMA.names
+    stored = store.read_results(out)
+    assert list(stored.columns) == [*store.CORE.names, "setting", "category", "perceiver", "experiencer", "event_id",
+                                    "emotion"]
+    assert not stored.duplicated(store.KEY).any() and (stored["sample"] == 0).all()
+    assert (stored["item_id"] == stored["unit_id"].str.rsplit("|", n=1).str[0] + "|" + stored["event_id"]).all()
     assert not rows.duplicated(KEY).any()
     assert not rows.duplicated(["setting", "perceiver", "experiencer", "event_id"]).any()
-    events = load_corpus(config)[0]
+    events = get_suite("intergroup").dataset(config).events
     assert set(rows["event_id"]) == {e.event_id for e in events}
     for setting in SETTINGS:
         cells = rows[rows["setting"] == setting].groupby(["perceiver", "experiencer"])["event_id"].nunique()
@@ -100,9 +113,10 @@ def test_manifest_records_the_run(baseline):
     config, out, _ = baseline
     manifest = json.loads((out / MANIFEST).read_text())
     cfg = manifest["config"]
-    assert cfg["model"] == config.model
-    assert cfg["settings"] == list(SETTINGS) and cfg["categories"] == ["religion"]
-    assert cfg["mode"] == "score" and cfg["n_events"] == N_EVENTS and cfg["limit_events"] == N_EVENTS
+    assert cfg["model"] == config.model and cfg["suite"] == "intergroup" and cfg["schema"] == store.SCHEMA_VERSION
+    options = cfg["options"]
+    assert options["settings"] == list(SETTINGS) and options["categories"] == ["religion"]
+    assert cfg["mode"] == "score" and cfg["n_events"] == N_EVENTS and options["limit_events"] == N_EVENTS
     assert cfg["chat_format"] == "system" and cfg["dtype"] == "float32"
     assert cfg["model_hash"]
     assert "batch_size" not in cfg  # speed settings do not decide rows
@@ -130,7 +144,7 @@ def test_resume_after_a_kill_gives_the_uninterrupted_rows(mode, baseline, tiny_m
         expected = read_results(run(_config(tiny_model_dir, mode=mode), tmp_path / "uninterrupted", progress=False))
         assert expected["response"].notna().all()
     out, killed = tmp_path / "run", tmp_path / "killed"
-    real_rows = run_mod.Suite.rows
+    real_rows = run_mod.Runner.rows
     calls = []
 
     def dying_rows(self, units):
@@ -140,10 +154,10 @@ def test_resume_after_a_kill_gives_the_uninterrupted_rows(mode, baseline, tiny_m
         calls.append(len(units))
         return real_rows(self, units)
 
-    monkeypatch.setattr(run_mod.Suite, "rows", dying_rows)
+    monkeypatch.setattr(run_mod.Runner, "rows", dying_rows)
     with pytest.raises(KeyboardInterrupt):
         run(_config(tiny_model_dir, mode=mode), out, progress=False)
-    monkeypatch.setattr(run_mod.Suite, "rows", real_rows)
+    monkeypatch.setattr(run_mod.Runner, "rows", real_rows)
 
     for crashed in (out, killed):  # an exception unwinding the run, and a hard kill
         partial = read_results(crashed)
@@ -169,7 +183,7 @@ def test_completed_rerun_writes_nothing(baseline, monkeypatch):
     def no_rows(self, units):
         raise AssertionError(f"a finished run recomputed {len(units)} units")
 
-    monkeypatch.setattr(run_mod.Suite, "rows", no_rows)
+    monkeypatch.setattr(run_mod.Runner, "rows", no_rows)
     run(config, out, progress=False)
     # batch size and device only decide speed: a rerun with another batch size is the same run
     run(dataclasses.replace(config, batch_size=7), out, progress=False)
@@ -187,7 +201,7 @@ def test_rerun_with_another_config_is_refused_naming_the_difference(baseline, ch
     config, out, _ = baseline
     before = _snapshot(out)
     with pytest.raises(RunDirError) as err:
-        run(dataclasses.replace(config, **change), out, progress=False)
+        run(_config(config.model, **change), out, progress=False)
     message = str(err.value)
     assert f"{key}:" in message and str(out) in message
     assert "model_hash" not in message and "chat_format" not in message  # only what differs
@@ -218,27 +232,26 @@ def _bad_inputs(tiny_model_dir, short_context_model_dir, tmp_path):
     no_text_id = _write_tsv(tmp_path / "generation.tsv", ["emotion", "generated_text"], [["joy", "I won."]])
     not_a_model = tmp_path / "not-a-model"
     not_a_model.mkdir()
-    return {
-        "category": (_config(tiny_model_dir, categories=("religion", "nope")), ValueError, "'nope'"),
-        "setting": (_config(tiny_model_dir, settings=("P0S0T0", "P9S0T0")), ValueError, "'P9S0T0'"),
-        "mode": (_config(tiny_model_dir, mode="sample"), ValueError, "'sample'"),
-        "events path": (_config(tiny_model_dir, events=str(tmp_path / "missing.tsv")), CorpusError,
-                        str(tmp_path / "missing.tsv")),
-        "release column": (_config(tiny_model_dir, events=str(no_column)), CorpusError, "first_person_text"),
-        "generation column": (_config(tiny_model_dir, events=str(no_text_id)), CorpusError, "text_id"),
-        "context": (_config(short_context_model_dir), ValueError, "context of 64"),
-        "model path": (_config(tmp_path / "no-such-model"), ModelLoadError, str(tmp_path / "no-such-model")),
-        "model folder": (_config(not_a_model), ModelLoadError, "config.json"),
+    return {  # (the run's changes to _config, the error, what its message names)
+        "category": ({"categories": ("religion", "nope")}, ValueError, "'nope'"),
+        "setting": ({"settings": ("P0S0T0", "P9S0T0")}, ValueError, "'P9S0T0'"),
+        "mode": ({"mode": "sample"}, ValueError, "'sample'"),
+        "events path": ({"events": str(tmp_path / "missing.tsv")}, CorpusError, str(tmp_path / "missing.tsv")),
+        "release column": ({"events": str(no_column)}, CorpusError, "first_person_text"),
+        "generation column": ({"events": str(no_text_id)}, CorpusError, "text_id"),
+        "context": ({"model": short_context_model_dir}, ValueError, "context of 64"),
+        "model path": ({"model": tmp_path / "no-such-model"}, ModelLoadError, str(tmp_path / "no-such-model")),
+        "model folder": ({"model": not_a_model}, ModelLoadError, "config.json"),
     }
 
 
 @pytest.mark.parametrize("case", ["category", "setting", "mode", "events path", "release column",
                                   "generation column", "context", "model path", "model folder"])
 def test_bad_input_fails_before_creating_the_run_dir(case, tiny_model_dir, short_context_model_dir, tmp_path):
-    config, error, named = _bad_inputs(tiny_model_dir, short_context_model_dir, tmp_path)[case]
+    changes, error, named = _bad_inputs(tiny_model_dir, short_context_model_dir, tmp_path)[case]
     out = tmp_path / "runs" / "out"
     with pytest.raises(error) as err:
-        run(config, out, progress=False)
+        run(_config(changes.pop("model", tiny_model_dir), **changes), out, progress=False)
     assert named in str(err.value)
     assert not out.exists() and not out.parent.exists()
 
@@ -279,13 +292,16 @@ def test_out_parent_not_writable(tiny_model_dir, tmp_path):
 # --- sharding ------------------------------------------------------------------------------------------------------
 
 def test_work_units_shards_partition_the_grid():
-    events = embedded_events()[:5]
-    args = (("P0S0T0", "P0S1T0"), ("religion", "race"), events, 2)
-    single = list(work_units(*args))
+    events = tuple(embedded_events()[:5])
+    options = Options(categories=("religion", "race"), settings=("P0S0T0", "P0S1T0"))
+    data = get_suite("intergroup").dataset(RunConfig("intergroup", "m", options))
+    data = dataclasses.replace(data, events=events)
+    groups = lambda: get_suite("intergroup").groups(data)  # noqa: E731
+    single = list(work_units(groups(), 2))
     assert len(single) == 2 * (36 + 19 ** 2) * 3  # 5 events in chunks of 2, 2, 1
     ids = [u.unit_id for u in single]
     assert len(set(ids)) == len(ids)
-    shards = [list(work_units(*args, rank=r, world_size=3)) for r in range(3)]
+    shards = [list(work_units(groups(), 2, rank=r, world_size=3)) for r in range(3)]
     shard_ids = [{u.unit_id for u in shard} for shard in shards]
     assert set().union(*shard_ids) == set(ids)
     assert sum(len(s) for s in shard_ids) == len(ids)  # disjoint
@@ -294,13 +310,14 @@ def test_work_units_shards_partition_the_grid():
     for shard in shards:
         for unit in shard:
             assert unit == by_id[unit.unit_id]  # same id, same cell, same events, whatever the sharding
-    assert [u.unit_id for u in work_units(*args)] == ids  # stable across calls
-    assert [u.unit_id for u in work_units(*args, rank=1, world_size=3)] == [u.unit_id for u in shards[1]]
+    assert [u.unit_id for u in work_units(groups(), 2)] == ids  # stable across calls
+    assert [u.unit_id for u in work_units(groups(), 2, rank=1, world_size=3)] == [u.unit_id for u in shards[1]]
     for unit in single:
-        assert 1 <= len(unit.events) <= 2
-    cells: dict[tuple, list] = {}
+        assert 1 <= len(unit.items) <= 2
+        assert unit.unit_id.startswith(unit.group + "|")
+    cells: dict[str, list] = {}
     for unit in single:
-        cells.setdefault((unit.setting, unit.category, unit.perceiver, unit.experiencer), []).extend(unit.events)
+        cells.setdefault(unit.group, []).extend(item.event for item in unit.items)
     assert len(cells) == 2 * (36 + 19 ** 2)
     for cell_events in cells.values():  # every cell gets every event exactly once
         assert sorted(e.event_id for e in cell_events) == sorted(e.event_id for e in events)

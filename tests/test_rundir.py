@@ -16,9 +16,11 @@ import pandas as pd
 import pytest
 
 import behavioral.run as run_mod
-from behavioral import analysis, cli, store
+from behavioral import cli, store
+from behavioral.suites.intergroup import analysis
 from behavioral.run import RunConfig, run
-from behavioral.store import MANIFEST, RESULTS, RowLog, RunDirError, RunLock, read_results
+from behavioral.store import CORE, MANIFEST, RESULTS, RowLog, RunDirError, RunLock, read_results
+from behavioral.suites.intergroup import results
 from tests.test_run import _assert_same_rows, _config
 
 ROWS = 216  # 36 religion cells x 3 events x 2 settings
@@ -30,7 +32,7 @@ def _files(out: Path) -> list[str]:
 
 def _interrupted_run(config: RunConfig, out: Path, monkeypatch, after_batches: int) -> None:
     """A run that dies (KeyboardInterrupt, so the row log is sealed on the way out) after `after_batches` batches."""
-    real_rows = run_mod.Suite.rows
+    real_rows = run_mod.Runner.rows
     calls = []
 
     def dying_rows(self, units):
@@ -39,16 +41,16 @@ def _interrupted_run(config: RunConfig, out: Path, monkeypatch, after_batches: i
         calls.append(1)
         return real_rows(self, units)
 
-    monkeypatch.setattr(run_mod.Suite, "rows", dying_rows)
+    monkeypatch.setattr(run_mod.Runner, "rows", dying_rows)
     with pytest.raises(KeyboardInterrupt):
         run(config, out, progress=False)
-    monkeypatch.setattr(run_mod.Suite, "rows", real_rows)
+    monkeypatch.setattr(run_mod.Runner, "rows", real_rows)
 
 
 @pytest.fixture(scope="module")
 def expected(tmp_path_factory, tiny_model_dir) -> pd.DataFrame:
     out = tmp_path_factory.mktemp("expected") / "run"
-    return read_results(run(_config(tiny_model_dir), out, progress=False))
+    return results(run(_config(tiny_model_dir), out, progress=False))
 
 
 # --- one process per rank ----------------------------------------------------------------------------------------
@@ -75,7 +77,7 @@ def test_a_second_process_on_the_same_run_dir_is_refused_at_once(tiny_model_dir,
         holder.kill()
         holder.wait()
     run(_config(tiny_model_dir), out, progress=False)  # the holder died: its lock died with it
-    _assert_same_rows(read_results(out), expected)
+    _assert_same_rows(results(out), expected)
     assert not any(store.is_lock_file(p) for p in out.iterdir())
 
 
@@ -107,9 +109,9 @@ def test_lock_file_reappearing_under_a_new_holder_is_not_shared(tmp_path):
 def test_sigkill_then_resume_leaves_only_parquet_and_every_row(tiny_model_dir, tmp_path, expected):
     """A real SIGKILL of `empathy-gap run` while it writes, then the same command again."""
     out = tmp_path / "run"
-    args = ["run", "--model", str(tiny_model_dir), "--category", "religion", "--setting", "P0S0T0,P0S1T0",
-            "--limit-events", "3", "--mode", "score", "--device", "cpu", "--dtype", "fp32", "--batch-size", "1",
-            "--unit-size", "2", "--out", str(out), "--no-progress"]
+    args = ["run", "intergroup", "--model", str(tiny_model_dir), "--category", "religion",
+            "--setting", "P0S0T0,P0S1T0", "--limit-events", "3", "--mode", "score", "--device", "cpu",
+            "--dtype", "fp32", "--batch-size", "1", "--unit-size", "2", "--out", str(out), "--no-progress"]
     code = "import sys\nfrom behavioral.cli import main\nsys.exit(main(sys.argv[1:]))\n"
     child = subprocess.Popen([sys.executable, "-c", code, *args], stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
@@ -121,13 +123,14 @@ def test_sigkill_then_resume_leaves_only_parquet_and_every_row(tiny_model_dir, t
     assert child.poll() is None, "the run finished before it could be killed"
     child.send_signal(signal.SIGKILL)
     child.wait()
-    partial = read_results(out)
+    partial = results(out)
     assert 0 < len(partial) < ROWS and any(p.endswith(".arrows") for p in _files(out))
 
     assert cli.main(args) == 0
     assert all(name.endswith(".parquet") for name in _files(out)), _files(out)
     rows = pd.concat([pd.read_parquet(p) for p in sorted((out / RESULTS).glob("*.parquet"))])  # Parquet alone
-    _assert_same_rows(rows, expected)
+    assert len(rows) == ROWS and not rows.duplicated(["unit_id", "item_id", "sample"]).any()
+    _assert_same_rows(results(out), expected)
 
 
 def test_logs_of_a_killed_earlier_process_of_another_rank_are_sealed(tiny_model_dir, tmp_path, monkeypatch,
@@ -142,12 +145,12 @@ def test_logs_of_a_killed_earlier_process_of_another_rank_are_sealed(tiny_model_
     (out / RESULTS / ".r001-000003.parquet.tmp").write_bytes(b"half a part")
     run(_config(tiny_model_dir), out, progress=False)
     assert _files(out) == ["r000-000000.parquet", "r001-000000.parquet"]
-    _assert_same_rows(read_results(out), expected)
+    _assert_same_rows(results(out), expected)
 
 
 def test_a_missing_log_is_an_error_not_an_empty_log(tmp_path):
-    log = RowLog(tmp_path / "run")
-    log.write([{"unit_id": "u", "event_id": "e"}])
+    log = RowLog(tmp_path / "run", CORE)
+    log.write([{"unit_id": "u", "item_id": "e", "sample": 0}])
     with pytest.raises(FileNotFoundError):
         store._read_log(log.path.with_name("r000-000009.arrows"))
     assert len(read_results(tmp_path / "run")) == 1
@@ -165,7 +168,7 @@ def test_a_deleted_part_is_recomputed_without_overwriting_another(tiny_model_dir
     run(_config(tiny_model_dir), out, progress=False)
     assert _files(out) == ["r000-000001.parquet", "r000-000002.parquet"]
     pd.testing.assert_frame_equal(pd.read_parquet(out / RESULTS / "r000-000001.parquet"), second)
-    _assert_same_rows(read_results(out), expected)
+    _assert_same_rows(results(out), expected)
 
 
 def test_analyze_refuses_duplicate_rows_naming_them(tiny_model_dir, tmp_path, capsys):
@@ -189,7 +192,7 @@ def test_batch_size_changes_floats_by_rounding_only(tiny_model_dir, tmp_path, ex
     """What the docs claim: another batch size gives the same answers, and probabilities within float rounding."""
     for batch_size in (1, 7):
         out = run(_config(tiny_model_dir, batch_size=batch_size), tmp_path / f"b{batch_size}", progress=False)
-        _assert_same_rows(read_results(out), expected)
+        _assert_same_rows(results(out), expected)
 
 
 # --- paths and modes ------------------------------------------------------------------------------------------------
@@ -215,8 +218,9 @@ def test_manifest_is_readable_like_the_parts(tiny_model_dir, tmp_path):
 # --- messages -------------------------------------------------------------------------------------------------------
 
 def _cli_run(model_dir, out, *extra):
-    return ["run", "--model", str(model_dir), "--category", "religion", "--setting", "P0S1T0", "--limit-events", "2",
-            "--mode", "score", "--device", "cpu", "--dtype", "fp32", "--out", str(out), "--no-progress", *extra]
+    return ["run", "intergroup", "--model", str(model_dir), "--category", "religion", "--setting", "P0S1T0",
+            "--limit-events", "2", "--mode", "score", "--device", "cpu", "--dtype", "fp32", "--out", str(out),
+            "--no-progress", *extra]
 
 
 @pytest.mark.parametrize("extra, named", [
@@ -235,7 +239,7 @@ def test_ctrl_c_prints_one_line_saying_the_run_resumes(tiny_model_dir, tmp_path,
     def interrupted(self, units):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(run_mod.Suite, "rows", interrupted)
+    monkeypatch.setattr(run_mod.Runner, "rows", interrupted)
     assert cli.main(_cli_run(tiny_model_dir, tmp_path / "run")) == 130
     err = capsys.readouterr().err  # after the model loader's own progress bar
     assert err.splitlines()[-1] == "empathy-gap: interrupted; finished work is saved; rerun the same command to resume"
@@ -261,10 +265,10 @@ def test_damaged_manifest_is_named(tmp_path, capsys):
 
 
 def test_full_disk_names_the_file(tmp_path, monkeypatch):
-    log = RowLog(tmp_path / "run")
+    log = RowLog(tmp_path / "run", CORE)
     os.symlink("/dev/full", log.path)  # every write fails with ENOSPC, as on a full disk
     with pytest.raises(OSError) as err:
-        log.write([{"unit_id": "u", "event_id": f"e{i}", "response": "x" * 100} for i in range(2000)])
+        log.write([{"unit_id": "u", "item_id": f"e{i}", "response": "x" * 100} for i in range(2000)])
     assert str(log.path) in str(err.value) and "No space left on device" in str(err.value)
 
     manifest = tmp_path / "run" / MANIFEST

@@ -7,7 +7,8 @@ import copy
 import pytest
 
 from activations.spans import SpanError, TokenSpan, align_from_end, char_spans, prompt_spans, token_spans
-from behavioral import chat, prompts
+from behavioral import chat
+from behavioral.suites.intergroup import prompts
 from behavioral.suites.intergroup.corpus import embedded_events
 from behavioral.suites.intergroup.settings import SETTING_NAMES, get_setting
 from tests.conftest import NO_SYSTEM, build_tiny_tokenizer
@@ -100,11 +101,11 @@ def test_spans_hold_exactly_the_identity_tokens(tokenizer, setting):
     for perceiver, experiencer in PAIRS:
         prompt = _build(setting, perceiver, experiencer)
         ids, spans = prompt_spans(tokenizer, prompt, chat.SYSTEM)
-        assert set(spans) == {"persona", "experiencer", "final"}
-        assert spans["persona"].name == "persona" and spans["experiencer"].name == "experiencer"
-        _assert_tight(tokenizer, ids, spans["persona"], perceiver)
+        assert set(spans) == {"perceiver", "experiencer", "final"}
+        assert spans["perceiver"].name == "perceiver" and spans["experiencer"].name == "experiencer"
+        _assert_tight(tokenizer, ids, spans["perceiver"], perceiver)
         _assert_tight(tokenizer, ids, spans["experiencer"], experiencer)
-        assert spans["persona"].end <= spans["experiencer"].start
+        assert spans["perceiver"].end <= spans["experiencer"].start
 
 
 def test_spans_cover_the_char_spans(tokenizer):
@@ -113,9 +114,9 @@ def test_spans_cover_the_char_spans(tokenizer):
     ids, spans = prompt_spans(tokenizer, prompt, chat.SYSTEM)
     offsets = _offsets(tokenizer, text)
     chars = char_spans(text, rendered)
-    for slot, name in [("perceiver", "persona"), ("experiencer", "experiencer")]:
+    for slot in ("perceiver", "experiencer"):
         lo, hi = chars[slot]
-        span = spans[name]
+        span = spans[slot]
         assert offsets[span.start][0] <= lo < offsets[span.start][1]
         assert offsets[span.last][0] < hi <= offsets[span.last][1]
 
@@ -123,7 +124,7 @@ def test_spans_cover_the_char_spans(tokenizer):
 def test_smollm2_folds_the_leading_space_into_the_first_identity_token(smollm2_tokenizer):
     tok = smollm2_tokenizer
     ids, spans = prompt_spans(tok, _build("P0S0T0", "a person from Canada", "a Muslim"), chat.SYSTEM)
-    persona = spans["persona"]
+    persona = spans["perceiver"]
     first = tok.decode(ids[persona.start : persona.start + 1])
     assert first == " a"  # "Ġa": starts one character before the slot, still part of the span
     assert tok.decode(ids[persona.start - 1 : persona.start]) == " are"
@@ -133,7 +134,7 @@ def test_person_and_person_from_canada_get_distinct_spans(tokenizer):
     prompt = _build("P0S0T0", "a person from Canada", "a person")
     text, _ = chat.render(tokenizer, prompt, chat.SYSTEM)
     ids, spans = prompt_spans(tokenizer, prompt, chat.SYSTEM)
-    persona, experiencer = spans["persona"], spans["experiencer"]
+    persona, experiencer = spans["perceiver"], spans["experiencer"]
     assert tokenizer.decode(ids[persona.start : persona.end]).strip() == "a person from Canada"
     assert tokenizer.decode(ids[experiencer.start : experiencer.end]).strip() == "a person"
     assert persona.end <= experiencer.start
@@ -151,9 +152,9 @@ def test_narrative_repeating_identities_does_not_move_spans(tokenizer, setting):
     assert text.count(perceiver) == 2 and text.count(experiencer) >= 4
     plain_ids, plain_spans = prompt_spans(tokenizer, plain, chat.SYSTEM)
     echo_ids, echo_spans = prompt_spans(tokenizer, echo, chat.SYSTEM)
-    for name in ("persona", "experiencer"):
+    for name in ("perceiver", "experiencer"):
         assert echo_spans[name] == plain_spans[name]
-        _assert_tight(tokenizer, echo_ids, echo_spans[name], perceiver if name == "persona" else experiencer)
+        _assert_tight(tokenizer, echo_ids, echo_spans[name], perceiver if name == "perceiver" else experiencer)
     assert len(echo_ids) > len(plain_ids) and echo_spans["final"].start > plain_spans["final"].start
 
 
@@ -174,19 +175,29 @@ def test_prompt_spans_ids_are_the_rendered_text_without_added_specials(tokenizer
     assert tokenizer.decode(ids) == text
 
 
+def test_plain_prompts_get_spans_and_the_tokenizers_special_tokens(smollm2_tokenizer, tokenizer):
+    """Plain text (base models): the spans hold the identities, and the ids are what the run feeds the model."""
+    for tok in (smollm2_tokenizer, tokenizer):
+        prompt = _build("P0S0T0", "a person from Canada", "a Muslim")
+        ids, spans = prompt_spans(tok, prompt, chat.PLAIN)
+        assert ids == chat.encode(tok, prompt, chat.PLAIN)
+        _assert_tight(tok, ids, spans["perceiver"], "a person from Canada")
+        _assert_tight(tok, ids, spans["experiencer"], "a Muslim")
+
+
 # --- the system-in-user fallback -----------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("setting", ["P0S0T0", "P2S0T0", "P0S0T2"])
 def test_folded_system_gives_correct_spans(no_system_tokenizer, setting):
     tok = no_system_tokenizer
     prompt = _build(setting, "a person from Canada", "a person")
-    assert chat.detect_format(tok, prompt) == chat.FOLDED
+    assert chat.detect_format(tok) == chat.FOLDED
     text, rendered = chat.render(tok, prompt, chat.FOLDED)
     assert len(rendered.messages) == 1 and text.count("<start_of_turn>user") == 1
     ids, spans = prompt_spans(tok, prompt, chat.FOLDED)
-    _assert_tight(tok, ids, spans["persona"], "a person from Canada")
+    _assert_tight(tok, ids, spans["perceiver"], "a person from Canada")
     _assert_tight(tok, ids, spans["experiencer"], "a person")
-    assert spans["persona"].end <= spans["experiencer"].start
+    assert spans["perceiver"].end <= spans["experiencer"].start
     assert spans["final"].last == len(ids) - 1
     chars = char_spans(text, rendered)
     assert text[slice(*chars["perceiver"])] == "a person from Canada"
@@ -199,7 +210,7 @@ def test_folded_system_with_a_template_that_prepends_its_own_system_turn(smollm2
     text, _ = chat.render(tok, prompt, chat.FOLDED)
     assert text.startswith("<|im_start|>system\nYou are a helpful AI assistant")  # SmolLM2's default system turn
     ids, spans = prompt_spans(tok, prompt, chat.FOLDED)
-    _assert_tight(tok, ids, spans["persona"], "a person from the United States")
+    _assert_tight(tok, ids, spans["perceiver"], "a person from the United States")
     _assert_tight(tok, ids, spans["experiencer"], "a person from Iran")
 
 
@@ -272,7 +283,7 @@ def test_align_real_spans_of_different_lengths(tiny_tokenizer):
     short = _build("P0S0T0", "a person from Iran", "a person")
     long_ids, long_spans = prompt_spans(tiny_tokenizer, long, chat.SYSTEM)
     short_ids, short_spans = prompt_spans(tiny_tokenizer, short, chat.SYSTEM)
-    src, tgt = long_spans["persona"], short_spans["persona"]
+    src, tgt = long_spans["perceiver"], short_spans["perceiver"]
     assert len(src) > len(tgt)
     pairs = align_from_end(src, tgt)
     assert len(pairs) == len(tgt) and pairs[0] == (src.last, tgt.last) and pairs[-1][1] == tgt.start

@@ -1,0 +1,82 @@
+"""Closed label sets: tree-masked scoring against one full forward per surface form, prefills, and bad specs."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from behavioral.answer_space import AnswerSpec, AnswerTrie
+from behavioral.engine import Engine
+from tests.test_engine import _prompt_ids
+
+YES_NO = AnswerSpec.choices({"yes": ("yes", " yes", "Yes"), "no": ("no", " no", "No")}, values={"yes": 1.0, "no": 0.0})
+# "A)" extends "A" with a token that is no letter: the end of "A" must exclude it, or "A)" would count twice.
+LETTERS = AnswerSpec.choices({"A": ("A", "A)"), "B": ("B",), "C": ("C",)}, prefill="[[")
+
+
+@torch.no_grad()
+def _brute_force(model, tokenizer, trie: AnswerTrie, ids: list[int]) -> dict:
+    """log P(label) by one full forward per form: the form's tokens after the prompt (and prefill), times the
+    probability that the next token neither continues the word (where the form ends in a letter) nor follows
+    another form of the set."""
+    prefix = list(ids) + list(trie.prefill)
+    words = [i for i in range(len(tokenizer)) if trie.continues[i]]
+    forms = {f: tokenizer.encode(trie.spec.prefill + f, add_special_tokens=False)[len(trie.prefill):]
+             for label in trie.spec.labels for f in label.forms}
+    out = {}
+    for label in trie.spec.labels:
+        total = -math.inf
+        for form in label.forms:
+            toks = forms[form]
+            lp = model(torch.tensor([prefix + toks])).logits[0].double().log_softmax(-1)
+            path = sum(float(lp[len(prefix) - 1 + j, t]) for j, t in enumerate(toks))
+            after = lp[len(prefix) - 1 + len(toks)].exp()
+            go_on = set(words) if form[-1].isalnum() else set()
+            go_on |= {other[len(toks)] for other in forms.values() if len(other) > len(toks) and
+                      other[:len(toks)] == toks}
+            total = float(torch.logaddexp(torch.tensor(total), torch.tensor(path + math.log1p(-float(
+                after[sorted(go_on)].sum()) if go_on else 0.0))))
+        out[label.name] = total
+    return out
+
+
+@pytest.mark.parametrize("spec", [YES_NO, LETTERS], ids=["yes-no", "letters-prefill"])
+def test_label_scores_equal_brute_force(tiny_model, tiny_tokenizer, spec):
+    trie = AnswerTrie.build(tiny_tokenizer, spec)
+    prompts = _prompt_ids(tiny_tokenizer, 3)
+    scores = Engine(tiny_model, tiny_tokenizer, batch_size=3).score(prompts, trie)
+    for ids, got in zip(prompts, scores):
+        want = _brute_force(tiny_model, tiny_tokenizer, trie, ids)
+        z = sum(math.exp(v) for v in want.values())
+        assert got.valid_mass == pytest.approx(z, rel=1e-4)
+        assert got.probs == pytest.approx([math.exp(want[n]) / z for n in spec.names], rel=1e-4)
+        if spec.values is not None:
+            assert got.expected == pytest.approx(math.exp(want["yes"]) / z, rel=1e-4)
+        else:
+            assert got.expected is None
+        assert got.greedy in spec.names and 0 < got.start_mass <= 1
+
+
+def test_forms_share_tokens_and_prefill_is_forced(tiny_tokenizer):
+    trie = AnswerTrie.build(tiny_tokenizer, LETTERS)
+    assert list(trie.prefill) == tiny_tokenizer.encode("[[", add_special_tokens=False)
+    a = tiny_tokenizer.encode("[[A", add_special_tokens=False)[len(trie.prefill):]
+    root = [int(trie.tokens[i]) for i in trie.children[0]]
+    assert a[0] in root and len(root) == 3  # "A" and "A)" share their first node
+    assert len(trie.extra_nodes) >= 1  # ")" after "A" keeps "A" from ending there
+    assert trie.starts[root].all()
+
+
+def test_integers_keep_ints_as_names_and_values():
+    spec = AnswerSpec.integers(0, 10)
+    assert spec.names == tuple(range(11)) and spec.values == tuple(float(v) for v in range(11)) and spec.numeric
+    assert AnswerSpec.choices({"a": ("a",), "b": ("b",)}).values is None
+
+
+def test_bad_specs_name_the_form(tiny_tokenizer):
+    with pytest.raises(ValueError, match="'yes' and 'also yes' tokenize to the same ids"):
+        AnswerTrie.build(tiny_tokenizer, AnswerSpec.choices({"yes": ("yes",), "also yes": ("yes",)}))
+    with pytest.raises(ValueError, match="empty"):
+        AnswerTrie.build(tiny_tokenizer, AnswerSpec.choices({"x": ("",)}))
