@@ -28,27 +28,17 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from scipy.spatial.distance import pdist, squareform
 
-from behavioral.suites.intergroup.figures import save_figure
+from activations.capture import EMBED_LAYER, hook_layer
+from behavioral.outputs import save_figure
 from behavioral.suites.intergroup.groups import UNSPECIFIED, get_category
 
 METHODS = ("tsne", "umap")
 METRICS = ("cosine", "euclidean")
-EMBED_HOOK = "hook_embed"
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">", "h", "p")
 _CHUNK = 2_000_000  # permutations × points × labels handled at once
 
 
 # --- vectors from the activation store --------------------------------------------------------------------------
-
-
-def hook_layer(hook: str) -> int:
-    """Layer number of a hook name: -1 for hook_embed, l for blocks.{l}.hook_resid_post."""
-    if hook == EMBED_HOOK:
-        return -1
-    parts = hook.split(".")
-    if len(parts) == 3 and parts[0] == "blocks" and parts[1].isdigit():
-        return int(parts[1])
-    raise ValueError(f"unknown hook name {hook!r}; expected {EMBED_HOOK} or blocks.<l>.hook_resid_post")
 
 
 def identity_vectors(
@@ -327,14 +317,19 @@ def layer_stats(
     if len(hooks) != len(vectors):
         raise ValueError(f"{len(hooks)} hook names for {len(vectors)} layers")
     rows = []
-    for hook, X in zip(hooks, vectors):
+    for hook, layer, X in zip(hooks, layer_numbers(hooks), vectors):
         stats = cluster_stats(X, labels, n_permutations, seed, k, metric, center)
-        try:
-            layer = hook_layer(hook)
-        except ValueError:
-            layer = hooks.index(hook)
         rows.append({"hook": hook, "layer": layer, **stats})
     return pd.DataFrame(rows)
+
+
+def layer_numbers(hooks: Sequence[str]) -> list[int]:
+    """The layer of each hook name (-1 for hook_embed); positions instead where the names are not all hook names
+    (``layer_0``, ... of a bare array)."""
+    try:
+        return [hook_layer(hook) for hook in hooks]
+    except ValueError:
+        return list(range(len(hooks)))
 
 
 # --- figures ----------------------------------------------------------------------------------------------------
@@ -390,12 +385,13 @@ def plot_projection(
 
 
 def layer_ticks(ax: Axes, layers: Sequence[int]) -> None:
+    """Label a layer axis: at most about 8 ticks, the last layer kept, ``emb`` for the embeddings."""
     layers = list(layers)
     step = max(1, -(-len(layers) // 8))  # at most about 8 ticks
     shown = layers[::step]
     if layers and shown[-1] != layers[-1] and layers[-1] - shown[-1] >= step / 2:
         shown.append(layers[-1])
-    ax.set_xticks(shown, ["emb" if l == -1 else str(l) for l in shown])
+    ax.set_xticks(shown, ["emb" if l == EMBED_LAYER else str(l) for l in shown])
     ax.set_xlabel("layer (resid_post; emb = embeddings)")
 
 

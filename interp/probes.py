@@ -22,12 +22,13 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from threadpoolctl import threadpool_limits
 
+from activations.capture import hook_layer
 from activations.store import ActivationStore
+from behavioral.outputs import save_figure
 from behavioral.suites.intergroup.groups import UNSPECIFIED, get_category
 
 TARGETS = ("ingroup", "perceiver_group")
 SPLITS = ("sample", "cell", "event")
-FORMATS = ("png", "pdf")
 SCORING = ("accuracy", "balanced_accuracy")
 
 
@@ -121,9 +122,8 @@ def layer_probes(store: ActivationStore, category: str, setting: str, target: st
     rows = []
     for i, hook in enumerate(store.hooks):
         result = probe(samples[i][keep], y, cv=cv, seed=seed, groups=groups, n_shuffles=n_shuffles, C=C)
-        layer = -1 if hook == "hook_embed" else int(hook.split(".")[1])
         rows.append({"category": category, "setting": setting, "target": target, "split": split, "hook": hook,
-                     "layer": layer} | result)
+                     "layer": hook_layer(hook)} | result)
     return pd.DataFrame(rows)
 
 
@@ -158,12 +158,4 @@ def probe_figure(table: pd.DataFrame, metric: str = "balanced_accuracy") -> Figu
 def plot_probes(table: pd.DataFrame, out_dir: str | Path, name: str = "probes",
                 metric: str = "balanced_accuracy") -> list[Path]:
     """The probe figure as PNG and PDF; returns the paths."""
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    fig = probe_figure(table, metric)
-    paths = []
-    for fmt in FORMATS:
-        path = out_dir / f"{name}.{fmt}"
-        fig.savefig(path, dpi=150)
-        paths.append(path)
-    return paths
+    return save_figure(probe_figure(table, metric), out_dir, name)

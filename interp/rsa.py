@@ -18,8 +18,8 @@ from matplotlib.figure import Figure
 from scipy.spatial.distance import pdist, squareform
 from scipy.stats import rankdata
 
-from behavioral.suites.intergroup.figures import save_figure
-from interp.clusters import hook_layer, layer_ticks, p_value
+from behavioral.outputs import save_figure
+from interp.clusters import layer_numbers, layer_ticks, p_value
 
 METRICS = ("cosine", "euclidean", "correlation")
 _CHUNK = 4_000_000  # permutations × n × n handled at once
@@ -134,12 +134,8 @@ def layer_rsa(
         raise ValueError(f"{len(hooks)} hook names for {len(persona)} layers")
     D_behavior = distance_matrix(M_rows, behavior_metric)
     rows = []
-    for i, (hook, X) in enumerate(zip(hooks, persona)):
+    for hook, layer, X in zip(hooks, layer_numbers(hooks), persona):
         r, p, null = mantel(distance_matrix(X, metric, center), D_behavior, n_permutations, seed, return_null=True)
-        try:
-            layer = hook_layer(hook)
-        except ValueError:
-            layer = i
         rows.append({"hook": hook, "layer": layer, "rsa": r, "p": p, "null_mean": float(null.mean()),
                      "null_q95": float(np.quantile(null, 0.95)), "n": persona.shape[1], "metric": metric,
                      "behavior_metric": behavior_metric, "n_permutations": n_permutations})

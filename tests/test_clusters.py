@@ -15,6 +15,7 @@ from sklearn.model_selection import LeaveOneOut, cross_val_predict
 from sklearn.neighbors import KNeighborsClassifier
 
 from activations import store as activation_store
+from behavioral.suites.intergroup import SUITE
 from behavioral.suites.intergroup.groups import get_category
 from interp import clusters
 from tests.test_analysis import make_run
@@ -117,9 +118,11 @@ def synthetic_capture_run(run_dir: Path, setting: str = "P0S1T0", d: int = 16) -
     zone_index = [len(zones) if n == "a person" else zones.index(cat.zone_of[n]) for n in names]
     vectors = rng.normal(size=(len(names), 2, len(hooks), d))  # identities × (mean, last) × hooks × d
     vectors[:, :, 2] += centres[zone_index][:, None, :]
+    spans = {kind: {"slot": slot, "fields": list(fields)} for kind, (slot, fields) in SUITE.capture.spans.items()}
     activation_store.write_meta(run_dir, {"hooks": hooks, "layers": [0, 1], "d_model": d, "kinds": ["persona"],
-                                          "per_cell_samples": 0, "dtype": "float16", "reductions": ["mean", "last"]})
-    index = pd.DataFrame({"setting": setting, "category": "nationality", "identity": list(names)})
+                                          "per_cell_samples": 0, "dtype": "float16", "reductions": ["mean", "last"],
+                                          "spans": spans, "cell": list(SUITE.capture.cell)})
+    index = pd.DataFrame({"setting": setting, "category": "nationality", "perceiver": list(names)})
     activation_store.write_shard(run_dir, "persona", f"{setting}--nationality", vectors[::-1], index[::-1])
     return hooks
 

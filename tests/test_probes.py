@@ -9,10 +9,12 @@ import pytest
 
 import activations.store as activation_store
 from activations.capture import hook_names
+from behavioral.suites.intergroup import SUITE
 from behavioral.suites.intergroup.groups import get_category
 from interp import probes
 
 SETTING = "P0S1T0"
+CELL = SUITE.capture.cell
 
 
 def _separable(n: int = 120, d: int = 20, seed: int = 0):
@@ -66,14 +68,16 @@ def _synthetic_sample_store(root, d: int = 24, per_cell: int = 4, seed: int = 0)
                 v = rng.normal(size=(3, d))
                 v[1] += ingroup * (p == x and p != "a person")
                 v[2] += perceiver_code[p]
-                index.append((SETTING, "religion", p, x, f"event{k}"))
+                index.append((SETTING, "religion", p, x, f"event{k}", f"{p}|{x}|event{k}", k))
                 vectors.append(v)
-    frame = pd.DataFrame(index, columns=["setting", "category", "perceiver", "experiencer", "event_id"])
+    frame = pd.DataFrame(index, columns=["setting", "category", "perceiver", "experiencer", "event_id", "item_id",
+                                         "sample_rank"])
     activation_store.write_shard(root, "final_sample", "r000-000001", np.stack(vectors), frame)
-    cells = frame.drop(columns="event_id").drop_duplicates().assign(count=per_cell)  # a run writes both shards
+    cells = frame[list(CELL)].drop_duplicates().assign(count=per_cell)  # a run writes both shards
     means = np.stack(vectors).reshape(len(cells), per_cell, 3, d).mean(axis=1)
     activation_store.write_shard(root, "final_mean", "r000-000001", means, cells)
-    activation_store.write_meta(root, {"hooks": hook_names(2), "layers": None, "d_model": d})
+    activation_store.write_meta(root, {"hooks": hook_names(2), "layers": None, "d_model": d, "cell": list(CELL),
+                                       "per_cell_samples": per_cell})
 
 
 def test_layer_probes_find_the_planted_signals_layer_by_layer(tmp_path):
