@@ -1,7 +1,8 @@
 """Capture overhead: the same suite slice run with and without persona + experiencer + final-token capture.
 
-Prints a table and writes a JSON file. Each run goes into a fresh temporary run directory; the time counted is the
-whole `run()` after the model is in memory (the identity pass, hooks and activation writes included).
+Prints a table and writes a JSON file. The model is loaded once; one batch is timed first and the estimate printed.
+Each run goes into a fresh temporary run directory; the time counted is the whole `run()` on the loaded model (the
+identity pass, hooks and activation writes included).
 """
 
 from __future__ import annotations
@@ -13,17 +14,19 @@ import time
 from pathlib import Path
 
 from behavioral import models
-from behavioral.run import CAPTURE_KINDS, RunConfig, run
+from behavioral.run import RunConfig, run
 from behavioral.store import read_results
+from behavioral.suites.intergroup import SUITE, Options
+from interp.progress import estimate_run
 
 REAL_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "data" / "crowd-envent"
 
 
-def timed_run(config: RunConfig) -> tuple[float, int]:
-    """Seconds for one complete run into a temporary directory, and the prompts it ran."""
+def timed_run(config: RunConfig, loaded: tuple) -> tuple[float, int]:
+    """Seconds for one complete run of the loaded model into a temporary directory, and the prompts it ran."""
     with tempfile.TemporaryDirectory() as tmp:
         start = time.perf_counter()
-        run(config, Path(tmp) / "run", progress=False)
+        run(config, Path(tmp) / "run", progress=False, loaded=loaded)
         seconds = time.perf_counter() - start
         return seconds, len(read_results(Path(tmp) / "run"))
 
@@ -43,12 +46,17 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("bench_capture.json"))
     args = parser.parse_args()
 
-    models.load(args.model, args.device, args.dtype)  # warm the file cache so both runs load alike
-    base = dict(model=args.model, categories=(args.category,), settings=(args.setting,), mode=args.mode,
-                events=str(args.events) if args.events else None, limit_events=args.limit_events,
-                device=args.device, dtype=args.dtype, batch_size=args.batch_size, unit_size=args.batch_size)
-    t_plain, n = timed_run(RunConfig(**base))
-    t_capture, _ = timed_run(RunConfig(**base, capture=CAPTURE_KINDS, layers="all", per_cell_samples=4))
+    loaded = models.load(args.model, args.device, args.dtype)
+    options = Options(categories=(args.category,), settings=(args.setting,),
+                      events=str(args.events) if args.events else None, limit_events=args.limit_events)
+    base = dict(suite="intergroup", model=args.model, options=options, mode=args.mode, device=args.device,
+                dtype=args.dtype, batch_size=args.batch_size, unit_size=args.batch_size)
+    with tempfile.TemporaryDirectory() as tmp:
+        print(f"each of 2 runs: {estimate_run(RunConfig(**base), loaded, tmp).describe()} (capture: more)",
+              flush=True)
+    t_plain, n = timed_run(RunConfig(**base), loaded)
+    t_capture, _ = timed_run(RunConfig(**base, capture=SUITE.capture.kinds, layers="all", per_cell_samples=4),
+                             loaded)
     result = {
         "model": args.model, "mode": args.mode, "category": args.category, "setting": args.setting,
         "prompts": n, "events": str(args.events) if args.events else "embedded",

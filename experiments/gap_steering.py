@@ -5,14 +5,18 @@
     python experiments/gap_steering.py --model smollm2-135m --category religion --setting P0S1T0 \\
         --limit-events 3 --out OUT                                         # makes the capture run in OUT/capture
 
-Writes to OUT: directions.csv / directions.npy, steering.csv (δ and rates per condition), steering_rows.parquet
-(every prompt's result per condition), zero_coefficient_check.csv, probes.csv, figures/*.png|pdf, manifest.json;
-prints every path. Exits 1 if coefficient 0 does not reproduce the unsteered run exactly, 2 on bad input.
+With --model the defaults are a first look in minutes (2 events, 3 layers × 3 coefficients); each suite run first
+times one batch and prints its estimate, then shows a progress bar. Each steering condition runs into its own
+resumable run directory OUT/steering/<condition>. Writes to OUT: directions.csv / directions.npy, steering.csv (δ
+and rates per condition), steering_rows.parquet (every prompt's result per condition), zero_coefficient_check.csv,
+probes.csv, figures/*.png|pdf, manifest.json; prints every path. Exits 1 if coefficient 0 does not reproduce the
+unsteered run exactly, 2 on bad input.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import time
 from pathlib import Path
@@ -21,15 +25,19 @@ import numpy as np
 import pandas as pd
 
 from activations import store as activation_store
+from activations.capture import hook_layer
 from behavioral import models
 from behavioral.provenance import provenance
 from behavioral.run import RunConfig, run
-from behavioral.store import read_manifest, write_json_atomic
+from behavioral.store import write_json_atomic
+from behavioral.suites.intergroup import Options
+from behavioral.suites.intergroup.rewrite import CACHE as REWRITES
 from interp import probes, steering
+from interp.progress import estimate_run
+from interp.runs import stored_config
 
 CAPTURE_DIR = "capture"
-RUN_KEYS = ("model", "categories", "settings", "events", "limit_events", "seed", "mode", "max_new_tokens",
-            "unit_size", "rewrite_model")
+STEERING_DIR = "steering"
 
 
 def _floats(text: str) -> list[float]:
@@ -47,7 +55,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--category", help="required with --model; with --run, default: the run's first")
     parser.add_argument("--setting", help="required with --model; with --run, default: the run's first")
-    parser.add_argument("--limit-events", type=int, help="with --model: events sampled per cell")
+    parser.add_argument("--limit-events", type=int, default=2, help="with --model: events sampled per cell "
+                                                                    "(default 2)")
     parser.add_argument("--events", help="with --model: crowd-enVENT release (default: the embedded events)")
     parser.add_argument("--mode", choices=("score", "generate", "both"),
                         help="mode of the steered runs (default: the run's mode; score with --model)")
@@ -70,36 +79,39 @@ def parse_args(argv=None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.model and not (args.category and args.setting):
         parser.error("--model needs --category and --setting")
-    if args.run and (args.limit_events is not None or args.events):
-        parser.error("--limit-events and --events go with --model; a --run brings its own events")
+    if args.run and args.events:
+        parser.error("--events goes with --model; a --run brings its own events")
     return args
 
 
-def capture_run(args) -> Path:
-    """OUT/capture: the suite slice with final-token capture (all layers), made or resumed."""
-    config = RunConfig(model=args.model, categories=(args.category,), settings=(args.setting,), events=args.events,
-                       limit_events=args.limit_events, seed=args.seed, mode=args.mode or "score", device=args.device,
-                       dtype=args.dtype, batch_size=args.batch_size, capture=("final",), layers="all",
-                       per_cell_samples=args.per_cell_samples)
-    return run(config, args.out / CAPTURE_DIR)
+def capture_run(args, loaded: tuple) -> Path:
+    """OUT/capture: the suite slice with final-token capture (all layers), made or resumed, its estimate first."""
+    options = Options(categories=(args.category,), settings=(args.setting,), events=args.events,
+                      limit_events=args.limit_events)
+    config = RunConfig(suite="intergroup", model=args.model, options=options, seed=args.seed,
+                       mode=args.mode or "score", device=args.device, dtype=args.dtype, batch_size=args.batch_size,
+                       capture=("final",), layers="all", per_cell_samples=args.per_cell_samples)
+    out = args.out / CAPTURE_DIR
+    print(f"capture run: {estimate_run(config, loaded, out).describe()}", flush=True)
+    return run(config, out, loaded=loaded)
 
 
-def base_config(run_dir: Path, args) -> tuple[RunConfig, str]:
-    """The steered runs' config (the capture run's slice, no capture) and the dtype the capture ran in."""
-    stored = read_manifest(run_dir)["config"]
-    if "final" not in stored.get("capture", []):
+def base_config(run_dir: Path, args) -> RunConfig:
+    """The steered runs' config: the capture run's slice (one category and setting), mode, dtype and corpus, no
+    capture."""
+    stored = stored_config(run_dir)
+    if "final" not in stored.capture:
         raise ValueError(f"{run_dir}: made without final-token capture; rerun it with --capture final")
-    fields = {k: stored[k] for k in RUN_KEYS if k in stored}
-    fields["categories"], fields["settings"] = tuple(fields["categories"]), tuple(fields["settings"])
-    category = args.category or fields["categories"][0]
-    setting = args.setting or fields["settings"][0]
-    for name, value, known in (("category", category, fields["categories"]), ("setting", setting, fields["settings"])):
+    options = stored.options
+    category = args.category or options.categories[0]
+    setting = args.setting or options.settings[0]
+    for name, value, known in (("category", category, options.categories), ("setting", setting, options.settings)):
         if value not in known:
             raise ValueError(f"--{name} {value!r} is not in {run_dir} (it has {', '.join(known)})")
-    fields.update(categories=(category,), settings=(setting,), mode=args.mode or fields["mode"], device=args.device,
-                  batch_size=args.batch_size)
-    dtype = stored.get("dtype") if args.dtype == "auto" else args.dtype
-    return RunConfig(**fields, dtype=dtype or "auto"), dtype or "auto"
+    options = dataclasses.replace(options, categories=(category,), settings=(setting,))
+    return dataclasses.replace(stored, options=options, mode=args.mode or stored.mode, device=args.device,
+                               batch_size=args.batch_size, capture=(), per_cell_samples=0,
+                               dtype=stored.dtype if args.dtype == "auto" else args.dtype)
 
 
 def pick_layers(spec: str, captured: list[int]) -> list[int]:
@@ -121,8 +133,7 @@ def direction_table(store, category: str, setting: str, raw: np.ndarray) -> pd.D
     norm = np.linalg.norm(raw.astype(np.float64), axis=1)
     unit = raw / np.where(norm > 0, norm, 1)[:, None]
     cos_prev = np.r_[np.nan, (unit[1:] * unit[:-1]).sum(1)]
-    layers = [-1 if h == "hook_embed" else int(h.split(".")[1]) for h in store.hooks]
-    return pd.DataFrame({"hook": store.hooks, "layer": layers, "direction_norm": norm, "mean_state_norm": resid,
+    return pd.DataFrame({"hook": store.hooks, "layer": [hook_layer(h) for h in store.hooks], "direction_norm": norm, "mean_state_norm": resid,
                          "relative_norm": norm / np.where(resid > 0, resid, np.nan), "cos_previous_layer": cos_prev})
 
 
@@ -133,9 +144,16 @@ def main(argv=None) -> int:
     written: dict[str, list[str]] = {"tables": [], "figures": []}
     try:
         out.mkdir(parents=True, exist_ok=True)
-        run_dir = args.run if args.run else capture_run(args)
-        config, dtype = base_config(run_dir, args)
-        category, setting = config.categories[0], config.settings[0]
+        if args.model:
+            loaded = models.load(args.model, args.device, args.dtype)
+            run_dir = capture_run(args, loaded)
+            config = base_config(run_dir, args)
+        else:
+            run_dir = args.run
+            config = base_config(run_dir, args)
+            loaded = models.load(config.model, args.device, config.dtype, config.trust_remote_code)
+        info = loaded[2]
+        category, setting = config.options.categories[0], config.options.settings[0]
         store = activation_store.load(run_dir)
         if store.meta.get("per_cell_samples", 0) < 2:
             raise ValueError(f"{run_dir}: the probes need final-token samples; make the run with "
@@ -152,12 +170,12 @@ def main(argv=None) -> int:
         coefs = sorted(set(args.coefs) | {0.0})
 
         # steering sweep
-        model, tokenizer, info = models.load(config.model, args.device, dtype, config.trust_remote_code)
         print(f"steering {config.model} ({info['dtype']}, {info['device']}) at layers {layers}, coefficients {coefs}"
               + (", and projection" if args.project else ""), flush=True)
-        rows = steering.run_conditions(model, tokenizer, config, steering.layer_directions(used, store.hooks, layers),
+        rows = steering.run_conditions(config, out / STEERING_DIR, loaded,
+                                       steering.layer_directions(used, store.hooks, layers),
                                        steering.sweep_conditions(layers, coefs, args.project),
-                                       rewrites_dir=run_dir, progress=True)
+                                       rewrites=run_dir / REWRITES, progress=True)
         summary = steering.summarize(rows, args.n_permutations, args.seed)
         check = steering.zero_coefficient_check(rows)
         for name, frame in (("steering.csv", summary), ("zero_coefficient_check.csv", check)):
@@ -166,7 +184,7 @@ def main(argv=None) -> int:
         rows.to_parquet(out / "steering_rows.parquet")
         written["tables"].append(str(out / "steering_rows.parquet"))
         written["figures"] += [str(p) for p in steering.plot_sweep(summary, out / "figures")]
-        del model
+        del loaded
 
         # probes
         frames = []
@@ -187,7 +205,7 @@ def main(argv=None) -> int:
     manifest = {
         "arguments": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
         "provenance": provenance(), "run_dir": str(run_dir), "model": info, "category": category, "setting": setting,
-        "steer_config": {k: v for k, v in vars(config).items()}, "layers": layers, "coefficients": coefs,
+        "steer_config": dataclasses.asdict(config), "layers": layers, "coefficients": coefs,
         "unit_directions": args.unit, "zero_coefficient_reproduces_unsteered": exact,
         "seconds": round(time.perf_counter() - started, 1), "files": written,
     }

@@ -11,7 +11,9 @@ From a run with persona capture (given with --run, or made here with --model int
   a figure;
 - manifest.json: the run's manifest, this script's arguments, the activation store's meta and provenance.
 
-Every path written is printed; a failure prints one message and exits non-zero.
+With --model the suite run comes first: its defaults (score mode, 1 event per cell) are a first look in minutes,
+and the run times one batch and prints its estimate before it starts, then shows a progress bar. Every path written
+is printed; a failure prints one message and exits non-zero.
 
     python experiments/nationality_clusters.py --run runs/llama8b --out out/clusters
     python experiments/nationality_clusters.py --model smollm2-135m --setting P0S1T0 --limit-events 4 --out out/c
@@ -29,16 +31,18 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from activations import store as activation_store
+from activations.capture import EMBED_HOOK, hook_layer
 from behavioral import store as run_store
-from behavioral.suites.intergroup.analysis import load_analyses
-from behavioral.suites.intergroup.figures import save_figure
-from behavioral.suites.intergroup.groups import CATEGORIES, get_category
+from behavioral.outputs import save_figure
 from behavioral.provenance import provenance
-from behavioral.suites.intergroup.settings import SETTING_NAMES, get_setting
-from behavioral.suites.intergroup.tables import setting_label
+from behavioral.suites.intergroup.analysis import load_analyses
+from behavioral.suites.intergroup.groups import CATEGORIES, get_category
+from behavioral.suites.intergroup.settings import SETTING_NAMES, get_setting, setting_label
 from interp import clusters, rsa
+from interp.progress import estimate_run
 
 SPANS = ("persona", "experiencer")
+MODEL_EVENTS = 1  # events per cell of the --model run by default: 484 prompts for nationality
 METHOD_TITLES = {"tsne": "t-SNE", "umap": "UMAP"}
 
 
@@ -50,7 +54,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--out", type=Path, required=True, help="output directory")
     p.add_argument("--category", default="nationality", choices=tuple(CATEGORIES))
     p.add_argument("--setting", help="prompt setting (default: P0S0T0 with --model; the run's first with --run)")
-    p.add_argument("--limit-events", type=int, help="with --model: seeded sample of N events per setting")
+    p.add_argument("--limit-events", type=int, help="with --model: seeded sample of N events per setting "
+                                                    f"(default {MODEL_EVENTS})")
     p.add_argument("--events", help="with --model: crowd-enVENT release (default: the embedded events)")
     p.add_argument("--mode", default="score", choices=("generate", "score", "both"), help="with --model")
     p.add_argument("--device", default="auto", help="with --model")
@@ -94,27 +99,33 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def make_run(args: argparse.Namespace) -> Path:
-    """Run (or resume) the model on one category and setting with the capture the analysis needs, into OUT/run."""
+    """Run (or resume) the model on one category and setting with the capture the analysis needs, into OUT/run,
+    after timing one batch and printing the estimate."""
+    from behavioral import models
     from behavioral.run import RunConfig, run
+    from behavioral.suites.intergroup import Options
 
     out = args.out / "run"
-    config = RunConfig(model=args.model, categories=(args.category,), settings=(args.setting,), events=args.events,
-                       limit_events=args.limit_events, seed=args.seed, mode=args.mode, device=args.device,
-                       dtype=args.dtype, batch_size=args.batch_size, capture=tuple(args.spans),
+    options = Options(categories=(args.category,), settings=(args.setting,), events=args.events,
+                      limit_events=MODEL_EVENTS if args.limit_events is None else args.limit_events)
+    config = RunConfig(suite="intergroup", model=args.model, options=options, seed=args.seed, mode=args.mode,
+                       device=args.device, dtype=args.dtype, batch_size=args.batch_size, capture=tuple(args.spans),
                        layers=args.capture_layers)
-    return run(config, out)
+    loaded = models.load(args.model, args.device, args.dtype)
+    print(f"suite run: {estimate_run(config, loaded, out).describe()} (capture passes extra)", flush=True)
+    return run(config, out, loaded=loaded)
 
 
 def choose_hooks(spec: str, hooks: Sequence[str]) -> list[str]:
     """Hooks named by --layers, in store order: first/middle/last block captured, embed, or block numbers."""
-    blocks = [h for h in hooks if h != clusters.EMBED_HOOK]
-    by_layer = {clusters.hook_layer(h): h for h in blocks}
+    blocks = [h for h in hooks if h != EMBED_HOOK]
+    by_layer = {hook_layer(h): h for h in blocks}
     chosen = set()
     for part in (s.strip() for s in spec.split(",")):
         if part == "embed":
-            if clusters.EMBED_HOOK not in hooks:
+            if EMBED_HOOK not in hooks:
                 raise ValueError("--layers embed: the store holds no token embeddings")
-            chosen.add(clusters.EMBED_HOOK)
+            chosen.add(EMBED_HOOK)
         elif part in ("first", "middle", "last"):
             if not blocks:
                 raise ValueError("the store holds no block outputs")
@@ -133,7 +144,7 @@ def choose_hooks(spec: str, hooks: Sequence[str]) -> list[str]:
 
 
 def hook_title(hook: str) -> str:
-    layer = clusters.hook_layer(hook)
+    layer = hook_layer(hook)
     return "embeddings" if layer < 0 else f"layer {layer}"
 
 
@@ -171,7 +182,8 @@ def _main(args: argparse.Namespace, argv: list[str]) -> int:
     config = manifest.get("config", {})
     acts = activation_store.load(run_dir)
     category = get_category(args.category)
-    setting = args.setting or next((s for s in SETTING_NAMES if s in config.get("settings", [])), None)
+    setting = args.setting or next((s for s in SETTING_NAMES if s in config.get("options", {}).get("settings", [])),
+                                   None)
     if setting is None:
         raise ValueError(f"{run_dir}: the manifest names no setting; pass --setting")
     measure = args.measure

@@ -6,13 +6,18 @@ the unspecified "a person" (mode `person`) and, separately, in-group and out-gro
 layer × position-group sweep follows: each in-group prompt (X perceives X) patched from an out-group persona, with
 the fraction of the in-group/out-group difference closed.
 
+    python experiments/persona_patching.py --model smollm2-135m --out runs/patching        # a first look, minutes
     python experiments/persona_patching.py --model smollm2-135m --category religion --setting P0S1T0 \
         --limit-events 3 --layer-step 5 --out runs/patching
     python experiments/persona_patching.py --run runs/llama8b --category religion --setting P0S0T0 --out runs/p
 
-With --run, the model, events (and their sample), seed and dtype come from that run directory's manifest, and δ of
-its score-mode results (if any) is recorded beside ours. Writes OUT/tables (Parquet + CSV), OUT/figures (PNG + PDF)
-and OUT/manifest.json; prints every path; exits 2 on bad input, 1 on any other failure.
+Defaults are a first look: religion (5 identities), P0S1T0 (the 0..10 scale: an 11-node answer tree; the 0..100
+scale of S0 settings needs 101 nodes, about twice the work per prompt), 1 event, every 5th layer. Before each phase
+the script prints the prompts and forwards it plans and, after the first scoring forward, an estimate of the time;
+a progress bar shows the rest. With --run, the model, corpus, seed and dtype come from that run directory's manifest,
+and δ of its score-mode results for the category and setting (if it has them) is recorded beside ours. Writes
+OUT/tables (Parquet + CSV), OUT/figures (PNG + PDF) and OUT/manifest.json; prints every path; exits 2 on bad input,
+1 on any other failure.
 """
 
 from __future__ import annotations
@@ -28,32 +33,36 @@ from pathlib import Path
 
 import pandas as pd
 
-from activations.capture import decoder_layers, parse_layers
-from behavioral import models
+from activations.capture import n_layers_of, parse_layers
+from behavioral import chat, models
 from behavioral.engine import Engine
-from behavioral.suites.intergroup.groups import UNSPECIFIED, get_category
 from behavioral.provenance import provenance
-from behavioral.run import RunConfig, load_corpus
+from behavioral.run import RunConfig
+from behavioral.store import write_json_atomic
+from behavioral.suites import get_suite
+from behavioral.suites.intergroup import Options, results
+from behavioral.suites.intergroup.groups import UNSPECIFIED, get_category
 from behavioral.suites.intergroup.settings import get_setting
-from behavioral.store import read_manifest, read_results, write_json_atomic
 from interp import patching as P
+from interp.runs import stored_config
 
 
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", required=True, type=Path, help="output directory (created; files in it are replaced)")
-    p.add_argument("--run", type=Path, help="a behavioral run directory: model, events and dtype come from it")
+    p.add_argument("--run", type=Path, help="a behavioral run directory: model, corpus, seed and dtype come from it")
     p.add_argument("--model", help="model (hub id, folder, .gguf or smollm2-135m); not with --run")
-    p.add_argument("--category", help="race, nationality or religion (default religion, or the run's first)")
-    p.add_argument("--setting", help="one of the seven settings (default P0S1T0, or the run's first)")
+    p.add_argument("--category", default="religion", help="race, nationality or religion (default religion)")
+    p.add_argument("--setting", default="P0S1T0", help="one of the seven settings (default P0S1T0)")
     p.add_argument("--events", help="event corpus (default: the embedded events); not with --run")
-    p.add_argument("--limit-events", type=int, help="seeded sample of N events, stratified by emotion")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--limit-events", type=int, default=1, help="seeded sample of N events, stratified by emotion "
+                                                                "(default 1)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the event sample (with --run: the run's)")
     p.add_argument("--layers", default="all", help="all or a comma list such as 0,5,10 (then --layer-step)")
-    p.add_argument("--layer-step", type=int, default=1, help="keep every K-th of --layers (default 1)")
+    p.add_argument("--layer-step", type=int, default=5, help="keep every K-th of --layers (default 5)")
     p.add_argument("--positions", default="system", help="position group of the headline (default system)")
     p.add_argument("--modes", default="person,swap", help="person, swap or both (default both)")
-    p.add_argument("--sweep-groups", default=",".join(P.DEFAULT_GROUPS),
+    p.add_argument("--sweep-groups", default=",".join(P.SWEEP_POSITION_GROUPS),
                    help="position groups of the sweep; empty to skip the sweep")
     p.add_argument("--sweep-events", type=int, default=1, help="events in the sweep (the first N; default 1)")
     p.add_argument("--device", default="auto")
@@ -67,40 +76,30 @@ def parse_args(argv=None) -> argparse.Namespace:
     return args
 
 
-def resolve(args) -> tuple[RunConfig, str, str, dict | None]:
-    """The run configuration to load events and model by, the category, the setting, and the run's manifest."""
-    manifest = None
-    if args.run is not None:
-        manifest = read_manifest(args.run)
-        c = manifest["config"]
-        config = RunConfig(model=c["model"], categories=tuple(c["categories"]), settings=tuple(c["settings"]),
-                           events=c.get("events"), limit_events=c.get("limit_events"), seed=c.get("seed", 0),
-                           device=args.device, dtype=args.dtype or c.get("dtype") or "auto",
-                           rewrite_model=c.get("rewrite_model"))
-        if args.limit_events is not None and args.limit_events != config.limit_events:
-            config = dataclasses.replace(config, limit_events=args.limit_events)
-        category = args.category or config.categories[0]
-        setting = args.setting or config.settings[0]
-        if category not in config.categories or setting not in config.settings:
-            raise ValueError(f"--run {args.run} has categories {list(config.categories)} and settings "
-                             f"{list(config.settings)}; {category}/{setting} is not among them")
-    else:
-        config = RunConfig(model=args.model, events=args.events, limit_events=args.limit_events, seed=args.seed,
-                           device=args.device, dtype=args.dtype or "auto")
-        category, setting = args.category or "religion", args.setting or "P0S1T0"
-    get_category(category)
-    get_setting(setting)
-    for name in ("batch_size", "layer_step", "sweep_events"):
+def resolve(args) -> RunConfig:
+    """The configuration to load the model and the events by: the category and setting asked for, --limit-events
+    events of the corpus (with --run: the run's corpus, seed and dtype)."""
+    for name in ("batch_size", "layer_step", "sweep_events", "limit_events"):
         if getattr(args, name) < 1:
             raise ValueError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
-    return config, category, setting, manifest
+    slice_ = {"categories": (args.category,), "settings": (args.setting,), "limit_events": args.limit_events}
+    if args.run is not None:
+        config = stored_config(args.run, device=args.device)
+        config = dataclasses.replace(config, options=dataclasses.replace(config.options, **slice_),
+                                     dtype=args.dtype or config.dtype)
+    else:
+        config = RunConfig(suite="intergroup", model=args.model, options=Options(events=args.events, **slice_),
+                           seed=args.seed, device=args.device, dtype=args.dtype or "auto")
+    get_category(args.category)
+    get_setting(args.setting)
+    return config
 
 
 def run_delta(run_dir: Path, category: str, setting: str) -> float | None:
     """δ of a run directory's score-mode expected intensities for one category and setting (None if absent)."""
     from behavioral.suites.intergroup.stats import empathy_gap, zscore
 
-    rows = read_results(run_dir)
+    rows = results(run_dir)
     rows = rows[(rows["category"] == category) & (rows["setting"] == setting) & rows["expected_intensity"].notna()]
     rows = rows[(rows["perceiver"] != UNSPECIFIED) & (rows["experiencer"] != UNSPECIFIED)]
     if rows.empty:
@@ -115,7 +114,8 @@ def run_delta(run_dir: Path, category: str, setting: str) -> float | None:
         return None
 
 
-def write_table(frame: pd.DataFrame, out: Path, stem: str, csv: bool = True) -> list[Path]:
+def write_frame(frame: pd.DataFrame, out: Path, stem: str, csv: bool = True) -> list[Path]:
+    """`stem`.parquet (and `stem`.csv) in `out`; returns the paths."""
     out.mkdir(parents=True, exist_ok=True)
     paths = [out / f"{stem}.parquet"]
     frame.to_parquet(paths[0], index=False)
@@ -128,22 +128,26 @@ def write_table(frame: pd.DataFrame, out: Path, stem: str, csv: bool = True) -> 
 def main(argv=None) -> int:
     args = parse_args(argv)
     started = time.perf_counter()
-    config, category_name, setting, manifest = resolve(args)
-    category = get_category(category_name)
-    events, _ = load_corpus(config)
+    config = resolve(args)
+    category, setting = get_category(args.category), args.setting
+    suite = get_suite(config.suite)
+    data = suite.dataset(config)
     model, tokenizer, model_info = models.load(config.model, config.device, config.dtype, config.trust_remote_code)
-    if get_setting(setting).narrative_form == "third_person":
-        from behavioral.suites.intergroup.rewrite import ensure_third_person
-
-        events = ensure_third_person(events, config, args.run or args.out, model, tokenizer)
-    n_layers = len(decoder_layers(model))
-    layers = parse_layers(args.layers, n_layers)[::args.layer_step]
+    events = list(suite.prepare(data, config, model, tokenizer, args.run or args.out).events)  # T2: rewrites
+    layers = parse_layers(args.layers, n_layers_of(model))[::args.layer_step]
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     groups = [g.strip() for g in args.sweep_groups.split(",") if g.strip()]
     for label in [args.positions, *groups]:
         P.PatchSpec.parse(label)  # fail on a bad group before any work
     engine = Engine(model, tokenizer, args.batch_size)
-    chat_format = P.chat_format_of(tokenizer)
+    chat_format = chat.detect_format(tokenizer)
+    n = len(category.identities)
+    sweep_events = events[:args.sweep_events]
+    print(f"plan: headline {len(modes)} modes × {n}² cells × {len(events)} events × {len(layers)} layers "
+          f"= {len(modes) * n * n * len(events) * len(layers)} patched prompts"
+          + (f"; sweep {n} prompts × {len(sweep_events)} events × {len(layers)} layers × {len(groups)} groups "
+             f"= {n * len(sweep_events) * len(layers) * len(groups)}" if groups else "")
+          + f"; answer tree of {len(P.get_trie(tokenizer, setting))} nodes", flush=True)
     forwards = {"n": 0}
     forward = model.forward
 
@@ -162,12 +166,13 @@ def main(argv=None) -> int:
     title = f"{model_info['model']} · {category.title} · {setting} · {len(events)} events"
 
     t0, f0 = time.perf_counter(), forwards["n"]
-    frame = P.patched_gap_prompts(engine, category, setting, events, layers, args.positions, modes, chat_format)
+    frame = P.patched_gap_prompts(engine, category, setting, events, layers, args.positions, modes, chat_format,
+                                  progress="headline")
     table = P.gap_table(frame, category)
     timing["headline_s"], counts["headline_forwards"] = time.perf_counter() - t0, forwards["n"] - f0
     counts["headline_prompts"] = len(frame)
-    outputs += write_table(frame, tables, "gap_prompts", csv=False)
-    outputs += write_table(table, tables, "delta_by_layer")
+    outputs += write_frame(frame, tables, "gap_prompts", csv=False)
+    outputs += write_frame(table, tables, "delta_by_layer")
     outputs += P.plot_gap_by_layer(table, figures, "delta_by_layer", title=f"δ by patched layer ({args.positions})"
                                    f"\n{title}")
 
@@ -176,16 +181,17 @@ def main(argv=None) -> int:
         targets, sources, meta = [], [], []
         for x in category.identities:
             a = P.swap_source(category, x, x)
-            for e in events[:args.sweep_events]:
+            for e in sweep_events:
                 targets.append(P.build(tokenizer, setting, x, x, e, chat_format))
                 sources.append(P.build(tokenizer, setting, a, x, e, chat_format))
                 meta.append({"perceiver": x, "experiencer": x, "event_id": e.event_id, "source_perceiver": a})
-        sweep = P.sweep(engine, targets, sources, layers, P.get_trie(tokenizer, setting), groups, meta, chat_format)
+        sweep = P.sweep(engine, targets, sources, layers, P.get_trie(tokenizer, setting), groups, meta, chat_format,
+                        progress="sweep")
         summary = P.summarize(sweep)
         timing["sweep_s"], counts["sweep_forwards"] = time.perf_counter() - t0, forwards["n"] - f0
         counts["sweep_prompts"] = len(sweep)
-        outputs += write_table(sweep, tables, "sweep", csv=False)
-        outputs += write_table(summary, tables, "sweep_summary")
+        outputs += write_frame(sweep, tables, "sweep", csv=False)
+        outputs += write_frame(summary, tables, "sweep_summary")
         sub = "in-group prompt ← out-group persona"
         outputs += P.plot_heatmap(summary, figures, "sweep_frac_closed", "frac_closed",
                                   f"fraction of in/out-group difference closed\n{sub}\n{title}")
@@ -197,7 +203,7 @@ def main(argv=None) -> int:
     result = {"delta_unpatched": unpatched,
               "p_unpatched": float(table["p_unpatched"].iloc[0]) if len(table) else math.nan}
     if args.run is not None:
-        result["delta_run"] = run_delta(args.run, category_name, setting)
+        result["delta_run"] = run_delta(args.run, category.name, setting)
     for mode, part in table.groupby("mode", sort=False):
         best = part.loc[part["delta_change"].abs().idxmax()]
         result[f"{mode}_largest_change"] = {"layer": int(best["layer"]), "delta_patched": float(best["delta_patched"]),
@@ -206,11 +212,11 @@ def main(argv=None) -> int:
     arguments = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}
     write_json_atomic(args.out / "manifest.json", {
         "provenance": provenance(), "arguments": arguments, "model": model_info,
-        "resolved": {"model": config.model, "category": category_name, "setting": setting, "layers": layers,
+        "resolved": {"model": config.model, "category": category.name, "setting": setting, "layers": layers,
                      "modes": modes, "positions": args.positions, "sweep_groups": groups,
                      "events": [e.event_id for e in events], "chat_format": chat_format,
                      "batch_size": args.batch_size,
-                     "run_manifest": str(args.run / "manifest.json") if manifest else None},
+                     "run_manifest": str(args.run / "manifest.json") if args.run else None},
         "forwards": counts, "timing": timing, "result": result,
         "outputs": [str(p.relative_to(args.out)) for p in outputs],
     })

@@ -3,7 +3,11 @@ rules, batching, the engine left as found, the forward-count bound, and the docu
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import math
+import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -306,3 +310,27 @@ def test_swap_source():
     assert P.swap_source(religion, "a Muslim", "a Muslim") == "a Jew"
     assert P.swap_source(race, "a white person", "a Caucasian") == "a black person"
     assert race.group_of[P.swap_source(race, "a Latina", "a Latino")] != "Hispanic"
+
+
+def test_persona_patching_script_tells_its_cost_before_the_work(tiny_model_dir, tmp_path, capsys):
+    """The experiment prints its plan (prompts, then each phase's forwards, as many as then run) and an estimate
+    before the bulk of the work, and writes its tables and figures."""
+    path = Path(__file__).resolve().parents[1] / "experiments" / "persona_patching.py"
+    spec = importlib.util.spec_from_file_location("persona_patching", path)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    out = tmp_path / "out"
+    argv = ["--model", str(tiny_model_dir), "--out", str(out), "--layers", "0,1", "--layer-step", "1",
+            "--sweep-groups", "system", "--batch-size", "16", "--dtype", "fp32"]
+    assert script.main(argv) == 0
+    printed = capsys.readouterr()
+    text = printed.out + printed.err
+    assert "plan: headline 2 modes × 5² cells × 1 events × 2 layers = 100 patched prompts" in text
+    manifest = json.loads((out / "manifest.json").read_text())
+    for phase in ("headline", "sweep"):
+        planned = int(re.search(rf"{phase}: (\d+) forwards planned", text).group(1))
+        assert planned == manifest["forwards"][f"{phase}_forwards"]
+        assert f"{phase}: one main forward took" in text
+    assert text.index("headline: one main forward took") < text.index("sweep: ")  # the estimate comes early
+    assert manifest["resolved"]["setting"] == "P0S1T0" and manifest["resolved"]["layers"] == [0, 1]
+    assert all((out / name).stat().st_size > 0 for name in manifest["outputs"])
