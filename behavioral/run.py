@@ -185,8 +185,8 @@ class Runner:
             requests = [(i, s) for i in range(len(items)) for s in range(n)]
             seeds = None if self.sampling.greedy else \
                 [stream_seed(self.config.seed, items[i].item_id, s) for i, s in requests]
-            out = self.engine.generate([ids[i] for i, _ in requests], until=[items[i].decided for i, _ in requests],
-                                       sampling=self.sampling, seeds=seeds)
+            until = [getattr(items[i], "decided", None) for i, _ in requests]
+            out = self.engine.generate([ids[i] for i, _ in requests], until=until, sampling=self.sampling, seeds=seeds)
             for (i, s), g in zip(requests, out):
                 generated[i][s] = g
         if mode != "generate":

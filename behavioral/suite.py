@@ -28,7 +28,8 @@ class Answer:
 
 
 class Item(Protocol):
-    """One thing the model answers. `fields` become result columns (the suite's `fields`, in that order)."""
+    """One thing the model answers. `fields` become result columns (the suite's `fields`, in that order). `decided`
+    is optional: without it a reply is decoded until the turn ends or max_new_tokens."""
 
     item_id: str
     answers: AnswerSpec

@@ -18,10 +18,12 @@ from pathlib import Path
 import torch
 
 from behavioral import models
-from behavioral.suites.intergroup.answers import answer_decided, parse_intensity
-from behavioral.suites.intergroup.corpus import embedded_events, load_events, sample_events
+from behavioral.answer_space import AnswerSpec
 from behavioral.engine import shared_prefix_length
-from behavioral.run import RunConfig, Suite
+from behavioral.run import RunConfig, Runner
+from behavioral.suites import get_suite
+from behavioral.suites.intergroup import Options
+from behavioral.suites.intergroup.answers import answer_decided, parse_intensity
 from behavioral.suites.intergroup.settings import get_setting
 from behavioral.work import work_units
 
@@ -30,13 +32,12 @@ LLAMA_31_8B = dict(hidden_size=4096, num_hidden_layers=32, num_attention_heads=3
                    intermediate_size=14336, vocab_size=128256, max_position_embeddings=131072, rope_theta=500000.0)
 
 
-def _prompts(suite: Suite, n: int, setting: str, category: str, events_path: Path | None):
-    """The first n prompts of the grid in run order (perceiver-major) with their perceivers, real narratives if given."""
-    events = load_events(events_path) if events_path else embedded_events()
-    events = sample_events(events, max(1, min(len(events), n // 8)), seed=0)
+def _prompts(runner: Runner, n: int) -> list[tuple[str, list[int]]]:
+    """The first n prompts of the run's grid in run order (perceiver-major), with their perceivers."""
+    suite = runner.suite
     out: list[tuple[str, list[int]]] = []
-    for unit in work_units([setting], [category], events, unit_size=32):
-        out += [(unit.perceiver, suite.tokens(unit.setting, unit.perceiver, unit.experiencer, e)) for e in unit.events]
+    for unit in work_units(suite.groups(suite.dataset(runner.config)), unit_size=32):
+        out += [(item.perceiver, runner.tokens(item)) for item in unit.items]
         if len(out) >= n:
             break
     return out[:n]
@@ -123,14 +124,16 @@ def main() -> None:
     if args.shapes == "llama-3.1-8b":
         model = _random_model(LLAMA_31_8B, device)
         info |= {"model": f"random {args.shapes} (tokenizer of {args.model})", "dtype": "bfloat16"}
-    config = RunConfig(model=args.model, settings=(args.setting,), categories=(args.category,), mode="both",
-                       batch_size=args.batch_size, max_new_tokens=args.max_new_tokens)
-    suite = Suite(model, tokenizer, config)
-    labelled = _prompts(suite, args.prompts, args.setting, args.category, args.events)
-    prompts = [ids for _, ids in labelled]
-    trie = suite.tries[args.setting]
-    engine = suite.engine
     max_rating = get_setting(args.setting).max_rating
+    options = Options(categories=(args.category,), settings=(args.setting,),
+                      events=str(args.events) if args.events else None, limit_events=max(1, args.prompts // 8))
+    config = RunConfig(suite="intergroup", model=args.model, options=options, mode="both",
+                       batch_size=args.batch_size, max_new_tokens=args.max_new_tokens)
+    runner = Runner(model, tokenizer, config, get_suite("intergroup"))
+    labelled = _prompts(runner, args.prompts)
+    prompts = [ids for _, ids in labelled]
+    trie = runner.trie(AnswerSpec.integers(0, max_rating))
+    engine = runner.engine
 
     until = [partial(answer_decided, max_rating=max_rating)] * len(prompts)
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from behavioral.suites.intergroup.analysis import analyze
 from behavioral.run import RunConfig, run
+from behavioral.suites.intergroup import Options
+from behavioral.suites.intergroup.analysis import analyze
 
 
 def main() -> None:
@@ -19,8 +20,9 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
-    config = RunConfig(model=args.model, events=args.events, limit_events=args.limit_events, mode=args.mode,
-                       device=args.device, batch_size=args.batch_size)
+    options = Options(events=args.events, limit_events=args.limit_events)
+    config = RunConfig(suite="intergroup", model=args.model, options=options, mode=args.mode, device=args.device,
+                       batch_size=args.batch_size)
     run(config, args.out)
     print(f"report: {analyze(args.out)}")
 
