@@ -395,6 +395,19 @@ def layer_ticks(ax: Axes, layers: Sequence[int]) -> None:
     ax.set_xlabel("layer (resid_post; emb = embeddings)")
 
 
+def plot_against_null(ax: Axes, layers: np.ndarray, values, p, null_mean, null_q95, alpha: float,
+                      label: str = "observed", test: str = "p") -> None:
+    """A statistic across layers with its permutation null (the band from its mean to its 95th percentile), filled
+    markers where p < `alpha`, layer ticks."""
+    values = np.asarray(values)
+    sig = np.asarray(p) < alpha
+    ax.plot(layers, values, color="C0", label=label)
+    ax.scatter(layers[sig], values[sig], color="C0", s=22, zorder=3, label=f"{test} < {alpha:g}")
+    ax.scatter(layers[~sig], values[~sig], facecolors="white", edgecolors="C0", s=22, zorder=3)
+    ax.fill_between(layers, null_mean, null_q95, color="gray", alpha=0.25, label="null mean..95th pct")
+    layer_ticks(ax, layers)
+
+
 def plot_layer_stats(df: pd.DataFrame, title: str | None = None, reference: Mapping[str, float] | None = None,
                      alpha: float = 0.05, out: str | Path | None = None) -> Figure:
     """Silhouette and LOO kNN accuracy across layers, each with its permutation null (mean and 95th percentile);
@@ -406,17 +419,12 @@ def plot_layer_stats(df: pd.DataFrame, title: str | None = None, reference: Mapp
     panels = (("silhouette", "silhouette_p", "silhouette_null_mean", "silhouette_null_q95", "silhouette"),
               ("knn_accuracy", "knn_p", "knn_null_mean", "knn_null_q95", f"LOO {int(df['k'].iloc[0])}-NN accuracy"))
     for ax, (col, pcol, mean, q95, name) in zip(axes, panels):
-        ax.plot(x, df[col], color="C0", label="observed")
-        sig = df[pcol].to_numpy() < alpha
-        ax.scatter(x[sig], df[col][sig], color="C0", s=22, zorder=3, label=f"p < {alpha:g}")
-        ax.scatter(x[~sig], df[col][~sig], facecolors="white", edgecolors="C0", s=22, zorder=3)
-        ax.fill_between(x, df[mean], df[q95], color="gray", alpha=0.25, label="null mean..95th pct")
+        plot_against_null(ax, x, df[col], df[pcol], df[mean], df[q95], alpha)
         if col == "knn_accuracy" and "knn_ceiling" in df:
             ax.axhline(df["knn_ceiling"].iloc[0], color="gray", linestyle=":", linewidth=1, label="ceiling")
         if reference is not None and col in reference:
             ax.axhline(reference[col], color="C3", linestyle="--", linewidth=1, label="behavior (rows of M)")
         ax.set_ylabel(name)
-        layer_ticks(ax, x)
     axes[1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
     if title:
         fig.suptitle(title, fontsize=10)

@@ -19,7 +19,7 @@ from scipy.spatial.distance import pdist, squareform
 from scipy.stats import rankdata
 
 from behavioral.outputs import save_figure
-from interp.clusters import layer_numbers, layer_ticks, p_value
+from interp.clusters import layer_numbers, p_value, plot_against_null
 
 METRICS = ("cosine", "euclidean", "correlation")
 _CHUNK = 4_000_000  # permutations × n × n handled at once
@@ -148,16 +148,10 @@ def plot_rsa(df: pd.DataFrame, title: str | None = None, alpha: float = 0.05,
     percentile; filled markers where p < `alpha`. `out` (a path without suffix) saves PNG and PDF."""
     fig = Figure(figsize=(6.5, 3.8))
     ax = fig.subplots()
-    x = df["layer"].to_numpy()
-    r = df["rsa"].to_numpy()
-    sig = df["p"].to_numpy() < alpha
-    ax.plot(x, r, color="C0", label="RSA (Spearman r)")
-    ax.scatter(x[sig], r[sig], color="C0", s=22, zorder=3, label=f"Mantel p < {alpha:g}")
-    ax.scatter(x[~sig], r[~sig], facecolors="white", edgecolors="C0", s=22, zorder=3)
-    ax.fill_between(x, df["null_mean"], df["null_q95"], color="gray", alpha=0.25, label="null mean..95th pct")
+    plot_against_null(ax, df["layer"].to_numpy(), df["rsa"], df["p"], df["null_mean"], df["null_q95"], alpha,
+                      "RSA (Spearman r)", "Mantel p")
     ax.axhline(0, color="black", linewidth=0.5)
     ax.set_ylabel("Spearman r (persona vs behavior distances)")
-    layer_ticks(ax, x)
     ax.legend(fontsize=7, loc="best", frameon=False)
     if title:
         ax.set_title(title, fontsize=10)
