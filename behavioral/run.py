@@ -26,7 +26,6 @@ from behavioral.suites import get_suite
 from behavioral.work import WorkUnit, unit_batches, work_units
 
 MODES = ("generate", "score", "both")
-KEEP_IN_OUT = {"rewrites.jsonl"}  # caches a suite may write into a new run directory before its manifest
 
 
 @dataclass(frozen=True)
@@ -79,13 +78,14 @@ class RunConfig:
                 raise ValueError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}")
 
 
-def prepare_out_dir(out: Path) -> bool:
-    """Check `out` can hold this run; True when it already holds one (to resume)."""
+def prepare_out_dir(out: Path, caches: Sequence[str] = ()) -> bool:
+    """Check `out` can hold this run (new, or holding only the suite's `caches`); True when it already holds one
+    (to resume)."""
     if out.exists() and not out.is_dir():
         raise RunDirError(f"--out {out}: exists and is not a directory")
     if (out / MANIFEST).is_file():
         return True
-    if out.exists() and any(p.name not in KEEP_IN_OUT and not is_lock_file(p) for p in out.iterdir()):
+    if out.exists() and any(p.name not in caches and not is_lock_file(p) for p in out.iterdir()):
         raise RunDirError(f"--out {out}: not empty and holds no {MANIFEST}; expected a new or an earlier run directory")
     parent = out if out.exists() else next(p for p in out.absolute().parents if p.exists())
     if not os.access(parent, os.W_OK):
@@ -254,7 +254,7 @@ def run(config: RunConfig, out: str | Path, where: Place | None = None, progress
     data = suite.dataset(config)
     start(where)
     if where.is_main:
-        prepare_out_dir(out)  # fail fast, before the model loads
+        prepare_out_dir(out, suite.caches)  # fail fast, before the model loads
     if loaded is None:
         device = device_for(config.device, where)
         loaded = models.load(config.model, device, config.dtype, config.trust_remote_code)
@@ -263,7 +263,7 @@ def run(config: RunConfig, out: str | Path, where: Place | None = None, progress
         _check_capture_layers(config, model)
     identity = _identity(config, model_info)
     with RunLock(out, where.rank):
-        resuming = prepare_out_dir(out) if where.is_main else True  # again: another process may have finished
+        resuming = prepare_out_dir(out, suite.caches) if where.is_main else True  # again: another may have finished
         if where.is_main and resuming:
             check_resumable(out, identity, partial=True)  # before the suite's own preparation
         seal_logs(out, where.rank)  # rows a killed process of this rank logged

@@ -11,7 +11,6 @@ import os
 from pathlib import Path
 
 import pandas as pd
-import pytest
 
 from behavioral.run import RunConfig, run
 from behavioral.suites.intergroup import Options, results

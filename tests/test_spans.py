@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import copy
-
 import pytest
 
 from activations.spans import SpanError, TokenSpan, align_from_end, char_spans, prompt_spans, token_spans

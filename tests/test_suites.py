@@ -3,7 +3,6 @@ answer (decoding stops once `decided` says so; the parse must equal that of deco
 
 from __future__ import annotations
 
-from functools import partial
 from itertools import islice
 from pathlib import Path
 

@@ -20,6 +20,7 @@ from behavioral.suites.intergroup.corpus import (
     CorpusError, Event, corpus_hash, embedded_events, load_events, sample_events,
 )
 from behavioral.suites.intergroup.groups import CATEGORIES, get_category
+from behavioral.suites.intergroup.rewrite import CACHE, ensure_third_person
 from behavioral.suites.intergroup.settings import SETTING_NAMES, get_setting
 
 EMBEDDED_EVENTS = "embedded"
@@ -123,6 +124,7 @@ class Intergroup(Suite):
                "experiencer": ("experiencer", ("setting", "category", "perceiver", "experiencer"))},
         cell=("setting", "category", "perceiver", "experiencer"),
     )
+    caches = (CACHE,)
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--category", action="append", help=f"{', '.join(CATEGORIES)} or all (repeatable)")
@@ -147,8 +149,6 @@ class Intergroup(Suite):
         return Data(options, tuple(sampled), corpus_hash(events))
 
     def prepare(self, data: Data, config, model, tokenizer, out: Path) -> Data:
-        from behavioral.suites.intergroup.rewrite import ensure_third_person
-
         if not any(get_setting(s).narrative_form == "third_person" for s in data.options.settings):
             return data
         events = ensure_third_person(list(data.events), config, out, model, tokenizer)
