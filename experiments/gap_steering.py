@@ -5,7 +5,7 @@
     python experiments/gap_steering.py --model smollm2-135m --category religion --setting P0S1T0 \\
         --limit-events 3 --out OUT                                         # makes the capture run in OUT/capture
 
-With --model the defaults are a first look in minutes (2 events, 3 layers × 3 coefficients); each suite run first
+With --model the defaults are a first look in minutes (1 event, 3 layers × 3 coefficients); each suite run first
 times one batch and prints its estimate, then shows a progress bar. Each steering condition runs into its own
 resumable run directory OUT/steering/<condition>. Writes to OUT: directions.csv / directions.npy, steering.csv (δ
 and rates per condition), steering_rows.parquet (every prompt's result per condition), zero_coefficient_check.csv,
@@ -55,8 +55,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--category", help="required with --model; with --run, default: the run's first")
     parser.add_argument("--setting", help="required with --model; with --run, default: the run's first")
-    parser.add_argument("--limit-events", type=int, default=2, help="with --model: events sampled per cell "
-                                                                    "(default 2)")
+    parser.add_argument("--limit-events", type=int, default=1, help="with --model: events sampled per cell "
+                                                                    "(default 1)")
     parser.add_argument("--events", help="with --model: crowd-enVENT release (default: the embedded events)")
     parser.add_argument("--mode", choices=("score", "generate", "both"),
                         help="mode of the steered runs (default: the run's mode; score with --model)")
