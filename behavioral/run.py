@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, is_dataclass
+from dataclasses import asdict, dataclass, fields, is_dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +53,17 @@ class RunConfig:
     capture: tuple[str, ...] = ()
     layers: str = "all"
     per_cell_samples: int = 0
+
+    @classmethod
+    def from_run_dir(cls, run_dir: str | Path, **changes) -> "RunConfig":
+        """The configuration a run directory was made with (its manifest), with `changes` applied. Speed settings
+        (device, batch size) are not stored: they come back as the defaults unless changed."""
+        stored = read_manifest(run_dir)["config"]
+        suite = get_suite(stored["suite"])
+        known = {f.name for f in fields(cls)}
+        kept = {k: v for k, v in stored.items() if k in known}
+        options = None if stored.get("options") is None else suite.Options(**stored["options"])
+        return replace(cls(**kept | {"options": options, "capture": tuple(stored.get("capture", ()))}), **changes)
 
     def validate(self, suite: Suite) -> None:
         """Raise ValueError naming the first unknown mode, device, capture kind or bad number."""

@@ -76,6 +76,7 @@ class Suite:
     fields: tuple[str, ...] = ()  # item fields stored as columns
     capture: CaptureSpec | None = None  # None: the suite's runs cannot capture activations
     caches: tuple[str, ...] = ()  # files `prepare` keeps in a run directory, which a user may copy into a new one
+    Options: type | None = None  # the suite's options dataclass (None: no options), rebuilt from a manifest's JSON
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         """Add the suite's own flags to `empathy-gap run SUITE`."""

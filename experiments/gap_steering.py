@@ -34,7 +34,6 @@ from behavioral.suites.intergroup import Options
 from behavioral.suites.intergroup.rewrite import CACHE as REWRITES
 from interp import probes, steering
 from interp.progress import estimate_run
-from interp.runs import stored_config
 
 CAPTURE_DIR = "capture"
 STEERING_DIR = "steering"
@@ -99,7 +98,7 @@ def capture_run(args, loaded: tuple) -> Path:
 def base_config(run_dir: Path, args) -> RunConfig:
     """The steered runs' config: the capture run's slice (one category and setting), mode, dtype and corpus, no
     capture."""
-    stored = stored_config(run_dir)
+    stored = RunConfig.from_run_dir(run_dir)
     if "final" not in stored.capture:
         raise ValueError(f"{run_dir}: made without final-token capture; rerun it with --capture final")
     options = stored.options

@@ -44,7 +44,6 @@ from behavioral.suites.intergroup import Options, results
 from behavioral.suites.intergroup.groups import UNSPECIFIED, get_category
 from behavioral.suites.intergroup.settings import get_setting
 from interp import patching as P
-from interp.runs import stored_config
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -84,7 +83,7 @@ def resolve(args) -> RunConfig:
             raise ValueError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
     slice_ = {"categories": (args.category,), "settings": (args.setting,), "limit_events": args.limit_events}
     if args.run is not None:
-        config = stored_config(args.run, device=args.device)
+        config = RunConfig.from_run_dir(args.run, device=args.device)
         config = dataclasses.replace(config, options=dataclasses.replace(config.options, **slice_),
                                      dtype=args.dtype or config.dtype)
     else:

@@ -23,7 +23,6 @@ from behavioral.suites.intergroup.corpus import embedded_events
 from behavioral.suites.intergroup.groups import get_category
 from behavioral.suites.intergroup.rewrite import CACHE as REWRITES
 from interp import steering
-from interp.runs import stored_config
 
 SETTING = "P0S1T0"  # the 0..10 scale: a small answer trie keeps the tests fast
 
@@ -174,7 +173,8 @@ def test_steered_run_steers_a_whole_suite_run_and_marks_its_manifest(tiny_model_
     pd.testing.assert_frame_equal(plain, _rows(tmp_path / "zero"), check_exact=True)
     assert not plain["expected_intensity"].equals(_rows(tmp_path / "eight")["expected_intensity"])  # it steers
     # the configuration comes back from the run directory (device and batch size are not stored)
-    assert stored_config(tmp_path / "zero", device="cpu", batch_size=12) == dataclasses.replace(config, dtype="float32")
+    restored = run_mod.RunConfig.from_run_dir(tmp_path / "zero", device="cpu", batch_size=12)
+    assert restored == dataclasses.replace(config, dtype="float32")
     manifest = read_manifest(tmp_path / "zero")["model"]
     assert manifest["steering"]["coef"] == 0.0 and "+steer:" in manifest["model_hash"]
     assert manifest["steering"]["fingerprint"] != read_manifest(tmp_path / "eight")["model"]["steering"]["fingerprint"]

@@ -125,6 +125,7 @@ class Intergroup(Suite):
         cell=("setting", "category", "perceiver", "experiencer"),
     )
     caches = (CACHE,)
+    Options = Options
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--category", action="append", help=f"{', '.join(CATEGORIES)} or all (repeatable)")
