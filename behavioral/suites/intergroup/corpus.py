@@ -248,7 +248,7 @@ def load_events(path: str | PathLike[str]) -> list[Event]:
 
 
 def embedded_events() -> list[Event]:
-    """The project's own default event set (behavioral/data/events.tsv), at least 10 events per emotion."""
+    """The project's own event set (the suite's data/events.tsv), at least 10 events per emotion."""
     resource = resources.files("behavioral.suites.intergroup").joinpath("data", _EMBEDDED)
     with resources.as_file(resource) as file:
         return load_release(file)
