@@ -1,5 +1,5 @@
-"""The `empathy-gap` command: list the suites, run one into a run directory, analyze run directories, or run the
-embedded demo (seed 000 on SmolLM2)."""
+"""The `empathy-gap` command: list the suites, run one into a run directory, import results made elsewhere, analyze
+run directories, or run the embedded demo (seed 000 on SmolLM2)."""
 
 from __future__ import annotations
 
@@ -27,8 +27,9 @@ def _add_run_options(p) -> None:
     p.add_argument("--temperature", type=float, default=0.0, help="0 (default): greedy decoding")
     p.add_argument("--top-p", type=float, default=1.0)
     p.add_argument("--samples", type=int, default=1, help="sampled replies per item (with --temperature above 0)")
-    p.add_argument("--max-new-tokens", type=int, default=128,
-                   help="decoding limit; a reply stops earlier once its answer is decided")
+    p.add_argument("--max-new-tokens", type=int,
+                   help="decoding limit (default: the suite's, 128 unless its card says otherwise); a reply stops "
+                        "earlier once its answer is decided")
     p.add_argument("--prompt-format", choices=("auto", "chat", "plain"), default="auto",
                    help="auto: the chat template where the tokenizer has one, else plain text")
     p.add_argument("--batch-size", type=int, default=16)
@@ -55,6 +56,12 @@ def _parser() -> argparse.ArgumentParser:
         p = suites.add_parser(name, help=suite.description, description=suite.description)
         _add_run_options(p.add_argument_group("run options (every suite)"))
         suite.add_arguments(p.add_argument_group(f"{name} options"))
+    imports = sub.add_parser("import", help="write results made elsewhere as a run directory (suites that can)")
+    importers = imports.add_subparsers(dest="suite", required=True, metavar="SUITE")
+    for name in names():
+        suite = get_suite(name)
+        if suite.imports:
+            suite.add_import_arguments(importers.add_parser(name, help=suite.imports, description=suite.imports))
     analyze = sub.add_parser("analyze", help="tables, figures and report.md of run directories "
                                              "(the suite's own flags: empathy-gap analyze RUN_DIR --help)")
     analyze.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
@@ -75,7 +82,8 @@ def _run(args: argparse.Namespace) -> None:
     capture = tuple(dict.fromkeys(c.strip() for c in args.capture.split(",") if c.strip()))
     config = RunConfig(
         suite=suite.name, model=args.model, options=suite.options(args), mode=args.mode, seed=args.seed,
-        temperature=args.temperature, top_p=args.top_p, samples=args.samples, max_new_tokens=args.max_new_tokens,
+        temperature=args.temperature, top_p=args.top_p, samples=args.samples,
+        max_new_tokens=suite.max_new_tokens if args.max_new_tokens is None else args.max_new_tokens,
         prompt_format=args.prompt_format, device=args.device, dtype=args.dtype, batch_size=args.batch_size,
         unit_size=args.unit_size, trust_remote_code=args.trust_remote_code,
         capture=kinds if capture == ("all",) else capture, layers=args.layers, per_cell_samples=args.per_cell_samples,
@@ -133,6 +141,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(f"{name:<12} {get_suite(name).description}")
         elif args.command == "run":
             _run(args)
+        elif args.command == "import":
+            print(f"results in {get_suite(args.suite).import_results(args)}")
         elif args.command == "analyze":
             _analyze(argv, args)
         else:
@@ -141,7 +151,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"empathy-gap: error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        done = "nothing was written" if args.command in ("analyze", "suites") else \
+        done = "nothing was written" if args.command in ("analyze", "suites", "import") else \
             "finished work is saved; rerun the same command to resume"
         print(f"empathy-gap: interrupted; {done}", file=sys.stderr)
         return 130

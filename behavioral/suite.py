@@ -29,10 +29,11 @@ class Answer:
 
 class Item(Protocol):
     """One thing the model answers. `fields` become result columns (the suite's `fields`, in that order). `decided`
-    is optional: without it a reply is decoded until the turn ends or max_new_tokens."""
+    is optional: without it a reply is decoded until the turn ends or max_new_tokens. `answers` None makes an
+    open-ended item: generated in every --mode (never scored), its reply read by `parse`."""
 
     item_id: str
-    answers: AnswerSpec
+    answers: AnswerSpec | None
 
     @property
     def fields(self) -> Mapping[str, str]: ...
@@ -77,6 +78,8 @@ class Suite:
     capture: CaptureSpec | None = None  # None: the suite's runs cannot capture activations
     caches: tuple[str, ...] = ()  # files `prepare` keeps in a run directory, which a user may copy into a new one
     Options: type | None = None  # the suite's options dataclass (None: no options), rebuilt from a manifest's JSON
+    max_new_tokens: int = 128  # the default of `empathy-gap run SUITE --max-new-tokens`
+    imports: str | None = None  # what `empathy-gap import SUITE` reads (its help line); None: the suite has no import
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         """Add the suite's own flags to `empathy-gap run SUITE`."""
@@ -107,6 +110,13 @@ class Suite:
         """Items whose prompts bound every prompt's length (checked against the model's context before any work);
         `n_tokens(item)` counts an item's prompt tokens. By default every item."""
         return (item for _, items in self.groups(data) for item in items)
+
+    def add_import_arguments(self, parser: argparse.ArgumentParser) -> None:
+        """Add the flags of `empathy-gap import SUITE` (suites that set `imports`)."""
+
+    def import_results(self, args: argparse.Namespace) -> Path:
+        """Write results made elsewhere (e.g. the authors' outputs) as a run directory `analyze` reads; returns it."""
+        raise NotImplementedError(f"suite {self.name!r} imports nothing")
 
     def add_analyze_arguments(self, parser: argparse.ArgumentParser) -> None:
         """Add the suite's own flags to `empathy-gap analyze`."""

@@ -9,6 +9,10 @@ from behavioral.suite import Suite
 # name -> "module:attribute" of its Suite object, imported on first use
 SUITES: dict[str, str] = {
     "intergroup": "behavioral.suites.intergroup:SUITE",
+    "scm": "behavioral.suites.scm:SUITE",
+    "isear": "behavioral.suites.isear:SUITE",
+    "giebench": "behavioral.suites.giebench:SUITE",
+    "jaem": "behavioral.suites.jaem:SUITE",
 }
 _loaded: dict[str, Suite] = {}
 

@@ -1,0 +1,62 @@
+"""`empathy-gap import giebench`: the authors' result files (their prompt files with each reply in `answer`) as a
+run directory that `analyze` reads beside the project's own runs."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from behavioral.provenance import provenance
+from behavioral.run import prepare_out_dir
+from behavioral.store import MANIFEST, SCHEMA_VERSION, RunDirError, result_schema, write_json_atomic, write_part
+from behavioral.suites.giebench.items import ItemsError, files_sha256, read_prompt_file, release_items
+from behavioral.suites.giebench.prompts import PROMPT_TYPES
+from behavioral.suites.giebench.suite import FIELDS, GieRunItem
+from behavioral.suites.giebench.verdict import parse_verdict
+
+FILE_TYPES = {"cot": "COT", "id": "ID", "raw": "Raw"}  # file name part of each prompt type
+
+
+def result_files(directory: Path, name: str) -> dict[str, Path]:
+    """The three result files of `name` in `directory`: `{name}-COT-Prompt.json` etc., or the only `*-COT-Prompt.json`
+    there is."""
+    if not directory.is_dir():
+        raise ItemsError(f"--results {directory}: no such directory")
+    files = {}
+    for t, part in FILE_TYPES.items():
+        named = directory / f"{name}-{part}-Prompt.json"
+        found = sorted(directory.glob(f"*-{part}-Prompt.json"))
+        if named.is_file():
+            files[t] = named
+        elif len(found) == 1:
+            files[t] = found[0]
+        else:
+            raise ItemsError(f"--results {directory}: {'no' if not found else 'several'} *-{part}-Prompt.json files "
+                             f"and no {named.name}; expected one result file per prompt type")
+    return files
+
+
+def import_results(results: str | Path, name: str, out: str | Path) -> Path:
+    """Check the authors' result files of `name` and write them to the new run directory `out` (generate mode)."""
+    files = result_files(Path(results), name)
+    records = {t: read_prompt_file(path, extra=("answer",)) for t, path in files.items()}
+    items = release_items(files, records)
+    out = Path(out)
+    if prepare_out_dir(out):
+        raise RunDirError(f"--out {out}: already holds a run; expected a new run directory")
+    rows = []
+    for t in PROMPT_TYPES:
+        for item in items:
+            response = records[t][item.item_id]["answer"]
+            letter = parse_verdict(response)
+            rows.append({"unit_id": f"{t}|0", "item_id": item.item_id, "sample": 0, "response": response,
+                         "answer": letter, "value": math.nan, "refused": letter is None, "truncated": None,
+                         "score_answer": None, "score_value": math.nan, "expected": math.nan,
+                         "valid_mass": math.nan, "start_mass": math.nan, "probs": None,
+                         **GieRunItem(item, t).fields})
+    config = {"suite": "giebench", "schema": SCHEMA_VERSION, "model": name, "mode": "generate",
+              "imported_from": str(Path(results).resolve()), "items_sha256": files_sha256(files.values()),
+              "n_items": len(items), "swaps": []}
+    write_part(out, "r000-0", rows, result_schema(FIELDS))
+    write_json_atomic(out / MANIFEST, {"config": config, "model": {"name": name}, "provenance": provenance()})
+    return out

@@ -1,0 +1,102 @@
+"""The paper's numbers from result rows: accuracy per category (Tables 1, 2, 6), with the denominator of the
+authors' first eval.py as well; shifts from Raw to COT and ID with their item flips (Tables 4, 5); identity swaps
+(Tables 3, 7)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from scipy.stats import binomtest
+
+from behavioral.suites.giebench.categories import CATEGORIES
+from behavioral.suites.giebench.prompts import LETTERS, PROMPT_TYPES, SWAP_TYPES
+
+OVERALL = "Overall"
+RUN_KEYS = ["run", "mode"]
+
+
+def _by_category(rows: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    """(category, rows) in the paper's column order for the categories present, then Overall."""
+    present = [(c, rows[rows["category"] == c]) for c in CATEGORIES if (rows["category"] == c).any()]
+    return present + [(OVERALL, rows)]
+
+
+def _p_correct(rows: pd.DataFrame) -> float:
+    """Mean probability of the correct letter (score rows; NaN without probabilities)."""
+    if rows.empty:
+        return float("nan")
+    probs = rows[[f"p_{x}" for x in LETTERS]].to_numpy(dtype=float)
+    picked = probs[np.arange(len(rows)), rows["correct"].map(LETTERS.index).to_numpy()]
+    return float(np.mean(picked))
+
+
+def accuracy(results: pd.DataFrame) -> pd.DataFrame:
+    """Rows run × mode × prompt type (cot, id, raw) × category and Overall: correct, n, accuracy = correct/n (a reply
+    without a verdict is wrong and counted), accuracy_paper = correct/(n + 1) per category as the first eval.py
+    computed it (its first item of a category counted twice; Overall correct/N), 3 places, and the mean p_correct."""
+    out = []
+    plain = results[results["prompt_type"].isin(PROMPT_TYPES)]
+    for (run, mode, t), rows in plain.groupby(RUN_KEYS + ["prompt_type"], sort=False):
+        for category, group in _by_category(rows):
+            correct, n = int(group["is_correct"].sum()), len(group)
+            paper = correct / (n if category == OVERALL else n + 1)
+            out.append({"run": run, "mode": mode, "prompt_type": t, "category": category, "correct": correct, "n": n,
+                        "accuracy": correct / n, "accuracy_paper": round(paper, 3), "p_correct": _p_correct(group)})
+    return pd.DataFrame(out, columns=["run", "mode", "prompt_type", "category", "correct", "n", "accuracy",
+                                      "accuracy_paper", "p_correct"])
+
+
+def mcnemar_exact(plus: int, minus: int) -> float:
+    """Exact two-sided McNemar p-value of `plus` items gained against `minus` lost (1.0 when none changed)."""
+    return 1.0 if plus + minus == 0 else float(binomtest(plus, plus + minus, 0.5).pvalue)
+
+
+def shift(results: pd.DataFrame, acc: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Rows run × mode × type (cot, id) × category and Overall: shift = acc(type) − acc(raw); shift_paper = the
+    difference of the rounded paper accuracies; plus = items right under the type and wrong under raw, minus the
+    reverse; mcnemar_p on plus against minus. Items are paired by id."""
+    acc = accuracy(results) if acc is None else acc
+    key = ["run", "mode", "prompt_type", "category"]
+    indexed = acc.set_index(key)
+    out = []
+    for (run, mode), rows in results.groupby(RUN_KEYS, sort=False):
+        right = rows[rows["prompt_type"].isin(PROMPT_TYPES)].pivot_table(
+            index="item_id", columns="prompt_type", values="is_correct", aggfunc="first")
+        if "raw" not in right:
+            continue
+        category = rows.drop_duplicates("item_id").set_index("item_id")["category"]
+        for t in ("cot", "id"):
+            if t not in right:
+                continue
+            pair = right[[t, "raw"]].dropna().astype(bool).join(category)
+            for name, group in _by_category(pair):
+                plus = int((group[t] & ~group["raw"]).sum())
+                minus = int((~group[t] & group["raw"]).sum())
+                a, b = indexed.loc[(run, mode, t, name)], indexed.loc[(run, mode, "raw", name)]
+                out.append({"run": run, "mode": mode, "prompt_type": t, "category": name, "n": len(group),
+                            "shift": a["accuracy"] - b["accuracy"],
+                            "shift_paper": round(a["accuracy_paper"] - b["accuracy_paper"], 3),
+                            "plus": plus, "minus": minus, "mcnemar_p": mcnemar_exact(plus, minus)})
+    return pd.DataFrame(out, columns=["run", "mode", "prompt_type", "category", "n", "shift", "shift_paper", "plus",
+                                      "minus", "mcnemar_p"])
+
+
+def swap(results: pd.DataFrame) -> pd.DataFrame:
+    """Rows run × mode × (S_i, S_j): n items of S_i, accuracy of their COT and ID prompts naming S_j (against the
+    original correct letter), and of the unswapped COT ("No mismatch" in the paper) and ID prompts."""
+    out = []
+    swapped = results[results["prompt_type"].isin(SWAP_TYPES.values())]
+    for (run, mode), rows in results.groupby(RUN_KEYS, sort=False):
+        mine = swapped[(swapped["run"] == run) & (swapped["mode"] == mode)]
+        for (si, sj), pairs in mine.groupby(["identity", "swap_to"], sort=False):
+            ids = set(pairs["item_id"])
+            base = rows[rows["item_id"].isin(ids)]
+
+            def acc(frame: pd.DataFrame, t: str) -> float:
+                picked = frame[frame["prompt_type"] == t]["is_correct"]
+                return float(picked.mean()) if len(picked) else float("nan")
+
+            out.append({"run": run, "mode": mode, "s_i": si, "s_j": sj, "n": len(ids),
+                        "cot_swap": acc(pairs, "cot_swap"), "id_swap": acc(pairs, "id_swap"),
+                        "no_mismatch": acc(base, "cot"), "id": acc(base, "id")})
+    return pd.DataFrame(out, columns=["run", "mode", "s_i", "s_j", "n", "cot_swap", "id_swap", "no_mismatch", "id"])

@@ -1,0 +1,205 @@
+"""Seed 001 as a suite: each item judged under the COT, ID and Raw prompts (and identity swaps), one verdict letter."""
+
+from __future__ import annotations
+
+import argparse
+import random
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from behavioral.answer_space import AnswerSpec
+from behavioral.prompt import Prompt, Slot
+from behavioral.suite import Answer, Suite, local_path
+from behavioral.suites.giebench.categories import CATEGORIES
+from behavioral.suites.giebench.items import (
+    DEFAULT_ITEMS, RELEASE_FILES, GieItem, default_items, files_sha256, load_jsonl, load_release,
+)
+from behavioral.suites.giebench.prompts import PROMPT_TYPES, SWAP_TYPES, identity_span
+from behavioral.suites.giebench.swaps import resolve_swaps
+from behavioral.suites.giebench.verdict import ANSWERS, parse_verdict
+
+FIELDS = ("prompt_type", "category", "identity", "swap_to", "correct")
+MAX_NEW_TOKENS = 1024  # the authors allowed 8192
+
+
+@dataclass(frozen=True)
+class Options:
+    """What decides a GIEBench run's rows: the item source, prompt types, categories, sample and swaps."""
+
+    data: str | None = None  # the authors' release folder
+    items: str | None = None  # a JSONL file of items; neither: the project's default sample
+    prompt_types: tuple[str, ...] = PROMPT_TYPES
+    categories: tuple[str, ...] = CATEGORIES
+    limit_items: int | None = None  # a seeded sample, stratified by category
+    swap: str = "none"  # none, paper or "Si=Sj;..."
+
+    def __post_init__(self):
+        if self.data and self.items:
+            raise ValueError("--data and --items both given; expected one source of items")
+        for t in self.prompt_types:
+            if t not in PROMPT_TYPES:
+                raise ValueError(f"unknown --prompt-type {t!r}; expected one of {', '.join(PROMPT_TYPES)} or all")
+        for c in self.categories:
+            if c not in CATEGORIES:
+                raise ValueError(f"unknown --category {c!r}; expected one of {', '.join(CATEGORIES)} or all")
+        if self.limit_items is not None and self.limit_items < 1:
+            raise ValueError(f"--limit-items must be a positive number of items, got {self.limit_items}")
+        object.__setattr__(self, "prompt_types", tuple(self.prompt_types))
+        object.__setattr__(self, "categories", tuple(self.categories))
+        object.__setattr__(self, "data", local_path(self.data))
+        object.__setattr__(self, "items", local_path(self.items))
+
+
+@dataclass(frozen=True)
+class Data:
+    """The run's items (sampled), its swaps and where the items came from."""
+
+    options: Options
+    items: tuple[GieItem, ...]
+    swaps: tuple[tuple[str, str], ...]
+    source: str
+    sha256: str
+
+
+@dataclass(frozen=True)
+class GieRunItem:
+    """One prompt: an item under one prompt type, naming `swap_to` instead of its identity in a swap."""
+
+    item: GieItem
+    prompt_type: str
+    swap_to: str | None = None
+
+    @property
+    def item_id(self) -> str:
+        return self.item.item_id
+
+    @property
+    def answers(self) -> AnswerSpec:
+        return ANSWERS
+
+    @property
+    def base_type(self) -> str:
+        """cot, id or raw: the prompt this one is (a swap keeps its original's correct letter)."""
+        return self.prompt_type.removesuffix("_swap")
+
+    @property
+    def fields(self) -> dict[str, str]:
+        return {"prompt_type": self.prompt_type, "category": self.item.category, "identity": self.item.identity,
+                "swap_to": self.swap_to, "correct": self.item.correct[self.base_type]}
+
+    def prompt(self) -> Prompt:
+        text = self.item.prompt(self.base_type, self.swap_to)
+        named = self.swap_to or self.item.identity
+        span = identity_span(text, named) if self.base_type != "raw" else None
+        slots = (Slot("identity", 0, *span),) if span else ()
+        return Prompt(({"role": "user", "content": text},), slots)
+
+    def parse(self, text: str) -> Answer:
+        return Answer(parse_verdict(text))
+
+
+def _choices(values: Sequence[str] | None, known: Sequence[str], what: str, fold=str) -> tuple[str, ...]:
+    """Repeated/comma-separated values or `all` (names compared after `fold`); an unknown one is an error."""
+    names = [v.strip() for value in values or () for v in value.split(",") if v.strip()]
+    if not names or "all" in names:
+        return tuple(known)
+    by_key = {fold(k): k for k in known}
+    for name in names:
+        if fold(name) not in by_key:
+            raise ValueError(f"unknown {what} {name!r}; expected one of {', '.join(known)} or all")
+    return tuple(dict.fromkeys(by_key[fold(n)] for n in names))
+
+
+def sample_items(items: Sequence[GieItem], n: int | None, seed: int) -> list[GieItem]:
+    """A seeded sample of `n` items stratified by category: each category shuffled, then taken in turn."""
+    if n is None or n >= len(items):
+        return list(items)
+    rng = random.Random(seed)
+    pools = []
+    for category in CATEGORIES:
+        pool = [i for i in items if i.category == category]
+        rng.shuffle(pool)
+        pools.append(pool)
+    chosen: list[GieItem] = []
+    while len(chosen) < n:
+        for pool in pools:
+            if pool and len(chosen) < n:
+                chosen.append(pool.pop(0))
+    keep = {id(i) for i in chosen}
+    return [i for i in items if id(i) in keep]
+
+
+class GieBench(Suite):
+    """Seed 001: GIEBench (Wang et al., arXiv 2406.14903), identity-conditioned judging of four answers."""
+
+    name = "giebench"
+    description = "seed 001: pick the answer that fits a user's group (COT, ID, Raw prompts), accuracy and shifts"
+    fields = FIELDS
+    Options = Options
+    imports = "the authors' result files (*-COT-Prompt.json, *-ID-Prompt.json, *-Raw-Prompt.json with 'answer')"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.set_defaults(max_new_tokens=MAX_NEW_TOKENS)
+        parser.add_argument("--data", help="the authors' release folder (COT-Prompt.json, ID-Prompt.json, "
+                                           "Raw-Prompt.json); default: the project's 44 items")
+        parser.add_argument("--items", help="a JSONL file of items: id, category, identity, question, answers, correct")
+        parser.add_argument("--prompt-type", action="append", help="cot, id, raw or all (repeatable; default all)")
+        parser.add_argument("--category", action="append", help=f"{', '.join(CATEGORIES)} or all (repeatable)")
+        parser.add_argument("--limit-items", type=int, help="seeded sample of N items, stratified by category")
+        parser.add_argument("--swap", default="none",
+                            help='identity swaps: none, paper (Tables 3 and 7) or "Si=Sj;..." (S_i\'s prompts name S_j)')
+
+    def options(self, args: argparse.Namespace) -> Options:
+        return Options(data=args.data, items=args.items,
+                       prompt_types=_choices(args.prompt_type, PROMPT_TYPES, "--prompt-type", str.lower),
+                       categories=_choices(args.category, CATEGORIES, "--category", str.lower),
+                       limit_items=args.limit_items, swap=args.swap)
+
+    def dataset(self, config) -> Data:
+        options = config.options or Options()
+        if options.data:
+            items = load_release(options.data)
+            source, digest = options.data, files_sha256(Path(options.data) / f for f in RELEASE_FILES.values())
+        else:
+            path = Path(options.items) if options.items else DEFAULT_ITEMS
+            items = load_jsonl(path) if options.items else default_items()
+            source, digest = options.items or "embedded", files_sha256([path])
+        items = [i for i in items if i.category in options.categories]
+        sampled = sample_items(items, options.limit_items, config.seed)
+        if not sampled:
+            raise ValueError(f"{source}: no items in categories {', '.join(options.categories)}")
+        swaps = resolve_swaps(options.swap, (i.identity for i in sampled))
+        return Data(options, tuple(sampled), tuple(swaps), source, digest)
+
+    def facts(self, data: Data) -> dict:
+        return {"items_source": data.source, "items_sha256": data.sha256, "n_items": len(data.items),
+                "swaps": [list(s) for s in data.swaps]}
+
+    def groups(self, data: Data) -> Iterable[tuple[str, list[GieRunItem]]]:
+        """One group per prompt type, then one per swap tuple and swapped type."""
+        for t in data.options.prompt_types:
+            yield t, [GieRunItem(i, t) for i in data.items]
+        for si, sj in data.swaps:
+            holders = [i for i in data.items if i.identity == si]
+            for t in data.options.prompt_types:
+                if t in SWAP_TYPES and holders:
+                    yield f"{SWAP_TYPES[t]}:{si}>{sj}", [GieRunItem(i, SWAP_TYPES[t], sj) for i in holders]
+
+    def add_import_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--results", required=True, help="folder of the authors' result JSON files")
+        parser.add_argument("--name", required=True, help="the model's name in tables (and in the file names)")
+        parser.add_argument("--out", required=True, help="new run directory")
+
+    def import_results(self, args: argparse.Namespace) -> Path:
+        from behavioral.suites.giebench.importer import import_results
+
+        return import_results(args.results, args.name, args.out)
+
+    def analyze(self, run_dirs: Sequence[Path], out: Path | None, args: argparse.Namespace) -> Path:
+        from behavioral.suites.giebench.analysis import analyze
+
+        return analyze(run_dirs, out)
+
+
+SUITE = GieBench()
