@@ -212,7 +212,7 @@ def _frame(items, answer, swaps=(), run="m", mode="generate"):
         reply = answer(ri, ri.item.prompt(ri.base_type, ri.swap_to))
         probs = reply if isinstance(reply, tuple) else (math.nan,) * 4
         letter = LETTERS[int(np.argmax(probs))] if isinstance(reply, tuple) else gie.parse_verdict(reply)
-        rows.append({"run": run, "mode": mode, "item_id": ri.item_id, **ri.fields, "response": reply,
+        rows.append({"run": run, "mode": mode, **ri.fields, "item_id": ri.item.item_id, "response": reply,
                      "answer_select": letter, "is_correct": letter == ri.fields["correct"], "letter_mass": 1.0,
                      **{f"p_{x}": p for x, p in zip(LETTERS, probs)}})
     return pd.DataFrame(rows)
@@ -254,7 +254,7 @@ def test_paper_denominators_reproduce_qwen_72b_in_tables_1_6_and_4():
                            answers=ANSWERS)
             items.append(item)
             outcome[item.item_id] = {"cot": right_cot, "raw": right_raw, "id": 0}
-    rows = _frame(items, lambda ri, _: "[[A]]" if outcome[ri.item_id][ri.prompt_type] else "[[B]]")
+    rows = _frame(items, lambda ri, _: "[[A]]" if outcome[ri.item.item_id][ri.prompt_type] else "[[B]]")
     acc = metrics.accuracy(rows)
     columns = [*CATEGORIES, metrics.OVERALL]
     paper = acc.set_index(["prompt_type", "category"])["accuracy_paper"]
@@ -414,3 +414,8 @@ def test_smollm2_score_run_and_analysis_through_the_cli(tmp_path):
     for name in ("accuracy.csv", "accuracy_paper.csv", "shift.csv", "swap.csv", "report.md",
                  "figure1_category_shares.png", "figure3_cot_accuracy.png", "shift_cot.png"):
         assert (out / "analysis" / name).is_file()
+
+
+def test_replies_are_decoded_to_the_end_since_any_later_verdict_can_change_the_answer():
+    assert not hasattr(GieRunItem, "decided")
+    assert gie.parse_verdict("[[A]] [[B]]") == "A" and gie.parse_verdict("[[A]] [[B]] [[A]]") == "B"

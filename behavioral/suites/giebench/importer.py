@@ -49,11 +49,12 @@ def import_results(results: str | Path, name: str, out: str | Path) -> Path:
         for item in items:
             response = records[t][item.item_id]["answer"]
             letter = parse_verdict(response)
-            rows.append({"unit_id": f"{t}|0", "item_id": item.item_id, "sample": 0, "response": response,
+            run_item = GieRunItem(item, t)
+            rows.append({"unit_id": f"{t}|0", "item_id": run_item.item_id, "sample": 0, "response": response,
                          "answer": letter, "value": math.nan, "refused": letter is None, "truncated": None,
                          "score_answer": None, "score_value": math.nan, "expected": math.nan,
                          "valid_mass": math.nan, "start_mass": math.nan, "probs": None,
-                         **GieRunItem(item, t).fields})
+                         **run_item.fields})
     config = {"suite": "giebench", "schema": SCHEMA_VERSION, "model": name, "mode": "generate",
               "imported_from": str(Path(results).resolve()), "items_sha256": files_sha256(files.values()),
               "n_items": len(items), "swaps": []}

@@ -1,5 +1,5 @@
 """A GIEBench run's rows under the suite's names: one row per run, mode, item and prompt, with the selected letter,
-whether it is correct and the four letters' probabilities."""
+whether it is correct and the four letters' probabilities (`item_id` is the question's id)."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ def results(run_dir: str | Path, name: str | None = None) -> pd.DataFrame:
     rows = read_results(run_dir)
     probs = np.array([p if p is not None and len(p) else [np.nan] * len(LETTERS) for p in rows["probs"]],
                      dtype=float).reshape(len(rows), len(LETTERS))
-    base = rows.assign(run=name or run_name(run_dir), letter_mass=rows["valid_mass"],
+    base = rows.assign(run=name or run_name(run_dir), item_id=rows["question_id"], letter_mass=rows["valid_mass"],
                        **{f"p_{x}": probs[:, k] for k, x in enumerate(LETTERS)})
     frames = []
     if mode in ("generate", "both"):

@@ -19,7 +19,7 @@ from behavioral.suites.giebench.prompts import PROMPT_TYPES, SWAP_TYPES, identit
 from behavioral.suites.giebench.swaps import resolve_swaps
 from behavioral.suites.giebench.verdict import ANSWERS, parse_verdict
 
-FIELDS = ("prompt_type", "category", "identity", "swap_to", "correct")
+FIELDS = ("question_id", "prompt_type", "category", "identity", "swap_to", "correct")
 MAX_NEW_TOKENS = 1024  # the authors allowed 8192
 
 
@@ -72,7 +72,8 @@ class GieRunItem:
 
     @property
     def item_id(self) -> str:
-        return self.item.item_id
+        """Unique per prompt: question id, prompt type and (in a swap) the identity named."""
+        return "|".join((self.item.item_id, self.prompt_type, *((self.swap_to,) if self.swap_to else ())))
 
     @property
     def answers(self) -> AnswerSpec:
@@ -85,7 +86,7 @@ class GieRunItem:
 
     @property
     def fields(self) -> dict[str, str]:
-        return {"prompt_type": self.prompt_type, "category": self.item.category, "identity": self.item.identity,
+        return {"question_id": self.item.item_id, "prompt_type": self.prompt_type, "category": self.item.category, "identity": self.item.identity,
                 "swap_to": self.swap_to, "correct": self.item.correct[self.base_type]}
 
     def prompt(self) -> Prompt:
