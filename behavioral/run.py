@@ -175,9 +175,10 @@ class Runner:
         if self.context is None:
             return
         for item in items:
-            trie = self.trie(item.answers)
-            room = max(self.config.max_new_tokens if self.config.mode != "score" else 0,
-                       len(trie.prefill) + int(trie.depth.max()))
+            trie = None if item.answers is None else self.trie(item.answers)
+            generated = self.config.mode != "score" or trie is None
+            room = max(self.config.max_new_tokens if generated else 0,
+                       0 if trie is None else len(trie.prefill) + int(trie.depth.max()))
             n = len(self.tokens(item)) + room
             if n > self.context:
                 raise ValueError(f"item {item.item_id!r} makes a prompt of {n} tokens (answer included), longer than "
@@ -192,8 +193,10 @@ class Runner:
         mode, n = self.config.mode, self.config.samples
         generated: list[list[Generation | None]] = [[None] * n for _ in items]
         scored: list[Scores | None] = [None] * len(items)
-        if mode != "score":
-            requests = [(i, s) for i in range(len(items)) for s in range(n)]
+        # Open-ended items (no answer set) are generated whatever the mode.
+        to_generate = [i for i, item in enumerate(items) if mode != "score" or item.answers is None]
+        if to_generate:
+            requests = [(i, s) for i in to_generate for s in range(n)]
             seeds = None if self.sampling.greedy else \
                 [stream_seed(self.config.seed, items[i].item_id, s) for i, s in requests]
             until = [getattr(items[i], "decided", None) for i, _ in requests]
@@ -201,12 +204,12 @@ class Runner:
             for (i, s), g in zip(requests, out):
                 generated[i][s] = g
         if mode != "generate":
-            for spec in dict.fromkeys(item.answers for item in items):
+            for spec in dict.fromkeys(item.answers for item in items if item.answers is not None):
                 idx = [i for i, item in enumerate(items) if item.answers == spec]
                 for i, score in zip(idx, self.engine.score([ids[i] for i in idx], self.trie(spec))):
                     scored[i] = score
         states = None
-        if mode == "score" and scored[0] is not None and scored[0].state is not None:
+        if mode == "score" and all(s is not None and s.state is not None for s in scored):
             states = [s.state for s in scored]
         elif mode != "score" and generated[0][0] is not None and generated[0][0].state is not None:
             states = [g[0].state for g in generated]

@@ -77,18 +77,17 @@ class HFEraScorer:
         for dimension, (model, tokenizer) in self.models.items():
             labels: list[int] = []
             for start in range(0, len(seekers), self.batch_size):
-                pairs = zip(seekers[start:start + self.batch_size], responses[start:start + self.batch_size])
-                batch = [self._encode(tokenizer, s, r) for s, r in pairs]
-                padded = tokenizer.pad({"input_ids": batch}, return_tensors="pt")
-                logits = model(input_ids=padded["input_ids"].to(self.device),
-                               attention_mask=padded["attention_mask"].to(self.device)).logits
+                a = [self._side(tokenizer, t) for t in seekers[start:start + self.batch_size]]
+                b = [self._side(tokenizer, t) for t in responses[start:start + self.batch_size]]
+                batch = tokenizer(a, b, padding=True, return_tensors="pt")
+                logits = model(input_ids=batch["input_ids"].to(self.device),
+                               attention_mask=batch["attention_mask"].to(self.device)).logits
                 labels += logits.argmax(-1).tolist()
             out[dimension] = labels
         return out
 
     @staticmethod
-    def _encode(tokenizer, seeker: str, response: str) -> list[int]:
-        side = {"add_special_tokens": False, "truncation": True, "max_length": SIDE_TOKENS}
-        a = tokenizer(seeker.lower(), **side)["input_ids"]
-        b = tokenizer(response.lower(), **side)["input_ids"]
-        return tokenizer.build_inputs_with_special_tokens(a, b)
+    def _side(tokenizer, text: str) -> str:
+        """One side of the pair: lowercased, cut to its first 64 tokens."""
+        ids = tokenizer(text.lower(), add_special_tokens=False, truncation=True, max_length=SIDE_TOKENS)["input_ids"]
+        return tokenizer.decode(ids)

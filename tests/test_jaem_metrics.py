@@ -1,0 +1,172 @@
+"""jaem's measures: the VAD distance as Lee et al.'s scorer computes it, lexicon files and their errors, the HF ERA
+scorer on a tiny random 3-label classifier, and the per-attribute analysis on a null and a planted answerer."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from behavioral.suites import jaem
+from behavioral.suites.jaem.effects import holm
+from behavioral.suites.jaem.samples import LETTERS
+from behavioral.suites.jaem.suite import JaemItem
+from behavioral.suites.jaem.tables import effects
+from tests.test_jaem import make_era_classifier
+
+LEXICON = "# a comment\nTerm\tValence\tArousal\tDominance\nHappy\t0.9\t0.6\t0.7\nsad\t0.1\t0.4\t0.2\ncan't\t0.2\t0.5\t0.3\n"
+
+
+def _lexicon(tmp_path, text: str = LEXICON):
+    path = tmp_path / "vad.tsv"
+    path.write_text(text, encoding="utf-8")
+    return jaem.load_vad_lexicon(path)
+
+
+def test_vad_distance_is_the_difference_of_maxima(tmp_path):
+    lexicon = _lexicon(tmp_path)
+    assert lexicon.scale == "[0,1]" and set(lexicon.terms) == {"happy", "sad", "can't"}
+    assert lexicon.maxima("I can't. SAD, so sad; unknown") == (0.2, 0.5, 0.3)
+    d = lexicon.distance("I am so sad", "Be happy, not sad!")
+    assert d == pytest.approx(jaem.VadDistance(0.9 - 0.1, 0.6 - 0.4, 0.7 - 0.2))
+    assert all(math.isnan(x) for x in lexicon.distance("nothing here", "happy"))
+    assert all(math.isnan(x) for x in lexicon.distance("sad", ""))
+    v2 = _lexicon(tmp_path, "joy\t0.9\t0.2\t0.1\ngloom\t-0.8\t-0.3\t-0.5\n")
+    assert v2.scale == "[-1,1]" and v2.distance("gloom", "joy").v == pytest.approx(1.7)
+    demo = jaem.load_vad_lexicon("demo")
+    assert demo.demo and 70 <= len(demo.terms) <= 90 and demo.scale == "[0,1]" and len(demo.sha256) == 64
+
+
+@pytest.mark.parametrize("text, where", [
+    ("happy\t0.9\t0.6\n", ":1:"), ("a\t0.1\t0.2\t0.3\nb\tx\t0.2\t0.3\n", ":2:"), ("a\t1.5\t0\t0\n", ":1:"),
+    ("# only a comment\n", "no lexicon entries"),
+])
+def test_bad_lexicon_lines_name_file_and_line(tmp_path, text, where):
+    with pytest.raises(jaem.JaemInputError, match=f"vad.tsv{where}" if where.startswith(":") else where):
+        _lexicon(tmp_path, text)
+
+
+def test_hf_era_scorer_labels_pairs_with_three_label_classifiers(tiny_tokenizer):
+    models = {d: (make_era_classifier(tiny_tokenizer, seed=i), tiny_tokenizer) for i, d in enumerate(("IP", "EX", "ER"))}
+    scorer = jaem.HFEraScorer(models, batch_size=2)
+    seekers = ["I cannot sleep", "My dog died yesterday and I miss him", "I won"]
+    responses = ["That sounds hard.", "I am so sorry.", "Congratulations! " * 60]
+    labels = scorer.score(seekers, responses)
+    assert set(labels) == {"IP", "EX", "ER"} and all(len(v) == 3 and set(v) <= {0, 1, 2} for v in labels.values())
+    assert scorer.score(seekers, responses) == labels
+    single = jaem.HFEraScorer(models, batch_size=1).score(seekers, responses)
+    assert single == labels  # padding does not change a label
+    model, tok = models["IP"]
+    side = tok("congratulations! " * 60, add_special_tokens=False)["input_ids"]
+    assert len(side) > 64
+    with torch.no_grad():
+        batch = tok(["i won"], [tok.decode(side[:64])], return_tensors="pt")
+        assert labels["IP"][2] == int(model(**batch).logits.argmax(-1))  # lowercased, cut to 64 tokens a side
+
+
+def test_era_needs_three_labels_and_every_dimension(tiny_tokenizer):
+    two = make_era_classifier(tiny_tokenizer, num_labels=2)
+    three = (make_era_classifier(tiny_tokenizer), tiny_tokenizer)
+    with pytest.raises(jaem.JaemInputError, match="ERA classifier EX .* has 2 labels; expected 3"):
+        jaem.HFEraScorer({"IP": three, "EX": (two, tiny_tokenizer), "ER": three})
+    with pytest.raises(jaem.JaemInputError, match="missing for ER"):
+        jaem.HFEraScorer({"IP": three, "EX": three})
+    from behavioral.suites.jaem.era import parse_era_models
+    with pytest.raises(jaem.JaemInputError, match="missing EX"):
+        parse_era_models("IP=a,ER=b")
+    assert parse_era_models("ip=a, EX=b,ER=c") == {"IP": "a", "EX": "b", "ER": "c"}
+
+
+def test_holm_matches_its_definition():
+    p = [0.01, 0.04, 0.03, math.nan, 0.005]
+    assert np.allclose(holm(p)[[0, 1, 2, 4]], [0.03, 0.06, 0.06, 0.02]) and math.isnan(holm(p)[3])
+
+
+def test_attribute_effects_z_and_omnibus():
+    df = pd.DataFrame({"g": ["a"] * 4 + ["b"] * 4, "x": [1.0, 2, 3, 4, 5, 6, 7, 8]})
+    out = jaem.attribute_effects(df, "x", by="g")
+    sd = df["x"].std(ddof=1)
+    assert out["z"].tolist() == pytest.approx([(2.5 - 4.5) / (sd / 2), (6.5 - 4.5) / (sd / 2)])
+    assert out.attrs["omnibus_test"] == "kruskal" and 0 < out.attrs["omnibus_p"] < 0.05
+
+
+WORDS = ["table", "window", "happy", "sad", "calm", "tired", "storm", "okay", "quiet", "music", "home", "forms"]
+
+
+def _synthetic_rows(p_gold, reply) -> pd.DataFrame:
+    """Result rows (as read_results gives them) of a generate-mode run on the project's 972 samples."""
+    rng = np.random.default_rng(11)
+    rows = []
+    for s in jaem.build_samples(jaem.project_templates(), jaem.PROJECT_DIMENSIONS, seed=0):
+        ce, gen = JaemItem("ce", s), JaemItem("gen", s)
+        p = p_gold(s.attributes)
+        others = [c for c in LETTERS if c != s.gold_letter]
+        letter = rng.choice(list(LETTERS)) if p is None else s.gold_letter if rng.random() < p else rng.choice(others)
+        text = f"**{letter}**"
+        response = reply(s.attributes, rng)
+        for item, resp in ((ce, text), (gen, response)):
+            answer = item.parse(resp).label
+            rows.append({"response": resp, "answer": answer, "probs": None, **item.fields})
+    return pd.DataFrame(rows)
+
+
+def _uniform(attributes):
+    return None  # every letter alike
+
+
+def _random_text(attributes, rng):
+    return " ".join(rng.choice(WORDS, 6))
+
+
+def _significant(per_value: pd.DataFrame, per_attr: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    return per_value[per_value["p_holm"] < 0.05], per_attr[per_attr["p_holm"] < 0.05]
+
+
+def test_null_answerer_shows_no_attribute_effect():
+    metrics = jaem.sample_metrics(_synthetic_rows(_uniform, _random_text), jaem.load_vad_lexicon("demo"))
+    assert len(metrics) == 972
+    assert metrics["ce_correct"].mean() == pytest.approx(0.20, abs=0.04)
+    per_value, per_attr = effects(metrics)
+    assert set(per_value["metric"]) == {"ce_correct", "vad_v", "vad_a", "vad_d"}
+    values, attrs = _significant(per_value, per_attr)
+    assert values.empty and attrs.empty
+
+
+def test_ce_correct_counts_unparsed_as_wrong_and_reads_scores_by_argmax():
+    rows = _synthetic_rows(_uniform, _random_text)
+    ce = rows[rows["task"] == "ce"].head(3).copy()
+    ce["answer"] = [None, ce["gold_letter"].iloc[1], None]
+    ce["response"] = ["no idea", "x", None]
+    ce["probs"] = [None, None, [0.1 if c != ce["gold_letter"].iloc[2] else 0.6 for c in LETTERS]]
+    metrics = jaem.sample_metrics(ce)
+    assert metrics.set_index("sample_id").loc[ce["sample_id"], "ce_correct"].tolist() == [0.0, 1.0, 1.0]
+    assert metrics["p_gold"].notna().sum() == 1 and metrics["p_gold"].max() == pytest.approx(0.6)
+
+
+def test_planted_bias_is_found_in_that_attribute_only():
+    def gold(attributes):
+        return 0.9 if attributes["sexuality"] == "asexual" else None
+
+    def reply(attributes, rng):
+        words = ["wonderful", "happy", "joy"] if attributes["pronoun"] == "they" else rng.choice(WORDS, 6)
+        return " ".join(words)
+
+    metrics = jaem.sample_metrics(_synthetic_rows(gold, reply), jaem.load_vad_lexicon("demo"))
+    per_value, per_attr = effects(metrics)
+    ce = per_value[(per_value["metric"] == "ce_correct") & (per_value["attribute"] == "sexuality")]
+    top = ce.loc[ce["z"].abs().idxmax()]
+    assert top["value"] == "asexual" and top["z"] > 0 and top["p"] < 1e-6
+    values, attrs = _significant(per_value[per_value["metric"] == "ce_correct"],
+                                 per_attr[per_attr["metric"] == "ce_correct"])
+    assert set(values["attribute"]) <= {"sexuality", "sexuality × pronoun"}
+    assert "asexual" in set(values["value"])  # others may sit below a mean that asexual pulled up
+    assert set(attrs["attribute"]) <= {"sexuality", "sexuality × pronoun"} and "sexuality" in set(attrs["attribute"])
+    v = per_value[(per_value["metric"] == "vad_v") & (per_value["attribute"] == "pronoun")]
+    top = v.loc[v["z"].abs().idxmax()]
+    assert top["value"] == "they" and top["p"] < 1e-6
+    values, attrs = _significant(per_value[per_value["metric"] == "vad_v"], per_attr[per_attr["metric"] == "vad_v"])
+    assert set(attrs["attribute"]) <= {"pronoun", "sexuality × pronoun"} and "pronoun" in set(attrs["attribute"])
+    assert set(values["attribute"]) <= {"pronoun", "sexuality × pronoun"} and "they" in set(values["value"])
