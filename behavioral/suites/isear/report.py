@@ -15,7 +15,8 @@ def _fmt(v: float) -> str:
 
 def _metrics_table(r) -> str:
     lines = ["| metric | value | CI low | CI high |", "|---|---:|---:|---:|"]
-    lines += [f"| {k} | {_fmt(m['value'])} | {_fmt(m['ci_low'])} | {_fmt(m['ci_high'])} |" for k, m in r.metrics.items()]
+    lines += [f"| {k} | {_fmt(m['value'])} | {_fmt(m['ci_low'])} | {_fmt(m['ci_high'])} |"
+              for k, m in r.metrics.items()]
     return "\n".join(lines)
 
 

