@@ -14,8 +14,8 @@ from behavioral.suites.scm.prompts import TEMPLATES, check_template
 from behavioral.suites.scm.traits import TRAITS, check_trait
 
 # The seed's sampling, set as this suite's defaults for the shared run flags: raw text, temperature 1, two samples
-# per template (its two runs), replies of at most 16 tokens.
-RUN_DEFAULTS = {"prompt_format": "plain", "temperature": 1.0, "samples": 2, "max_new_tokens": 16}
+# per template (its two runs).
+RUN_DEFAULTS = {"prompt_format": "plain", "temperature": 1.0, "samples": 2}
 
 
 @dataclass(frozen=True)
@@ -50,6 +50,7 @@ class Scm(Suite):
     description = "seed 004: stereotype content A-E ratings of groups × traits, W1 fidelity to humans, FPR, quadrants"
     fields = FIELDS
     Options = Options
+    max_new_tokens = 16  # replies are short: a letter, cut at the first `###`
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--groups", default="seed", choices=tuple(GROUPS),
