@@ -21,10 +21,12 @@ CONFIGS = {
                                                           limit_events=2)),
     "jaem": RunConfig("jaem", "tiny", __import__("behavioral.suites.jaem", fromlist=["Options"]).Options(
         tasks=("ce",), limit=30)),
+    "isear": RunConfig("isear", "tiny", __import__("behavioral.suites.isear", fromlist=["Options"]).Options(
+        events="project"), seed=123),
 }
 SUITES = [n for n in names() if n in CONFIGS]
 # Suites whose answers the digit-favouring model below never writes test early stopping with their own model.
-OWN_EARLY_STOPPING_TEST = {"jaem": "tests/test_jaem.py"}
+OWN_EARLY_STOPPING_TEST = {"jaem": "tests/test_jaem.py", "isear": "tests/test_isear.py"}
 
 
 def test_every_packaged_suite_is_tested():
