@@ -6,9 +6,11 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
+from behavioral.suite import Suite
 from behavioral.suites import get_suite, names
 
 DEMO_MODEL = "smollm2-135m"
@@ -17,21 +19,32 @@ DEMO_SETTINGS = ("P0S1T0",)
 DEMO_EVENTS = 8
 
 
-def _add_run_options(p) -> None:
+# The run flags' defaults; a suite replaces some with its own (Suite.run_defaults), shown in its --help.
+RUN_DEFAULTS = {"mode": "generate", "seed": 0, "temperature": 0.0, "top_p": 1.0, "samples": 1, "max_new_tokens": 128,
+                "prompt_format": "auto"}
+
+
+def _add_run_options(p, suite_defaults: Mapping[str, Any]) -> None:
     """The flags every suite's run has: model, decoding, hardware, resume unit, capture."""
+    d = RUN_DEFAULTS | dict(suite_defaults)
     p.add_argument("--model", required=True, help=f"Hugging Face id, local folder, .gguf file or {DEMO_MODEL}")
     p.add_argument("--out", required=True, help="run directory (rerun the same command to resume)")
-    p.add_argument("--mode", choices=("generate", "score", "both"), default="generate",
-                   help="generate: decode a reply and parse it; score: the distribution over the answer set")
-    p.add_argument("--seed", type=int, default=0, help="seeds data samples, sampling streams and per-cell samples")
-    p.add_argument("--temperature", type=float, default=0.0, help="0 (default): greedy decoding")
-    p.add_argument("--top-p", type=float, default=1.0)
-    p.add_argument("--samples", type=int, default=1, help="sampled replies per item (with --temperature above 0)")
-    p.add_argument("--max-new-tokens", type=int,
-                   help="decoding limit (default: the suite's, 128 unless its card says otherwise); a reply stops "
-                        "earlier once its answer is decided")
-    p.add_argument("--prompt-format", choices=("auto", "chat", "plain"), default="auto",
-                   help="auto: the chat template where the tokenizer has one, else plain text")
+    p.add_argument("--mode", choices=("generate", "score", "both"), default=d["mode"],
+                   help=f"generate: decode a reply and parse it; score: the distribution over the answer set "
+                        f"(default {d['mode']})")
+    p.add_argument("--seed", type=int, default=d["seed"],
+                   help=f"seeds data samples, sampling streams and per-cell samples (default {d['seed']})")
+    p.add_argument("--temperature", type=float, default=d["temperature"],
+                   help=f"0: greedy decoding (default {d['temperature']:g})")
+    p.add_argument("--top-p", type=float, default=d["top_p"], help=f"default {d['top_p']:g}")
+    p.add_argument("--samples", type=int, help=f"sampled replies per item (default {d['samples']} with "
+                                               "--temperature above 0; 1 when greedy and in score mode)")
+    p.add_argument("--max-new-tokens", type=int, default=d["max_new_tokens"],
+                   help=f"decoding limit (default {d['max_new_tokens']}); a reply stops earlier once its answer is "
+                        "decided")
+    p.add_argument("--prompt-format", choices=("auto", "chat", "plain"), default=d["prompt_format"],
+                   help=f"auto: the chat template where the tokenizer has one, else plain text (default "
+                        f"{d['prompt_format']})")
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N or mps")
     p.add_argument("--dtype", default="auto", help="auto (bf16 on GPU and fast-bf16 CPUs, else fp32), fp32, bf16, fp16")
@@ -54,7 +67,7 @@ def _parser() -> argparse.ArgumentParser:
     for name in names():
         suite = get_suite(name)
         p = suites.add_parser(name, help=suite.description, description=suite.description)
-        _add_run_options(p.add_argument_group("run options (every suite)"))
+        _add_run_options(p.add_argument_group("run options (every suite)"), suite.run_defaults)
         suite.add_arguments(p.add_argument_group(f"{name} options"))
     imports = sub.add_parser("import", help="write results made elsewhere as a run directory (suites that can)")
     importers = imports.add_subparsers(dest="suite", required=True, metavar="SUITE")
@@ -74,6 +87,14 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _samples(args: argparse.Namespace, suite: Suite) -> int:
+    """--samples as given, else the suite's default where replies are sampled, else 1 (one answer per item)."""
+    if args.samples is not None:
+        return args.samples
+    sampled = args.mode != "score" and args.temperature > 0
+    return (RUN_DEFAULTS | dict(suite.run_defaults))["samples"] if sampled else 1
+
+
 def _run(args: argparse.Namespace) -> None:
     from behavioral.run import RunConfig, run
 
@@ -82,8 +103,8 @@ def _run(args: argparse.Namespace) -> None:
     capture = tuple(dict.fromkeys(c.strip() for c in args.capture.split(",") if c.strip()))
     config = RunConfig(
         suite=suite.name, model=args.model, options=suite.options(args), mode=args.mode, seed=args.seed,
-        temperature=args.temperature, top_p=args.top_p, samples=args.samples,
-        max_new_tokens=suite.max_new_tokens if args.max_new_tokens is None else args.max_new_tokens,
+        temperature=args.temperature, top_p=args.top_p, samples=_samples(args, suite),
+        max_new_tokens=args.max_new_tokens,
         prompt_format=args.prompt_format, device=args.device, dtype=args.dtype, batch_size=args.batch_size,
         unit_size=args.unit_size, trust_remote_code=args.trust_remote_code,
         capture=kinds if capture == ("all",) else capture, layers=args.layers, per_cell_samples=args.per_cell_samples,

@@ -78,7 +78,8 @@ class Suite:
     capture: CaptureSpec | None = None  # None: the suite's runs cannot capture activations
     caches: tuple[str, ...] = ()  # files `prepare` keeps in a run directory, which a user may copy into a new one
     Options: type | None = None  # the suite's options dataclass (None: no options), rebuilt from a manifest's JSON
-    max_new_tokens: int = 128  # the default of `empathy-gap run SUITE --max-new-tokens`
+    # the suite's own defaults for the run flags every suite has (e.g. the authors' decoding), by RunConfig field
+    run_defaults: Mapping[str, Any] = {}
     imports: str | None = None  # what `empathy-gap import SUITE` reads (its help line); None: the suite has no import
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:

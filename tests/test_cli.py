@@ -123,6 +123,19 @@ def test_suite_flags_belong_to_the_suite(capsys):
     assert "invalid choice: 'nope'" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("flags, samples", [([], 2), (["--mode", "score"], 1), (["--temperature", "0"], 1),
+                                            (["--samples", "3"], 3), (["--mode", "both"], 2)])
+def test_a_suites_run_defaults_apply_and_its_sample_count_only_where_replies_are_sampled(flags, samples, capsys):
+    """scm samples two replies per item at temperature 1 by default; score mode and greedy decoding need one."""
+    parser = cli._parser()
+    args = parser.parse_args(["run", "scm", "--model", "m", "--out", "o", *flags])
+    assert (args.prompt_format, args.max_new_tokens, cli._samples(args, cli.get_suite("scm"))) == \
+        ("plain", 16, samples)
+    assert parser.parse_args(["run", "intergroup", "--model", "m", "--out", "o"]).prompt_format == "auto"
+    with pytest.raises(SystemExit):
+        cli.main(["run", "scm", "--help"])
+    assert "(default 16)" in capsys.readouterr().out
+
 def test_analyze_help_shows_the_suites_own_flags(tiny_model_dir, tmp_path, capsys):
     out = tmp_path / "D"
     assert cli.main(_run_args(tiny_model_dir, out, "--mode", "score")) == 0

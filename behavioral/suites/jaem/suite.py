@@ -124,7 +124,7 @@ class Jaem(Suite):
     description = "seed 002: JaEm-ST intersectional empathy (CE multiple choice; AE via VAD, ERA via classifiers)"
     fields = FIELDS
     Options = Options
-    max_new_tokens = GEN_TOKENS
+    run_defaults = {"max_new_tokens": GEN_TOKENS}
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--task", action="append", help="ce, gen or ce,gen (default both)")

@@ -13,9 +13,6 @@ from behavioral.suites.scm.items import FIELDS, ScmItem, items
 from behavioral.suites.scm.prompts import TEMPLATES, check_template
 from behavioral.suites.scm.traits import TRAITS, check_trait
 
-# The seed's sampling, set as this suite's defaults for the shared run flags: raw text, temperature 1, two samples
-# per template (its two runs).
-RUN_DEFAULTS = {"prompt_format": "plain", "temperature": 1.0, "samples": 2}
 
 
 @dataclass(frozen=True)
@@ -50,7 +47,9 @@ class Scm(Suite):
     description = "seed 004: stereotype content A-E ratings of groups × traits, W1 fidelity to humans, FPR, quadrants"
     fields = FIELDS
     Options = Options
-    max_new_tokens = 16  # replies are short: a letter, cut at the first `###`
+    # the seed's sampling: raw text, temperature 1, two samples per template (its two runs); replies are short (a
+    # letter, cut at the first `###`)
+    run_defaults = {"prompt_format": "plain", "temperature": 1.0, "samples": 2, "max_new_tokens": 16}
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--groups", default="seed", choices=tuple(GROUPS),
@@ -64,7 +63,6 @@ class Scm(Suite):
         parser.add_argument("--samples-per-template", dest="samples", type=int,
                             help="sampled replies per item (default 2, the seed's two runs; 1 with --mode score; "
                                  "same as --samples)")
-        parser.set_defaults(**RUN_DEFAULTS)
 
     def options(self, args: argparse.Namespace) -> Options:
         return Options(groups=args.groups, traits=_names(args.traits, tuple(TRAITS)),
