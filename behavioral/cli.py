@@ -47,7 +47,7 @@ def _add_run_options(p, suite_defaults: Mapping[str, Any]) -> None:
                         f"{d['prompt_format']})")
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N or mps")
-    p.add_argument("--dtype", default="auto", help="auto (bf16 on GPU and fast-bf16 CPUs, else fp32), fp32, bf16, fp16")
+    p.add_argument("--dtype", default="auto", help="auto (bf16 on CUDA, else fp32), fp32, bf16, fp16")
     p.add_argument("--unit-size", type=int, default=32, help="items per work unit (the unit of resume)")
     p.add_argument("--trust-remote-code", action="store_true")
     p.add_argument("--capture", default="", help="residual-stream capture: a comma list of the suite's capture "

@@ -74,17 +74,11 @@ def resolve_device(device: str) -> str:
     return device
 
 
-def cpu_has_fast_bf16() -> bool:
-    """True where oneDNN runs bf16 matmuls natively (AVX512-BF16 or AMX)."""
-    check = getattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", None)
-    return bool(check and check())
-
-
 def resolve_dtype(dtype: str, device: str) -> torch.dtype:
-    """`auto` is bf16 on GPU and on CPUs with fast bf16, fp32 elsewhere."""
+    """`auto` is bf16 on CUDA and fp32 elsewhere: on a CPU with native bf16 (AVX512-BF16) fp32 measured faster for
+    both generate and score (docs/BENCHMARKS.md), and only fp32 reproduces samples across batch sizes."""
     if dtype == "auto":
-        fast = device.startswith("cuda") or cpu_has_fast_bf16()
-        return torch.bfloat16 if fast else torch.float32
+        return torch.bfloat16 if device.startswith("cuda") else torch.float32
     try:
         return DTYPES[dtype]
     except KeyError:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Callable
 
 import pytest
 import torch
@@ -67,6 +68,19 @@ def make_tiny_model(vocab_size: int, seed: int = 0, max_positions: int = 512):
         num_key_value_heads=2, max_position_embeddings=max_positions, tie_word_embeddings=False,
     )
     return LlamaForCausalLM(config).eval()
+
+
+def favouring_model(tokenizer, seed: int, favoured: Callable[[str], bool], bias: float, max_positions: int = 512):
+    """A tiny model whose greedy replies mix the tokens `favoured(token text)` picks with others (and rarely end),
+    so that the answers a parser looks for turn up anywhere in a long reply."""
+    model = make_tiny_model(len(tokenizer), seed=seed, max_positions=max_positions)
+    head = torch.nn.Linear(model.config.hidden_size, len(tokenizer), bias=True)
+    with torch.no_grad():
+        head.weight.copy_(model.lm_head.weight * 6)
+        head.bias.zero_()
+        head.bias[[i for i in range(len(tokenizer)) if favoured(tokenizer.decode([i]))]] = bias
+    model.lm_head = head
+    return model
 
 
 @pytest.fixture(scope="session")

@@ -16,7 +16,7 @@ from behavioral.answer_space import AnswerTrie
 from behavioral.suites.intergroup.answers import answer_decided, parse_intensity
 from behavioral.suites.intergroup.corpus import embedded_events
 from behavioral.engine import Batch, Engine, shared_prefix_length
-from tests.conftest import make_tiny_model
+from tests.conftest import favouring_model, make_tiny_model
 
 
 def _prompt_ids(tokenizer, n: int, setting: str = "P0S0T0", perceivers=("a Christian", "a person from Canada")):
@@ -102,18 +102,10 @@ def test_batched_generation_equals_one_prompt_at_a_time(tiny_model, tiny_tokeniz
 
 
 def _talkative_model(tokenizer, seed: int):
-    """A tiny model whose greedy replies mix words, spaces and digits (and rarely end), so that numbers turn up
-    anywhere within 128 tokens."""
-    model = make_tiny_model(len(tokenizer), seed=seed)
-    favoured = [i for i in range(len(tokenizer)) if tokenizer.decode([i]).strip(" .").isdigit()
-                or tokenizer.decode([i]) in (" ", ".", " I", " can", "'t")]
-    head = torch.nn.Linear(model.config.hidden_size, len(tokenizer), bias=True)
-    with torch.no_grad():
-        head.weight.copy_(model.lm_head.weight * 6)
-        head.bias.zero_()
-        head.bias[favoured] = 1.5
-    model.lm_head = head
-    return model
+    """A tiny model whose greedy replies mix words, spaces and digits, so that numbers turn up anywhere within 128
+    tokens."""
+    return favouring_model(tokenizer, seed, lambda t: t.strip(" .").isdigit() or t in (" ", ".", " I", " can", "'t"),
+                           bias=1.5)
 
 
 @pytest.mark.parametrize("seed", [4, 5])

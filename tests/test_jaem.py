@@ -340,17 +340,11 @@ def test_early_stopping_gives_the_parsed_answers_of_decoding_to_the_limit(seed, 
     """As tests/test_suites.py does for every suite, with a tiny model that favours letters and markup."""
     from behavioral import chat
     from behavioral.engine import Engine
-    from tests.conftest import make_tiny_model
+    from tests.conftest import favouring_model
 
     tok = tiny_tokenizer
-    model = make_tiny_model(len(tok), seed=seed, max_positions=2048)
-    favoured = [i for i in range(len(tok)) if tok.decode([i]).strip() in (*LETTERS, "*", "(", ".", "")]
-    head = torch.nn.Linear(model.config.hidden_size, len(tok), bias=True)
-    with torch.no_grad():
-        head.weight.copy_(model.lm_head.weight * 6)
-        head.bias.zero_()
-        head.bias[favoured] = 2.0
-    model.lm_head = head
+    model = favouring_model(tok, seed, lambda t: t.strip() in (*LETTERS, "*", "(", ".", ""), bias=2.0,
+                            max_positions=2048)
     data = jaem.SUITE.dataset(type("C", (), {"options": jaem.Options(tasks=("ce",), limit=2), "seed": seed})())
     items = [i for _, group in jaem.SUITE.groups(data) for i in group]
     ids = [chat.encode(tok, item.prompt(), chat.SYSTEM) for item in items]

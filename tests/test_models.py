@@ -94,9 +94,8 @@ def test_load_in_bf16(tiny_model_dir):
     assert info["dtype"] == "bfloat16"
 
 
-def test_resolve_dtype_auto_on_cpu_follows_bf16_support():
-    expected = torch.bfloat16 if models.cpu_has_fast_bf16() else torch.float32
-    assert models.resolve_dtype("auto", "cpu") == expected
+def test_resolve_dtype_auto_on_cpu_is_fp32():
+    assert models.resolve_dtype("auto", "cpu") == torch.float32
 
 
 def test_resolve_dtype_auto_on_gpu_is_bf16():
