@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from behavioral.outputs import write_table
+from behavioral.outputs import REPORT, staged_dir, write_table
 from behavioral.provenance import provenance
 from behavioral.store import RunDirError, read_manifest, write_json_atomic
 from behavioral.suites.giebench import figures, metrics
@@ -39,26 +39,28 @@ def analyze(run_dirs: Sequence[str | Path], out: str | Path | None = None) -> Pa
         if f.empty:
             raise RunDirError(f"{d}: no results yet; run it first")
     rows = pd.concat(frames, ignore_index=True)
-    out = Path(out) if out else run_dirs[0] / "analysis"
-    acc = metrics.accuracy(rows)
-    shifts = metrics.shift(rows, acc)
-    swaps = metrics.swap(rows)
-    tables = {
-        "accuracy": write_table(out, "accuracy", "# Accuracy (correct / n; Tables 1, 2, 6)",
-                                wide(acc, "accuracy"), markdown(wide(acc, "accuracy"), default=percent)),
-        "accuracy_paper": write_table(
-            out, "accuracy_paper", "# Accuracy as the paper computed it (correct / (n + 1) per category)",
-            wide(acc, "accuracy_paper"), markdown(wide(acc, "accuracy_paper"), default=percent)),
-        "shift": write_table(out, "shift", "# Shift from Raw (Tables 4, 5)", shifts,
-                             markdown(shifts, {"shift": points, "shift_paper": points})),
-        "swap": write_table(out, "swap", "# Identity swaps (Tables 3, 7)", swaps,
-                            markdown(swaps, default=percent)),
-    }
-    counts = rows[(rows["run"] == names[0]) & (rows["prompt_type"] == rows["prompt_type"].iloc[0])]
-    figs = figures.category_shares(counts.drop_duplicates("item_id")["category"].value_counts(), out)
-    figs += figures.cot_accuracy(acc, out) if (acc["prompt_type"] == "cot").any() else []
-    figs += figures.shift_heatmaps(shifts, out) if not shifts.empty else []
-    write_json_atomic(out / "manifest.json", {"runs": {n: {"run_dir": str(d.resolve()), "config": m["config"]}
-                                                       for n, d, m in zip(names, run_dirs, manifests)},
-                                              "provenance": provenance()})
-    return write_report(out, dict(zip(names, zip(run_dirs, manifests))), rows, acc, tables, figs)
+    final = Path(out) if out else run_dirs[0] / "analysis"
+    with staged_dir(final) as out:
+        acc = metrics.accuracy(rows)
+        shifts = metrics.shift(rows, acc)
+        swaps = metrics.swap(rows)
+        tables = {
+            "accuracy": write_table(out, "accuracy", "# Accuracy (correct / n; Tables 1, 2, 6)",
+                                    wide(acc, "accuracy"), markdown(wide(acc, "accuracy"), default=percent)),
+            "accuracy_paper": write_table(
+                out, "accuracy_paper", "# Accuracy as the paper computed it (correct / (n + 1) per category)",
+                wide(acc, "accuracy_paper"), markdown(wide(acc, "accuracy_paper"), default=percent)),
+            "shift": write_table(out, "shift", "# Shift from Raw (Tables 4, 5)", shifts,
+                                 markdown(shifts, {"shift": points, "shift_paper": points})),
+            "swap": write_table(out, "swap", "# Identity swaps (Tables 3, 7)", swaps,
+                                markdown(swaps, default=percent)),
+        }
+        counts = rows[(rows["run"] == names[0]) & (rows["prompt_type"] == rows["prompt_type"].iloc[0])]
+        figs = figures.category_shares(counts.drop_duplicates("item_id")["category"].value_counts(), out)
+        figs += figures.cot_accuracy(acc, out) if (acc["prompt_type"] == "cot").any() else []
+        figs += figures.shift_heatmaps(shifts, out) if not shifts.empty else []
+        write_json_atomic(out / "manifest.json", {"runs": {n: {"run_dir": str(d.resolve()), "config": m["config"]}
+                                                           for n, d, m in zip(names, run_dirs, manifests)},
+                                                  "provenance": provenance()})
+        write_report(out, dict(zip(names, zip(run_dirs, manifests))), rows, acc, tables, figs)
+    return final / REPORT

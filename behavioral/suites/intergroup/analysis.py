@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import os
-import shutil
-import tempfile
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from behavioral import store
+from behavioral.outputs import staged_dir
 from behavioral.provenance import provenance
 from behavioral.suites.intergroup import figures, report, stats, tables
 from behavioral.suites.intergroup.groups import CATEGORIES, Category, get_category
@@ -227,23 +225,6 @@ def _with_unspecified(M_delta: np.ndarray | None, n: int) -> np.ndarray:
     return full
 
 
-def _replace_dir(tmp: Path, final: Path) -> None:
-    """Move the finished `tmp` directory to `final`; an older `final` is deleted only once the new one is in place."""
-    tmp.chmod(0o755)  # mkdtemp makes it private to its owner
-    if not final.exists():
-        os.replace(tmp, final)
-        return
-    trash = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".{final.name}.old-"))
-    os.replace(final, trash / final.name)
-    try:
-        os.replace(tmp, final)
-    except OSError:
-        os.replace(trash / final.name, final)
-        raise
-    finally:
-        shutil.rmtree(trash)
-
-
 def analyze(
     run_dir: str | Path,
     out_dir: str | Path | None = None,
@@ -261,9 +242,7 @@ def analyze(
     options = {"measure": measure, "n_permutations": n_permutations, "seed": seed, "round_cells": round_cells,
                "allow_partial": allow_partial, "exclusion": EXCLUSION, "tsne": figures.tsne_settings()}
     out_dir = Path(out_dir) if out_dir is not None else run_dir / ANALYSIS_DIR
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}.tmp-"))
-    try:
+    with staged_dir(out_dir) as tmp:
         written = tables.write_tables(analyses, tmp)
         figure_paths = figures.write_figures(analyses, tmp)
         matrix_paths = write_matrices(analyses, tmp / MATRICES_DIR)
@@ -272,8 +251,4 @@ def analyze(
             "run_dir": str(run_dir.resolve()), "run": {k: manifest.get(k) for k in ("config", "model")},
             "analysis": options, "provenance": provenance(),
         })
-        _replace_dir(tmp, out_dir)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return out_dir / report.REPORT

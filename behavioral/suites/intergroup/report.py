@@ -4,12 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from behavioral.outputs import Table
+from behavioral.outputs import REPORT, Table
 from behavioral.suites.intergroup.result import SettingAnalysis
 from behavioral.suites.intergroup.settings import SETTING_NAMES, get_setting, setting_label
 
-
-REPORT = "report.md"
 NOT_RECORDED = "not recorded"
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from behavioral.outputs import REPORT, staged_dir
 from behavioral import store
 from behavioral.provenance import provenance
 from behavioral.suites.isear import attempts as attempts_mod
@@ -51,16 +52,16 @@ def analyze(run_dir: str | Path, out: str | Path | None = None, cycles: int = 10
     seed = int(config["seed"])
     results = [analyze_attempts(m, attempts_mod.from_run(run_dir, m), cycles, alpha, seed)
                for m in MODES[config["mode"]]]
-    out = Path(out) if out is not None else run_dir / ANALYSIS_DIR
-    out.mkdir(parents=True, exist_ok=True)
-    options = {"bootstrap_cycles": cycles, "bootstrap_alpha": alpha, "random_seed": seed}
-    store.write_json_atomic(out / "metrics.json", {
-        r.mode: {"metrics": r.metrics, "mark": r.mark, "n_items": r.n_items, "n_attempts": r.n_attempts}
-        for r in results})
-    pd.concat([r.emotions for r in results]).to_csv(out / "emotion_by_gender.csv", index=False)
-    figure_paths = figures.write_emotion_figure(results, out)
-    path = report.write_report(out, run_dir, manifest, results, figure_paths, options)
-    store.write_json_atomic(out / store.MANIFEST, {
-        "run_dir": str(run_dir.resolve()), "run": {k: manifest.get(k) for k in ("config", "model")},
-        "analysis": options, "provenance": provenance()})
-    return path
+    final = Path(out) if out is not None else run_dir / ANALYSIS_DIR
+    with staged_dir(final) as out:
+        options = {"bootstrap_cycles": cycles, "bootstrap_alpha": alpha, "random_seed": seed}
+        store.write_json_atomic(out / "metrics.json", {
+            r.mode: {"metrics": r.metrics, "mark": r.mark, "n_items": r.n_items, "n_attempts": r.n_attempts}
+            for r in results})
+        pd.concat([r.emotions for r in results]).to_csv(out / "emotion_by_gender.csv", index=False)
+        figure_paths = figures.write_emotion_figure(results, out)
+        report.write_report(out, run_dir, manifest, results, figure_paths, options)
+        store.write_json_atomic(out / store.MANIFEST, {
+            "run_dir": str(run_dir.resolve()), "run": {k: manifest.get(k) for k in ("config", "model")},
+            "analysis": options, "provenance": provenance()})
+    return final / REPORT

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from behavioral.outputs import REPORT
 from behavioral.suites.isear.prompts import EMOTIONS, GENDERS
 
-REPORT = "report.md"
 
 
 def _fmt(v: float) -> str:

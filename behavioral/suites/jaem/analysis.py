@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 
-from behavioral.outputs import write_table
+from behavioral.outputs import REPORT, staged_dir, write_table
 from behavioral.provenance import provenance
 from behavioral.store import MANIFEST, read_manifest, read_results, write_json_atomic
 from behavioral.suites.jaem import figures, tables
@@ -37,40 +37,41 @@ def analyze(run_dirs: Sequence[str | Path], out: str | Path | None = None, vad_l
     lexicon: VadLexicon | None = load_vad_lexicon(vad_lexicon) if vad_lexicon else None
     if era is None and era_model:
         era = HFEraScorer(parse_era_models(era_model), batch_size=era_batch_size)
-    out = Path(out) if out else run_dirs[0] / "analysis"
-    runs = {label: sample_metrics(read_results(d), lexicon, era)
-            for label, d in zip(_labels(manifests, run_dirs), run_dirs)}
-    out.mkdir(parents=True, exist_ok=True)
-    written = [write_table(out, "table1", "Table 1: model × template", t1 := tables.table1(runs),
-                           markdown(t1, 3))]
-    effects = {}
-    for label, metrics in runs.items():
-        stem = _stem(label)
-        metrics.to_csv(out / f"samples_{stem}.csv", index=False)
-        per_value, per_attr = tables.effects(metrics)
-        effects[label] = (per_value, per_attr)
-        written.append(write_table(out, f"attributes_{stem}", f"Per-attribute effects: {label}", per_value,
-                                   markdown(per_value)))
-        written.append(write_table(out, f"omnibus_{stem}", f"Omnibus tests per attribute: {label}", per_attr,
-                                   markdown(per_attr)))
-        config = manifests[list(runs).index(label)]["config"]
-        dims = _dimensions(config)
-        for metric in tables.available(metrics):
-            figures.z_heatmap(per_value, metric, list(dims["sexuality"]), list(dims["pronoun"]), out,
-                              f"z_{metric}_{stem}")
-        if metrics["ce_correct"].notna().any():
-            figures.choices(metrics, out, f"choices_{stem}")
-    compared = tables.comparisons(runs)
-    written.append(write_table(out, "comparisons", "Between templates and runs", compared,
-                               markdown(compared)))
-    facts = {"vad_lexicon": None if lexicon is None else
-             {"source": lexicon.source, "sha256": lexicon.sha256, "scale": lexicon.scale, "demo": lexicon.demo,
-              "terms": len(lexicon.terms)},
-             "era_model": era_model or (type(era).__name__ if era is not None else None)}
-    write_json_atomic(out / MANIFEST, {"runs": [{"run_dir": str(d.resolve()), "config": m["config"]}
-                                                for d, m in zip(run_dirs, manifests)],
-                                       "measures": facts, "provenance": provenance()})
-    return write_report(out, run_dirs, manifests, runs, effects, written, facts)
+    final = Path(out) if out else run_dirs[0] / "analysis"
+    with staged_dir(final) as out:
+        runs = {label: sample_metrics(read_results(d), lexicon, era)
+                for label, d in zip(_labels(manifests, run_dirs), run_dirs)}
+        written = [write_table(out, "table1", "Table 1: model × template", t1 := tables.table1(runs),
+                               markdown(t1, 3))]
+        effects = {}
+        for label, metrics in runs.items():
+            stem = _stem(label)
+            metrics.to_csv(out / f"samples_{stem}.csv", index=False)
+            per_value, per_attr = tables.effects(metrics)
+            effects[label] = (per_value, per_attr)
+            written.append(write_table(out, f"attributes_{stem}", f"Per-attribute effects: {label}", per_value,
+                                       markdown(per_value)))
+            written.append(write_table(out, f"omnibus_{stem}", f"Omnibus tests per attribute: {label}", per_attr,
+                                       markdown(per_attr)))
+            config = manifests[list(runs).index(label)]["config"]
+            dims = _dimensions(config)
+            for metric in tables.available(metrics):
+                figures.z_heatmap(per_value, metric, list(dims["sexuality"]), list(dims["pronoun"]), out,
+                                  f"z_{metric}_{stem}")
+            if metrics["ce_correct"].notna().any():
+                figures.choices(metrics, out, f"choices_{stem}")
+        compared = tables.comparisons(runs)
+        written.append(write_table(out, "comparisons", "Between templates and runs", compared,
+                                   markdown(compared)))
+        facts = {"vad_lexicon": None if lexicon is None else
+                 {"source": lexicon.source, "sha256": lexicon.sha256, "scale": lexicon.scale, "demo": lexicon.demo,
+                  "terms": len(lexicon.terms)},
+                 "era_model": era_model or (type(era).__name__ if era is not None else None)}
+        write_json_atomic(out / MANIFEST, {"runs": [{"run_dir": str(d.resolve()), "config": m["config"]}
+                                                    for d, m in zip(run_dirs, manifests)],
+                                           "measures": facts, "provenance": provenance()})
+        write_report(out, run_dirs, manifests, runs, effects, written, facts)
+    return final / REPORT
 
 
 def _stem(label: str) -> str:

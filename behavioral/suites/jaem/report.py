@@ -8,9 +8,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from behavioral.outputs import Table
+from behavioral.outputs import REPORT, Table
 
-REPORT = "report.md"
 UNAVAILABLE = "unavailable"
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from behavioral.outputs import REPORT, staged_dir
 from behavioral.suites.scm.fidelity import fidelity, inter_trait_baseline
 from behavioral.suites.scm.human import SHIPPED, load_human
 from behavioral.suites.scm.parity import fpr, fpr_by_attribute
@@ -148,7 +149,8 @@ def analyze(run_dirs: Sequence[str | Path], out: str | Path | None = None, human
     from behavioral.suites.scm import figures, report
 
     analysis = compute(run_dirs, human, measure)
-    out = Path(out) if out is not None else Path(run_dirs[0]) / ANALYSIS_DIR
-    out.mkdir(parents=True, exist_ok=True)
-    figure_paths = figures.write_figures(analysis, out)
-    return report.write_report(analysis, out, figure_paths)
+    final = Path(out) if out is not None else Path(run_dirs[0]) / ANALYSIS_DIR
+    with staged_dir(final) as out:
+        figure_paths = figures.write_figures(analysis, out)
+        report.write_report(analysis, out, figure_paths)
+    return final / REPORT

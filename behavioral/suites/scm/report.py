@@ -8,12 +8,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from behavioral.outputs import write_table
+from behavioral.outputs import REPORT, write_table
 from behavioral.provenance import provenance
 from behavioral.suites.scm.parity import THRESHOLD
 from behavioral.suites.scm.traits import DIMENSIONS
 
-REPORT = "report.md"
 SEED = "004_50cddb5e32a56268.txt"
 
 
