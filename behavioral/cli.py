@@ -6,11 +6,11 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from behavioral.suite import Suite
+from behavioral.suite import Suite, comma_values
 from behavioral.suites import get_suite, names
 
 DEMO_MODEL = "smollm2-135m"
@@ -24,9 +24,14 @@ RUN_DEFAULTS = {"mode": "generate", "seed": 0, "temperature": 0.0, "top_p": 1.0,
                 "prompt_format": "auto"}
 
 
-def _add_run_options(p, suite_defaults: Mapping[str, Any]) -> None:
+def _run_defaults(suite: Suite) -> dict[str, Any]:
+    """The run flags' defaults for `suite`: the generic ones, replaced by the suite's own."""
+    return RUN_DEFAULTS | dict(suite.run_defaults)
+
+
+def _add_run_options(p, suite: Suite) -> None:
     """The flags every suite's run has: model, decoding, hardware, resume unit, capture."""
-    d = RUN_DEFAULTS | dict(suite_defaults)
+    d = _run_defaults(suite)
     p.add_argument("--model", required=True, help=f"Hugging Face id, local folder, .gguf file or {DEMO_MODEL}")
     p.add_argument("--out", required=True, help="run directory (rerun the same command to resume)")
     p.add_argument("--mode", choices=("generate", "score", "both"), default=d["mode"],
@@ -67,7 +72,7 @@ def _parser() -> argparse.ArgumentParser:
     for name in names():
         suite = get_suite(name)
         p = suites.add_parser(name, help=suite.description, description=suite.description)
-        _add_run_options(p.add_argument_group("run options (every suite)"), suite.run_defaults)
+        _add_run_options(p.add_argument_group("run options (every suite)"), suite)
         suite.add_arguments(p.add_argument_group(f"{name} options"))
     imports = sub.add_parser("import", help="write results made elsewhere as a run directory (suites that can)")
     importers = imports.add_subparsers(dest="suite", required=True, metavar="SUITE")
@@ -92,7 +97,7 @@ def _samples(args: argparse.Namespace, suite: Suite) -> int:
     if args.samples is not None:
         return args.samples
     sampled = args.mode != "score" and args.temperature > 0
-    return (RUN_DEFAULTS | dict(suite.run_defaults))["samples"] if sampled else 1
+    return _run_defaults(suite)["samples"] if sampled else 1
 
 
 def _run(args: argparse.Namespace) -> None:
@@ -100,7 +105,7 @@ def _run(args: argparse.Namespace) -> None:
 
     suite = get_suite(args.suite)
     kinds = suite.capture.kinds if suite.capture else ()
-    capture = tuple(dict.fromkeys(c.strip() for c in args.capture.split(",") if c.strip()))
+    capture = tuple(comma_values(args.capture))
     config = RunConfig(
         suite=suite.name, model=args.model, options=suite.options(args), mode=args.mode, seed=args.seed,
         temperature=args.temperature, top_p=args.top_p, samples=_samples(args, suite),

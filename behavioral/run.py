@@ -170,14 +170,18 @@ class Runner:
         """Token ids of one item's rendered prompt."""
         return chat.encode(self.tokenizer, item.prompt(), self.chat_format)
 
+    def generates(self, item: Item) -> bool:
+        """True where `item`'s reply is decoded: every item outside score mode, open-ended items (no answer set)
+        in it too."""
+        return self.config.mode != "score" or item.answers is None
+
     def check_lengths(self, items) -> None:
         """Fail before any work if some prompt (answer included) would not fit the model's context."""
         if self.context is None:
             return
         for item in items:
             trie = None if item.answers is None else self.trie(item.answers)
-            generated = self.config.mode != "score" or trie is None
-            room = max(self.config.max_new_tokens if generated else 0,
+            room = max(self.config.max_new_tokens if self.generates(item) else 0,
                        0 if trie is None else len(trie.prefill) + int(trie.depth.max()))
             n = len(self.tokens(item)) + room
             if n > self.context:
@@ -193,8 +197,7 @@ class Runner:
         mode, n = self.config.mode, self.config.samples
         generated: list[list[Generation | None]] = [[None] * n for _ in items]
         scored: list[Scores | None] = [None] * len(items)
-        # Open-ended items (no answer set) are generated whatever the mode.
-        to_generate = [i for i, item in enumerate(items) if mode != "score" or item.answers is None]
+        to_generate = [i for i, item in enumerate(items) if self.generates(item)]
         if to_generate:
             requests = [(i, s) for i in to_generate for s in range(n)]
             seeds = None if self.sampling.greedy else \

@@ -62,6 +62,27 @@ class CaptureSpec:
         return (*self.spans, "final")
 
 
+def comma_values(values: str | Sequence[str] | None) -> list[str]:
+    """Flag values given repeated and/or comma-separated ("a,b" "c"), stripped, in order, without repeats."""
+    if isinstance(values, str):
+        values = [values]
+    return list(dict.fromkeys(v.strip() for value in values or () for v in value.split(",") if v.strip()))
+
+
+def choices(values: str | Sequence[str] | None, known: Sequence[str], what: str,
+            fold: Callable[[str], str] = str) -> tuple[str, ...]:
+    """Repeated/comma-separated flag values, or all of `known` (none given, or `all`); names are compared after
+    `fold` and an unknown one is a ValueError naming the known ones."""
+    names = comma_values(values)
+    if not names or "all" in names:
+        return tuple(known)
+    by_key = {fold(k): k for k in known}
+    for name in names:
+        if fold(name) not in by_key:
+            raise ValueError(f"unknown {what} {name!r}; expected one of {', '.join(known)} or all")
+    return tuple(dict.fromkeys(by_key[fold(n)] for n in names))
+
+
 def local_path(path: str | None) -> str | None:
     """An existing local path made absolute (so `tiny/`, `./tiny` and `tiny` are one model or corpus in a manifest);
     anything else (a hub id, a missing path) as given."""

@@ -9,11 +9,11 @@ import subprocess
 import pytest
 
 from behavioral import cli
+from behavioral.suite import choices
 from behavioral.store import MANIFEST, read_results
 from behavioral.suites import names
 from behavioral.suites.intergroup.groups import CATEGORIES
 from behavioral.suites.intergroup.settings import SETTING_NAMES
-from behavioral.suites.intergroup.suite import _choices
 
 
 def _run_args(model_dir, out, *extra):
@@ -89,19 +89,19 @@ def test_argparse_errors_exit_2(capsys):
     (["P0S1T0,P0S0T0"], ("P0S1T0", "P0S0T0")),
     (["P0S0T2", "P0S0T1, P0S0T2"], ("P0S0T2", "P0S0T1")),
 ])
-def test_setting_choices(values, expected):
-    assert _choices(values, SETTING_NAMES, "setting") == expected
+def test_settingchoices(values, expected):
+    assert choices(values, SETTING_NAMES, "setting") == expected
 
 
 def test_all_settings_are_the_seven_of_table2():
-    assert _choices(["all"], SETTING_NAMES, "setting") == (
+    assert choices(["all"], SETTING_NAMES, "setting") == (
         "P0S0T0", "P1S0T0", "P2S0T0", "P3S0T0", "P0S1T0", "P0S0T1", "P0S0T2")
-    assert _choices(["all"], tuple(CATEGORIES), "category") == ("race", "nationality", "religion")
+    assert choices(["all"], tuple(CATEGORIES), "category") == ("race", "nationality", "religion")
 
 
 def test_unknown_choice_names_it():
     with pytest.raises(ValueError, match="'P5S0T0'"):
-        _choices(["P0S0T0,P5S0T0"], SETTING_NAMES, "setting")
+        choices(["P0S0T0,P5S0T0"], SETTING_NAMES, "setting")
 
 
 def test_suites_lists_each_suite_in_one_line(capsys):

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from behavioral.answer_space import AnswerSpec
 from behavioral.prompt import Prompt, Slot
-from behavioral.suite import Answer, Suite, local_path
+from behavioral.suite import Answer, Suite, choices, local_path
 from behavioral.suites.giebench.categories import CATEGORIES
 from behavioral.suites.giebench.items import (
     DEFAULT_ITEMS, RELEASE_FILES, GieItem, default_items, files_sha256, load_jsonl, load_release,
@@ -100,18 +100,6 @@ class GieRunItem:
         return Answer(parse_verdict(text))
 
 
-def _choices(values: Sequence[str] | None, known: Sequence[str], what: str, fold=str) -> tuple[str, ...]:
-    """Repeated/comma-separated values or `all` (names compared after `fold`); an unknown one is an error."""
-    names = [v.strip() for value in values or () for v in value.split(",") if v.strip()]
-    if not names or "all" in names:
-        return tuple(known)
-    by_key = {fold(k): k for k in known}
-    for name in names:
-        if fold(name) not in by_key:
-            raise ValueError(f"unknown {what} {name!r}; expected one of {', '.join(known)} or all")
-    return tuple(dict.fromkeys(by_key[fold(n)] for n in names))
-
-
 def sample_items(items: Sequence[GieItem], n: int | None, seed: int) -> list[GieItem]:
     """A seeded sample of `n` items stratified by category: each category shuffled, then taken in turn."""
     if n is None or n >= len(items):
@@ -153,8 +141,8 @@ class GieBench(Suite):
 
     def options(self, args: argparse.Namespace) -> Options:
         return Options(data=args.data, items=args.items,
-                       prompt_types=_choices(args.prompt_type, PROMPT_TYPES, "--prompt-type", str.lower),
-                       categories=_choices(args.category, CATEGORIES, "--category", str.lower),
+                       prompt_types=choices(args.prompt_type, PROMPT_TYPES, "--prompt-type", str.lower),
+                       categories=choices(args.category, CATEGORIES, "--category", str.lower),
                        limit_items=args.limit_items, swap=args.swap)
 
     def dataset(self, config) -> Data:

@@ -13,7 +13,7 @@ import pandas as pd
 from behavioral.answer_space import AnswerSpec
 from behavioral.prompt import Prompt
 from behavioral.store import read_results
-from behavioral.suite import Answer, CaptureSpec, Suite, local_path
+from behavioral.suite import Answer, CaptureSpec, Suite, choices, local_path
 from behavioral.suites.intergroup import prompts
 from behavioral.suites.intergroup.answers import answer_decided, parse_intensity
 from behavioral.suites.intergroup.corpus import (
@@ -100,19 +100,6 @@ class IntergroupItem:
         return answer_decided(text, get_setting(self.setting).max_rating)
 
 
-def _choices(values: Sequence[str] | None, known: Sequence[str], what: str) -> tuple[str, ...]:
-    """Expand repeated/comma-separated values and `all`; unknown names are an error naming the known ones."""
-    if not values:
-        return tuple(known)
-    names = [v.strip() for value in values for v in value.split(",") if v.strip()]
-    if "all" in names:
-        return tuple(known)
-    for name in names:
-        if name not in known:
-            raise ValueError(f"unknown {what} {name!r}; expected one of {', '.join(known)} or all")
-    return tuple(dict.fromkeys(names))
-
-
 class Intergroup(Suite):
     """Seed 000: the intergroup empathy gap δ of Hou, Daumé & Rudinger (NAACL 2025)."""
 
@@ -137,8 +124,8 @@ class Intergroup(Suite):
                                                     "(default: --model)")
 
     def options(self, args: argparse.Namespace) -> Options:
-        return Options(categories=_choices(args.category, tuple(CATEGORIES), "category"),
-                       settings=_choices(args.setting, SETTING_NAMES, "setting"), events=args.events,
+        return Options(categories=choices(args.category, tuple(CATEGORIES), "category"),
+                       settings=choices(args.setting, SETTING_NAMES, "setting"), events=args.events,
                        limit_events=args.limit_events, rewrite_model=args.rewrite_model)
 
     def dataset(self, config) -> Data:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from behavioral.answer_space import AnswerSpec
 from behavioral.prompt import Prompt
-from behavioral.suite import Answer, Suite, local_path
+from behavioral.suite import Answer, Suite, comma_values, local_path
 from behavioral.suites.jaem.answers import cut_reply, letter_decided, parse_letter, reply_decided
 from behavioral.suites.jaem.dimensions import ATTRIBUTES, PROJECT_DIMENSIONS, load_dimensions
 from behavioral.suites.jaem.errors import JaemInputError
@@ -109,13 +109,6 @@ def _sha256(path: str) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
-def _comma(values: Sequence[str] | None) -> tuple[str, ...] | None:
-    """Repeated or comma-separated flag values, in order, without repeats."""
-    if not values:
-        return None
-    return tuple(dict.fromkeys(v.strip() for value in values for v in value.split(",") if v.strip()))
-
-
 class Jaem(Suite):
     """Seed 002: JaEm-ST (Formánek & Sotolář): CE by multiple choice, AE by VAD distance, ERA by EPITOME-style
     classifiers, per protected attribute."""
@@ -140,9 +133,10 @@ class Jaem(Suite):
                                  "the authors' code")
 
     def options(self, args: argparse.Namespace) -> Options:
-        return Options(tasks=_comma(args.task) or TASKS, templates=_comma(args.templates),
-                       dimensions=args.dimensions, full_dims=_comma([args.full_dims] if args.full_dims else None)
-                       or FULL_DIMS, repeats=args.repeats, limit=args.limit, layout=args.layout)
+        return Options(tasks=tuple(comma_values(args.task)) or TASKS,
+                       templates=tuple(comma_values(args.templates)) if args.templates else None,
+                       dimensions=args.dimensions, full_dims=tuple(comma_values(args.full_dims)) or FULL_DIMS,
+                       repeats=args.repeats, limit=args.limit, layout=args.layout)
 
     def dataset(self, config) -> Data:
         options = config.options or Options()

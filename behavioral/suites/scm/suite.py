@@ -7,7 +7,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from behavioral.suite import Suite
+from behavioral.suite import Suite, comma_values
 from behavioral.suites.scm.groups import GROUPS, group_set
 from behavioral.suites.scm.items import FIELDS, ScmItem, items
 from behavioral.suites.scm.prompts import TEMPLATES, check_template
@@ -31,13 +31,6 @@ class Options:
             check_template(name)
         object.__setattr__(self, "traits", tuple(self.traits))
         object.__setattr__(self, "templates", tuple(self.templates))
-
-
-def _names(value: str | None, known: Sequence[str]) -> tuple[str, ...]:
-    """A comma list (or None: all) in the order given, duplicates dropped."""
-    if not value:
-        return tuple(known)
-    return tuple(dict.fromkeys(v.strip() for v in value.split(",") if v.strip()))
 
 
 class Scm(Suite):
@@ -65,8 +58,8 @@ class Scm(Suite):
                                  "same as --samples)")
 
     def options(self, args: argparse.Namespace) -> Options:
-        return Options(groups=args.groups, traits=_names(args.traits, tuple(TRAITS)),
-                       templates=_names(args.templates, TEMPLATES))
+        return Options(groups=args.groups, traits=tuple(comma_values(args.traits)) if args.traits else tuple(TRAITS),
+                       templates=tuple(comma_values(args.templates)) if args.templates else TEMPLATES)
 
     def dataset(self, config) -> list[ScmItem]:
         options = config.options or Options()
