@@ -3,12 +3,22 @@
 from __future__ import annotations
 
 import datetime
+import hashlib
 import platform
 import subprocess
+from collections.abc import Iterable
 from importlib import metadata
 from pathlib import Path
 
 PACKAGES = ("empathy-gap", "torch", "transformers", "accelerate", "numpy", "scipy", "pandas", "pyarrow", "gguf")
+
+
+def files_sha256(paths: Iterable[str | Path]) -> str:
+    """One sha256 over the bytes of `paths`, in order (what a manifest records of a run's data files)."""
+    digest = hashlib.sha256()
+    for path in paths:
+        digest.update(Path(path).read_bytes())
+    return digest.hexdigest()
 
 
 def package_versions() -> dict[str, str | None]:

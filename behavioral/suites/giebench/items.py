@@ -3,7 +3,6 @@ suite), and the authors' release (three files of verbatim prompts, one per promp
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from collections.abc import Mapping
@@ -179,11 +178,3 @@ def load_release(directory: str | Path) -> list[GieItem]:
         raise ItemsError(f"{directory}: no such directory; expected the GIEBench data folder")
     files = {t: directory / name for t, name in RELEASE_FILES.items()}
     return release_items(files, {t: read_prompt_file(path) for t, path in files.items()})
-
-
-def files_sha256(paths) -> str:
-    """One sha256 over the bytes of `paths`, in order (what a run's manifest records of its item data)."""
-    digest = hashlib.sha256()
-    for path in paths:
-        digest.update(Path(path).read_bytes())
-    return digest.hexdigest()

@@ -10,10 +10,11 @@ from pathlib import Path
 
 from behavioral.answer_space import AnswerSpec
 from behavioral.prompt import Prompt, Slot
+from behavioral.provenance import files_sha256
 from behavioral.suite import Answer, Suite, choices, local_path
 from behavioral.suites.giebench.categories import CATEGORIES
 from behavioral.suites.giebench.items import (
-    DEFAULT_ITEMS, RELEASE_FILES, GieItem, default_items, files_sha256, load_jsonl, load_release,
+    DEFAULT_ITEMS, RELEASE_FILES, GieItem, default_items, load_jsonl, load_release,
 )
 from behavioral.suites.giebench.prompts import PROMPT_TYPES, SWAP_TYPES, identity_span
 from behavioral.suites.giebench.swaps import resolve_swaps

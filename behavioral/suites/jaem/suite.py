@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import hashlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -11,6 +10,7 @@ from pathlib import Path
 
 from behavioral.answer_space import AnswerSpec
 from behavioral.prompt import Prompt
+from behavioral.provenance import files_sha256
 from behavioral.suite import Answer, Suite, comma_values, local_path
 from behavioral.suites.jaem.answers import cut_reply, letter_decided, parse_letter, reply_decided
 from behavioral.suites.jaem.dimensions import ATTRIBUTES, PROJECT_DIMENSIONS, load_dimensions
@@ -105,10 +105,6 @@ class JaemItem:
         return letter_decided(text) if self.task == "ce" else reply_decided(text, self.sample.template.speaker)
 
 
-def _sha256(path: str) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
-
-
 class Jaem(Suite):
     """Seed 002: JaEm-ST (Formánek & Sotolář): CE by multiple choice, AE by VAD distance, ERA by EPITOME-style
     classifiers, per protected attribute."""
@@ -145,7 +141,7 @@ class Jaem(Suite):
         samples = build_samples(templates, dimensions, config.seed, options.full_dims, options.repeats,
                                 options.limit)
         return Data(options, tuple(templates), dimensions,
-                    _sha256(options.dimensions) if options.dimensions else None, tuple(samples))
+                    files_sha256([options.dimensions]) if options.dimensions else None, tuple(samples))
 
     def facts(self, data: Data) -> dict:
         return {"templates": {t.template_id: t.sha256 for t in data.templates},
