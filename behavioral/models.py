@@ -116,19 +116,35 @@ def _dense_gguf() -> dict:
     return {"quantization_config": GgufConfig(dequantize=True)}
 
 
+def _source_kwargs(source: ModelSource, trust_remote_code: bool) -> dict:
+    kwargs = {"trust_remote_code": trust_remote_code}
+    if source.gguf_file:
+        kwargs["gguf_file"] = source.gguf_file
+    return kwargs
+
+
+def load_tokenizer(spec: str, trust_remote_code: bool = False):
+    """The tokenizer of a model argument alone (no weights are loaded), e.g. to count the tokens of a run's prompts."""
+    from transformers import AutoTokenizer
+
+    source = resolve_source(spec)
+    try:
+        return AutoTokenizer.from_pretrained(source.path, **_source_kwargs(source, trust_remote_code))
+    except (OSError, ValueError) as err:
+        raise ModelLoadError(f"cannot load the tokenizer of model {spec!r}: {err}") from err
+
+
 def load(spec: str, device: str = "auto", dtype: str = "auto", trust_remote_code: bool = False):
     """Load model and tokenizer in eval mode; returns (model, tokenizer, info) where info goes into the manifest."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
 
     source = resolve_source(spec)
     device = resolve_device(device)
     torch_dtype = resolve_dtype(dtype, device)
-    kwargs = {"trust_remote_code": trust_remote_code}
-    if source.gguf_file:
-        kwargs["gguf_file"] = source.gguf_file
+    tokenizer = load_tokenizer(spec, trust_remote_code)
+    kwargs = _source_kwargs(source, trust_remote_code)
     model_kwargs = kwargs | _dense_gguf() if source.gguf_file else kwargs
     try:
-        tokenizer = AutoTokenizer.from_pretrained(source.path, **kwargs)
         model = AutoModelForCausalLM.from_pretrained(source.path, dtype=torch_dtype, **model_kwargs)
     except (OSError, ValueError) as err:
         raise ModelLoadError(f"cannot load model {spec!r}: {err}") from err

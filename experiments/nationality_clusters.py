@@ -7,8 +7,9 @@ From a run with persona capture (given with --run, or made here with --model int
   singly and as one grid, plus their coordinates (tables/projections.csv);
 - cluster statistics against the zones per layer (silhouette, leave-one-out kNN accuracy, label-permutation
   p-values): tables/cluster_stats_<span>.csv and a figure, with the same statistics of the rows of M;
-- RSA per layer between persona distances and behavior distances (Spearman r, Mantel p): tables/rsa_<span>.csv and
-  a figure;
+- RSA per layer between persona distances and behavior distances (Spearman r, Mantel p) and the partial Mantel test
+  with the identities' token counts partialled out (longer names such as "the United States" can drive both
+  distances): tables/rsa_<span>.csv, tables/token_counts_<span>.csv and a figure;
 - manifest.json: the run's manifest, this script's arguments, the activation store's meta and provenance.
 
 With --model the suite run comes first: its defaults (score mode, 1 event per cell) are a first look in minutes,
@@ -32,11 +33,15 @@ from matplotlib.figure import Figure
 
 from activations import store as activation_store
 from activations.capture import EMBED_HOOK, hook_layer
+from activations.spans import prompt_spans
+from behavioral import models
 from behavioral import store as run_store
+from behavioral.chat import detect_format
 from behavioral.outputs import save_figure
 from behavioral.provenance import provenance
 from behavioral.suites.intergroup.analysis import load_analyses
-from behavioral.suites.intergroup.groups import CATEGORIES, get_category
+from behavioral.suites.intergroup import prompts
+from behavioral.suites.intergroup.groups import CATEGORIES, UNSPECIFIED, get_category
 from behavioral.suites.intergroup.settings import SETTING_NAMES, get_setting, setting_label
 from interp import clusters, rsa
 from interp.progress import estimate_run
@@ -101,7 +106,6 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def make_run(args: argparse.Namespace) -> Path:
     """Run (or resume) the model on one category and setting with the capture the analysis needs, into OUT/run,
     after timing one batch and printing the estimate."""
-    from behavioral import models
     from behavioral.run import RunConfig, run
     from behavioral.suites.intergroup import Options
 
@@ -114,6 +118,19 @@ def make_run(args: argparse.Namespace) -> Path:
     loaded = models.load(args.model, args.device, args.dtype)
     print(f"suite run: {estimate_run(config, loaded, out).describe()} (capture passes extra)", flush=True)
     return run(config, out, loaded=loaded)
+
+
+def span_token_counts(config: dict, slot: str, setting: str, names: Sequence[str]) -> list[int]:
+    """Tokens of each identity in `slot` of the setting's prompt as the run's model reads it (the other slot holds
+    "a person"): the control of the partial Mantel test."""
+    tokenizer = models.load_tokenizer(config["model"], config.get("trust_remote_code", False))
+    chat_format = config.get("chat_format") or detect_format(tokenizer, config.get("prompt_format", "auto"))
+    counts = []
+    for name in names:
+        fills = {"perceiver": UNSPECIFIED, "experiencer": UNSPECIFIED, slot: name}
+        prompt = prompts.build(setting, fills["perceiver"], fills["experiencer"], "anger", "Something happened.")
+        counts.append(len(prompt_spans(tokenizer, prompt, chat_format)[1][slot]))
+    return counts
 
 
 def choose_hooks(spec: str, hooks: Sequence[str]) -> list[str]:
@@ -275,8 +292,15 @@ def _main(args: argparse.Namespace, argv: list[str]) -> int:
             written += save_figure(fig, fig_dir, f"cluster_stats_{span}")
             summary[f"cluster_stats_{span}"] = stats.drop(columns=["span"]).to_dict(orient="records")
         if M_rows is not None:
+            counts = span_token_counts(config, acts.meta["spans"][span]["slot"], setting, names)
+            control = rsa.difference_matrix(counts)
+            path = table_dir / f"token_counts_{span}.csv"
+            pd.DataFrame({"identity": names, "tokens": counts}).to_csv(path, index=False)
+            written.append(path)
+            confound = rsa.rsa(control, rsa.distance_matrix(M_rows, args.behavior_metric))
+            summary[f"token_count_vs_behavior_{span}"] = confound
             table = rsa.layer_rsa(vectors, M_rows, hooks, metric=args.metric, behavior_metric=args.behavior_metric,
-                                  n_permutations=args.n_permutations, seed=args.seed)
+                                  n_permutations=args.n_permutations, seed=args.seed, control=control)
             table.insert(0, "span", span)
             path = table_dir / f"rsa_{span}.csv"
             table.to_csv(path, index=False)
@@ -335,12 +359,16 @@ def _print_summary(summary: dict, spans: list[str]) -> None:
         corr = {r["hook"]: r for r in summary.get(f"rsa_{span}", [])}
         if not stats and not corr:
             continue
-        print(f"{span}: {'hook':<26} {'silhouette':>10} {'p':>6} {'kNN':>6} {'p':>6} {'RSA r':>7} {'p':>6}")
+        if f"token_count_vs_behavior_{span}" in summary:
+            print(f"{span}: token-count difference vs behavior distance, Spearman r = "
+                  f"{summary[f'token_count_vs_behavior_{span}']:+.3f}")
+        print(f"{span}: {'hook':<26} {'silhouette':>10} {'p':>6} {'kNN':>6} {'p':>6} {'RSA r':>7} {'p':>6} "
+              f"{'partial':>7} {'p':>6}")
         for hook in dict.fromkeys([*stats, *corr]):
             s, c = stats.get(hook), corr.get(hook)
             left = (f"{s['silhouette']:>+10.3f} {s['silhouette_p']:>6.3f} {s['knn_accuracy']:>6.3f} {s['knn_p']:>6.3f}"
                     if s else " " * 31)
-            right = f" {c['rsa']:>+7.3f} {c['p']:>6.3f}" if c else ""
+            right = f" {c['rsa']:>+7.3f} {c['p']:>6.3f} {c['partial_rsa']:>+7.3f} {c['partial_p']:>6.3f}" if c else ""
             print(f"{span}: {hook:<26} {left}{right}")
 
 

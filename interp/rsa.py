@@ -4,12 +4,13 @@ Per layer, the distance matrix of the persona vectors (cosine, after centring ov
 compared with the distance matrix of the perceivers' rows of M (euclidean by default: how differently two perceivers
 rate every experiencer). The RSA score is the Spearman correlation over the upper triangle (pairs i < j); its
 Mantel p-value permutes the identities of one matrix (rows and columns together) and is one-sided for a positive
-association: p = (1 + #{null >= r}) / (n_permutations + 1).
+association: p = (1 + #{null >= r}) / (n_permutations + 1). The partial Mantel test does the same with a control
+matrix (e.g. how much two personas differ in token count) partialled out of both.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -76,34 +77,72 @@ def mantel_permutations(n: int, n_permutations: int, seed: int) -> np.ndarray:
     return rng.permuted(np.tile(np.arange(n), (n_permutations, 1)), axis=1)
 
 
+def _permuted(D: np.ndarray, n_permutations: int, seed: int) -> tuple[np.ndarray, Iterator[np.ndarray]]:
+    """The standardized ranks of D's upper triangle, and those of D with its points relabelled by each of
+    `mantel_permutations` (chunks of [permutations, pairs]).
+
+    Relabelling the points only reorders the upper-triangle values, so their ranks are computed once and each
+    permutation costs one gather."""
+    n = len(D)
+    iu = np.triu_indices(n, k=1)
+    R = np.zeros((n, n))
+    R[iu] = _standard(rankdata(D[iu]))
+    R = R + R.T  # symmetric matrix of D's standardized off-diagonal ranks
+    perms = mantel_permutations(n, n_permutations, seed)
+    step = max(1, _CHUNK // (n * n))
+    chunks = (R[p[:, :, None], p[:, None, :]][:, iu[0], iu[1]] for p in np.split(perms, range(step, len(perms), step)))
+    return R[iu], chunks
+
+
+def _check_permutations(n_permutations: int) -> None:
+    if n_permutations < 1:
+        raise ValueError(f"n_permutations must be at least 1, got {n_permutations}")
+
+
 def mantel(D1: np.ndarray, D2: np.ndarray, n_permutations: int = 1000, seed: int = 0,
            return_null: bool = False) -> tuple[float, float] | tuple[float, float, np.ndarray]:
     """RSA of D1 and D2 and its one-sided Mantel p-value: D2's rows and columns are permuted together.
-
-    Vectorized: relabelling the points of D2 only reorders its upper-triangle values, so their ranks are computed
-    once and each permutation costs one gather and one dot product. `return_null` adds the null correlations.
-    """
+    `return_null` adds the null correlations."""
     D1, D2 = _check_pair(D1, D2)
-    if n_permutations < 1:
-        raise ValueError(f"n_permutations must be at least 1, got {n_permutations}")
-    n = len(D1)
-    iu = np.triu_indices(n, k=1)
-    a = _standard(rankdata(D1[iu]))
-    R = np.zeros((n, n))
-    R[iu] = rankdata(D2[iu])
-    R = R + R.T  # symmetric rank matrix of D2's off-diagonal entries
-    mean = R[iu].mean()
-    norm = np.sqrt(((R[iu] - mean) ** 2).sum())
-    r = float((a * (R[iu] - mean)).sum() / norm) if norm > 0 else float("nan")
-    perms = mantel_permutations(n, n_permutations, seed)
-    null = np.empty(n_permutations)
-    step = max(1, _CHUNK // (n * n))
-    for start in range(0, n_permutations, step):
-        p = perms[start:start + step]
-        permuted = R[p[:, :, None], p[:, None, :]][:, iu[0], iu[1]]  # [chunk, pairs]
-        null[start:start + step] = (permuted - mean) @ a / norm if norm > 0 else np.nan
+    _check_permutations(n_permutations)
+    a = _standard(rankdata(_upper(D1)))
+    b, chunks = _permuted(D2, n_permutations, seed)
+    r = float(a @ b)
+    null = np.concatenate([chunk @ a for chunk in chunks])
     p_val = p_value(r, null) if np.isfinite(r) else float("nan")
     return (r, p_val, null) if return_null else (r, p_val)
+
+
+def _partial(r_ab, r_az: float, r_bz):
+    """Correlation of a and b with z partialled out of both, from the three pairwise correlations."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return (r_ab - r_az * r_bz) / np.sqrt((1 - r_az ** 2) * (1 - r_bz ** 2))
+
+
+def partial_mantel(D1: np.ndarray, D2: np.ndarray, Z: np.ndarray, n_permutations: int = 1000, seed: int = 0,
+                   return_null: bool = False) -> tuple[float, float] | tuple[float, float, np.ndarray]:
+    """Partial Mantel test: the Spearman correlation of D1 and D2 with the control matrix Z partialled out of both,
+    and its one-sided p-value from permuting D2's points (the permutations of `mantel`), as vegan's mantel.partial
+    computes it with method="spearman". NaN where Z is constant or ranks like D1 or D2 exactly."""
+    D1, D2 = _check_pair(D1, D2)
+    _, Z = _check_pair(D1, Z)
+    _check_permutations(n_permutations)
+    a, z = _standard(rankdata(_upper(D1))), _standard(rankdata(_upper(Z)))
+    r_az = float(a @ z)
+    b, chunks = _permuted(D2, n_permutations, seed)
+    r = float(_partial(a @ b, r_az, b @ z))
+    null = np.concatenate([_partial(chunk @ a, r_az, chunk @ z) for chunk in chunks])
+    p_val = p_value(r, null) if np.isfinite(r) else float("nan")
+    return (r, p_val, null) if return_null else (r, p_val)
+
+
+def difference_matrix(values: Sequence[float]) -> np.ndarray:
+    """Square matrix |v_i - v_j| of a per-point quantity, e.g. the token count of each persona (a control for
+    `partial_mantel`)."""
+    v = np.asarray(values, dtype=np.float64)
+    if v.ndim != 1:
+        raise ValueError(f"expected one value per point, got shape {v.shape}")
+    return np.abs(v[:, None] - v[None, :])
 
 
 def layer_rsa(
@@ -115,13 +154,16 @@ def layer_rsa(
     center: bool = True,
     n_permutations: int = 1000,
     seed: int = 0,
+    control: np.ndarray | None = None,
 ) -> pd.DataFrame:
     """RSA per layer between persona vectors [layers × n × d] and behavior rows [n × columns] (the same n identities
     in the same order, e.g. the perceivers' rows of M without "a person").
 
     One row per layer: hook, layer, rsa (Spearman r), p (Mantel, one-sided), null_mean, null_q95, n, metric,
     behavior_metric, n_permutations. Persona vectors are centred over the identities of each layer (`center`); every
-    layer is tested against the same permutations.
+    layer is tested against the same permutations. `control`, an [n × n] distance matrix such as
+    `difference_matrix(persona token counts)`, adds the partial Mantel test with it partialled out: partial_rsa,
+    partial_p, partial_null_mean, partial_null_q95.
     """
     persona = np.asarray(persona)
     M_rows = np.asarray(M_rows)
@@ -135,26 +177,43 @@ def layer_rsa(
     D_behavior = distance_matrix(M_rows, behavior_metric)
     rows = []
     for hook, layer, X in zip(hooks, layer_numbers(hooks), persona):
-        r, p, null = mantel(distance_matrix(X, metric, center), D_behavior, n_permutations, seed, return_null=True)
-        rows.append({"hook": hook, "layer": layer, "rsa": r, "p": p, "null_mean": float(null.mean()),
-                     "null_q95": float(np.quantile(null, 0.95)), "n": persona.shape[1], "metric": metric,
-                     "behavior_metric": behavior_metric, "n_permutations": n_permutations})
+        D_persona = distance_matrix(X, metric, center)
+        r, p, null = mantel(D_persona, D_behavior, n_permutations, seed, return_null=True)
+        row = {"hook": hook, "layer": layer, "rsa": r, "p": p, **_null_summary(null), "n": persona.shape[1],
+               "metric": metric, "behavior_metric": behavior_metric, "n_permutations": n_permutations}
+        if control is not None:
+            r, p, null = partial_mantel(D_persona, D_behavior, control, n_permutations, seed, return_null=True)
+            row |= {"partial_rsa": r, "partial_p": p} | {f"partial_{k}": v for k, v in _null_summary(null).items()}
+        rows.append(row)
     return pd.DataFrame(rows)
+
+
+def _null_summary(null: np.ndarray) -> dict[str, float]:
+    return {"null_mean": float(np.nanmean(null)), "null_q95": float(np.nanquantile(null, 0.95))}
 
 
 def plot_rsa(df: pd.DataFrame, title: str | None = None, alpha: float = 0.05,
              out: str | Path | None = None) -> Figure:
     """Spearman r between persona and behavior distances across layers, with the Mantel null's mean and 95th
-    percentile; filled markers where p < `alpha`. `out` (a path without suffix) saves PNG and PDF."""
-    fig = Figure(figsize=(6.5, 3.8))
-    ax = fig.subplots()
-    plot_against_null(ax, df["layer"].to_numpy(), df["rsa"], df["p"], df["null_mean"], df["null_q95"], alpha,
+    percentile; filled markers where p < `alpha`; the partial Mantel curve beside it where `df` has one. `out` (a path
+    without suffix) saves PNG and PDF."""
+    partial = "partial_rsa" in df
+    fig = Figure(figsize=(11 if partial else 6.5, 3.8))
+    axes = fig.subplots(1, 2 if partial else 1, squeeze=False)[0]
+    layers = df["layer"].to_numpy()
+    plot_against_null(axes[0], layers, df["rsa"], df["p"], df["null_mean"], df["null_q95"], alpha,
                       "RSA (Spearman r)", "Mantel p")
-    ax.axhline(0, color="black", linewidth=0.5)
-    ax.set_ylabel("Spearman r (persona vs behavior distances)")
-    ax.legend(fontsize=7, loc="best", frameon=False)
+    axes[0].set_ylabel("Spearman r (persona vs behavior distances)")
+    if partial:
+        plot_against_null(axes[1], layers, df["partial_rsa"], df["partial_p"], df["partial_null_mean"],
+                          df["partial_null_q95"], alpha, "partial RSA", "partial Mantel p")
+        axes[1].set_ylabel("partial Spearman r (token count partialled out)")
+        axes[1].sharey(axes[0])
+    for ax in axes:
+        ax.axhline(0, color="black", linewidth=0.5)
+        ax.legend(fontsize=7, loc="best", frameon=False)
     if title:
-        ax.set_title(title, fontsize=10)
+        fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     if out is not None:
         save_figure(fig, Path(out).parent, Path(out).name)

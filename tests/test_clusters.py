@@ -159,8 +159,11 @@ def test_identity_vectors_from_store(tmp_path: Path) -> None:
     np.testing.assert_allclose(mean[1, :, 3], (100 * 10.5 + np.arange(1, 22)) / 64, rtol=1e-3)
 
 
-def test_script_end_to_end(tmp_path: Path, capsys) -> None:
+def test_script_end_to_end(tmp_path: Path, capsys, tiny_model_dir: Path) -> None:
     synthetic_capture_run(tmp_path / "run")
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    manifest["config"]["model"] = str(tiny_model_dir)  # the tokenizer that counts the personas' tokens
+    (tmp_path / "run" / "manifest.json").write_text(json.dumps(manifest))
     out = tmp_path / "out"
     argv = ["--run", str(tmp_path / "run"), "--out", str(out), "--n-permutations", "50", "--layers", "last"]
     assert _script().main(argv) == 0
@@ -178,8 +181,13 @@ def test_script_end_to_end(tmp_path: Path, capsys) -> None:
     assert list(stats.layer) == [-1, 0, 1] and stats.silhouette.iloc[2] > 0.3 and stats.knn_p.iloc[2] < 0.05
     table = pd.read_csv(out / "tables" / "rsa_persona.csv")
     assert len(table) == 3 and table.rsa.between(-1, 1).all() and table.p.between(0, 1).all()
+    assert table.partial_rsa.between(-1, 1).all() and table.partial_p.between(0, 1).all()
+    assert "partial" in printed and "token-count difference vs behavior distance" in printed
+    counts = pd.read_csv(out / "tables" / "token_counts_persona.csv").set_index("identity").tokens
+    assert list(counts.index) == list(get_category("nationality").identities) and counts.min() >= 4
+    assert counts["a person from the United States"] > counts["a person from Japan"]
     manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest["run_manifest"]["config"]["model"] == "synthetic"
+    assert manifest["run_manifest"]["config"]["model"] == str(tiny_model_dir)
     assert manifest["args"]["n_permutations"] == 50 and manifest["measure"] == "expected_intensity"
     assert "package_versions" in manifest["provenance"] and manifest["setting"] == "P0S1T0"
     assert manifest["projected_hooks"] == ["blocks.1.hook_resid_post"]

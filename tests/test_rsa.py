@@ -86,3 +86,69 @@ def test_layer_rsa_follows_the_planted_relation(tmp_path: Path) -> None:
     assert (tmp_path / "rsa.png").stat().st_size > 0 and (tmp_path / "rsa.pdf").is_file()
     with pytest.raises(ValueError, match="behavior rows"):
         rsa.layer_rsa(persona, behavior[:5])
+
+
+def vegan_partial_mantel(D1: np.ndarray, D2: np.ndarray, Z: np.ndarray, perms: np.ndarray) -> tuple[float, list]:
+    """vegan's mantel.partial(xdis=D2, ydis=D1, zdis=Z, method="spearman"), literally: three Spearman correlations
+    over the lower triangles, part.cor, and xdis permuted (rows and columns together) for the null."""
+    il = np.tril_indices(len(D1), k=-1)
+
+    def part_cor(rxy, rxz, ryz):
+        return (rxy - rxz * ryz) / np.sqrt(1 - rxz ** 2) / np.sqrt(1 - ryz ** 2)
+
+    ydis, zdis = D1[il], Z[il]
+    ryz = spearmanr(ydis, zdis).statistic
+    statistic = part_cor(spearmanr(D2[il], ydis).statistic, spearmanr(D2[il], zdis).statistic, ryz)
+    null = []
+    for take in perms:
+        permvec = permute(D2, take)[il]
+        null.append(part_cor(spearmanr(permvec, ydis).statistic, spearmanr(permvec, zdis).statistic, ryz))
+    return statistic, null
+
+
+def test_partial_mantel_is_vegans_rule() -> None:
+    rng = np.random.default_rng(11)
+    tokens = rng.integers(1, 5, size=14)  # tied token counts, as persona lengths are
+    Z = rsa.difference_matrix(tokens)
+    A = rsa.distance_matrix(np.hstack([points(14, 3, seed=12), tokens[:, None]]), "euclidean")
+    B = rsa.distance_matrix(np.hstack([points(14, 3, seed=13), tokens[:, None]]), "euclidean")
+    r, p, null = rsa.partial_mantel(A, B, Z, n_permutations=60, seed=4, return_null=True)
+    expected, expected_null = vegan_partial_mantel(A, B, Z, rsa.mantel_permutations(14, 60, seed=4))
+    assert r == pytest.approx(expected, abs=1e-12)
+    np.testing.assert_allclose(null, expected_null, atol=1e-12)
+    assert p == pytest.approx((1 + np.sum(np.array(expected_null) >= r - 1e-12)) / 61)
+
+
+def test_partial_mantel_removes_a_shared_confound_only() -> None:
+    rng = np.random.default_rng(21)
+    n = 24
+    tokens = rng.integers(1, 6, size=n).astype(float)
+    Z = rsa.difference_matrix(tokens)
+    noise = lambda seed: np.random.default_rng(seed).normal(size=(n, 4))  # noqa: E731
+    persona = rsa.distance_matrix(np.hstack([3 * tokens[:, None], noise(1)]), "euclidean")
+    behavior = rsa.distance_matrix(np.hstack([3 * tokens[:, None], noise(2)]), "euclidean")
+    r, p = rsa.mantel(persona, behavior, 500, seed=0)
+    pr, pp = rsa.partial_mantel(persona, behavior, Z, 500, seed=0)
+    assert r > 0.3 and p < 0.01  # both distances follow token count: RSA alone would call it a finding
+    assert abs(pr) < 0.15 and pp > 0.05
+    shared = noise(3)
+    persona = rsa.distance_matrix(np.hstack([3 * tokens[:, None], shared]), "euclidean")
+    behavior = rsa.distance_matrix(np.hstack([3 * tokens[:, None], shared + 0.3 * noise(4)]), "euclidean")
+    pr, pp = rsa.partial_mantel(persona, behavior, Z, 500, seed=0)
+    assert pr > 0.3 and pp < 0.01  # a relation beyond token count survives
+    assert np.isnan(rsa.partial_mantel(persona, behavior, np.ones((n, n)) - np.eye(n), 20)[0])  # constant control
+    with pytest.raises(ValueError, match="one value per point"):
+        rsa.difference_matrix(np.ones((3, 2)))
+
+
+def test_layer_rsa_with_a_control(tmp_path: Path) -> None:
+    rng = np.random.default_rng(31)
+    tokens = rng.integers(1, 5, size=21).astype(float)
+    behavior = np.hstack([rng.normal(size=(21, 5)), 4 * tokens[:, None]])
+    persona = np.stack([np.hstack([rng.normal(size=(21, 5)), 4 * tokens[:, None]]), behavior])
+    df = rsa.layer_rsa(persona, behavior, metric="euclidean", n_permutations=200,
+                       control=rsa.difference_matrix(tokens))
+    assert {"partial_rsa", "partial_p", "partial_null_mean", "partial_null_q95"} <= set(df.columns)
+    assert df.partial_rsa.iloc[0] < df.rsa.iloc[0] and df.partial_p.iloc[1] < 0.01
+    rsa.plot_rsa(df, "test", out=tmp_path / "rsa")
+    assert (tmp_path / "rsa.png").stat().st_size > 0
