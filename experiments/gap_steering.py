@@ -5,7 +5,8 @@
     python experiments/gap_steering.py --model smollm2-135m --category religion --setting P0S1T0 \\
         --limit-events 3 --out OUT                                         # makes the capture run in OUT/capture
 
-With --model the defaults are a first look in minutes (1 event, 3 layers × 3 coefficients); each suite run first
+With --probes-only (and --run) only the directions and the probes are computed, from the capture alone; no model is
+loaded. With --model the defaults are a first look in minutes (1 event, 3 layers × 3 coefficients); each suite run first
 times one batch and prints its estimate, then shows a progress bar. Each steering condition runs into its own
 resumable run directory OUT/steering/<condition>. Writes to OUT: directions.csv / directions.npy, steering.csv (δ
 and rates per condition), steering_rows.parquet (every prompt's result per condition), zero_coefficient_check.csv,
@@ -29,7 +30,7 @@ from activations.capture import hook_layer
 from behavioral import models
 from behavioral.provenance import provenance
 from behavioral.run import RunConfig, run
-from behavioral.store import write_json_atomic
+from behavioral.store import read_manifest, write_json_atomic
 from behavioral.suites.intergroup import Options
 from behavioral.suites.intergroup.rewrite import CACHE as REWRITES
 from interp import probes, steering
@@ -71,6 +72,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--cv", type=int, default=5)
     parser.add_argument("--n-shuffles", type=int, default=3, help="shuffled-label refits per probe")
     parser.add_argument("--probe-splits", default="sample,cell", help=f"comma list of {', '.join(probes.SPLITS)}")
+    parser.add_argument("--probe-layers", default="all",
+                        help="layers to probe: all, or a comma list of block numbers (-1: the embeddings)")
+    parser.add_argument("--probes-only", action="store_true",
+                        help="with --run: directions and probes from the capture alone (no model, no steered runs)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--device", default="auto")
     parser.add_argument("--dtype", default="auto")
@@ -80,6 +85,8 @@ def parse_args(argv=None) -> argparse.Namespace:
         parser.error("--model needs --category and --setting")
     if args.run and args.events:
         parser.error("--events goes with --model; a --run brings its own events")
+    if args.probes_only and not args.run:
+        parser.error("--probes-only goes with --run")
     return args
 
 
@@ -124,6 +131,22 @@ def pick_layers(spec: str, captured: list[int]) -> list[int]:
     return layers
 
 
+def pick_probe_hooks(spec: str, hooks: list[str]) -> list[str]:
+    """Hooks named by --probe-layers, in store order (all, or block numbers with -1 for the embeddings)."""
+    if spec == "all":
+        return list(hooks)
+    try:
+        layers = {int(x) for x in spec.split(",") if x.strip()}
+    except ValueError:
+        raise ValueError(f"--probe-layers: expected all or a comma list of integers, got {spec!r}") from None
+    chosen = [h for h in hooks if hook_layer(h) in layers]
+    missing = sorted(layers - {hook_layer(h) for h in chosen})
+    if missing:
+        raise ValueError(f"--probe-layers {missing} were not captured (captured: "
+                         f"{', '.join(str(hook_layer(h)) for h in hooks)})")
+    return chosen
+
+
 def direction_table(store, category: str, setting: str, raw: np.ndarray) -> pd.DataFrame:
     """Per hook: the direction's norm, the norm of the mean final-token state, their ratio, and the cosine with the
     previous layer's direction."""
@@ -150,13 +173,15 @@ def main(argv=None) -> int:
         else:
             run_dir = args.run
             config = base_config(run_dir, args)
-            loaded = models.load(config.model, args.device, config.dtype, config.trust_remote_code)
-        info = loaded[2]
+            loaded = None if args.probes_only else models.load(config.model, args.device, config.dtype,
+                                                                config.trust_remote_code)
+        info = read_manifest(run_dir)["config"] if loaded is None else loaded[2]
         category, setting = config.options.categories[0], config.options.settings[0]
         store = activation_store.load(run_dir)
         if store.meta.get("per_cell_samples", 0) < 2:
             raise ValueError(f"{run_dir}: the probes need final-token samples; make the run with "
                              "--per-cell-samples 4 or more")
+        probe_hooks = pick_probe_hooks(args.probe_layers, store.hooks)
 
         # directions
         raw = steering.ingroup_direction(store, category, setting)
@@ -168,22 +193,23 @@ def main(argv=None) -> int:
         layers = pick_layers(args.layers, steering.captured_layers(store.hooks))
         coefs = sorted(set(args.coefs) | {0.0})
 
-        # steering sweep
-        print(f"steering {config.model} ({info['dtype']}, {info['device']}) at layers {layers}, coefficients {coefs}"
-              + (", and projection" if args.project else ""), flush=True)
-        rows = steering.run_conditions(config, out / STEERING_DIR, loaded,
-                                       steering.layer_directions(used, store.hooks, layers),
-                                       steering.sweep_conditions(layers, coefs, args.project),
-                                       rewrites=run_dir / REWRITES, progress=True)
-        summary = steering.summarize(rows, args.n_permutations, args.seed)
-        check = steering.zero_coefficient_check(rows)
-        for name, frame in (("steering.csv", summary), ("zero_coefficient_check.csv", check)):
-            frame.to_csv(out / name, index=False)
-            written["tables"].append(str(out / name))
-        rows.to_parquet(out / "steering_rows.parquet")
-        written["tables"].append(str(out / "steering_rows.parquet"))
-        written["figures"] += [str(p) for p in steering.plot_sweep(summary, out / "figures")]
-        del loaded
+        summary = check = None
+        if loaded is not None:
+            print(f"steering {config.model} ({info['dtype']}, {info['device']}) at layers {layers}, coefficients "
+                  f"{coefs}" + (", and projection" if args.project else ""), flush=True)
+            rows = steering.run_conditions(config, out / STEERING_DIR, loaded,
+                                           steering.layer_directions(used, store.hooks, layers),
+                                           steering.sweep_conditions(layers, coefs, args.project),
+                                           rewrites=run_dir / REWRITES, progress=True)
+            summary = steering.summarize(rows, args.n_permutations, args.seed)
+            check = steering.zero_coefficient_check(rows)
+            for name, frame in (("steering.csv", summary), ("zero_coefficient_check.csv", check)):
+                frame.to_csv(out / name, index=False)
+                written["tables"].append(str(out / name))
+            rows.to_parquet(out / "steering_rows.parquet")
+            written["tables"].append(str(out / "steering_rows.parquet"))
+            written["figures"] += [str(p) for p in steering.plot_sweep(summary, out / "figures")]
+            del loaded
 
         # probes
         frames = []
@@ -191,7 +217,7 @@ def main(argv=None) -> int:
             for split in [s.strip() for s in args.probe_splits.split(",") if s.strip()]:
                 print(f"probing {target} (split by {split})", flush=True)
                 frames.append(probes.layer_probes(store, category, setting, target, args.cv, args.seed, split,
-                                                  args.n_shuffles))
+                                                  args.n_shuffles, hooks=probe_hooks))
         probe_table = pd.concat(frames, ignore_index=True)
         probe_table.to_csv(out / "probes.csv", index=False)
         written["tables"].append(str(out / "probes.csv"))
@@ -200,12 +226,13 @@ def main(argv=None) -> int:
         print(f"gap_steering: error: {err}", file=sys.stderr)
         return 2
 
-    exact = bool(check["identical"].all()) and len(check) == len(layers)
+    exact = None if check is None else bool(check["identical"].all()) and len(check) == len(layers)
     manifest = {
         "arguments": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
         "provenance": provenance(), "run_dir": str(run_dir), "model": info, "category": category, "setting": setting,
-        "steer_config": dataclasses.asdict(config), "layers": layers, "coefficients": coefs,
-        "unit_directions": args.unit, "zero_coefficient_reproduces_unsteered": exact,
+        "steer_config": None if summary is None else dataclasses.asdict(config),
+        "layers": None if summary is None else layers, "coefficients": None if summary is None else coefs,
+        "unit_directions": args.unit, "zero_coefficient_reproduces_unsteered": exact, "probed_hooks": probe_hooks,
         "seconds": round(time.perf_counter() - started, 1), "files": written,
     }
     write_json_atomic(out / "manifest.json", manifest)
@@ -214,18 +241,19 @@ def main(argv=None) -> int:
             print(f"{kind[:-1]}: {path}")
     print(f"manifest: {out / 'manifest.json'}")
     _print_summary(summary, probe_table)
-    if not exact:
+    if exact is False:
         print("gap_steering: coefficient 0 did NOT reproduce the unsteered run exactly; see "
               f"{out / 'zero_coefficient_check.csv'}", file=sys.stderr)
         return 1
     return 0
 
 
-def _print_summary(summary: pd.DataFrame, probe_table: pd.DataFrame) -> None:
+def _print_summary(summary: pd.DataFrame | None, probe_table: pd.DataFrame) -> None:
     columns = ["condition", "measure", "delta", "p_value", "delta_change", "refusal_rate", "non_numeric_mass",
                "non_numeric_mass_change", "mean_rating"]
     with pd.option_context("display.width", 200, "display.max_rows", 200, "display.float_format", "{:.3f}".format):
-        print(summary[columns].to_string(index=False))
+        if summary is not None:
+            print(summary[columns].to_string(index=False))
         keep = ["target", "split", "layer", "balanced_accuracy_mean", "control_balanced_accuracy_mean", "chance"]
         print(probe_table[keep].to_string(index=False))
 

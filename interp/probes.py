@@ -10,6 +10,7 @@ the probe gets from chance structure alone (about 1 / classes for balanced ones)
 from __future__ import annotations
 
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -101,9 +102,10 @@ def probe_labels(category: str, cells: pd.DataFrame, target: str) -> tuple[np.nd
 
 
 def layer_probes(store: ActivationStore, category: str, setting: str, target: str = "ingroup", cv: int = 5,
-                 seed: int = 0, split: str = "sample", n_shuffles: int = 3, C: float = 1.0) -> pd.DataFrame:
-    """One probe per hook (``hook_embed``, then each captured layer) on the final-token samples of a category and
-    setting; "a person" cells are left out.
+                 seed: int = 0, split: str = "sample", n_shuffles: int = 3, C: float = 1.0,
+                 hooks: Sequence[str] | None = None) -> pd.DataFrame:
+    """One probe per hook (``hook_embed``, then each captured layer; `hooks` picks some of them) on the final-token
+    samples of a category and setting; "a person" cells are left out.
 
     `target`: ``ingroup`` (perceiver and experiencer in the same group) or ``perceiver_group``. `split`: ``sample``
     (plain stratified folds), ``cell`` (no (perceiver, experiencer) cell in both train and test: the probe must
@@ -119,8 +121,13 @@ def layer_probes(store: ActivationStore, category: str, setting: str, target: st
         groups = (kept["perceiver"] + "|" + kept["experiencer"]).to_numpy()
     elif split == "event":
         groups = kept["event_id"].to_numpy()
+    unknown = sorted(set(hooks or ()) - set(store.hooks))
+    if unknown:
+        raise ValueError(f"hooks {unknown} were not captured; captured: {', '.join(store.hooks)}")
     rows = []
     for i, hook in enumerate(store.hooks):
+        if hooks is not None and hook not in hooks:
+            continue
         result = probe(samples[i][keep], y, cv=cv, seed=seed, groups=groups, n_shuffles=n_shuffles, C=C)
         rows.append({"category": category, "setting": setting, "target": target, "split": split, "hook": hook,
                      "layer": hook_layer(hook)} | result)

@@ -3,6 +3,10 @@ synthetic store of final-token samples."""
 
 from __future__ import annotations
 
+import importlib.util
+import json
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -12,6 +16,7 @@ from activations.capture import hook_names
 from behavioral.suites.intergroup import SUITE
 from behavioral.suites.intergroup.groups import get_category
 from interp import probes
+from tests.test_analysis import make_run
 
 SETTING = "P0S1T0"
 CELL = SUITE.capture.cell
@@ -97,3 +102,28 @@ def test_layer_probes_find_the_planted_signals_layer_by_layer(tmp_path):
     assert [p.suffix for p in paths] == [".png", ".pdf"] and all(p.stat().st_size > 0 for p in paths)
     with pytest.raises(ValueError, match="target"):
         probes.layer_probes(store, "religion", SETTING, "experiencer")
+
+
+def test_gap_steering_probes_only_needs_no_model(tmp_path, capsys):
+    run_dir = make_run(tmp_path / "run", categories=("religion",), mode="score", settings=(SETTING,))
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    manifest["config"] |= {"capture": ["final"], "model": str(tmp_path / "no-such-model")}  # never loaded
+    (run_dir / "manifest.json").write_text(json.dumps(manifest))
+    _synthetic_sample_store(run_dir)
+    path = Path(__file__).parents[1] / "experiments" / "gap_steering.py"
+    spec = importlib.util.spec_from_file_location("gap_steering", path)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    out = tmp_path / "out"
+    argv = ["--run", str(run_dir), "--out", str(out), "--probes-only", "--probe-layers", "0,1", "--n-shuffles", "1",
+            "--probe-splits", "cell"]
+    assert script.main(argv) == 0
+    table = pd.read_csv(out / "probes.csv")
+    assert sorted(set(table["layer"])) == [0, 1] and set(table["target"]) == set(probes.TARGETS)
+    ingroup = table[table["target"] == "ingroup"].set_index("layer")["balanced_accuracy_mean"]
+    assert ingroup[0] > 0.9 and ingroup[1] < 0.75
+    recorded = json.loads((out / "manifest.json").read_text())
+    assert recorded["steer_config"] is None and recorded["probed_hooks"] == hook_names(2)[1:]
+    assert not (out / "steering.csv").exists() and str(out / "probes.csv") in capsys.readouterr().out
+    assert script.main([*argv[:-4], "--probe-layers", "7"]) == 2
+    assert "--probe-layers [7] were not captured" in capsys.readouterr().err
