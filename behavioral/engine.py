@@ -30,10 +30,12 @@ class EngineError(ValueError):
 @dataclass(frozen=True)
 class Generation:
     """One continuation: its text; whether decoding stopped at max_new_tokens with the turn still open and the answer
-    not yet decided; and the final prompt token's activations [hooks, d] when a tracer was active."""
+    not yet decided; the answer distribution where the same pass scored it (`Engine.generate_and_score`); and the
+    final prompt token's activations [hooks, d] when a tracer was active."""
 
     text: str
     truncated: bool
+    scores: Scores | None = None
     state: torch.Tensor | None = field(default=None, compare=False, repr=False)
 
 
@@ -278,17 +280,36 @@ class Engine:
         `until[i]` (if given) says the reply of prompt i so far decides its answer. Greedy unless `sampling` says
         otherwise; then prompt i draws from its own random stream `seeds[i]` (see stream_seed), so its sample does
         not depend on the batch it lands in."""
+        sampling, until, seeds = self._check_requests(prompts, until, sampling, seeds)
+        return self._batched(
+            lambda chunk: self._generate_batch([prompts[i] for i in chunk], until and [until[i] for i in chunk],
+                                               sampling, seeds and [seeds[i] for i in chunk]),
+            prompts, self.max_new_tokens,
+        )
+
+    def generate_and_score(self, prompts: Sequence[list[int]], trie: AnswerTrie,
+                           until: Sequence[Until | None] | None = None, sampling: Sampling | None = None,
+                           seeds: Sequence[int] | None = None) -> list[Generation]:
+        """`generate` and `score` of the same prompts with one prompt forward each: the tree-masked forward that
+        scores the answer set also gives the first reply token's logits and the prompt's KV cache (the tree's keys
+        are cropped before decoding). Each Generation carries its Scores. The trie must have no prefill."""
+        if trie.prefill:
+            raise ValueError("generate_and_score needs an answer trie without prefill; generate and score apart")
+        sampling, until, seeds = self._check_requests(prompts, until, sampling, seeds)
+        return self._batched(
+            lambda chunk: self._generate_batch([prompts[i] for i in chunk], until and [until[i] for i in chunk],
+                                               sampling, seeds and [seeds[i] for i in chunk], trie),
+            prompts, max(self.max_new_tokens, len(trie)),
+        )
+
+    def _check_requests(self, prompts, until, sampling, seeds):
         sampling = sampling or Sampling()
         for name, given in (("until predicates", until), ("seeds", seeds)):
             if given is not None and len(given) != len(prompts):
                 raise ValueError(f"{len(given)} {name} for {len(prompts)} prompts; expected one each")
         if not sampling.greedy and seeds is None:
             raise ValueError("sampling needs one seed per prompt (behavioral.engine.stream_seed)")
-        return self._batched(
-            lambda chunk: self._generate_batch([prompts[i] for i in chunk], until and [until[i] for i in chunk],
-                                               sampling, seeds and [seeds[i] for i in chunk]),
-            prompts, self.max_new_tokens,
-        )
+        return sampling, until, seeds
 
     def _next_tokens(self, logits: torch.Tensor, sampling: Sampling, uniforms: torch.Tensor | None) -> torch.Tensor:
         """The next token of each row: the argmax, or a draw by inverse CDF (tokens in id order, so the draw
@@ -306,15 +327,22 @@ class Engine:
 
     @torch.inference_mode()
     def _generate_batch(self, prompts: list[list[int]], until: list[Until | None] | None, sampling: Sampling,
-                        seeds: list[int] | None) -> list[Generation]:
+                        seeds: list[int] | None, trie: AnswerTrie | None = None) -> list[Generation]:
         batch = Batch(self, prompts)
         n = len(prompts)
-        out = self._prompt_forward(
-            batch, input_ids=batch.ids, attention_mask=batch.bias(batch.prompt_mask()), position_ids=batch.positions,
-            past_key_values=batch.cache, use_cache=True, logits_to_keep=1,
-        )
-        logits, cache = out.logits[:, -1], out.past_key_values
-        self.tokens_computed += batch.ids.numel()
+        scores: list[Scores | None] = [None] * n
+        if trie is None:
+            out = self._prompt_forward(
+                batch, input_ids=batch.ids, attention_mask=batch.bias(batch.prompt_mask()),
+                position_ids=batch.positions, past_key_values=batch.cache, use_cache=True, logits_to_keep=1,
+            )
+            self.tokens_computed += batch.ids.numel()
+            logits, cache = out.logits[:, -1], out.past_key_values
+        else:
+            out = self._tree_forward(batch, trie, use_cache=True)
+            scores = trie.read(out.logits)
+            logits, cache = out.logits[:, 0], out.past_key_values
+            cache.crop(-len(trie))  # the tree's keys; decoding continues after the prompt
         keys, position = batch.keys, batch.next_position
         uniforms = None
         if not sampling.greedy:  # [n, max_new_tokens]: row r's stream, one number per step
@@ -353,7 +381,8 @@ class Engine:
             ).logits[:, -1]
             position = position + 1
             self.tokens_computed += len(alive)
-        return [Generation(self.tokenizer.decode(r, skip_special_tokens=True), t) for r, t in zip(replies, truncated)]
+        return [Generation(self.tokenizer.decode(r, skip_special_tokens=True), t, sc)
+                for r, t, sc in zip(replies, truncated, scores)]
 
     def score(self, prompts: Sequence[list[int]], trie: AnswerTrie) -> list[Scores]:
         """The distribution of each prompt's answer over the trie's answer set (after its prefill, if any), read in
@@ -363,8 +392,12 @@ class Engine:
 
     @torch.inference_mode()
     def _score_batch(self, prompts: list[list[int]], trie: AnswerTrie) -> list[Scores]:
-        batch = Batch(self, prompts)
-        n, w, t = len(prompts), batch.width, len(trie)
+        return trie.read(self._tree_forward(Batch(self, prompts), trie, use_cache=False).logits)
+
+    def _tree_forward(self, batch: Batch, trie: AnswerTrie, use_cache: bool):
+        """The batch's prompts and the answer tree in one forward (each node sees its prompt and its ancestors);
+        logits at the last prompt position and after every node; `use_cache` keeps the KV cache, tree included."""
+        n, w, t = batch.ids.shape[0], batch.width, len(trie)
         tree = trie.tokens.to(self.device)
         input_ids = torch.cat([batch.ids, tree.expand(n, t)], dim=1)
         positions = torch.cat([batch.positions, batch.next_position[:, None] + trie.depth.to(self.device) - 1], dim=1)
@@ -373,9 +406,9 @@ class Engine:
         allowed[:, :w, :-t] = batch.prompt_mask()
         allowed[:, w:, :-t] = batch.keys[:, None, :]
         allowed[:, w:, -t:] = trie.ancestry.to(self.device)
-        logits = self._prompt_forward(
+        out = self._prompt_forward(
             batch, input_ids=input_ids, attention_mask=batch.bias(allowed), position_ids=positions,
-            past_key_values=batch.cache, use_cache=batch.cache is not None, logits_to_keep=t + 1,
-        ).logits
+            past_key_values=batch.cache, use_cache=use_cache or batch.cache is not None, logits_to_keep=t + 1,
+        )
         self.tokens_computed += input_ids.numel()
-        return trie.read(logits)
+        return out

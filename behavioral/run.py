@@ -175,6 +175,12 @@ class Runner:
         in it too."""
         return self.config.mode != "score" or item.answers is None
 
+    def _requests(self, items: Sequence[Item], requests: Sequence[tuple[int, int]]) -> dict:
+        """The early-stop predicates and, when sampling, the random streams of (item index, sample) requests."""
+        seeds = None if self.sampling.greedy else \
+            [stream_seed(self.config.seed, items[i].item_id, s) for i, s in requests]
+        return {"until": [getattr(items[i], "decided", None) for i, _ in requests], "seeds": seeds}
+
     def check_lengths(self, items) -> None:
         """Fail before any work if some prompt (answer included) would not fit the model's context."""
         if self.context is None:
@@ -197,18 +203,24 @@ class Runner:
         mode, n = self.config.mode, self.config.samples
         generated: list[list[Generation | None]] = [[None] * n for _ in items]
         scored: list[Scores | None] = [None] * len(items)
-        to_generate = [i for i, item in enumerate(items) if self.generates(item)]
-        if to_generate:
-            requests = [(i, s) for i in to_generate for s in range(n)]
-            seeds = None if self.sampling.greedy else \
-                [stream_seed(self.config.seed, items[i].item_id, s) for i, s in requests]
-            until = [getattr(items[i], "decided", None) for i, _ in requests]
-            out = self.engine.generate([ids[i] for i, _ in requests], until=until, sampling=self.sampling, seeds=seeds)
+        specs = dict.fromkeys(item.answers for item in items if item.answers is not None)
+        if mode == "both" and n == 1:  # one reply per item: its prompt forward scores it too
+            for spec in (spec for spec in specs if not self.trie(spec).prefill):
+                idx = [i for i, item in enumerate(items) if item.answers == spec]
+                out = self.engine.generate_and_score([ids[i] for i in idx], self.trie(spec), sampling=self.sampling,
+                                                     **self._requests(items, [(i, 0) for i in idx]))
+                for i, g in zip(idx, out):
+                    generated[i][0], scored[i] = g, g.scores
+        requests = [(i, s) for i, item in enumerate(items) if self.generates(item) and scored[i] is None
+                    for s in range(n)]
+        if requests:
+            out = self.engine.generate([ids[i] for i, _ in requests], sampling=self.sampling,
+                                       **self._requests(items, requests))
             for (i, s), g in zip(requests, out):
                 generated[i][s] = g
         if mode != "generate":
-            for spec in dict.fromkeys(item.answers for item in items if item.answers is not None):
-                idx = [i for i, item in enumerate(items) if item.answers == spec]
+            for spec in specs:
+                idx = [i for i, item in enumerate(items) if item.answers == spec and scored[i] is None]
                 for i, score in zip(idx, self.engine.score([ids[i] for i in idx], self.trie(spec))):
                     scored[i] = score
         states = None

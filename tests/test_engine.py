@@ -12,10 +12,10 @@ from transformers import LogitsProcessor, LogitsProcessorList
 
 from behavioral import chat
 from behavioral.suites.intergroup import prompts
-from behavioral.answer_space import AnswerTrie
+from behavioral.answer_space import AnswerSpec, AnswerTrie
 from behavioral.suites.intergroup.answers import answer_decided, parse_intensity
 from behavioral.suites.intergroup.corpus import embedded_events
-from behavioral.engine import Batch, Engine, shared_prefix_length
+from behavioral.engine import Batch, Engine, Sampling, shared_prefix_length
 from tests.conftest import favouring_model, make_tiny_model
 
 
@@ -179,3 +179,29 @@ def test_logits_with_the_prefix_cache_equal_a_plain_forward(tiny_model, tiny_tok
     for row, prompt in enumerate(ids):
         plain = tiny_model(torch.tensor([prompt])).logits[0, -1]
         assert torch.max(torch.abs(cached[row] - plain)) < 1e-4
+
+
+@pytest.mark.parametrize("sampled", [False, True])
+def test_generate_and_score_equals_generate_and_score_apart(tiny_tokenizer, sampled):
+    model = _talkative_model(tiny_tokenizer, 6)  # replies that hold numbers, stop early, and run on
+    trie = AnswerTrie.for_scale(tiny_tokenizer, 100)
+    ids = _prompt_ids(tiny_tokenizer, 12) + _prompt_ids(tiny_tokenizer, 4, perceivers=("a Christian",))
+    engine = Engine(model, tiny_tokenizer, batch_size=5, max_new_tokens=24)
+    kwargs = {"until": [partial(answer_decided, max_rating=100)] * len(ids)}
+    if sampled:
+        kwargs |= {"sampling": Sampling(temperature=1.0), "seeds": list(range(len(ids)))}
+    joint = engine.generate_and_score(ids, trie, **kwargs)
+    computed = engine.tokens_computed
+    engine.tokens_computed = 0
+    generated, scored = engine.generate(ids, **kwargs), engine.score(ids, trie)
+    assert [g.text for g in joint] == [g.text for g in generated]
+    assert [g.truncated for g in joint] == [g.truncated for g in generated]
+    assert len({g.text for g in joint}) > 4 and any(g.truncated for g in joint) and not all(g.truncated for g in joint)
+    for g, s in zip(joint, scored):
+        assert g.scores.greedy == s.greedy
+        assert g.scores.expected == pytest.approx(s.expected, abs=1e-5)
+        assert g.scores.valid_mass == pytest.approx(s.valid_mass, rel=1e-5)
+    assert computed < engine.tokens_computed  # each prompt ran once, not twice
+    with pytest.raises(ValueError, match="prefill"):
+        engine.generate_and_score(ids, AnswerTrie.build(tiny_tokenizer, AnswerSpec.choices(
+            {"yes": ["yes"], "no": ["no"]}, prefill="Answer:")))

@@ -85,6 +85,19 @@ def test_rows_cover_the_grid_once(baseline):
     assert (rows["category"] == "religion").all()
 
 
+def test_both_mode_rows_are_the_generate_and_score_rows(baseline, tiny_model_dir, tmp_path):
+    """Mode both scores and decodes from one prompt forward (Engine.generate_and_score); its rows are the replies of
+    a generate run and the scores of a score run."""
+    both = _sorted(read_results(run(_config(tiny_model_dir, mode="both"), tmp_path / "both", progress=False)))
+    generated = _sorted(read_results(run(_config(tiny_model_dir, mode="generate"), tmp_path / "gen", progress=False)))
+    scored = _sorted(baseline[2])
+    for column in ("response", "intensity", "refused", "truncated"):
+        pd.testing.assert_series_equal(both[column], generated[column])
+    pd.testing.assert_series_equal(both["score_answer"], scored["score_answer"])
+    pd.testing.assert_frame_equal(both[["expected_intensity", "numeric_mass"]],
+                                  scored[["expected_intensity", "numeric_mass"]], check_exact=False, atol=1e-6)
+
+
 def test_unit_ids_name_their_cell_and_hold_whole_chunks(baseline):
     config, _, rows = baseline
     for unit_id, group in rows.groupby("unit_id"):
