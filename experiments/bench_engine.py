@@ -1,4 +1,5 @@
-"""Engine benchmark: plain batched model.generate against the engine's generate and score modes on the same prompts.
+"""Engine benchmark: plain batched model.generate against the engine's generate, score and both (one pass that
+generates and scores) modes on the same prompts.
 
 Both decode up to --max-new-tokens (the run's default, 128); the engine stops a reply early once its answer is
 decided, as a run does, so agreement is measured on the parsed answers (and on the engine's text being a prefix of
@@ -104,7 +105,7 @@ def matmul_peak_flops(device: str, dtype: torch.dtype, size: int = 8192, repeats
 
 
 def main() -> None:
-    """Run the three paths on the same prompts and report prompts/s, agreement and memory."""
+    """Run the four paths on the same prompts and report prompts/s, agreement and memory."""
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--model", default="smollm2-135m")
     parser.add_argument("--shapes", choices=("model", "llama-3.1-8b"), default="model")
@@ -146,12 +147,14 @@ def main() -> None:
         model, tokenizer, prompts, args.batch_size, args.max_new_tokens, engine.stop_ids, engine.pad_id), device)
     computed = {}
     for name, fn in (("generate", lambda: [g.text for g in engine.generate(prompts, until)]),
-                     ("score", lambda: engine.score(prompts, trie))):
+                     ("score", lambda: engine.score(prompts, trie)),
+                     ("both", lambda: engine.generate_and_score(prompts, trie, until))):
         engine.prefixes.entries.clear()
         engine.tokens_computed = engine.prefixes.tokens_computed = 0
         computed[name] = _timed(fn, device)
         computed[name] += (engine.tokens_computed + engine.prefixes.tokens_computed,)
     (gen, t_gen, m_gen, n_gen), (scored, t_score, m_score, n_score) = computed["generate"], computed["score"]
+    joint, t_both, m_both, n_both = computed["both"]
 
     numeric = [i for i, text in enumerate(base) if text.strip()[:1].isdigit()
                and parse_intensity(text, max_rating) is not None]
@@ -166,6 +169,13 @@ def main() -> None:
         "baseline_prompt_tokens_per_s": prompt_tokens / t_base,
         "generate_prompt_tokens_per_s": prompt_tokens / t_gen,
         "score_prompt_tokens_per_s": prompt_tokens / t_score,
+        "both_prompts_per_s": len(prompts) / t_both,
+        "both_apart_prompts_per_s": len(prompts) / (t_gen + t_score),
+        "both_prompt_tokens_per_s": prompt_tokens / t_both,
+        "both_speedup_over_apart": (t_gen + t_score) / t_both,
+        "both_agreement": sum(j.text == g and j.scores.greedy == s.greedy
+                              for j, g, s in zip(joint, gen, scored)) / len(prompts),
+        "both_max_expected_difference": max(abs(j.scores.expected - s.expected) for j, s in zip(joint, scored)),
         "generate_speedup": t_base / t_gen,
         "max_new_tokens": args.max_new_tokens,
         "generate_agreement": sum(parse_intensity(a, max_rating) == parse_intensity(b, max_rating)
@@ -174,9 +184,9 @@ def main() -> None:
         "numeric_rate": len(numeric) / len(prompts),
         "score_agreement": (sum(scored[i].greedy == parse_intensity(base[i], max_rating) for i in numeric)
                             / len(numeric)) if numeric else None,
-        "peak_memory_gib": {"baseline": m_base, "generate": m_gen, "score": m_score},
+        "peak_memory_gib": {"baseline": m_base, "generate": m_gen, "score": m_score, "both": m_both},
         "unique_prompt_tokens": unique_tokens(labelled),
-        "tokens_computed": {"generate": n_gen, "score": n_score},
+        "tokens_computed": {"generate": n_gen, "score": n_score, "both": n_both},
         "torch_threads": torch.get_num_threads(),
     }
     if device.startswith("cuda"):
@@ -191,12 +201,16 @@ def main() -> None:
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     print(f"{'path':<10} {'prompts/s':>10} {'tokens/s':>10} {'agreement':>10} {'peak GiB':>9}")
     for name, key, agree in (("baseline", "baseline", 1.0), ("generate", "generate", result["generate_agreement"]),
-                             ("score", "score", result["score_agreement"])):
+                             ("score", "score", result["score_agreement"]), ("both", "both", result["both_agreement"])):
         agree_text = "n/a" if agree is None else f"{agree:.3f}"
         print(f"{name:<10} {result[f'{key}_prompts_per_s']:>10.2f} {result[f'{key}_prompt_tokens_per_s']:>10.0f} "
               f"{agree_text:>10} {result['peak_memory_gib'][key]:>9.2f}")
-    print(f"agreement: parsed answers (generate), greedy score answer vs parsed baseline (score); the engine's text "
-          f"is a prefix of the baseline's for {result['generate_prefix_agreement']:.3f}")
+    print(f"agreement: parsed answers (generate), greedy score answer vs parsed baseline (score), text and greedy "
+          f"score answer vs generate and score apart (both); the engine's text is a prefix of the baseline's for "
+          f"{result['generate_prefix_agreement']:.3f}")
+    print(f"both in one pass: {result['both_speedup_over_apart']:.2f}x generate + score apart "
+          f"({result['both_apart_prompts_per_s']:.2f} prompts/s); largest expected-value difference "
+          f"{result['both_max_expected_difference']:.2g}")
     print(f"numeric rate of the baseline: {result['numeric_rate']:.3f}; json: {args.out}")
 
 
