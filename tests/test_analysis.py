@@ -140,6 +140,10 @@ def test_analyze_writes_tables_figures_and_report(tmp_path: Path) -> None:
         assert (out / "figures" / f"{stem}.png").stat().st_size > 0
         assert (out / "figures" / f"{stem}.pdf").stat().st_size > 0
     assert (out / "matrices" / "religion_P0S0T0.csv").is_file()
+    for a in analysis.load_analyses(run_dir, n_permutations=20):  # M without the t-test mask where it hides cells
+        unmasked = out / "figures" / f"heatmap_{a.category.name}_{a.setting}_unmasked.png"
+        assert unmasked.is_file() == (not a.shown.all())
+    assert any((out / "figures").glob("*_unmasked.png")), "the test needs a heatmap with hidden cells"
     table2 = pd.read_csv(out / "table2_delta.csv")
     assert list(table2.category) == ["nationality", "religion"] and list(table2.setting) == ["P0S0T0"] * 2
     report = report_path.read_text()

@@ -30,9 +30,10 @@ def tsne_settings(**params) -> dict:
             "sklearn": sklearn.__version__}
 
 
-def _draw_heatmap(ax: Axes, a: SettingAnalysis, ticks: bool) -> None:
-    """M on `ax` with cells failing the t-tests in white and white lines around the "a person" row and column; axes
-    labelled perceiver (rows) and experiencer (columns), with identity names as ticks if `ticks`."""
+def _draw_heatmap(ax: Axes, a: SettingAnalysis, ticks: bool, masked: bool = True) -> None:
+    """M on `ax` with cells failing the t-tests in white (unless `masked` is False) and white lines around the
+    "a person" row and column; axes labelled perceiver (rows) and experiencer (columns), with identity names as ticks
+    if `ticks`."""
     ax.set_xlabel("experiencer")
     ax.set_ylabel("perceiver")
     names = [a.category.short_label(i) for i in a.identities]
@@ -46,7 +47,7 @@ def _draw_heatmap(ax: Axes, a: SettingAnalysis, ticks: bool) -> None:
         ax.text(0.5, 0.5, "n/a", ha="center", va="center", transform=ax.transAxes)
         return
     cmap = colormaps[CMAP].with_extremes(bad="white")
-    shown = np.ones_like(a.M, dtype=bool) if a.shown is None else a.shown
+    shown = np.ones_like(a.M, dtype=bool) if a.shown is None or not masked else a.shown
     # The colour scale spans the whole M, masked cells included (as the authors' heatmap.py), not the shown cells.
     image = ax.imshow(np.ma.masked_where(~shown, a.M), cmap=cmap, interpolation="nearest",
                       vmin=float(a.M.min()), vmax=float(a.M.max()))
@@ -78,15 +79,28 @@ def heatmap_grid(analyses: list[SettingAnalysis]) -> Figure:
     return fig
 
 
-def heatmap(a: SettingAnalysis) -> Figure:
-    """Figures 3, 5, 6: M of one category and setting with identity labels."""
+def heatmap(a: SettingAnalysis, masked: bool = True) -> Figure:
+    """Figures 3, 5, 6: M of one category and setting with identity labels; a caption says which cells the t-tests
+    hide (`masked`) or that none is hidden."""
     size = 3 + 0.3 * len(a.identities)
-    fig = Figure(figsize=(size + 1, size))
+    fig = Figure(figsize=(size + 1, size + 0.4))
     ax = fig.subplots()
-    _draw_heatmap(ax, a, ticks=True)
+    _draw_heatmap(ax, a, ticks=True, masked=masked)
     ax.set_title(f"{a.category.title}, {setting_label(a.setting)}")
-    fig.tight_layout()
+    fig.text(0.01, 0.005, _mask_caption(a, masked), fontsize=7, ha="left", va="bottom", wrap=True)
+    fig.tight_layout(rect=(0, 0.03, 1, 1))
     return fig
+
+
+def _mask_caption(a: SettingAnalysis, masked: bool) -> str:
+    """What the white cells of a heatmap mean, with the counts a reader needs to judge them."""
+    events = int(a.keep.sum()) if a.keep is not None else 0
+    if a.shown is None or not masked:
+        return f"M, all cells shown ({events} events per cell)."
+    n = len(a.identities)
+    hidden = int((~a.shown).sum())
+    return (f"White: {hidden} of {(n - 1) * (n - 2)} off-diagonal cells not significantly different from both diagonal "
+            f"cells (paired t-tests over {events} events, p < 0.05/{n}²); the unmasked M is in the _unmasked figure.")
 
 
 def tsne_nationality(a: SettingAnalysis, **params) -> Figure:
@@ -119,6 +133,8 @@ def write_figures(analyses: list[SettingAnalysis], out_dir: Path) -> list[Path]:
     paths = save_figure(heatmap_grid(analyses), fig_dir, "heatmap_grid")
     for a in analyses:
         paths += save_figure(heatmap(a), fig_dir, f"heatmap_{a.category.name}_{a.setting}")
+        if a.shown is not None and not a.shown.all():
+            paths += save_figure(heatmap(a, masked=False), fig_dir, f"heatmap_{a.category.name}_{a.setting}_unmasked")
         if a.category.zone_of is not None and a.M_delta is not None:
             paths += save_figure(tsne_nationality(a), fig_dir, f"tsne_{a.category.name}_{a.setting}")
     return paths
