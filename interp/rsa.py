@@ -203,12 +203,16 @@ def plot_rsa(df: pd.DataFrame, title: str | None = None, alpha: float = 0.05,
     layers = df["layer"].to_numpy()
     plot_against_null(axes[0], layers, df["rsa"], df["p"], df["null_mean"], df["null_q95"], alpha,
                       "RSA (Spearman r)", "Mantel p")
-    axes[0].set_ylabel("Spearman r (persona vs behavior distances)")
+    axes[0].set_ylabel("Spearman r, persona vs behavior")
     if partial:
         plot_against_null(axes[1], layers, df["partial_rsa"], df["partial_p"], df["partial_null_mean"],
                           df["partial_null_q95"], alpha, "partial RSA", "partial Mantel p")
-        axes[1].set_ylabel("partial Spearman r (token count partialled out)")
-        axes[1].sharey(axes[0])
+        axes[1].set_ylabel("partial r, token count held out")
+        shown = df[["rsa", "null_mean", "null_q95", "partial_rsa", "partial_null_mean", "partial_null_q95"]]
+        lo, hi = float(np.nanmin(shown.to_numpy())), float(np.nanmax(shown.to_numpy()))
+        pad = 0.05 * (hi - lo) or 0.05
+        for ax in axes:  # one scale for both panels, every curve inside it
+            ax.set_ylim(min(lo, 0) - pad, hi + pad)
     for ax in axes:
         ax.axhline(0, color="black", linewidth=0.5)
         ax.legend(fontsize=7, loc="best", frameon=False)

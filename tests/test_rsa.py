@@ -150,5 +150,8 @@ def test_layer_rsa_with_a_control(tmp_path: Path) -> None:
                        control=rsa.difference_matrix(tokens))
     assert {"partial_rsa", "partial_p", "partial_null_mean", "partial_null_q95"} <= set(df.columns)
     assert df.partial_rsa.iloc[0] < df.rsa.iloc[0] and df.partial_p.iloc[1] < 0.01
-    rsa.plot_rsa(df, "test", out=tmp_path / "rsa")
+    fig = rsa.plot_rsa(df, "test", out=tmp_path / "rsa")
     assert (tmp_path / "rsa.png").stat().st_size > 0
+    for ax in fig.axes:  # both panels on one scale that holds every curve
+        low, high = ax.get_ylim()
+        assert low <= df[["rsa", "partial_rsa"]].min().min() and high >= df[["rsa", "partial_rsa"]].max().max()
