@@ -73,7 +73,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--n-shuffles", type=int, default=3, help="shuffled-label refits per probe")
     parser.add_argument("--probe-splits", default="sample,cell", help=f"comma list of {', '.join(probes.SPLITS)}")
     parser.add_argument("--probe-layers", default="all",
-                        help="layers to probe: all, or a comma list of block numbers (-1: the embeddings)")
+                        help="layers to probe: all, or a comma list of block numbers and embed (the embeddings)")
     parser.add_argument("--probes-only", action="store_true",
                         help="with --run: directions and probes from the capture alone (no model, no steered runs)")
     parser.add_argument("--seed", type=int, default=0)
@@ -132,13 +132,14 @@ def pick_layers(spec: str, captured: list[int]) -> list[int]:
 
 
 def pick_probe_hooks(spec: str, hooks: list[str]) -> list[str]:
-    """Hooks named by --probe-layers, in store order (all, or block numbers with -1 for the embeddings)."""
+    """Hooks named by --probe-layers, in store order (all, or block numbers and embed for the embeddings)."""
     if spec == "all":
         return list(hooks)
     try:
-        layers = {int(x) for x in spec.split(",") if x.strip()}
+        layers = {-1 if x.strip() == "embed" else int(x) for x in spec.split(",") if x.strip()}
     except ValueError:
-        raise ValueError(f"--probe-layers: expected all or a comma list of integers, got {spec!r}") from None
+        raise ValueError(f"--probe-layers: expected all or a comma list of block numbers and embed, got {spec!r}"
+                         ) from None
     chosen = [h for h in hooks if hook_layer(h) in layers]
     missing = sorted(layers - {hook_layer(h) for h in chosen})
     if missing:

@@ -115,15 +115,15 @@ def test_gap_steering_probes_only_needs_no_model(tmp_path, capsys):
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
     out = tmp_path / "out"
-    argv = ["--run", str(run_dir), "--out", str(out), "--probes-only", "--probe-layers", "0,1", "--n-shuffles", "1",
+    argv = ["--run", str(run_dir), "--out", str(out), "--probes-only", "--probe-layers", "embed,0", "--n-shuffles", "1",
             "--probe-splits", "cell"]
     assert script.main(argv) == 0
     table = pd.read_csv(out / "probes.csv")
-    assert sorted(set(table["layer"])) == [0, 1] and set(table["target"]) == set(probes.TARGETS)
+    assert sorted(set(table["layer"])) == [-1, 0] and set(table["target"]) == set(probes.TARGETS)
     ingroup = table[table["target"] == "ingroup"].set_index("layer")["balanced_accuracy_mean"]
-    assert ingroup[0] > 0.9 and ingroup[1] < 0.75
+    assert ingroup[0] > 0.9 and ingroup[-1] < 0.75
     recorded = json.loads((out / "manifest.json").read_text())
-    assert recorded["steer_config"] is None and recorded["probed_hooks"] == hook_names(2)[1:]
+    assert recorded["steer_config"] is None and recorded["probed_hooks"] == hook_names(2)[:2]
     assert not (out / "steering.csv").exists() and str(out / "probes.csv") in capsys.readouterr().out
     assert script.main([*argv[:-4], "--probe-layers", "7"]) == 2
     assert "--probe-layers [7] were not captured" in capsys.readouterr().err
