@@ -5,12 +5,14 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 FIGURE_FORMATS = ("png", "pdf")
@@ -83,3 +85,23 @@ def write_table(out_dir: str | Path, name: str, title: str, frame: pd.DataFrame,
     frame.to_csv(csv, index=False)
     md.write_text(f"{title}\n\n{markdown}")
     return Table(name, title, frame, markdown, csv, md)
+
+
+def label_points(ax: Axes, points: np.ndarray, names: Sequence[str], fontsize: float = 7,
+                 tolerance: float = 1e-3) -> None:
+    """Annotate 2-D points with their names; points that coincide (closer than `tolerance` of the plot's span, as
+    identical rows do after t-SNE or UMAP) get one label listing every name instead of names printed over each
+    other."""
+    points = np.asarray(points, dtype=float)
+    span = float(np.ptp(points, axis=0).max()) if len(points) else 0.0
+    groups: list[list[int]] = []
+    for i, point in enumerate(points):
+        same = next((g for g in groups if np.abs(points[g[0]] - point).max() <= tolerance * span), None)
+        if same is None:
+            groups.append([i])
+        else:
+            same.append(i)
+    for members in groups:
+        x, y = points[members[0]]
+        ax.annotate(", ".join(names[i] for i in members), (x, y), textcoords="offset points", xytext=(4, 3),
+                    fontsize=fontsize)

@@ -29,7 +29,7 @@ from matplotlib.figure import Figure
 from scipy.spatial.distance import pdist, squareform
 
 from activations.capture import EMBED_LAYER, hook_layer
-from behavioral.outputs import save_figure
+from behavioral.outputs import label_points, save_figure
 from behavioral.suites.intergroup.groups import UNSPECIFIED, get_category
 
 METHODS = ("tsne", "umap")
@@ -370,8 +370,7 @@ def plot_projection(
         ax.scatter(points[idx, 0], points[idx, 1], color=color, marker=marker, s=42, label=lab,
                    edgecolors="black", linewidths=0.4)
     if names is not None:
-        for (x, y), name in zip(points, names):
-            ax.annotate(name, (x, y), textcoords="offset points", xytext=(4, 3), fontsize=7)
+        label_points(ax, points, names)
     ax.set_xticks([])
     ax.set_yticks([])
     if title:

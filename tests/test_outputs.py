@@ -1,10 +1,13 @@
-"""An analysis folder appears whole or not at all, and never replaces a folder that is not an earlier analysis."""
+"""An analysis folder appears whole or not at all, and never replaces a folder that is not an earlier analysis;
+labels of coinciding points stay readable."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
+from matplotlib.figure import Figure
 
-from behavioral.outputs import REPORT, staged_dir
+from behavioral.outputs import REPORT, label_points, staged_dir
 
 
 def test_staged_dir_replaces_an_earlier_analysis_whole(tmp_path):
@@ -36,3 +39,10 @@ def test_a_folder_that_is_not_an_analysis_is_never_replaced(tmp_path):
     assert (tmp_path / "paper.tex").read_text() == "draft"
     with staged_dir(tmp_path / "empty") as tmp:  # a new folder is fine
         (tmp / REPORT).write_text("ok")
+
+
+def test_coinciding_points_get_one_label_naming_each() -> None:
+    ax = Figure().subplots()
+    points = np.array([[0.0, 0.0], [10.0, 5.0], [10.0, 5.0 + 1e-6], [3.0, 3.0]])
+    label_points(ax, points, ["Japan", "the United States", "the United Kingdom", "Egypt"])
+    assert sorted(t.get_text() for t in ax.texts) == ["Egypt", "Japan", "the United States, the United Kingdom"]

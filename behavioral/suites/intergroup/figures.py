@@ -10,7 +10,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from sklearn.manifold import TSNE
 
-from behavioral.outputs import save_figure
+from behavioral.outputs import label_points, save_figure
 from behavioral.suites.intergroup.result import SettingAnalysis
 from behavioral.suites.intergroup.settings import SETTING_NAMES, setting_label
 
@@ -117,8 +117,7 @@ def tsne_nationality(a: SettingAnalysis, **params) -> Figure:
     for zone in zones:
         idx = [k for k, n in enumerate(names) if a.category.zone_of[n] == zone]
         ax.scatter(points[idx, 0], points[idx, 1], color=colors[zone], label=zone, s=40)
-    for (x, y), name in zip(points, names):
-        ax.annotate(a.category.short_label(name), (x, y), textcoords="offset points", xytext=(4, 4), fontsize=8)
+    label_points(ax, points, [a.category.short_label(n) for n in names], fontsize=8)
     ax.set_xticks([])
     ax.set_yticks([])
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1))
