@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from behavioral import store
-from behavioral.suites.intergroup import analysis
+from behavioral.suites.intergroup import analysis, figures
 from behavioral.suites.intergroup.suite import FIELDS
 from behavioral.suites.intergroup.groups import get_category
 
@@ -221,3 +221,14 @@ def test_a_random_answerer_shows_no_gap():
         deltas.append(a.permutation.delta)
     assert sum(p < 0.05 for p in p_values) <= 3  # 1 expected by chance out of 20
     assert abs(np.mean(deltas)) < 0.25 and 0.2 < np.median(p_values) < 0.8
+
+
+def test_figures_name_a_measure_other_than_the_generated_intensity(tmp_path: Path) -> None:
+    run_dir = make_run(tmp_path / "run", categories=("religion",), mode="score", settings=("P0S0T0",))
+    expected = analysis.load_analyses(run_dir, n_permutations=20, measure="expected_intensity")[0]
+    title = figures.heatmap(expected).axes[0].get_title()
+    assert title == "Religion, (P0, S0, T0), expected intensity"
+    assert figures.heatmap_grid([expected])._suptitle.get_text() == "M of expected intensity"
+    greedy = analysis.load_analyses(make_run(tmp_path / "gen", categories=("religion",), settings=("P0S0T0",)),
+                                    n_permutations=20)[0]
+    assert figures.heatmap(greedy).axes[0].get_title() == "Religion, (P0, S0, T0)"  # the paper's measure
