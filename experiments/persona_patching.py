@@ -162,7 +162,8 @@ def main(argv=None) -> int:
     outputs: list[Path] = []
     timing: dict[str, float] = {}
     counts: dict[str, int] = {}
-    title = f"{model_info['model']} · {category.title} · {setting} · {len(events)} events"
+    n_events = f"{len(events)} event" + ("s" if len(events) != 1 else "")
+    title = f"{model_info['model']} · {category.title} · {setting} · {n_events}"
 
     t0, f0 = time.perf_counter(), forwards["n"]
     frame = P.patched_gap_prompts(engine, category, setting, events, layers, args.positions, modes, chat_format,
