@@ -6,10 +6,9 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from behavioral.provenance import provenance
+from behavioral.provenance import files_sha256, provenance
 from behavioral.run import prepare_out_dir
 from behavioral.store import MANIFEST, SCHEMA_VERSION, RunDirError, result_schema, write_json_atomic, write_part
-from behavioral.provenance import files_sha256
 from behavioral.suites.giebench.items import ItemsError, read_prompt_file, release_items
 from behavioral.suites.giebench.prompts import PROMPT_TYPES
 from behavioral.suites.giebench.suite import FIELDS, GieRunItem

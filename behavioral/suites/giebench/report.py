@@ -11,7 +11,6 @@ import pandas as pd
 from behavioral.outputs import REPORT, Table
 
 
-
 def markdown(frame: pd.DataFrame, formats: Mapping[str, Callable] | None = None,
              default: Callable | None = None) -> str:
     """`frame` as a Markdown table, each column's cells written by its format (or `default` for floats)."""

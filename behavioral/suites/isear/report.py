@@ -8,7 +8,6 @@ from behavioral.outputs import REPORT
 from behavioral.suites.isear.prompts import EMOTIONS, GENDERS
 
 
-
 def _fmt(v: float) -> str:
     return f"{v:.4f}"
 
