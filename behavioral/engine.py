@@ -280,12 +280,7 @@ class Engine:
         `until[i]` (if given) says the reply of prompt i so far decides its answer. Greedy unless `sampling` says
         otherwise; then prompt i draws from its own random stream `seeds[i]` (see stream_seed), so its sample does
         not depend on the batch it lands in."""
-        sampling, until, seeds = self._check_requests(prompts, until, sampling, seeds)
-        return self._batched(
-            lambda chunk: self._generate_batch([prompts[i] for i in chunk], until and [until[i] for i in chunk],
-                                               sampling, seeds and [seeds[i] for i in chunk]),
-            prompts, self.max_new_tokens,
-        )
+        return self._generate_all(prompts, until, sampling, seeds, None)
 
     def generate_and_score(self, prompts: Sequence[list[int]], trie: AnswerTrie,
                            until: Sequence[Until | None] | None = None, sampling: Sampling | None = None,
@@ -295,21 +290,23 @@ class Engine:
         are cropped before decoding). Each Generation carries its Scores. The trie must have no prefill."""
         if trie.prefill:
             raise ValueError("generate_and_score needs an answer trie without prefill; generate and score apart")
-        sampling, until, seeds = self._check_requests(prompts, until, sampling, seeds)
-        return self._batched(
-            lambda chunk: self._generate_batch([prompts[i] for i in chunk], until and [until[i] for i in chunk],
-                                               sampling, seeds and [seeds[i] for i in chunk], trie),
-            prompts, max(self.max_new_tokens, len(trie)),
-        )
+        return self._generate_all(prompts, until, sampling, seeds, trie)
 
-    def _check_requests(self, prompts, until, sampling, seeds):
+    def _generate_all(self, prompts: Sequence[list[int]], until: Sequence[Until | None] | None,
+                      sampling: Sampling | None, seeds: Sequence[int] | None,
+                      trie: AnswerTrie | None) -> list[Generation]:
+        """Check the per-prompt requests, then decode length-sorted batches (scoring them too with a `trie`)."""
         sampling = sampling or Sampling()
         for name, given in (("until predicates", until), ("seeds", seeds)):
             if given is not None and len(given) != len(prompts):
                 raise ValueError(f"{len(given)} {name} for {len(prompts)} prompts; expected one each")
         if not sampling.greedy and seeds is None:
             raise ValueError("sampling needs one seed per prompt (behavioral.engine.stream_seed)")
-        return sampling, until, seeds
+        return self._batched(
+            lambda chunk: self._generate_batch([prompts[i] for i in chunk], until and [until[i] for i in chunk],
+                                               sampling, seeds and [seeds[i] for i in chunk], trie),
+            prompts, self.max_new_tokens if trie is None else max(self.max_new_tokens, len(trie)),
+        )
 
     def _next_tokens(self, logits: torch.Tensor, sampling: Sampling, uniforms: torch.Tensor | None) -> torch.Tensor:
         """The next token of each row: the argmax, or a draw by inverse CDF (tokens in id order, so the draw
