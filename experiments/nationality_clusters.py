@@ -120,16 +120,19 @@ def make_run(args: argparse.Namespace) -> Path:
     return run(config, out, loaded=loaded)
 
 
-def span_token_counts(config: dict, slot: str, setting: str, names: Sequence[str]) -> list[int]:
-    """Tokens of each identity in `slot` of the setting's prompt as the run's model reads it (the other slot holds
-    "a person"): the control of the partial Mantel test."""
+def span_token_counts(config: dict, slots: Sequence[str], setting: str,
+                      names: Sequence[str]) -> dict[str, list[int]]:
+    """Per slot, the tokens of each identity in that slot of the setting's prompt as the run's model reads it (the
+    other slot holds "a person"): the control of the partial Mantel test."""
     tokenizer = models.load_tokenizer(config["model"], config.get("trust_remote_code", False))
     chat_format = config.get("chat_format") or detect_format(tokenizer, config.get("prompt_format", "auto"))
-    counts = []
-    for name in names:
-        fills = {"perceiver": UNSPECIFIED, "experiencer": UNSPECIFIED, slot: name}
-        prompt = prompts.build(setting, fills["perceiver"], fills["experiencer"], "anger", "Something happened.")
-        counts.append(len(prompt_spans(tokenizer, prompt, chat_format)[1][slot]))
+    counts: dict[str, list[int]] = {}
+    for slot in slots:
+        counts[slot] = []
+        for name in names:
+            fills = {"perceiver": UNSPECIFIED, "experiencer": UNSPECIFIED, slot: name}
+            prompt = prompts.build(setting, fills["perceiver"], fills["experiencer"], "anger", "Something happened.")
+            counts[slot].append(len(prompt_spans(tokenizer, prompt, chat_format)[1][slot]))
     return counts
 
 
@@ -258,6 +261,8 @@ def _main(args: argparse.Namespace, argv: list[str]) -> int:
     else:
         notes.append(f"{category.name}/{setting}: M undefined; behavior projections and RSA skipped")
 
+    slot_of = {span: acts.meta["spans"][span]["slot"] for span in args.spans}
+    token_counts = span_token_counts(config, list(slot_of.values()), setting, names) if M_rows is not None else {}
     for span in args.spans:
         vectors, identities = clusters.identity_vectors(acts, category.name, setting, span, args.reduction)
         if identities != names:
@@ -292,7 +297,7 @@ def _main(args: argparse.Namespace, argv: list[str]) -> int:
             written += save_figure(fig, fig_dir, f"cluster_stats_{span}")
             summary[f"cluster_stats_{span}"] = stats.drop(columns=["span"]).to_dict(orient="records")
         if M_rows is not None:
-            counts = span_token_counts(config, acts.meta["spans"][span]["slot"], setting, names)
+            counts = token_counts[slot_of[span]]
             control = rsa.difference_matrix(counts)
             path = table_dir / f"token_counts_{span}.csv"
             pd.DataFrame({"identity": names, "tokens": counts}).to_csv(path, index=False)
