@@ -6,8 +6,9 @@
         --limit-events 3 --out OUT                                         # makes the capture run in OUT/capture
 
 With --probes-only (and --run) only the directions and the probes are computed, from the capture alone; no model is
-loaded. With --model the defaults are a first look in minutes (1 event, 3 layers × 3 coefficients); each suite run first
-times one batch and prints its estimate, then shows a progress bar. Each steering condition runs into its own
+loaded. With --model the defaults are a first look in minutes (1 event, 3 layers × coefficients ±4, and 0 once); with
+--run, --limit-events N steers a seeded N-event sample while the directions come from the run's whole capture. Each
+suite run first times one batch and prints its estimate, then shows a progress bar. Each steering condition runs into its own
 resumable run directory OUT/steering/<condition>. Writes to OUT: directions.csv / directions.npy, steering.csv (δ
 and rates per condition), steering_rows.parquet (every prompt's result per condition), zero_coefficient_check.csv,
 probes.csv, figures/*.png|pdf, manifest.json; prints every path. Exits 1 if coefficient 0 does not reproduce the
@@ -55,8 +56,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--category", help="required with --model; with --run, default: the run's first")
     parser.add_argument("--setting", help="required with --model; with --run, default: the run's first")
-    parser.add_argument("--limit-events", type=int, default=1, help="with --model: events sampled per cell "
-                                                                    "(default 1)")
+    parser.add_argument("--limit-events", type=int,
+                        help="events of the steered runs, a seeded sample stratified by emotion (default: with --model "
+                             "1; with --run the run's own); with --run the directions still come from its whole "
+                             "capture")
     parser.add_argument("--events", help="with --model: crowd-enVENT release (default: the embedded events)")
     parser.add_argument("--mode", choices=("score", "generate", "both"),
                         help="mode of the steered runs (default: the run's mode; score with --model)")
@@ -93,7 +96,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 def capture_run(args, loaded: tuple) -> Path:
     """OUT/capture: the suite slice with final-token capture (all layers), made or resumed, its estimate first."""
     options = Options(categories=(args.category,), settings=(args.setting,), events=args.events,
-                      limit_events=args.limit_events)
+                      limit_events=1 if args.limit_events is None else args.limit_events)
     config = RunConfig(suite="intergroup", model=args.model, options=options, seed=args.seed,
                        mode=args.mode or "score", device=args.device, dtype=args.dtype, batch_size=args.batch_size,
                        capture=("final",), layers="all", per_cell_samples=args.per_cell_samples)
@@ -114,7 +117,8 @@ def base_config(run_dir: Path, args) -> RunConfig:
     for name, value, known in (("category", category, options.categories), ("setting", setting, options.settings)):
         if value not in known:
             raise ValueError(f"--{name} {value!r} is not in {run_dir} (it has {', '.join(known)})")
-    options = dataclasses.replace(options, categories=(category,), settings=(setting,))
+    limit = options.limit_events if args.limit_events is None else args.limit_events
+    options = dataclasses.replace(options, categories=(category,), settings=(setting,), limit_events=limit)
     return dataclasses.replace(stored, options=options, mode=args.mode or stored.mode, device=args.device,
                                batch_size=args.batch_size, capture=(), per_cell_samples=0,
                                dtype=stored.dtype if args.dtype == "auto" else args.dtype)
@@ -227,7 +231,7 @@ def main(argv=None) -> int:
         print(f"gap_steering: error: {err}", file=sys.stderr)
         return 2
 
-    exact = None if check is None else bool(check["identical"].all()) and len(check) == len(layers)
+    exact = None if check is None else bool(check["identical"].all()) and len(check) == 1
     manifest = {
         "arguments": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
         "provenance": provenance(), "run_dir": str(run_dir), "model": info, "category": category, "setting": setting,

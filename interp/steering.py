@@ -229,10 +229,14 @@ class Condition:
 
 
 def sweep_conditions(layers: Sequence[int], coefs: Sequence[float], project: bool = False) -> list[Condition]:
-    """The unsteered baseline, then each layer × coefficient (and, with `project`, each layer's projection)."""
+    """The unsteered baseline, then each layer × coefficient (and, with `project`, each layer's projection).
+
+    Coefficient 0 runs at the first layer only: it checks that the steering hook leaves the run unchanged, and the
+    hook is the same at every layer, so a second zero run would cost a whole grid and tell nothing new.
+    """
     out = [Condition(None)]
-    for layer in layers:
-        out += [Condition(int(layer), float(c)) for c in coefs]
+    for i, layer in enumerate(layers):
+        out += [Condition(int(layer), float(c)) for c in coefs if c != 0 or i == 0]
         if project:
             out.append(Condition(int(layer), None, True))
     return out
@@ -367,7 +371,8 @@ def zero_coefficient_check(rows: pd.DataFrame) -> pd.DataFrame:
 # --- the figure ---------------------------------------------------------------------------------------------------
 
 def sweep_figure(summary: pd.DataFrame, category: str, setting: str) -> Figure:
-    """δ vs coefficient per layer (projection at the right), beside the refusal rate and the non-numeric mass."""
+    """δ vs coefficient per layer (projection at the right), beside the refusal rate and the non-numeric mass; a
+    layer without a coefficient-0 run takes the unsteered point there (see :func:`sweep_conditions`)."""
     part = summary[(summary["category"] == category) & (summary["setting"] == setting)]
     measures = list(dict.fromkeys(part["measure"]))
     panels = [("delta", "δ (in-group − out-group, z)"), ("refusal_rate", "refusal rate"),
@@ -389,7 +394,10 @@ def sweep_figure(summary: pd.DataFrame, category: str, setting: str) -> Figure:
             if column == "delta" and len(base) and np.isfinite(base["ci_low"].iloc[0]):
                 ax.axhspan(base["ci_low"].iloc[0], base["ci_high"].iloc[0], color="0.85", label="null 95% (unsteered)")
             for layer, sub in rows[rows["layer"] >= 0].groupby("layer"):
-                added = sub[~sub["project"]].sort_values("coef")
+                added = sub[~sub["project"]]
+                if len(base) and not (added["coef"] == 0).any():
+                    added = pd.concat([added, base.assign(coef=0.0)])  # coefficient 0 is the unsteered run
+                added = added.sort_values("coef")
                 ax.plot(added["coef"], added[column], marker="o", color=colors[layer], label=f"layer {layer}")
                 projected = sub[sub["project"]]
                 if len(projected):

@@ -13,6 +13,7 @@ import pytest
 
 import activations.store as activation_store
 from activations.capture import hook_names
+from behavioral.run import RunConfig
 from behavioral.suites.intergroup import SUITE
 from behavioral.suites.intergroup.groups import get_category
 from interp import probes
@@ -104,16 +105,27 @@ def test_layer_probes_find_the_planted_signals_layer_by_layer(tmp_path):
         probes.layer_probes(store, "religion", SETTING, "experiencer")
 
 
-def test_gap_steering_probes_only_needs_no_model(tmp_path, capsys):
+def _capture_run(tmp_path: Path) -> Path:
+    """A score-mode religion run whose manifest says final-token capture, with a synthetic sample store."""
     run_dir = make_run(tmp_path / "run", categories=("religion",), mode="score", settings=(SETTING,))
     manifest = json.loads((run_dir / "manifest.json").read_text())
     manifest["config"] |= {"capture": ["final"], "model": str(tmp_path / "no-such-model")}  # never loaded
     (run_dir / "manifest.json").write_text(json.dumps(manifest))
     _synthetic_sample_store(run_dir)
+    return run_dir
+
+
+def _gap_steering():
     path = Path(__file__).parents[1] / "experiments" / "gap_steering.py"
     spec = importlib.util.spec_from_file_location("gap_steering", path)
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
+    return script
+
+
+def test_gap_steering_probes_only_needs_no_model(tmp_path, capsys):
+    run_dir = _capture_run(tmp_path)
+    script = _gap_steering()
     out = tmp_path / "out"
     argv = ["--run", str(run_dir), "--out", str(out), "--probes-only", "--probe-layers", "embed,0", "--n-shuffles", "1",
             "--probe-splits", "cell"]
@@ -127,3 +139,18 @@ def test_gap_steering_probes_only_needs_no_model(tmp_path, capsys):
     assert not (out / "steering.csv").exists() and str(out / "probes.csv") in capsys.readouterr().out
     assert script.main([*argv[:-4], "--probe-layers", "7"]) == 2
     assert "--probe-layers [7] were not captured" in capsys.readouterr().err
+
+
+def test_gap_steering_steers_a_sample_of_the_runs_events_when_asked(tmp_path):
+    run_dir = _capture_run(tmp_path)
+    script = _gap_steering()
+    stored = RunConfig.from_run_dir(run_dir).options.limit_events
+
+    def steered(*flags):
+        return script.base_config(run_dir, script.parse_args(["--run", str(run_dir), "--out", "o", *flags]))
+
+    assert steered().options.limit_events == stored
+    config = steered("--limit-events", "1")
+    assert config.options.limit_events == 1 and config.capture == () and config.options.categories == ("religion",)
+    with pytest.raises(ValueError, match="--limit-events must be a positive number of events, got 0"):
+        steered("--limit-events", "0")

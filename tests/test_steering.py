@@ -185,6 +185,24 @@ def test_steered_run_steers_a_whole_suite_run_and_marks_its_manifest(tiny_model_
     assert _hook_ids(model) == hooks_before
 
 
+def test_a_sweep_runs_coefficient_zero_once_and_every_other_coefficient_at_every_layer():
+    conditions = steering.sweep_conditions([1, 2], [-1.0, 0.0, 1.0], project=True)
+    assert [(c.layer, c.coef, c.project) for c in conditions] == [
+        (None, None, False), (1, -1.0, False), (1, 0.0, False), (1, 1.0, False), (1, None, True),
+        (2, -1.0, False), (2, 1.0, False), (2, None, True)]
+
+    summary = pd.DataFrame([
+        {"condition": c.label, "layer": -1 if c.layer is None else c.layer, "coef": np.nan if c.coef is None else c.coef,
+         "project": c.project, "category": "religion", "setting": SETTING, "measure": "expected_intensity",
+         "delta": 0.5 if c.layer is None else (c.coef or 0.0) + 10 * c.layer, "ci_low": -0.2, "ci_high": 0.2,
+         "refusal_rate": 0.0, "non_numeric_mass": 0.0, "mean_rating": 50.0, "note": ""}
+        for c in conditions if not c.project])
+    delta_panel = steering.sweep_figure(summary, "religion", SETTING).axes[0]
+    curves = {line.get_label(): list(zip(line.get_xdata(), line.get_ydata())) for line in delta_panel.get_lines()}
+    assert curves["layer 1"] == [(-1.0, 9.0), (0.0, 10.0), (1.0, 11.0)]  # its own zero run
+    assert curves["layer 2"] == [(-1.0, 19.0), (0.0, 0.5), (1.0, 21.0)]  # the unsteered point at 0
+
+
 def test_steering_sweep_reports_delta_and_rates_and_coefficient_zero_matches(tiny_model_dir, loaded, tmp_path,
                                                                             capsys):
     config = _config(tiny_model_dir)
