@@ -113,6 +113,38 @@ def parse_layers(spec: str, n_layers: int) -> list[int]:
     return sorted(layers)
 
 
+def select_hooks(spec: str, hooks: Sequence[str], flag: str = "--layers") -> list[str]:
+    """The hooks of a capture named by a CLI string, in capture order: ``all``, or a comma list of ``embed``,
+    ``first``/``middle``/``last`` (of the captured blocks) and block numbers (negative ones count back from the last
+    captured block); ValueError naming `flag` and the entry that is not captured."""
+    if spec.strip().lower() == "all":
+        return list(hooks)
+    blocks = [h for h in hooks if h != EMBED_HOOK]
+    by_layer = {hook_layer(h): h for h in blocks}
+    chosen = set()
+    for part in (s.strip() for s in spec.split(",")):
+        if part == "embed":
+            if EMBED_HOOK not in hooks:
+                raise ValueError(f"{flag} embed: the capture holds no token embeddings")
+            chosen.add(EMBED_HOOK)
+        elif part in ("first", "middle", "last"):
+            if not blocks:
+                raise ValueError(f"{flag} {part}: the capture holds no block outputs")
+            chosen.add(blocks[{"first": 0, "middle": len(blocks) // 2, "last": -1}[part]])
+        else:
+            try:
+                layer = int(part)
+            except ValueError:
+                raise ValueError(f"{flag}: unknown entry {part!r}; expected all, or a comma list of embed, first, "
+                                 "middle, last and block numbers") from None
+            if -len(blocks) <= layer < 0:
+                layer = sorted(by_layer)[layer]
+            if layer not in by_layer:
+                raise ValueError(f"{flag}: block {part} was not captured; captured: {sorted(by_layer)}")
+            chosen.add(by_layer[layer])
+    return [h for h in hooks if h in chosen]
+
+
 def _index(layer) -> int | None:
     """`layer` as an int (numpy and 0-d torch integers too), or None for floats, strings and bools."""
     if isinstance(layer, bool):

@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from activations import store as activation_store
-from activations.capture import hook_layer
+from activations.capture import hook_layer, select_hooks
 from behavioral import models
 from behavioral.provenance import provenance
 from behavioral.run import RunConfig, run
@@ -76,7 +76,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--n-shuffles", type=int, default=3, help="shuffled-label refits per probe")
     parser.add_argument("--probe-splits", default="sample,cell", help=f"comma list of {', '.join(probes.SPLITS)}")
     parser.add_argument("--probe-layers", default="all",
-                        help="layers to probe: all, or a comma list of block numbers and embed (the embeddings)")
+                        help="layers to probe: all, or a comma list of block numbers (negative: from the last), first, "
+                             "middle, last and embed (the embeddings)")
     parser.add_argument("--probes-only", action="store_true",
                         help="with --run: directions and probes from the capture alone (no model, no steered runs)")
     parser.add_argument("--seed", type=int, default=0)
@@ -135,23 +136,6 @@ def pick_layers(spec: str, captured: list[int]) -> list[int]:
     return layers
 
 
-def pick_probe_hooks(spec: str, hooks: list[str]) -> list[str]:
-    """Hooks named by --probe-layers, in store order (all, or block numbers and embed for the embeddings)."""
-    if spec == "all":
-        return list(hooks)
-    try:
-        layers = {-1 if x.strip() == "embed" else int(x) for x in spec.split(",") if x.strip()}
-    except ValueError:
-        raise ValueError(f"--probe-layers: expected all or a comma list of block numbers and embed, got {spec!r}"
-                         ) from None
-    chosen = [h for h in hooks if hook_layer(h) in layers]
-    missing = sorted(layers - {hook_layer(h) for h in chosen})
-    if missing:
-        raise ValueError(f"--probe-layers {missing} were not captured (captured: "
-                         f"{', '.join(str(hook_layer(h)) for h in hooks)})")
-    return chosen
-
-
 def direction_table(store, category: str, setting: str, raw: np.ndarray) -> pd.DataFrame:
     """Per hook: the direction's norm, the norm of the mean final-token state, their ratio, and the cosine with the
     previous layer's direction."""
@@ -186,7 +170,7 @@ def main(argv=None) -> int:
         if store.meta.get("per_cell_samples", 0) < 2:
             raise ValueError(f"{run_dir}: the probes need final-token samples; make the run with "
                              "--per-cell-samples 4 or more")
-        probe_hooks = pick_probe_hooks(args.probe_layers, store.hooks)
+        probe_hooks = select_hooks(args.probe_layers, store.hooks, "--probe-layers")
 
         # directions
         raw = steering.ingroup_direction(store, category, setting)

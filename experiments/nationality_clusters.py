@@ -32,7 +32,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from activations import store as activation_store
-from activations.capture import EMBED_HOOK, hook_layer
+from activations.capture import hook_layer, select_hooks
 from activations.spans import prompt_spans
 from behavioral import models
 from behavioral import store as run_store
@@ -136,33 +136,6 @@ def span_token_counts(config: dict, slots: Sequence[str], setting: str,
     return counts
 
 
-def choose_hooks(spec: str, hooks: Sequence[str]) -> list[str]:
-    """Hooks named by --layers, in store order: first/middle/last block captured, embed, or block numbers."""
-    blocks = [h for h in hooks if h != EMBED_HOOK]
-    by_layer = {hook_layer(h): h for h in blocks}
-    chosen = set()
-    for part in (s.strip() for s in spec.split(",")):
-        if part == "embed":
-            if EMBED_HOOK not in hooks:
-                raise ValueError("--layers embed: the store holds no token embeddings")
-            chosen.add(EMBED_HOOK)
-        elif part in ("first", "middle", "last"):
-            if not blocks:
-                raise ValueError("the store holds no block outputs")
-            chosen.add(blocks[{"first": 0, "middle": len(blocks) // 2, "last": -1}[part]])
-        else:
-            try:
-                layer = int(part)
-            except ValueError:
-                raise ValueError(f"--layers: unknown entry {part!r}") from None
-            if layer < 0:
-                layer = sorted(by_layer)[layer] if -len(by_layer) <= layer else layer
-            if layer not in by_layer:
-                raise ValueError(f"--layers: block {part} was not captured; captured: {sorted(by_layer)}")
-            chosen.add(by_layer[layer])
-    return [h for h in hooks if h in chosen]
-
-
 def hook_title(hook: str) -> str:
     layer = hook_layer(hook)
     return "embeddings" if layer < 0 else f"layer {layer}"
@@ -224,7 +197,7 @@ def _main(args: argparse.Namespace, argv: list[str]) -> int:
     model = config.get("model", "model")
     title = f"{model}, {category.title}, {setting_label(setting)}"
     hooks = list(acts.hooks)
-    shown_hooks = choose_hooks(args.layers, hooks)
+    shown_hooks = select_hooks(args.layers, hooks)
     projections: list[dict] = []
     summary: dict = {}
 

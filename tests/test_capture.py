@@ -12,7 +12,7 @@ from torch import nn
 from activations.backends import BACKENDS, capture
 from activations.capture import (
     EMBED_HOOK, EMBED_LAYER, ResidualHooks, ResidualTrace, decoder_layers, embedding, hook_layer, hook_name,
-    hook_names, parse_layers, resid_post,
+    hook_names, parse_layers, resid_post, select_hooks,
 )
 from behavioral.engine import Batch, Engine, left_pad
 
@@ -114,6 +114,30 @@ def test_parse_layers_errors(spec, word):
     with pytest.raises(ValueError) as err:
         parse_layers(spec, 30)
     assert word in str(err.value) and "0..29" in str(err.value)
+
+
+CAPTURED = [EMBED_HOOK, "blocks.0.hook_resid_post", "blocks.4.hook_resid_post", "blocks.8.hook_resid_post"]
+
+
+@pytest.mark.parametrize("spec, layers", [
+    ("all", [-1, 0, 4, 8]), ("embed", [-1]), ("first,last", [0, 8]), ("middle", [4]), ("8,0", [0, 8]),
+    ("-1", [8]), ("-3,embed", [-1, 0]), ("4, 4", [4]),
+])
+def test_select_hooks_names_captured_hooks_in_capture_order(spec, layers):
+    assert select_hooks(spec, CAPTURED) == [hook_name(layer) for layer in layers]
+
+
+@pytest.mark.parametrize("spec, hooks, message", [
+    ("7", CAPTURED, "--probe-layers: block 7 was not captured; captured: [0, 4, 8]"),
+    ("-4", CAPTURED, "--probe-layers: block -4 was not captured"),
+    ("top", CAPTURED, "--probe-layers: unknown entry 'top'"),
+    ("embed", CAPTURED[1:], "--probe-layers embed: the capture holds no token embeddings"),
+    ("last", CAPTURED[:1], "--probe-layers last: the capture holds no block outputs"),
+])
+def test_select_hooks_names_the_flag_and_the_entry_it_refuses(spec, hooks, message):
+    with pytest.raises(ValueError) as err:
+        select_hooks(spec, hooks, "--probe-layers")
+    assert message in str(err.value)
 
 
 def test_locate_modules(tiny_model):

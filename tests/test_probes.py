@@ -138,7 +138,7 @@ def test_gap_steering_probes_only_needs_no_model(tmp_path, capsys):
     assert recorded["steer_config"] is None and recorded["probed_hooks"] == hook_names(2)[:2]
     assert not (out / "steering.csv").exists() and str(out / "probes.csv") in capsys.readouterr().out
     assert script.main([*argv[:-4], "--probe-layers", "7"]) == 2
-    assert "--probe-layers [7] were not captured" in capsys.readouterr().err
+    assert "--probe-layers: block 7 was not captured" in capsys.readouterr().err
 
 
 def test_gap_steering_steers_a_sample_of_the_runs_events_when_asked(tmp_path):
