@@ -63,22 +63,25 @@ class ForwardBar:
 
 @dataclass(frozen=True)
 class RunEstimate:
-    """What one run of a suite slice will cost: its prompts, its batches and the time one batch took."""
+    """What one run of a suite slice will cost: its prompts and batches, and the time the first batch took."""
 
     prompts: int
     batches: int
-    seconds_per_batch: float
+    timed_prompts: int  # the first batch's
+    seconds_timed: float
 
     @property
     def seconds(self) -> float:
-        """The estimated time of the whole run."""
-        return self.batches * self.seconds_per_batch
+        """The estimated time of the whole run: the timed batch's time per prompt for every prompt (a ragged last
+        batch costs its share, not a whole batch; on a GPU, where a small batch costs nearly as much as a full one,
+        that part is low)."""
+        return self.seconds_timed * self.prompts / self.timed_prompts
 
     def describe(self, runs: int = 1) -> str:
         """One line for the user: prompts, batches, the timed batch and the estimate for `runs` such runs."""
         times = f"{runs} runs × " if runs > 1 else ""
-        return (f"{times}{self.prompts} prompts in {self.batches} batches; one batch took "
-                f"{self.seconds_per_batch:.1f} s: estimated {duration(runs * self.seconds)}")
+        return (f"{times}{self.prompts} prompts in {self.batches} batches; the first ({self.timed_prompts} prompts) "
+                f"took {self.seconds_timed:.1f} s: estimated {duration(runs * self.seconds)}")
 
 
 def estimate_run(config: RunConfig, loaded: tuple, out: str | Path) -> RunEstimate:
@@ -96,5 +99,7 @@ def estimate_run(config: RunConfig, loaded: tuple, out: str | Path) -> RunEstima
     start = time.perf_counter()
     runner.rows(batches[0])
     seconds = time.perf_counter() - start
-    prompts = sum(len(unit.items) for batch in batches for unit in batch) * config.samples
-    return RunEstimate(prompts, len(batches), seconds)
+    def count(batch) -> int:
+        return sum(len(unit.items) for unit in batch) * config.samples
+
+    return RunEstimate(sum(count(b) for b in batches), len(batches), count(batches[0]), seconds)

@@ -146,6 +146,9 @@ def test_analyze_writes_tables_figures_and_report(tmp_path: Path) -> None:
     assert any((out / "figures").glob("*_unmasked.png")), "the test needs a heatmap with hidden cells"
     table2 = pd.read_csv(out / "table2_delta.csv")
     assert list(table2.category) == ["nationality", "religion"] and list(table2.setting) == ["P0S0T0"] * 2
+    religion = table2.set_index("category").loc["religion"]  # a planted gap over 5 identities: p at its floor
+    assert religion.p_at_floor and religion.p_value == religion.p_min and 0.004 < religion.p_min < 0.03
+    assert "(floor)" in (out / "table2_delta.md").read_text()
     report = report_path.read_text()
     for delta in table2.delta:
         assert f"{delta:.2f}" in report

@@ -191,6 +191,20 @@ def test_permutation_test_strong_diagonal_is_significant():
     assert result.ci_low < 0 < result.ci_high
 
 
+def test_with_five_identities_p_cannot_fall_below_about_one_in_120_however_large_delta_is():
+    M = zscore(np.eye(5) * 100 + np.random.default_rng(3).normal(size=(5, 5)))
+    same = np.eye(5, dtype=bool)
+    result = permutation_test(M, same, n_permutations=10_000, seed=0)
+    assert result.at_floor and result.p_value == result.p_min
+    assert 1 / 120 * 0.8 < result.p_min < 1 / 120 * 1.2  # only the matching of rows to columns matters: 5! of them
+    assert len(np.unique(result.null.round(9))) <= 120
+    weaker = permutation_test(zscore(np.eye(5) * 0.3 + np.random.default_rng(3).normal(size=(5, 5))), same, 10_000)
+    assert not weaker.at_floor and weaker.p_value > weaker.p_min
+    many = permutation_test(zscore(np.eye(9) * 100 + np.random.default_rng(3).normal(size=(9, 9))), np.eye(9, dtype=bool),
+                            2_000)
+    assert many.at_floor and many.p_value == 1 / 2_001  # 9! matchings: δ above every draw, p = 1 / (n + 1)
+
+
 def test_permutation_test_is_one_sided():
     M, same = _noisy_diagonal()
     result = permutation_test(-M, same, n_permutations=2000, seed=0)
@@ -254,6 +268,8 @@ def test_permutation_p_value_and_interval_on_a_2x2_with_ties():
     assert result.delta == pytest.approx(2.0)
     np.testing.assert_allclose(result.null, np.where(agree, 2.0, -2.0))
     assert result.p_value == pytest.approx((1 + agree.sum()) / (n + 1))
+    assert result.p_min == result.p_value and result.at_floor  # δ = 2 is the largest value the null takes
+    assert not permutation_test(-M, same, n_permutations=n, seed=2).at_floor
     assert 0.35 < agree.mean() < 0.65
     assert (result.ci_low, result.ci_high) == (pytest.approx(-2.0), pytest.approx(2.0))
 

@@ -23,6 +23,7 @@ from behavioral.suites.intergroup.corpus import embedded_events
 from behavioral.suites.intergroup.groups import get_category
 from behavioral.suites.intergroup.rewrite import CACHE as REWRITES
 from interp import steering
+from interp.progress import RunEstimate
 
 SETTING = "P0S1T0"  # the 0..10 scale: a small answer trie keeps the tests fast
 
@@ -185,6 +186,13 @@ def test_steered_run_steers_a_whole_suite_run_and_marks_its_manifest(tiny_model_
     assert _hook_ids(model) == hooks_before
 
 
+def test_a_run_estimate_charges_a_ragged_last_batch_its_share_not_a_whole_batch():
+    estimate = RunEstimate(prompts=36, batches=2, timed_prompts=32, seconds_timed=80.0)  # batches of 32 and 4
+    assert estimate.seconds == 90.0
+    assert estimate.describe(2) == ("2 runs × 36 prompts in 2 batches; the first (32 prompts) took 80.0 s: "
+                                    "estimated 3 min")
+
+
 def test_a_sweep_runs_coefficient_zero_once_and_every_other_coefficient_at_every_layer():
     conditions = steering.sweep_conditions([1, 2], [-1.0, 0.0, 1.0], project=True)
     assert [(c.layer, c.coef, c.project) for c in conditions] == [
@@ -216,7 +224,7 @@ def test_steering_sweep_reports_delta_and_rates_and_coefficient_zero_matches(tin
     assert list(dict.fromkeys(rows["condition"])) == ["unsteered", "L1 +0", "L1 +8"]
     assert all((tmp_path / "sweep" / c.folder / REWRITES).is_file() for c in conditions)
     assert len(rows) == 3 * 36  # 36 cells of one event each
-    assert "steering: 3 runs × 36 prompts in 3 batches" in capsys.readouterr().out  # the estimate (12 a batch)
+    assert "steering: 3 runs × 36 prompts in 3 batches; the first (12 prompts)" in capsys.readouterr().out
     check = steering.zero_coefficient_check(rows)
     assert check["identical"].all() and len(check) == 1
     again = steering.run_conditions(config, tmp_path / "sweep", loaded, {1: direction}, conditions)  # resumed
