@@ -374,7 +374,8 @@ def zero_coefficient_check(rows: pd.DataFrame) -> pd.DataFrame:
 
 def sweep_figure(summary: pd.DataFrame, category: str, setting: str) -> Figure:
     """δ vs coefficient per layer (projection at the right), beside the refusal rate and the non-numeric mass; a
-    layer without a coefficient-0 run takes the unsteered point there (see :func:`sweep_conditions`)."""
+    layer without a coefficient-0 run takes the unsteered point there (see :func:`sweep_conditions`), and an
+    undefined δ is an x at the foot of its panel."""
     part = summary[(summary["category"] == category) & (summary["setting"] == setting)]
     measures = list(dict.fromkeys(part["measure"]))
     panels = [("delta", "δ (in-group − out-group, z)"), ("refusal_rate", "refusal rate"),
@@ -391,6 +392,7 @@ def sweep_figure(summary: pd.DataFrame, category: str, setting: str) -> Figure:
         base = rows[rows["layer"] < 0]
         for j, (column, title) in enumerate(panels):
             ax = axes[i, j]
+            marked = False
             if len(base) and np.isfinite(base[column].iloc[0]):
                 ax.axhline(base[column].iloc[0], color="black", linestyle="--", linewidth=1, label="unsteered")
             if column == "delta" and len(base) and np.isfinite(base["ci_low"].iloc[0]):
@@ -401,6 +403,12 @@ def sweep_figure(summary: pd.DataFrame, category: str, setting: str) -> Figure:
                     added = pd.concat([added, base.assign(coef=0.0)])  # coefficient 0 is the unsteered run
                 added = added.sort_values("coef")
                 ax.plot(added["coef"], added[column], marker="o", color=colors[layer], label=f"layer {layer}")
+                undefined = added.loc[~np.isfinite(added[column]), "coef"]
+                if column == "delta" and len(undefined):  # e.g. every cell the same greedy answer
+                    ax.scatter(undefined, [0.04] * len(undefined), marker="x", s=50, color=colors[layer],
+                               transform=ax.get_xaxis_transform(), clip_on=False,
+                               label=None if marked else "δ undefined (all cells equal)")
+                    marked = True
                 projected = sub[sub["project"]]
                 if len(projected):
                     ax.scatter([x_project] * len(projected), projected[column], marker="x", s=60, color=colors[layer])
@@ -413,7 +421,7 @@ def sweep_figure(summary: pd.DataFrame, category: str, setting: str) -> Figure:
                         transform=ax.transAxes)
             ax.set_xlabel("coefficient")
             ax.set_title(f"{title}\n{measure}" if j == 0 else title, fontsize=9)
-            if i == 0 and j == 0:
+            if j == 0 and (i == 0 or marked):
                 ax.legend(fontsize=7)
     fig.suptitle(f"Steering along the in-group direction: {category} {setting}")
     return fig

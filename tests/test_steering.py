@@ -209,6 +209,11 @@ def test_a_sweep_runs_coefficient_zero_once_and_every_other_coefficient_at_every
     curves = {line.get_label(): list(zip(line.get_xdata(), line.get_ydata())) for line in delta_panel.get_lines()}
     assert curves["layer 1"] == [(-1.0, 9.0), (0.0, 10.0), (1.0, 11.0)]  # its own zero run
     assert curves["layer 2"] == [(-1.0, 19.0), (0.0, 0.5), (1.0, 21.0)]  # the unsteered point at 0
+    summary.loc[summary["condition"] == "L2 +1", "delta"] = np.nan  # every cell the same answer
+    delta_panel = steering.sweep_figure(summary, "religion", SETTING).axes[0]
+    marks = [c for c in delta_panel.collections if c.get_label() == "δ undefined (all cells equal)"]
+    assert len(marks) == 1 and marks[0].get_offsets()[:, 0].tolist() == [1.0]
+    assert "δ undefined (all cells equal)" in [t.get_text() for t in delta_panel.get_legend().get_texts()]
 
 
 def test_steering_sweep_reports_delta_and_rates_and_coefficient_zero_matches(tiny_model_dir, loaded, tmp_path,
