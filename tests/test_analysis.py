@@ -235,3 +235,5 @@ def test_figures_name_a_measure_other_than_the_generated_intensity(tmp_path: Pat
     greedy = analysis.load_analyses(make_run(tmp_path / "gen", categories=("religion",), settings=("P0S0T0",)),
                                     n_permutations=20)[0]
     assert figures.heatmap(greedy).axes[0].get_title() == "Religion, (P0, S0, T0)"  # the paper's measure
+    scored = analysis.load_analyses(run_dir, n_permutations=20)[0]  # score mode generates no reply
+    assert figures.heatmap(scored).axes[0].get_title() == "Religion, (P0, S0, T0), greedy score answer"

@@ -70,6 +70,16 @@ def _rates(rows: pd.DataFrame, measure: str) -> dict[str, float | None]:
     }
 
 
+def measure_name(rows: pd.DataFrame, measure: str) -> str:
+    """What a measure column of result rows holds: the generated intensity (the paper's), the greedy score answer
+    (``intensity`` of a score-mode run, which generates no reply) or the expected intensity."""
+    if measure == "expected_intensity":
+        return "expected intensity"
+    replies, scores = rows.get("response"), rows.get("score_answer")
+    scored_only = replies is not None and scores is not None and replies.isna().all() and scores.notna().any()
+    return "greedy score answer" if scored_only else "generated intensity"
+
+
 def analyze_setting(
     rows: pd.DataFrame,
     category: Category,
@@ -131,6 +141,7 @@ def analyze_setting(
         n_missing=n_missing,
         **_rates(rows, measure),
         round_cells=round_cells,
+        measure_name=measure_name(rows, measure),
         matrix_reason=matrix_reason,
         mask_reason=mask_reason,
         delta_reason=delta_reason,

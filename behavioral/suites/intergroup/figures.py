@@ -75,8 +75,8 @@ def heatmap_grid(analyses: list[SettingAnalysis]) -> Figure:
                 ax.set_title(setting_label(setting))
             if j == 0:
                 ax.set_ylabel(f"{titles[cat]}\nperceiver")
-    if analyses and analyses[0].measure != "intensity":
-        fig.suptitle(f"M of {analyses[0].measure.replace('_', ' ')}")
+    if analyses and _measure_note(analyses[0]):
+        fig.suptitle(f"M of {analyses[0].measure_name}")
     fig.tight_layout()
     return fig
 
@@ -88,15 +88,15 @@ def heatmap(a: SettingAnalysis, masked: bool = True) -> Figure:
     fig = Figure(figsize=(size + 1, size + 0.4))
     ax = fig.subplots()
     _draw_heatmap(ax, a, ticks=True, masked=masked)
-    ax.set_title(f"{a.category.title}, {setting_label(a.setting)}{_measure_note(a.measure)}")
+    ax.set_title(f"{a.category.title}, {setting_label(a.setting)}{_measure_note(a)}")
     fig.text(0.01, 0.005, _mask_caption(a, masked), fontsize=7, ha="left", va="bottom", wrap=True)
     fig.tight_layout(rect=(0, 0.03, 1, 1))
     return fig
 
 
-def _measure_note(measure: str) -> str:
+def _measure_note(a: SettingAnalysis) -> str:
     """Title suffix naming a measure other than the paper's generated intensity."""
-    return "" if measure == "intensity" else f", {measure.replace('_', ' ')}"
+    return "" if a.measure_name == "generated intensity" else f", {a.measure_name}"
 
 
 def _mask_caption(a: SettingAnalysis, masked: bool) -> str:
@@ -129,7 +129,7 @@ def tsne_nationality(a: SettingAnalysis, **params) -> Figure:
     ax.set_yticks([])
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1))
     ax.set_title(f"t-SNE of perceiver rows of M (no \"a person\"), {a.category.title}, {setting_label(a.setting)}"
-                 f"{_measure_note(a.measure)}")
+                 f"{_measure_note(a)}")
     fig.tight_layout()
     return fig
 

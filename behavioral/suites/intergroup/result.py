@@ -41,6 +41,7 @@ class SettingAnalysis:
     numeric_mass_mean: float | None
     numeric_mass_share: float | None
     round_cells: int | None = None
+    measure_name: str = "generated intensity"  # what `measure` holds, as titles name it (see analysis.measure_name)
     matrix_reason: str | None = None
     mask_reason: str | None = None
     delta_reason: str | None = None
