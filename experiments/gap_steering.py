@@ -70,6 +70,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                              "of activation norm); 0 is always added, as the exactness check")
     parser.add_argument("--unit", action="store_true", help="unit-normalise the directions")
     parser.add_argument("--project", action="store_true", help="also project each layer's direction out")
+    parser.add_argument("--random-control", action="store_true",
+                        help="with --project: also project out a random direction of the same norm at each layer "
+                             "(seeded by the layer), the control")
     parser.add_argument("--per-cell-samples", type=int, default=4, help="with --model: final-token samples per cell")
     parser.add_argument("--n-permutations", type=int, default=10_000)
     parser.add_argument("--cv", type=int, default=5)
@@ -91,6 +94,8 @@ def parse_args(argv=None) -> argparse.Namespace:
         parser.error("--events goes with --model; a --run brings its own events")
     if args.probes_only and not args.run:
         parser.error("--probes-only goes with --run")
+    if args.random_control and not args.project:
+        parser.error("--random-control goes with --project")
     return args
 
 
@@ -185,10 +190,11 @@ def main(argv=None) -> int:
         summary = check = None
         if loaded is not None:
             print(f"steering {config.model} ({info['dtype']}, {info['device']}) at layers {layers}, coefficients "
-                  f"{coefs}" + (", and projection" if args.project else ""), flush=True)
+                  f"{coefs}" + (", and projection" if args.project else "")
+                  + (" (and of a random direction)" if args.random_control else ""), flush=True)
             rows = steering.run_conditions(config, out / STEERING_DIR, loaded,
                                            steering.layer_directions(used, store.hooks, layers),
-                                           steering.sweep_conditions(layers, coefs, args.project),
+                                           steering.sweep_conditions(layers, coefs, args.project, args.random_control),
                                            rewrites=run_dir / REWRITES, progress=True)
             summary = steering.summarize(rows, args.n_permutations, args.seed)
             check = steering.zero_coefficient_check(rows)

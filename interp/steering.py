@@ -88,6 +88,14 @@ def hook_row(hooks: Sequence[str], layer: int) -> int:
     return list(hooks).index(name)
 
 
+def random_direction(direction: np.ndarray, seed: int) -> np.ndarray:
+    """A Gaussian direction with the norm of `direction`, from a seeded stream: the control of a steering, which
+    shows what moving (or projecting out) any one direction of that size does."""
+    direction = _as_array(direction)
+    vector = np.random.default_rng(seed).standard_normal(direction.shape)
+    return (vector * np.linalg.norm(direction) / np.linalg.norm(vector)).astype(np.float32)
+
+
 def layer_directions(directions: np.ndarray, hooks: Sequence[str], layers: Sequence[int]) -> dict[int, np.ndarray]:
     """{decoder layer: [d] direction} from a [hooks, d] array in ``hooks`` order."""
     return {int(layer): directions[hook_row(hooks, layer)] for layer in layers}
@@ -207,20 +215,23 @@ def steered_run(config: RunConfig, out: str | Path, loaded: tuple, layer: int | 
 
 @dataclass(frozen=True)
 class Condition:
-    """One steering of the sweep: none (layer None), add coef × direction at a layer, or project it out there."""
+    """One steering of the sweep: none (layer None), add coef × direction at a layer, or project it out there;
+    `random`: the same along a random direction of the direction's norm (seeded by the layer), the control."""
 
     layer: int | None
     coef: float | None = None
     project: bool = False
+    random: bool = False
 
     @property
     def label(self) -> str:
-        """As tables show it: ``unsteered``, ``L12 +4``, ``L12 project``."""
+        """As tables show it: ``unsteered``, ``L12 +4``, ``L12 project``, ``L12 project random``."""
         if self.layer is None:
             return "unsteered"
+        control = " random" if self.random else ""
         if self.project:
-            return f"L{self.layer} project" + ("" if self.coef is None else f" {self.coef:+g}")
-        return f"L{self.layer} {self.coef:+g}"
+            return f"L{self.layer} project" + ("" if self.coef is None else f" {self.coef:+g}") + control
+        return f"L{self.layer} {self.coef:+g}{control}"
 
     @property
     def folder(self) -> str:
@@ -228,8 +239,10 @@ class Condition:
         return self.label.replace(" ", "_")
 
 
-def sweep_conditions(layers: Sequence[int], coefs: Sequence[float], project: bool = False) -> list[Condition]:
-    """The unsteered baseline, then each layer × coefficient (and, with `project`, each layer's projection).
+def sweep_conditions(layers: Sequence[int], coefs: Sequence[float], project: bool = False,
+                     control: bool = False) -> list[Condition]:
+    """The unsteered baseline, then each layer × coefficient (and, with `project`, each layer's projection, and with
+    `control` too the projection of a random direction there).
 
     Coefficient 0 runs at the first layer only: it checks that the steering hook leaves the run unchanged, and the
     hook is the same at every layer, so a second zero run would cost a whole grid and tell nothing new.
@@ -239,6 +252,8 @@ def sweep_conditions(layers: Sequence[int], coefs: Sequence[float], project: boo
         out += [Condition(int(layer), float(c)) for c in coefs if c != 0 or i == 0]
         if project:
             out.append(Condition(int(layer), None, True))
+            if control:
+                out.append(Condition(int(layer), None, True, random=True))
     return out
 
 
@@ -246,7 +261,7 @@ def run_conditions(config: RunConfig, out: str | Path, loaded: tuple, directions
                    conditions: Sequence[Condition], rewrites: str | Path | None = None,
                    progress: bool = False) -> pd.DataFrame:
     """Result rows (seed-000 names, as ``behavioral.suites.intergroup.results`` reads them) of the config's slice
-    under each condition, with columns condition, layer, coef, project added. Each condition runs (or resumes) into
+    under each condition, with columns condition, layer, coef, project, random added. Each condition runs (or resumes) into
     its own run directory ``out/<condition.folder>``, capture off.
 
     T2 narratives: `rewrites` (a ``rewrites.jsonl``, e.g. of the capture run; default: the unsteered condition's) is
@@ -272,10 +287,13 @@ def run_conditions(config: RunConfig, out: str | Path, loaded: tuple, directions
         if cond.layer is None:
             run(config, run_dir, progress=progress, loaded=loaded)
         else:
-            steered_run(config, run_dir, loaded, cond.layer, directions[cond.layer], cond.coef, cond.project, progress)
+            direction = directions[cond.layer]
+            if cond.random:
+                direction = random_direction(direction, seed=cond.layer)
+            steered_run(config, run_dir, loaded, cond.layer, direction, cond.coef, cond.project, progress)
         frames.append(results(run_dir).assign(
             condition=cond.label, layer=-1 if cond.layer is None else cond.layer,
-            coef=np.nan if cond.coef is None else cond.coef, project=cond.project))
+            coef=np.nan if cond.coef is None else cond.coef, project=cond.project, random=cond.random))
     return pd.concat(frames, ignore_index=True)
 
 
@@ -312,7 +330,7 @@ def summarize(rows: pd.DataFrame, n_permutations: int = 10_000, seed: int = 0) -
             perm = a.permutation
             out.append({
                 "condition": condition, "layer": int(first["layer"]), "coef": float(first["coef"]),
-                "project": bool(first["project"]), "category": category, "setting": setting, "measure": measure,
+                "project": bool(first["project"]), "random": bool(first["random"]), "category": category, "setting": setting, "measure": measure,
                 "delta": perm.delta if perm else math.nan, "ci_low": perm.ci_low if perm else math.nan,
                 "ci_high": perm.ci_high if perm else math.nan, "p_value": perm.p_value if perm else math.nan,
                 "p_min": perm.p_min if perm else math.nan,
@@ -339,12 +357,13 @@ def summarize(rows: pd.DataFrame, n_permutations: int = 10_000, seed: int = 0) -
 
 
 def steering_sweep(config: RunConfig, out: str | Path, loaded: tuple, directions: Mapping[int, np.ndarray],
-                   layers: Sequence[int], coefs: Sequence[float], project: bool = False, n_permutations: int = 10_000,
+                   layers: Sequence[int], coefs: Sequence[float], project: bool = False, control: bool = False,
+                   n_permutations: int = 10_000,
                    seed: int = 0, rewrites: str | Path | None = None, progress: bool = False) -> pd.DataFrame:
     """δ and the rates (see :func:`summarize`) of the config's suite slice, unsteered and per layer × coefficient
     (and projection), one run directory each under `out`; `directions` maps each decoder layer to its [d] direction
     (see :func:`layer_directions`)."""
-    rows = run_conditions(config, out, loaded, directions, sweep_conditions(layers, coefs, project), rewrites,
+    rows = run_conditions(config, out, loaded, directions, sweep_conditions(layers, coefs, project, control), rewrites,
                           progress)
     return summarize(rows, n_permutations, seed)
 
@@ -392,7 +411,7 @@ def sweep_figure(summary: pd.DataFrame, category: str, setting: str) -> Figure:
         base = rows[rows["layer"] < 0]
         for j, (column, title) in enumerate(panels):
             ax = axes[i, j]
-            marked = False
+            marked = drawn = False
             if len(base) and np.isfinite(base[column].iloc[0]):
                 ax.axhline(base[column].iloc[0], color="black", linestyle="--", linewidth=1, label="unsteered")
             if column == "delta" and len(base) and np.isfinite(base["ci_low"].iloc[0]):
@@ -409,9 +428,14 @@ def sweep_figure(summary: pd.DataFrame, category: str, setting: str) -> Figure:
                                transform=ax.get_xaxis_transform(), clip_on=False,
                                label=None if marked else "δ undefined (all cells equal)")
                     marked = True
-                projected = sub[sub["project"]]
+                projected = sub[sub["project"] & ~sub["random"]]
                 if len(projected):
                     ax.scatter([x_project] * len(projected), projected[column], marker="x", s=60, color=colors[layer])
+                control = sub[sub["project"] & sub["random"]]
+                if len(control):
+                    ax.scatter([x_project] * len(control), control[column], marker="o", s=60, facecolors="none",
+                               edgecolors=colors[layer], label=None if drawn else "projection of a random direction")
+                    drawn = True
             if (steered["project"]).any():
                 ticks = list(coefs) + [x_project]
                 ax.set_xticks(ticks, [f"{c:g}" for c in coefs] + ["proj."])
@@ -421,7 +445,7 @@ def sweep_figure(summary: pd.DataFrame, category: str, setting: str) -> Figure:
                         transform=ax.transAxes)
             ax.set_xlabel("coefficient")
             ax.set_title(f"{title}\n{measure}" if j == 0 else title, fontsize=9)
-            if j == 0 and (i == 0 or marked):
+            if j == 0 and (i == 0 or marked or drawn):
                 ax.legend(fontsize=7)
     fig.suptitle(f"Steering along the in-group direction: {category} {setting}")
     return fig

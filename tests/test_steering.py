@@ -193,22 +193,37 @@ def test_a_run_estimate_charges_a_ragged_last_batch_its_share_not_a_whole_batch(
                                     "estimated 3 min")
 
 
+def test_the_random_control_direction_is_seeded_and_keeps_the_norm():
+    direction = np.arange(1.0, 9.0, dtype=np.float32)
+    control = steering.random_direction(direction, seed=19)
+    np.testing.assert_allclose(np.linalg.norm(control), np.linalg.norm(direction), rtol=1e-6)
+    np.testing.assert_array_equal(control, steering.random_direction(direction, seed=19))
+    assert abs(np.dot(control, direction)) < np.linalg.norm(direction) ** 2  # not the direction itself
+    assert not np.array_equal(control, steering.random_direction(direction, seed=5))
+
+
 def test_a_sweep_runs_coefficient_zero_once_and_every_other_coefficient_at_every_layer():
     conditions = steering.sweep_conditions([1, 2], [-1.0, 0.0, 1.0], project=True)
     assert [(c.layer, c.coef, c.project) for c in conditions] == [
         (None, None, False), (1, -1.0, False), (1, 0.0, False), (1, 1.0, False), (1, None, True),
         (2, -1.0, False), (2, 1.0, False), (2, None, True)]
+    controlled = steering.sweep_conditions([1, 2], [-1.0, 0.0, 1.0], project=True, control=True)
+    assert [c.label for c in controlled if c.random] == ["L1 project random", "L2 project random"]
+    assert [c for c in controlled if not c.random] == conditions
 
     summary = pd.DataFrame([
         {"condition": c.label, "layer": -1 if c.layer is None else c.layer, "coef": np.nan if c.coef is None else c.coef,
-         "project": c.project, "category": "religion", "setting": SETTING, "measure": "expected_intensity",
-         "delta": 0.5 if c.layer is None else (c.coef or 0.0) + 10 * c.layer, "ci_low": -0.2, "ci_high": 0.2,
-         "refusal_rate": 0.0, "non_numeric_mass": 0.0, "mean_rating": 50.0, "note": ""}
-        for c in conditions if not c.project])
+         "project": c.project, "random": c.random, "category": "religion", "setting": SETTING,
+         "measure": "expected_intensity", "delta": 0.5 if c.layer is None else (c.coef or 0.0) + 10 * c.layer + c.random,
+         "ci_low": -0.2, "ci_high": 0.2, "refusal_rate": 0.0, "non_numeric_mass": 0.0, "mean_rating": 50.0, "note": ""}
+        for c in controlled])
     delta_panel = steering.sweep_figure(summary, "religion", SETTING).axes[0]
     curves = {line.get_label(): list(zip(line.get_xdata(), line.get_ydata())) for line in delta_panel.get_lines()}
     assert curves["layer 1"] == [(-1.0, 9.0), (0.0, 10.0), (1.0, 11.0)]  # its own zero run
     assert curves["layer 2"] == [(-1.0, 19.0), (0.0, 0.5), (1.0, 21.0)]  # the unsteered point at 0
+    points = sorted(tuple(p) for c in delta_panel.collections for p in c.get_offsets())
+    assert [y for _, y in points] == [10.0, 11.0, 20.0, 21.0]  # projections (x) and their random controls (o)
+    assert "projection of a random direction" in [t.get_text() for t in delta_panel.get_legend().get_texts()]
     summary.loc[summary["condition"] == "L2 +1", "delta"] = np.nan  # every cell the same answer
     delta_panel = steering.sweep_figure(summary, "religion", SETTING).axes[0]
     marks = [c for c in delta_panel.collections if c.get_label() == "δ undefined (all cells equal)"]
