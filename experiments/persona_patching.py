@@ -162,8 +162,8 @@ def main(argv=None) -> int:
     outputs: list[Path] = []
     timing: dict[str, float] = {}
     counts: dict[str, int] = {}
-    n_events = f"{len(events)} event" + ("s" if len(events) != 1 else "")
-    title = f"{model_info['model']} · {category.title} · {setting} · {n_events}"
+    def title(n: int) -> str:
+        return f"{model_info['model']} · {category.title} · {setting} · {n} event" + ("s" if n != 1 else "")
 
     t0, f0 = time.perf_counter(), forwards["n"]
     frame = P.patched_gap_prompts(engine, category, setting, events, layers, args.positions, modes, chat_format,
@@ -174,7 +174,7 @@ def main(argv=None) -> int:
     outputs += write_frame(frame, tables, "gap_prompts", csv=False)
     outputs += write_frame(table, tables, "delta_by_layer")
     outputs += P.plot_gap_by_layer(table, figures, "delta_by_layer", title=f"δ by patched layer ({args.positions})"
-                                   f"\n{title}")
+                                   f"\n{title(len(events))}")
 
     if groups:
         t0, f0 = time.perf_counter(), forwards["n"]
@@ -194,9 +194,9 @@ def main(argv=None) -> int:
         outputs += write_frame(summary, tables, "sweep_summary")
         sub = "in-group prompt ← out-group persona"
         outputs += P.plot_heatmap(summary, figures, "sweep_frac_closed", "frac_closed",
-                                  f"fraction of in/out-group difference closed\n{sub}\n{title}")
+                                  f"fraction of in/out-group difference closed\n{sub}\n{title(len(sweep_events))}")
         outputs += P.plot_heatmap(summary, figures, "sweep_delta_expected", "delta_expected",
-                                  f"Δ expected intensity\n{sub}\n{title}")
+                                  f"Δ expected intensity\n{sub}\n{title(len(sweep_events))}")
 
     model.forward = forward
     unpatched = float(table["delta_unpatched"].iloc[0]) if len(table) else math.nan

@@ -312,20 +312,27 @@ def test_swap_source():
     assert race.group_of[P.swap_source(race, "a Latina", "a Latino")] != "Hispanic"
 
 
-def test_persona_patching_script_tells_its_cost_before_the_work(tiny_model_dir, tmp_path, capsys):
+def test_persona_patching_script_tells_its_cost_before_the_work(tiny_model_dir, tmp_path, capsys, monkeypatch):
     """The experiment prints its plan (prompts, then each phase's forwards, as many as then run) and an estimate
-    before the bulk of the work, and writes its tables and figures."""
+    before the bulk of the work, and writes its tables and figures, each titled with its own number of events."""
     path = Path(__file__).resolve().parents[1] / "experiments" / "persona_patching.py"
     spec = importlib.util.spec_from_file_location("persona_patching", path)
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
+    titles = []
+    for name in ("plot_heatmap", "plot_gap_by_layer"):
+        plot = getattr(script.P, name)
+        monkeypatch.setattr(script.P, name, lambda *a, plot=plot, **k: titles.append(k.get("title", a[-1]))
+                            or plot(*a, **k))
     out = tmp_path / "out"
     argv = ["--model", str(tiny_model_dir), "--out", str(out), "--layers", "0,1", "--layer-step", "1",
-            "--sweep-groups", "system", "--batch-size", "16", "--dtype", "fp32"]
+            "--limit-events", "2", "--sweep-events", "1", "--sweep-groups", "system", "--batch-size", "16",
+            "--dtype", "fp32"]
     assert script.main(argv) == 0
     printed = capsys.readouterr()
     text = printed.out + printed.err
-    assert "plan: headline 2 modes × 5² cells × 1 events × 2 layers = 100 patched prompts" in text
+    assert "plan: headline 2 modes × 5² cells × 2 events × 2 layers = 200 patched prompts" in text
+    assert titles[0].endswith("· 2 events") and all(t.endswith("· 1 event") for t in titles[1:]) and len(titles) == 3
     manifest = json.loads((out / "manifest.json").read_text())
     for phase in ("headline", "sweep"):
         planned = int(re.search(rf"{phase}: (\d+) forwards planned", text).group(1))
