@@ -394,7 +394,7 @@ def zero_coefficient_check(rows: pd.DataFrame) -> pd.DataFrame:
 def sweep_figure(summary: pd.DataFrame, category: str, setting: str) -> Figure:
     """δ vs coefficient per layer (projection at the right), beside the refusal rate and the non-numeric mass; a
     layer without a coefficient-0 run takes the unsteered point there (see :func:`sweep_conditions`), and an
-    undefined δ is an x at the foot of its panel."""
+    undefined δ is a triangle at the foot of its panel."""
     part = summary[(summary["category"] == category) & (summary["setting"] == setting)]
     measures = list(dict.fromkeys(part["measure"]))
     panels = [("delta", "δ (in-group − out-group, z)"), ("refusal_rate", "refusal rate"),
@@ -424,7 +424,7 @@ def sweep_figure(summary: pd.DataFrame, category: str, setting: str) -> Figure:
                 ax.plot(added["coef"], added[column], marker="o", color=colors[layer], label=f"layer {layer}")
                 undefined = added.loc[~np.isfinite(added[column]), "coef"]
                 if column == "delta" and len(undefined):  # e.g. every cell the same greedy answer
-                    ax.scatter(undefined, [0.04] * len(undefined), marker="x", s=50, color=colors[layer],
+                    ax.scatter(undefined, [0.04] * len(undefined), marker="v", s=40, color=colors[layer],
                                transform=ax.get_xaxis_transform(), clip_on=False,
                                label=None if marked else "δ undefined (all cells equal)")
                     marked = True
