@@ -8,11 +8,11 @@
 With --probes-only (and --run) only the directions and the probes are computed, from the capture alone; no model is
 loaded. With --model the defaults are a first look in minutes (1 event, 3 layers × coefficients ±4, and 0 once); with
 --run, --limit-events N steers a seeded N-event sample while the directions come from the run's whole capture. Each
-suite run first times one batch and prints its estimate, then shows a progress bar. Each steering condition runs into its own
-resumable run directory OUT/steering/<condition>. Writes to OUT: directions.csv / directions.npy, steering.csv (δ
-and rates per condition), steering_rows.parquet (every prompt's result per condition), zero_coefficient_check.csv,
-probes.csv, figures/*.png|pdf, manifest.json; prints every path. Exits 1 if coefficient 0 does not reproduce the
-unsteered run exactly, 2 on bad input.
+suite run first times one batch and prints its estimate, then shows a progress bar. Each steering condition runs into
+its own resumable run directory OUT/steering/<condition>. Writes to OUT: directions.csv / directions.npy,
+steering.csv (δ and rates per condition), steering_rows.parquet (every prompt's result per condition),
+zero_coefficient_check.csv, probes.csv, figures/*.png|pdf, manifest.json; prints every path. Exits 1 if
+coefficient 0 does not reproduce the unsteered run exactly, 2 on bad input.
 """
 
 from __future__ import annotations

@@ -261,8 +261,8 @@ def run_conditions(config: RunConfig, out: str | Path, loaded: tuple, directions
                    conditions: Sequence[Condition], rewrites: str | Path | None = None,
                    progress: bool = False) -> pd.DataFrame:
     """Result rows (seed-000 names, as ``behavioral.suites.intergroup.results`` reads them) of the config's slice
-    under each condition, with columns condition, layer, coef, project, random added. Each condition runs (or resumes) into
-    its own run directory ``out/<condition.folder>``, capture off.
+    under each condition, with columns condition, layer, coef, project, random added. Each condition runs (or
+    resumes) into its own run directory ``out/<condition.folder>``, capture off.
 
     T2 narratives: `rewrites` (a ``rewrites.jsonl``, e.g. of the capture run; default: the unsteered condition's) is
     copied into each new run directory, so no steered model writes them. With `progress`, one batch is timed first
@@ -330,7 +330,8 @@ def summarize(rows: pd.DataFrame, n_permutations: int = 10_000, seed: int = 0) -
             perm = a.permutation
             out.append({
                 "condition": condition, "layer": int(first["layer"]), "coef": float(first["coef"]),
-                "project": bool(first["project"]), "random": bool(first["random"]), "category": category, "setting": setting, "measure": measure,
+                "project": bool(first["project"]), "random": bool(first["random"]), "category": category,
+                "setting": setting, "measure": measure,
                 "delta": perm.delta if perm else math.nan, "ci_low": perm.ci_low if perm else math.nan,
                 "ci_high": perm.ci_high if perm else math.nan, "p_value": perm.p_value if perm else math.nan,
                 "p_min": perm.p_min if perm else math.nan,
@@ -358,13 +359,13 @@ def summarize(rows: pd.DataFrame, n_permutations: int = 10_000, seed: int = 0) -
 
 def steering_sweep(config: RunConfig, out: str | Path, loaded: tuple, directions: Mapping[int, np.ndarray],
                    layers: Sequence[int], coefs: Sequence[float], project: bool = False, control: bool = False,
-                   n_permutations: int = 10_000,
-                   seed: int = 0, rewrites: str | Path | None = None, progress: bool = False) -> pd.DataFrame:
+                   n_permutations: int = 10_000, seed: int = 0, rewrites: str | Path | None = None,
+                   progress: bool = False) -> pd.DataFrame:
     """δ and the rates (see :func:`summarize`) of the config's suite slice, unsteered and per layer × coefficient
     (and projection), one run directory each under `out`; `directions` maps each decoder layer to its [d] direction
     (see :func:`layer_directions`)."""
-    rows = run_conditions(config, out, loaded, directions, sweep_conditions(layers, coefs, project, control), rewrites,
-                          progress)
+    conditions = sweep_conditions(layers, coefs, project, control)
+    rows = run_conditions(config, out, loaded, directions, conditions, rewrites, progress)
     return summarize(rows, n_permutations, seed)
 
 

@@ -200,8 +200,8 @@ def test_with_five_identities_p_cannot_fall_below_about_one_in_120_however_large
     assert len(np.unique(result.null.round(9))) <= 120
     weaker = permutation_test(zscore(np.eye(5) * 0.3 + np.random.default_rng(3).normal(size=(5, 5))), same, 10_000)
     assert not weaker.at_floor and weaker.p_value > weaker.p_min
-    many = permutation_test(zscore(np.eye(9) * 100 + np.random.default_rng(3).normal(size=(9, 9))), np.eye(9, dtype=bool),
-                            2_000)
+    nine = zscore(np.eye(9) * 100 + np.random.default_rng(3).normal(size=(9, 9)))
+    many = permutation_test(nine, np.eye(9, dtype=bool), 2_000)
     assert many.at_floor and many.p_value == 1 / 2_001  # 9! matchings: δ above every draw, p = 1 / (n + 1)
 
 

@@ -212,9 +212,10 @@ def test_a_sweep_runs_coefficient_zero_once_and_every_other_coefficient_at_every
     assert [c for c in controlled if not c.random] == conditions
 
     summary = pd.DataFrame([
-        {"condition": c.label, "layer": -1 if c.layer is None else c.layer, "coef": np.nan if c.coef is None else c.coef,
-         "project": c.project, "random": c.random, "category": "religion", "setting": SETTING,
-         "measure": "expected_intensity", "delta": 0.5 if c.layer is None else (c.coef or 0.0) + 10 * c.layer + c.random,
+        {"condition": c.label, "layer": -1 if c.layer is None else c.layer,
+         "coef": np.nan if c.coef is None else c.coef, "project": c.project, "random": c.random, "category": "religion",
+         "setting": SETTING, "measure": "expected_intensity",
+         "delta": 0.5 if c.layer is None else (c.coef or 0.0) + 10 * c.layer + c.random,
          "ci_low": -0.2, "ci_high": 0.2, "refusal_rate": 0.0, "non_numeric_mass": 0.0, "mean_rating": 50.0, "note": ""}
         for c in controlled])
     delta_panel = steering.sweep_figure(summary, "religion", SETTING).axes[0]

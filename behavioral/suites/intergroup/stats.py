@@ -23,7 +23,11 @@ class PermutationResult:
     ci_low: float
     ci_high: float
     p_value: float
-    p_min: float
+
+    @property
+    def p_min(self) -> float:
+        """The p of a δ equal to the null's largest value (see the class docstring)."""
+        return float((1 + np.count_nonzero(_at_least(self.null, self.null.max()))) / (len(self.null) + 1))
 
     @property
     def at_floor(self) -> bool:
@@ -122,7 +126,6 @@ def permutation_test(
         ci_low=float(ci_low),
         ci_high=float(ci_high),
         p_value=float((1 + np.count_nonzero(at_least)) / (n_permutations + 1)),
-        p_min=float((1 + np.count_nonzero(_at_least(null, null.max()))) / (n_permutations + 1)),
     )
 
 
