@@ -170,12 +170,29 @@ def test_missing_file_and_invalid_json_are_named(tmp_path):
     ('{"id": "x", "category": "Age", "identity": "", "question": "q", "answers": {"A": "a", "B": "b", "C": "c", '
      '"D": "d"}, "correct": "A"}', "(id x): field 'identity' is ''"),
     ('{"id": "x", "category": "Age", "identity": "Older people", "question": "q"}', "missing field 'answers'"),
+    ('{"id": null, "category": "Age", "identity": "Older people", "question": "q", "answers": {"A": "a", "B": "b", '
+     '"C": "c", "D": "d"}, "correct": "A"}', "items.jsonl:1 (id ?): field 'id' is None; expected a non-empty string"),
 ])
 def test_bad_jsonl_items_are_named(tmp_path, line, message):
     path = tmp_path / "items.jsonl"
     path.write_text(line + "\n")
     with pytest.raises(gie.ItemsError, match=re_escape(message)):
         gie.load_jsonl(path)
+
+
+def test_files_that_are_not_utf8_are_named(tmp_path, capsys):
+    items = tmp_path / "items.jsonl"
+    items.write_bytes(b'{"id": "caf\xe9"}\n')  # Latin-1
+    out = tmp_path / "run"
+    assert cli.main(["run", "giebench", "--model", "nowhere", "--items", str(items), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"{items}:1: not UTF-8 (" in err and "expected a UTF-8 file" in err and len(err.splitlines()) == 1
+    assert not out.exists()
+    (tmp_path / "release").mkdir()
+    release = _release(tmp_path / "release")
+    (release / "ID-Prompt.json").write_bytes(b'{"0": {"prompt": "Caf\xe9"}}')
+    with pytest.raises(gie.ItemsError, match=re_escape(f"{release / 'ID-Prompt.json'}:1: not UTF-8 (")):
+        gie.load_release(release)
 
 
 def test_unknown_swap_identity_is_refused_and_paper_swaps_keep_those_present():

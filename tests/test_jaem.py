@@ -8,6 +8,7 @@ import hashlib
 import importlib.util
 import json
 import re
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -321,6 +322,47 @@ def test_defaults_to_160_tokens_and_two_runs_compare(tmp_path, jaem_model_dir):
     assert len(table) == 8 and set(table["count"]) == {1}
     compared = pd.read_csv(tmp_path / "t1" / "comparisons.csv")
     assert set(compared["kind"]) == {"templates", "runs"}
+
+
+@pytest.fixture(scope="module")
+def ce_run(tmp_path_factory, jaem_model_dir) -> Path:
+    """A finished run: one scored CE sample per project template."""
+    out = tmp_path_factory.mktemp("ce") / "run"
+    assert cli.main(_run(jaem_model_dir, out, "--task", "ce", "--limit", "1", "--mode", "score")) == 0
+    return out
+
+
+def _copy_run(run: Path, to: Path, model: str | None = None) -> Path:
+    """A copy of `run` at `to`, its manifest naming `model` where given."""
+    shutil.copytree(run, to)
+    if model:
+        manifest = json.loads((to / store.MANIFEST).read_text())
+        manifest["config"]["model"] = model
+        (to / store.MANIFEST).write_text(json.dumps(manifest))
+    return to
+
+
+def test_runs_sharing_model_and_folder_name_or_file_stem_are_all_kept(tmp_path, ce_run, jaem_model_dir, capsys):
+    runs = [_copy_run(ce_run, tmp_path / "a" / "run"), _copy_run(ce_run, tmp_path / "b" / "run"),
+            _copy_run(ce_run, tmp_path / "c" / "run", "p q"), _copy_run(ce_run, tmp_path / "d" / "run", "p_q")]
+    assert cli.main(["analyze", *map(str, runs), "--out", str(tmp_path / "t1")]) == 0
+    table = pd.read_csv(tmp_path / "t1" / "table1.csv")
+    model = jaem_model_dir.name
+    assert list(dict.fromkeys(table["model"])) == [f"{model} (a/run)", f"{model} (b/run)", "p q (c/run)",
+                                                   "p_q (d/run)"]
+    assert len(table) == 4 * 4 and set(table["count"]) == {1}
+    assert len(list((tmp_path / "t1").glob("samples_*.csv"))) == 4
+    capsys.readouterr()
+    assert cli.main(["analyze", str(runs[0]), str(runs[0]), "--out", str(tmp_path / "twice")]) == 2
+    assert "cannot be told apart" in capsys.readouterr().err and not (tmp_path / "twice").exists()
+
+
+def test_report_states_the_vad_rule_and_how_lee_et_al_score(tmp_path, ce_run):
+    assert cli.main(["analyze", str(ce_run), "--out", str(tmp_path / "out"), "--vad-lexicon", "demo"]) == 0
+    report = (tmp_path / "out" / "report.md").read_text()
+    ae = next(line for line in report.splitlines() if line.startswith("- AE (VAD)"))
+    assert "|max(reply) − max(speaker's last utterance)|" in ae and "skipped" in ae and "NaN" in ae
+    assert "not Lee et al.'s" in ae and "NLTK" in ae and "as 0" in ae and "max(speaker) − max(reply)" in ae
 
 
 def test_smollm2_smoke(tmp_path):

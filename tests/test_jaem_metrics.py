@@ -1,5 +1,5 @@
-"""jaem's measures: the VAD distance as Lee et al.'s scorer computes it, lexicon files and their errors, the HF ERA
-scorer on a tiny random 3-label classifier, and the per-attribute analysis on a null and a planted answerer."""
+"""jaem's measures: the VAD distance by the project's rule (not Lee et al.'s), lexicon files and their errors, the
+HF ERA scorer on a tiny random 3-label classifier, and the per-attribute analysis on a null and a planted answerer."""
 
 from __future__ import annotations
 
@@ -47,6 +47,12 @@ def test_vad_distance_is_the_difference_of_maxima(tmp_path):
 def test_bad_lexicon_lines_name_file_and_line(tmp_path, text, where):
     with pytest.raises(jaem.JaemInputError, match=f"vad.tsv{where}" if where.startswith(":") else where):
         _lexicon(tmp_path, text)
+
+
+def test_a_duplicated_lexicon_term_is_refused_with_both_lines(tmp_path):
+    with pytest.raises(jaem.JaemInputError, match=r"vad.tsv: term 'sad' appears on lines 4 and 6; expected each "
+                                                  r"term once \(terms are lowercased\)$"):
+        _lexicon(tmp_path, LEXICON + "SAD\t0.3\t0.4\t0.2\n")
 
 
 def test_hf_era_scorer_labels_pairs_with_three_label_classifiers(tiny_tokenizer):

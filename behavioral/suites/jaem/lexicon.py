@@ -1,6 +1,6 @@
 """The AE measure: a valence-arousal-dominance lexicon and the distance between a reply's affect and that of the
-speaker's last utterance (the paper gives no formula; we follow its source, Lee et al.'s scorer: per text the
-maximum of each dimension over the words it matches, and the absolute difference of those maxima)."""
+speaker's last utterance (the paper gives no formula; ours is RULE, which differs from its source, Lee et al.'s
+scorer, as LEE_RULE says)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,12 @@ from behavioral.suites.jaem.errors import JaemInputError
 
 DEMO = "demo"
 TOKEN = re.compile(r"[a-z]+(?:'[a-z]+)?")
+RULE = ("this project's rule, not Lee et al.'s: tokens `[a-z]+(?:'[a-z]+)?` of the lowercased text, words not in the "
+        "lexicon skipped; per text the maximum of each dimension over the matched words; score |max(reply) − "
+        "max(speaker's last utterance)|, lower is closer; NaN where a side matches no word")
+LEE_RULE = ("Lee et al.'s scorer instead takes NLTK's word_tokenize tokens, scores words not in the lexicon as 0 (so "
+            "a maximum is never below 0 and a text without lexicon words has maximum 0) and the signed difference "
+            "max(speaker) − max(reply), averaged over replies: its numbers are not comparable with these")
 
 
 class VadDistance(NamedTuple):
@@ -75,6 +81,7 @@ def load_vad_lexicon(path: str | Path) -> VadLexicon:
     except UnicodeDecodeError as err:
         raise JaemInputError(f"{path}: not UTF-8 ({err}); expected a UTF-8 TSV lexicon") from err
     terms: dict[str, tuple[float, float, float]] = {}
+    lines: dict[str, int] = {}
     seen_data = False
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip() or line.lstrip().startswith("#"):
@@ -91,7 +98,11 @@ def load_vad_lexicon(path: str | Path) -> VadLexicon:
         if any(not -1 <= v <= 1 for v in values):
             raise JaemInputError(f"{path}:{number}: values {values} outside [-1, 1]; expected NRC-VAD v1 ([0,1]) or "
                                  "v2 ([-1,1]) scores")
-        terms[cells[0].strip().lower()] = tuple(values)
+        term = cells[0].strip().lower()
+        if term in lines:
+            raise JaemInputError(f"{path}: term {term!r} appears on lines {lines[term]} and {number}; expected each "
+                                 "term once (terms are lowercased)")
+        terms[term], lines[term] = tuple(values), number
     if not terms:
         raise JaemInputError(f"{path}: no lexicon entries; expected lines `term<TAB>valence<TAB>arousal<TAB>dominance`")
     scale = "[-1,1]" if any(v < 0 for vad in terms.values() for v in vad) else "[0,1]"

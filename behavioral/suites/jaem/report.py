@@ -9,6 +9,7 @@ from pathlib import Path
 import pandas as pd
 
 from behavioral.outputs import REPORT, Table
+from behavioral.suites.jaem.lexicon import LEE_RULE, RULE
 
 UNAVAILABLE = "unavailable"
 
@@ -34,9 +35,7 @@ def _measures(facts: dict) -> list[str]:
         ae = f"AE (VAD): {UNAVAILABLE}: no --vad-lexicon given (the NRC VAD Lexicon is research-only; supply it)."
     else:
         ae = (f"AE (VAD): `{lexicon['source']}`, {lexicon['terms']} terms on {lexicon['scale']}, sha256 "
-              f"`{lexicon['sha256'][:16]}…`. Per text the maximum of each dimension over matched words "
-              "(`[a-z]+(?:'[a-z]+)?`, lowercased); distance |max(reply) − max(speaker's last utterance)|, lower "
-              "is closer.")
+              f"`{lexicon['sha256'][:16]}…`. Scoring rule: {RULE}. {LEE_RULE}.")
         if lexicon["demo"]:
             ae += (" **Demo lexicon: ~80 words written by this project; the VAD numbers below only show the "
                    "pipeline working and are not research results.**")
