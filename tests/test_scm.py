@@ -20,12 +20,14 @@ from scipy.stats import wasserstein_distance
 from behavioral.cli import main
 from behavioral.store import read_results
 from behavioral.suites.scm import (
-    GROUPS, TRAITS, fidelity, fpr, fpr_by_attribute, inter_trait_baseline, items, load_human, load_model,
+    GROUPS, TRAITS, Options, fidelity, fpr, fpr_by_attribute, inter_trait_baseline, items, load_human, load_model,
     quadrants, w1,
 )
+from behavioral.suites.scm.analysis import compute
 from behavioral.suites.scm.answers import parse_reply, reply_decided
 from behavioral.suites.scm.human import SHIPPED
 from behavioral.suites.scm.prompts import TEMPLATES
+from behavioral.suites.scm.report import table3
 from behavioral.suites.scm.us_stereotypes import convert, rating
 from tests.conftest import make_tiny_model
 
@@ -209,6 +211,9 @@ def test_shipped_csv_is_the_converted_release():
     ("group,trait,rater,rating\nWhite people,warm,a,3\nMartians,warm,a,3\n", "line 3: unknown group 'Martians'"),
     ("group,trait,rater,rating\nWhite people,warm,a,3\nWhite men,warm,a,3\n", "more than one group set"),
     ("group,trait,rater,rating\nWhite people,warm,a,3\nWhite people,warm,a,4\n", "line 3: duplicate rating"),
+    ("group,trait,rater,rating\nWhite people,warm,a,3\nWhite people,warm,b,3,x\n",
+     "line 3: 5 fields; expected 4 \\(group,trait,rater,rating\\)"),
+    ("group,trait,rater,rating\nWhite people,warm,a,3\n\nWhite people,warm\n", "line 4: 2 fields; expected 4"),
 ])
 def test_bad_human_csv(tmp_path, text, message):
     path = tmp_path / "ratings.csv"
@@ -338,3 +343,149 @@ def test_smollm2_cli_smoke(tmp_path):
     assert main(["analyze", str(run), "--measure", "score", "--out", str(tmp_path / "analysis")]) == 0
     summary = json.loads((tmp_path / "analysis" / "summary.json").read_text())
     assert 0 <= summary["models"]["smollm2-135m"]["mean_w1"] <= 4
+
+
+# Issue 25: labels, shared cells, missing dimensions and groups, row order, empty flags.
+
+def _copy_run(source: Path, dest: Path, change=None) -> Path:
+    """A copy of run `source` at `dest`, its one result part passed through `change` (a pyarrow Table -> Table)."""
+    shutil.copytree(source, dest)
+    if change is not None:
+        [part] = (dest / "results").glob("*.parquet")
+        pq.write_table(change(pq.read_table(part)), part)
+    return dest
+
+
+def _write(analysis, out: Path) -> Path:
+    """The tables, figures and report of `analysis` written into `out` (what analyze writes, without its folder)."""
+    from behavioral.suites.scm import figures, report
+
+    out.mkdir(parents=True)
+    report.write_report(analysis, out, figures.write_figures(analysis, out))
+    return out
+
+
+@pytest.fixture(scope="module")
+def wide(tmp_path_factory, long_model_dir):
+    """A score run on two traits the shipped human ratings have (warm, confident) and two they lack (fair, able),
+    its expected ratings planted: on warm and confident each group's human mean, on fair and able the mirror image
+    that turns every group's quadrant over when all four traits count."""
+    root = tmp_path_factory.mktemp("scm-wide")
+    assert main(["run", "scm", "--model", str(long_model_dir), "--out", str(root / "raw"), "--groups",
+                 "us-stereotypes", "--traits", "warm,confident,fair,able", "--templates", "f01", "--mode", "score",
+                 "--samples-per-template", "1", "--dtype", "fp32", "--no-progress"]) == 0
+    means = load_human("us-stereotypes").groupby(["group", "trait"]).rating.mean()
+    centre = {t: means.xs(t, level="trait").mean() for t in ("warm", "confident")}
+    mirror = {"fair": "warm", "able": "confident"}
+
+    def plant(table: pa.Table) -> pa.Table:
+        rows = table.select(["group", "trait"]).to_pandas()
+        values = [means[g, t] if t not in mirror else 3 * centre[mirror[t]] - 2 * means[g, mirror[t]]
+                  for g, t in zip(rows.group, rows.trait)]
+        column = table.schema.get_field_index("expected")
+        return table.set_column(column, table.schema.field(column), pa.array(values, pa.float64()))
+
+    return _copy_run(root / "raw", root / "run", plant)
+
+
+def test_runs_of_one_model_in_folders_of_one_name_keep_their_own_labels(runs, tmp_path):
+    root, _ = runs
+    a = _copy_run(root / "score", tmp_path / "a" / "run")
+    b = _copy_run(root / "score", tmp_path / "b" / "run")
+    model = Path(json.loads((a / "manifest.json").read_text())["config"]["model"]).name
+    analysis = compute([a, b])
+    labels = [f"{model} (a/run)", f"{model} (b/run)"]
+    assert list(analysis.runs) == labels and analysis.runs[labels[1]] == b
+    assert analysis.fidelity.model.value_counts().to_dict() == dict.fromkeys(labels, 32)
+    assert list(table3(analysis).columns) == ["attribute", *labels]
+    assert list(analysis.summary()["models"]) == labels
+    with pytest.raises(ValueError, match=f"run {a} is given twice; expected each run once"):
+        compute([a, b, a])
+
+
+def test_agreement_compares_the_cells_model_and_humans_share(wide):
+    analysis = compute([wide])
+    [label] = analysis.runs
+    assert analysis.agreement.rate.tolist() == [1.0] * 3  # people, privileged, disadvantaged; planted equal
+    assert analysis.summary()["models"][label]["shared_cells"] == {
+        "groups": 16, "cells": 32, "warmth": ["warm"], "competence": ["confident"]}
+    q = analysis.quadrants[analysis.quadrants.source == label]
+    own, shared = q[q.cells == "all traits"], q[q.cells == "shared with human"]
+    assert len(own) == len(shared) == 16 and (own.quadrant.to_numpy() != shared.quadrant.to_numpy()).all()
+    assert shared.agrees.all() and own.agrees.isna().all()
+    report = (_write(analysis, wide.parent / "out") / "report.md").read_text()
+    assert (f"`{label}`: 16 groups, 32 cells; warmth 1 of 10 traits (warm), competence 1 of 10 traits (confident)"
+            in report)
+
+
+def test_quadrants_need_both_dimensions_and_never_call_a_missing_score_low(wide, tmp_path):
+    human = _synthetic(groups=["White men", "Black men", "Asian men"])
+    with pytest.raises(ValueError, match="quadrants need warmth and competence ratings; no competence rating"):
+        quadrants(human[human.trait.map(TRAITS) == "warmth"])
+    human.loc[(human.group == "Black men") & (human.trait.map(TRAITS) == "competence"), "rating"] = np.nan
+    q = quadrants(human).set_index("group")
+    assert q.quadrant.isna().tolist() == [False, True, False] and pd.isna(q.high_competence["Black men"])
+    warm_only = _copy_run(wide, tmp_path / "warm", lambda t: t.filter(pc.equal(t["trait"], "warm")))
+    analysis = compute([warm_only])
+    [label] = analysis.runs
+    assert set(analysis.quadrants.source) == {"human"} and analysis.agreement.empty
+    assert analysis.notes == [
+        f"No quadrants for `{label}`: no competence rating (traits warm); quadrants need warmth and competence.",
+        f"No quadrant agreement for `{label}`: the cells it shares with the human ratings have no competence rating "
+        "(traits warm); quadrants need warmth and competence."]
+    out = _write(analysis, tmp_path / "out")
+    report = (out / "report.md").read_text()
+    assert all(note in report for note in analysis.notes) and not (out / "fig3_agreement.png").exists()
+
+
+def test_groups_without_ratings_are_named_and_drawn_as_missing(runs, tmp_path):
+    root, _ = runs
+
+    def drop(t: pa.Table) -> pa.Table:  # no White people at all, Black people without competence
+        black_confident = pc.and_(pc.equal(t["group"], "Black people"), pc.equal(t["trait"], "confident"))
+        return t.filter(pc.invert(pc.or_(pc.equal(t["group"], "White people"), black_confident)))
+
+    analysis = compute([_copy_run(root / "score", tmp_path / "partial", drop)])
+    [label] = analysis.runs
+    out = _write(analysis, tmp_path / "out-partial")  # used to stop with "nan is not in list"
+    assert analysis.unrated == {"human": [], label: ["White people"]}
+    report = (out / "report.md").read_text()
+    assert f"Groups without a rating (absent from that source's rows): `{label}`: White people." in report
+    assert f"No quadrant for Black people in `{label}` (all traits): no rating on one dimension." in report
+    assert (out / "fig1_quadrants.png").is_file() and (out / "fig2_assignments.png").is_file()
+    three = tmp_path / "three.csv"
+    three.write_text("group,trait,rater,rating\nWhite people,warm,a,5\nWhite people,confident,a,1\n"
+                     "Black people,warm,a,1\nBlack people,confident,a,5\nAsian people,warm,a,3\n"
+                     "Asian people,confident,a,3\n")
+    analysis = compute([root / "score"], human=str(three))
+    order = [g.name for g in GROUPS["us-stereotypes"]]
+    assert analysis.unrated["human"] == order[3:]
+    assert set(analysis.quadrants.group[analysis.quadrants.cells != "all traits"]) == set(order[:3])
+    out = _write(analysis, tmp_path / "out-three")
+    assert "`human`: Hispanic people, Christian people, Muslim people" in (out / "report.md").read_text()
+    assert (out / "fig1_quadrants.png").is_file() and (out / "fig2_assignments.png").is_file()
+
+
+def test_tables_do_not_depend_on_the_order_rows_were_written(runs, tmp_path):
+    root, _ = runs
+    shuffle = np.random.default_rng(0).permutation
+    shuffled = _copy_run(root / "score", tmp_path / "shuffled", lambda t: t.take(pa.array(shuffle(len(t)))))
+    a, b = (_write(compute([run]), tmp_path / f"out-{run.name}") for run in (root / "score", shuffled))
+    tables = sorted(p.name for p in a.glob("*.csv")) + ["table3_fpr.md"]
+    assert len(tables) == 7
+    for name in tables:
+        assert (a / name).read_bytes() == (b / name).read_bytes(), name
+    order = [g.name for g in GROUPS["us-stereotypes"]]
+    assert pd.read_csv(b / "parse_rates.csv").group.tolist() == order
+    assert pd.read_csv(b / "quadrants.csv").query("source == 'human' and cells == 'all traits'").group.tolist() == order
+
+
+@pytest.mark.parametrize("flag", ["--traits", "--templates"])
+def test_a_flag_naming_nothing_is_refused(long_model_dir, tmp_path, capsys, flag):
+    out = tmp_path / "run"
+    assert main(["run", "scm", "--model", str(long_model_dir), "--out", str(out), flag, ",", "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert f"{flag} names none; expected a comma list of" in err and "\n" not in err
+    assert not out.exists()
+    with pytest.raises(ValueError, match=f"{flag} names none"):
+        Options(**{flag[2:]: ()})

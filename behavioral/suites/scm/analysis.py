@@ -1,6 +1,7 @@
 """The analysis of one or more scm runs (one per model, one group set): fidelity to the human ratings (W1 per cell,
 per group and dimension, per trait), the inter-trait baseline, FPR overall and per attribute (Table 3), quadrants
-and their agreement with humans, parse rates; computed whole before anything is written."""
+and their agreement with humans on the cells both rate, parse rates, what was left out; computed whole before
+anything is written."""
 
 from __future__ import annotations
 
@@ -9,20 +10,25 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from behavioral.outputs import REPORT, staged_dir
 from behavioral.suites.scm.fidelity import fidelity, inter_trait_baseline
+from behavioral.suites.scm.groups import GROUPS
 from behavioral.suites.scm.human import SHIPPED, load_human
+from behavioral.suites.scm.order import in_order
 from behavioral.suites.scm.parity import fpr, fpr_by_attribute
-from behavioral.suites.scm.quadrants import agreement, agreement_rates, quadrants
+from behavioral.suites.scm.quadrants import (
+    ALL_TRAITS, agreement, agreement_rates, describe_cells, dimension_gap, quadrants, shared_cells,
+)
 from behavioral.suites.scm.runs import load_model, run_facts
 from behavioral.suites.scm.traits import DIMENSIONS
 
 ANALYSIS_DIR = "analysis"
 ALL_GROUPS = "all groups"
 STATUSES = ("parsed", "unparsed", "ambiguous")
+QUADRANT_COLUMNS = ("source", "cells", "group", "warmth", "competence", "high_warmth", "high_competence", "quadrant",
+                    "gender", "privileged", "agrees")
 
 
 @dataclass
@@ -35,13 +41,17 @@ class Analysis:
     human_source: dict | None  # source, sha256, rows (None: model quadrants only)
     fidelity: pd.DataFrame  # model, group, trait, dimension, attribute, w1
     fpr: pd.DataFrame  # model, attribute (ALL_GROUPS first), fpr, n_groups, best, worst, dropped, flagged
-    quadrants: pd.DataFrame  # source, group, warmth, competence, ..., quadrant, agrees
-    agreement: pd.DataFrame  # by, level, rate (averaged over models)
+    quadrants: pd.DataFrame  # source, cells (ALL_TRAITS or shared with ...), group, warmth, ..., quadrant, agrees
+    agreement: pd.DataFrame  # by, level, rate (averaged over models, on the cells each shares with humans)
     parse_rates: pd.DataFrame  # model, group, n, parsed, unparsed, ambiguous
     baseline: dict[str, float] = field(default_factory=dict)
+    shared_cells: dict[str, dict] = field(default_factory=dict)  # model label -> describe_cells of its shared cells
+    unrated: dict[str, list[str]] = field(default_factory=dict)  # human or model label -> groups without a rating
+    notes: list[str] = field(default_factory=list)  # what the analysis left out, and why
 
     def summary(self) -> dict:
-        """Per model: mean W1, per-dimension W1 and baseline, FPR, parse rates; and where the data came from."""
+        """Per model: mean W1, per-dimension W1 and baseline, FPR, parse rates, the cells compared with humans; the
+        groups without a rating, the notes; and where the data came from."""
         models = {}
         for model in self.runs:
             fid = self.fidelity[self.fidelity.model == model]
@@ -55,9 +65,10 @@ class Analysis:
                 else None,
                 "fpr": _float(overall.fpr.iloc[0]) if len(overall) else None,
                 "parse_rates": {s: _float((rates[s] * rates.n).sum() / n) if n else None for s in STATUSES},
+                "shared_cells": self.shared_cells.get(model),
             }
         return {"group_set": self.group_set, "human": self.human_source, "baseline": self.baseline,
-                "models": models}
+                "models": models, "groups_without_ratings": self.unrated, "notes": self.notes}
 
 
 def _float(value) -> float | None:
@@ -65,15 +76,31 @@ def _float(value) -> float | None:
 
 
 def _labels(runs: Sequence[Path], facts: list[dict]) -> list[str]:
-    """A short name per run: the model's id (a local path's folder name), the run directory added where two
-    runs share a model."""
+    """A unique short name per run: the model's id (a local path's folder name), and where runs share a model, the
+    fewest trailing parts of the run's path that tell it from theirs (`run`, else `a/run`); a run given twice is a
+    ValueError."""
+    paths = [Path(r).resolve() for r in runs]
+    twice = next((r for r, p in zip(runs, paths) if paths.count(p) > 1), None)
+    if twice is not None:
+        raise ValueError(f"run {twice} is given twice; expected each run once")
     names = [Path(f["model"]).name if Path(f["model"]).is_absolute() else f["model"] for f in facts]
-    return [f"{n} ({Path(r).name})" if names.count(n) > 1 else n for n, r in zip(names, runs)]
+    return [f"{n} ({_tail(p, [q for m, q in zip(names, paths) if m == n])})" if names.count(n) > 1 else n
+            for n, p in zip(names, paths)]
 
 
-def _lead(frame: pd.DataFrame, column: str) -> pd.DataFrame:
-    """`frame` with `column` first."""
-    return frame[[column, *[c for c in frame.columns if c != column]]]
+def _tail(path: Path, paths: list[Path]) -> str:
+    """The fewest trailing parts of `path` (one of the distinct `paths`) that no other of `paths` ends with."""
+    depth = next(d for d in range(1, len(path.parts) + 1)
+                 if sum(q.parts[-d:] == path.parts[-d:] for q in paths) == 1)
+    return Path(*path.parts[-depth:]).as_posix()
+
+
+def _concat(parts: list[pd.DataFrame], columns: Sequence[str]) -> pd.DataFrame:
+    """`parts` stacked, `columns` first in that order (no parts: an empty frame of `columns`)."""
+    if not parts:
+        return pd.DataFrame(columns=list(columns))
+    frame = pd.concat(parts, ignore_index=True)
+    return frame.reindex(columns=[*columns, *[c for c in frame.columns if c not in columns]])
 
 
 def _parse_rates(frame: pd.DataFrame, model: str) -> pd.DataFrame:
@@ -83,12 +110,64 @@ def _parse_rates(frame: pd.DataFrame, model: str) -> pd.DataFrame:
     else:
         status = pd.Series("parsed", index=frame.index)
     counts = pd.crosstab(frame.group, status).reindex(columns=STATUSES, fill_value=0)
-    counts = counts.reindex([g for g in dict.fromkeys(frame.group)])
     n = counts.sum(axis=1)
     out = counts.div(n, axis=0).reset_index()
     out.insert(0, "model", model)
     out.insert(2, "n", n.to_numpy())
-    return out
+    return in_order(out, ("group",))
+
+
+def _unrated(frame: pd.DataFrame, group_set: str) -> list[str]:
+    """The groups of `group_set` that `frame` holds no rating of, in the set's order."""
+    rated = set(frame.dropna(subset=["rating"]).group)
+    return [g.name for g in GROUPS[group_set] if g.name not in rated]
+
+
+def _own_quadrants(source: str, frame: pd.DataFrame, notes: list[str]) -> list[pd.DataFrame]:
+    """The quadrants of `source` on every trait it rated (cells ALL_TRAITS), or none and a note where it lacks a
+    dimension."""
+    gap = dimension_gap(frame)
+    if gap is not None:
+        notes.append(f"No quadrants for `{source}`: {gap}; quadrants need warmth and competence.")
+        return []
+    return [quadrants(frame).assign(source=source, cells=ALL_TRAITS)]
+
+
+def _versus_human(label: str, human: pd.DataFrame, frame: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """W1 per cell of model `label` against `human` and its FPR overall and per attribute; a model without a
+    parsed rating or a cell in common is a ValueError."""
+    fid = fidelity(human, frame)
+    if frame.rating.isna().all():
+        raise ValueError(f"{frame.attrs['run']}: no parsed rating (every reply unparsed or ambiguous); "
+                         "expected a run whose model answers A-E (try --mode score)")
+    if fid.empty:
+        raise ValueError(f"{frame.attrs['run']}: no (group, trait) cell in common with --human "
+                         f"{human.attrs['source']}; expected ratings of the same groups and traits")
+    overall = pd.DataFrame([{"attribute": ALL_GROUPS, **fpr(fid).row()}])
+    return fid.assign(model=label), pd.concat([overall, fpr_by_attribute(fid)], ignore_index=True).assign(model=label)
+
+
+def _agreement(label: str, human: pd.DataFrame, model: pd.DataFrame,
+               notes: list[str]) -> tuple[list[pd.DataFrame], list[pd.DataFrame]]:
+    """The quadrants of `human` and of model `label` on the (group, trait) cells both rate (the model's with
+    `agrees`), and their agreement() rows; neither, and a note, where those cells lack a dimension."""
+    gap = dimension_gap(model)  # the shared cells are the same on both sides
+    if gap is not None:
+        notes.append(f"No quadrant agreement for `{label}`: the cells it shares with the human ratings have {gap}; "
+                     "quadrants need warmth and competence.")
+        return [], []
+    human_q, model_q = quadrants(human), quadrants(model)
+    agreed = agreement(human_q, model_q).assign(model=label)
+    model_q = model_q.merge(agreed[["group", "agrees"]], on="group", how="left")
+    return [human_q.assign(source="human", cells=f"shared with {label}"),
+            model_q.assign(source=label, cells="shared with human")], [agreed]
+
+
+def _no_quadrant_notes(quads: pd.DataFrame) -> list[str]:
+    """A note per source and cells naming the groups that have no quadrant (no rating on one dimension)."""
+    missing = quads[quads.quadrant.isna()]
+    return [f"No quadrant for {', '.join(part.group)} in `{source}` ({cells}): no rating on one dimension."
+            for (source, cells), part in missing.groupby(["source", "cells"], sort=False)]
 
 
 def compute(run_dirs: Sequence[str | Path], human: str | None = None, measure: str | None = None) -> Analysis:
@@ -107,39 +186,31 @@ def compute(run_dirs: Sequence[str | Path], human: str | None = None, measure: s
     human_frame = load_human(source, group_set) if source is not None else None
     labels = _labels(runs, facts)
     frames = {label: load_model(r, measure) for label, r in zip(labels, runs)}
-    fid_parts, fpr_parts, quad_parts, agree_parts = [], [], [], []
-    human_q = quadrants(human_frame) if human_frame is not None else None
-    if human_q is not None:
-        quad_parts.append(human_q.assign(source="human", agrees=np.nan))
-    for label, frame in frames.items():
-        model_q = quadrants(frame)
-        if human_frame is not None:
-            fid = fidelity(human_frame, frame)
-            if frame.rating.isna().all():
-                raise ValueError(f"{frame.attrs['run']}: no parsed rating (every reply unparsed or ambiguous); "
-                                 "expected a run whose model answers A-E (try --mode score)")
-            if fid.empty:
-                raise ValueError(f"{frame.attrs['run']}: no (group, trait) cell in common with --human "
-                                 f"{human_frame.attrs['source']}; expected ratings of the same groups and traits")
-            fid_parts.append(fid.assign(model=label))
-            overall = pd.DataFrame([{"attribute": ALL_GROUPS, **fpr(fid).row()}])
-            fpr_parts.append(pd.concat([overall, fpr_by_attribute(fid)], ignore_index=True).assign(model=label))
-            agreed = agreement(human_q, model_q)
-            agree_parts.append(agreed.assign(model=label))
-            model_q = model_q.merge(agreed[["group", "agrees"]], on="group", how="left")
-        quad_parts.append(model_q.assign(source=label))
-    fid_all = _lead(pd.concat(fid_parts, ignore_index=True), "model") if fid_parts else \
-        pd.DataFrame(columns=["model", "group", "trait", "dimension", "attribute", "w1"])
-    fpr_all = _lead(pd.concat(fpr_parts, ignore_index=True), "model") if fpr_parts else \
-        pd.DataFrame(columns=["model", "attribute", "fpr", "n_groups", "best", "worst", "dropped", "flagged"])
-    quads = pd.concat(quad_parts, ignore_index=True)
-    quads = _lead(quads, "source")
-    rates = agreement_rates(pd.concat(agree_parts, ignore_index=True)) if agree_parts else \
-        pd.DataFrame(columns=["by", "level", "rate"])
-    parse = pd.concat([_parse_rates(f, label) for label, f in frames.items()], ignore_index=True)
-    return Analysis(group_set, dict(zip(labels, runs)), {k: f.attrs["measure"] for k, f in frames.items()},
-                    None if human_frame is None else dict(human_frame.attrs), fid_all, fpr_all, quads, rates, parse,
-                    inter_trait_baseline(human_frame) if human_frame is not None else {})
+    sources = ({} if human_frame is None else {"human": human_frame}) | frames
+    notes: list[str] = []
+    quad_parts = [q for name, frame in sources.items() for q in _own_quadrants(name, frame, notes)]
+    fid_parts, fpr_parts, agree_parts, cells = [], [], [], {}
+    compared = frames if human_frame is not None else {}  # fidelity and agreement need human ratings
+    for label, frame in compared.items():
+        fid, parity = _versus_human(label, human_frame, frame)
+        fid_parts.append(fid)
+        fpr_parts.append(parity)
+        shared_human, shared_model = shared_cells(human_frame, frame)
+        cells[label] = describe_cells(shared_model)
+        placed, agreed = _agreement(label, shared_human, shared_model, notes)
+        quad_parts += placed
+        agree_parts += agreed
+    quads = _concat(quad_parts, QUADRANT_COLUMNS)
+    return Analysis(
+        group_set, dict(zip(labels, runs)), {k: f.attrs["measure"] for k, f in frames.items()},
+        None if human_frame is None else dict(human_frame.attrs),
+        _concat(fid_parts, ["model", "group", "trait", "dimension", "attribute", "w1"]),
+        _concat(fpr_parts, ["model", "attribute", "fpr", "n_groups", "best", "worst", "dropped", "flagged"]),
+        quads, agreement_rates(_concat(agree_parts, ["model", "group", "gender", "privileged", "agrees"])),
+        pd.concat([_parse_rates(f, label) for label, f in frames.items()], ignore_index=True),
+        baseline=inter_trait_baseline(human_frame) if human_frame is not None else {}, shared_cells=cells,
+        unrated={name: _unrated(frame, group_set) for name, frame in sources.items()},
+        notes=notes + _no_quadrant_notes(quads))
 
 
 def analyze(run_dirs: Sequence[str | Path], out: str | Path | None = None, human: str | None = None,

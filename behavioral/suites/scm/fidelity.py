@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from behavioral.suites.scm.groups import GROUPS
+from behavioral.suites.scm.order import in_order
 from behavioral.suites.scm.traits import DIMENSIONS, TRAITS
 
 LEVELS = (1, 2, 3, 4, 5)
@@ -39,14 +40,14 @@ def distributions(frame: pd.DataFrame) -> pd.Series:
 
 
 def fidelity(human: pd.DataFrame, model: pd.DataFrame) -> pd.DataFrame:
-    """W1 per cell the two frames share: group, trait, dimension, attribute, w1 (human cell order)."""
+    """W1 per cell the two frames share: group, trait, dimension, attribute, w1 (in the suite's order)."""
     h, m = distributions(human), distributions(model)
     shared = [key for key in h.index if key in m.index]
-    return pd.DataFrame({
+    return in_order(pd.DataFrame({
         "group": [g for g, _ in shared], "trait": [t for _, t in shared],
         "dimension": [TRAITS[t] for _, t in shared], "attribute": [_ATTRIBUTE[g] for g, _ in shared],
         "w1": [w1(h[key], m[key]) for key in shared],
-    }, columns=["group", "trait", "dimension", "attribute", "w1"])
+    }, columns=["group", "trait", "dimension", "attribute", "w1"]), ("group", "trait"))
 
 
 def inter_trait_baseline(human: pd.DataFrame) -> dict[str, float]:

@@ -1,58 +1,76 @@
-"""Figures 1-5/11 of seed 004 as PNG and PDF: quadrant scatter, quadrant assignments, agreement rates, fidelity per
-group and dimension against the inter-trait baseline, fidelity per trait."""
+"""Figures 1-5/11 of seed 004 as PNG and PDF: quadrant scatter, quadrant assignments (both on the cells a model
+shares with humans where there are humans), agreement rates, fidelity per group and dimension against the
+inter-trait baseline, fidelity per trait. Groups without a quadrant are left out or blank."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
 from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
 from behavioral.outputs import save_figure
+from behavioral.suites.scm.order import in_order
+from behavioral.suites.scm.quadrants import ALL_TRAITS
 from behavioral.suites.scm.traits import COMPETENCE, DIMENSIONS, TRAITS, WARMTH
 
 COLOURS = {"contempt": "tab:red", "admiration": "tab:green", "envy": "tab:blue", "pity": "tab:orange"}
 MARKERS = {"men": "o", "women": "s", "people": "^"}
 
 
+def _panels(analysis) -> list[tuple[str, pd.DataFrame]]:
+    """(title, quadrant rows) per source and cells: the comparisons with humans on shared cells where there are
+    any, else each source's own quadrants."""
+    q = analysis.quadrants
+    compared = q[q.cells != ALL_TRAITS]
+    shown = compared if len(compared) else q
+    return [(f"{source}\n({cells})", part) for (source, cells), part in shown.groupby(["source", "cells"], sort=False)]
+
+
 def fig1_quadrants(analysis) -> Figure:
-    """Warmth against competence per source; circles men, squares women, dashed lines the source's means."""
-    sources = list(dict.fromkeys(analysis.quadrants.source))
-    fig = Figure(figsize=(4 * len(sources), 4))
-    axes = fig.subplots(1, len(sources), squeeze=False)
-    for ax, source in zip(axes[0], sources):
-        q = analysis.quadrants[analysis.quadrants.source == source]
+    """Warmth against competence per panel; circles men, squares women, dashed lines the panel's means; groups
+    without a quadrant are left out."""
+    panels = _panels(analysis)
+    fig = Figure(figsize=(4 * len(panels), 4))
+    axes = fig.subplots(1, len(panels), squeeze=False)
+    for ax, (title, q) in zip(axes[0], panels):
+        placed = q.dropna(subset=["quadrant"])
         for gender, marker in MARKERS.items():
-            part = q[q.gender == gender]
+            part = placed[placed.gender == gender]
             ax.scatter(part.warmth, part.competence, marker=marker, c=[COLOURS[x] for x in part.quadrant], s=30,
                        label=gender if len(part) else None)
         ax.axvline(q.warmth.mean(), ls="--", c="grey")
         ax.axhline(q.competence.mean(), ls="--", c="grey")
-        ax.set(title=source, xlabel="warmth", ylabel="competence")
+        ax.set(title=title, xlabel="warmth", ylabel="competence")
         ax.legend(fontsize=7)
     fig.tight_layout()
     return fig
 
 
 def fig2_assignments(analysis) -> Figure:
-    """Quadrant of every group per source; groups some model places elsewhere than humans in bold."""
-    table = analysis.quadrants.pivot(index="group", columns="source", values="quadrant")
-    table = table.reindex(index=list(dict.fromkeys(analysis.quadrants.group)),
-                          columns=list(dict.fromkeys(analysis.quadrants.source)))
+    """Quadrant of every group per panel, blank where a group has none; groups some model places elsewhere than
+    humans (on their shared cells) in bold."""
+    panels = _panels(analysis)
+    shown = pd.concat([q.assign(panel=title) for title, q in panels], ignore_index=True)
+    table = shown.pivot(index="group", columns="panel", values="quadrant")
+    table = in_order(table.reset_index(), ("group",)).set_index("group")[[title for title, _ in panels]]
     names = list(COLOURS)
-    codes = table.apply(lambda c: c.map(names.index)).to_numpy(dtype=float)
+    codes = np.ma.masked_invalid(table.apply(lambda c: c.map(names.index, na_action="ignore")).to_numpy(float))
     fig = Figure(figsize=(1.2 * table.shape[1] + 3, 0.22 * len(table) + 1.5))
     ax = fig.subplots()
-    ax.imshow(codes, cmap=ListedColormap(list(COLOURS.values())), vmin=0, vmax=len(names) - 1, aspect="auto")
+    cmap = ListedColormap(list(COLOURS.values())).with_extremes(bad="white")
+    ax.imshow(codes, cmap=cmap, vmin=0, vmax=len(names) - 1, aspect="auto")
     ax.set_xticks(range(table.shape[1]), table.columns, rotation=30, ha="right")
     ax.set_yticks(range(len(table)), table.index, fontsize=7)
-    if "human" in table.columns:
-        misaligned = table.drop(columns="human").ne(table["human"], axis=0).any(axis=1)
-        for label, bold in zip(ax.get_yticklabels(), misaligned):
-            label.set_fontweight("bold" if bold else "normal")
-    ax.legend(handles=[Rectangle((0, 0), 1, 1, color=c) for c in COLOURS.values()], labels=names,
-              bbox_to_anchor=(1.02, 1), loc="upper left", fontsize=7)
+    misaligned = set(shown.group[shown.agrees.eq(False)])
+    for label, group in zip(ax.get_yticklabels(), table.index):
+        label.set_fontweight("bold" if group in misaligned else "normal")
+    handles = [Rectangle((0, 0), 1, 1, color=c) for c in COLOURS.values()]
+    ax.legend(handles=[*handles, Rectangle((0, 0), 1, 1, facecolor="white", edgecolor="grey")],
+              labels=[*names, "no quadrant"], bbox_to_anchor=(1.02, 1), loc="upper left", fontsize=7)
     fig.tight_layout()
     return fig
 
@@ -113,10 +131,12 @@ def fig5_traits(analysis) -> Figure:
 
 def write_figures(analysis, out: Path) -> dict[str, list[Path]]:
     """Write the figures the analysis has data for; returns name -> paths."""
-    makers = {} if analysis.quadrants.dropna(subset=["warmth", "competence"]).empty else \
+    makers = {} if analysis.quadrants.quadrant.isna().all() else \
         {"fig1_quadrants": fig1_quadrants, "fig2_assignments": fig2_assignments}
+    if not analysis.agreement.empty:
+        makers["fig3_agreement"] = fig3_agreement
     if analysis.human_source is not None:
-        makers |= {"fig3_agreement": fig3_agreement, "fig4_fidelity": fig4_fidelity, "fig5_traits": fig5_traits}
+        makers |= {"fig4_fidelity": fig4_fidelity, "fig5_traits": fig5_traits}
     paths = {}
     for name, make in makers.items():
         paths[name] = save_figure(make(analysis), out, name)

@@ -8,6 +8,8 @@ from dataclasses import asdict, dataclass
 
 import pandas as pd
 
+from behavioral.suites.scm.order import in_order
+
 THRESHOLD = 0.8
 
 
@@ -47,12 +49,13 @@ def fpr(fid: pd.DataFrame) -> Parity:
 
 
 def fpr_by_attribute(fid: pd.DataFrame) -> pd.DataFrame:
-    """Table 3: one FPR per attribute (attribute, fpr, n_groups, best, worst, dropped, flagged); the traits a group
-    must have are those of the whole frame."""
+    """Table 3: one FPR per attribute in Table 1's order (attribute, fpr, n_groups, best, worst, dropped, flagged);
+    the traits a group must have are those of the whole frame."""
     traits = set(fid.trait)
     rows = []
     for attribute, part in fid.groupby("attribute", sort=False):
         missing = [g for g, t in part.groupby("group", sort=False).trait if set(t) != traits]
         parity = fpr(part[~part.group.isin(missing)])
         rows.append({"attribute": attribute, **parity.row(), "dropped": ";".join(missing)})
-    return pd.DataFrame(rows, columns=["attribute", "fpr", "n_groups", "best", "worst", "dropped", "flagged"])
+    return in_order(pd.DataFrame(rows, columns=["attribute", "fpr", "n_groups", "best", "worst", "dropped", "flagged"]),
+                    ("attribute",))

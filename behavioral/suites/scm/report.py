@@ -11,7 +11,7 @@ import pandas as pd
 from behavioral.outputs import REPORT, write_table
 from behavioral.provenance import provenance
 from behavioral.suites.scm.parity import THRESHOLD
-from behavioral.suites.scm.traits import DIMENSIONS
+from behavioral.suites.scm.traits import DIMENSIONS, TRAITS
 
 SEED = "004_50cddb5e32a56268.txt"
 
@@ -32,6 +32,29 @@ def table3(analysis) -> pd.DataFrame:
     order = list(dict.fromkeys(analysis.fpr.attribute))
     order = [a for a in order if a != "all groups"] + ["all groups"]
     return wide.reindex(index=order, columns=list(analysis.runs)).reset_index()
+
+
+def _cells_line(model: str, cells: dict) -> str:
+    """The cells a model's agreement with humans uses, as one list item."""
+    per_dimension = ", ".join(f"{d} {len(cells[d])} of {sum(TRAITS[t] == d for t in TRAITS)} traits "
+                              f"({', '.join(cells[d]) or 'none'})" for d in DIMENSIONS)
+    return f"- `{model}`: {cells['groups']} groups, {cells['cells']} cells; {per_dimension}"
+
+
+def _quadrants_note(analysis) -> str:
+    """What the rows of quadrants.csv are computed on."""
+    own = "`quadrants.csv` holds each source's quadrants on every trait it rated (`cells` = `all traits`"
+    if analysis.human_source is None:
+        return own + ")."
+    return (own + ": a model's are its own, not compared with humans) and, per model, the human's and the model's "
+            "on the cells they share (`shared with ...`), which the agreement and the figures use.")
+
+
+def _left_out(analysis) -> list[str]:
+    """The report's list of what was left out: groups without a rating per source, and the analysis' notes."""
+    unrated = "; ".join(f"`{source}`: {', '.join(groups)}" for source, groups in analysis.unrated.items() if groups)
+    items = [f"Groups without a rating (absent from that source's rows): {unrated}."] if unrated else []
+    return [f"- {item}" for item in [*items, *analysis.notes]]
 
 
 def write_report(analysis, out: Path, figures: dict[str, list[Path]]) -> Path:
@@ -65,6 +88,8 @@ def write_report(analysis, out: Path, figures: dict[str, list[Path]]) -> Path:
                      **{f"W1 {d}": analysis.baseline.get(d) for d in DIMENSIONS}, "FPR (all groups)": None})
         lines += [_markdown(pd.DataFrame(rows).astype(object).fillna("")), "## Table 3: fidelity parity ratio", "",
                   _markdown(t3), "## Quadrant agreement with humans (averaged over models)", "",
+                  "Humans and each model are placed in quadrants on the (group, trait) cells both rate, and only "
+                  "there compared:", "", *[_cells_line(m, c) for m, c in analysis.shared_cells.items()], "",
                   _markdown(analysis.agreement)]
         flagged = analysis.fpr[analysis.fpr.flagged.astype(bool)]
         if len(flagged):
@@ -74,6 +99,10 @@ def write_report(analysis, out: Path, figures: dict[str, list[Path]]) -> Path:
         if len(dropped):
             lines += ["Groups left out of an FPR for missing cells: " + "; ".join(
                 f"{r.model} {r.attribute}: {r.dropped}" for r in dropped.itertuples()), ""]
+    lines += ["## Quadrants", "", _quadrants_note(analysis), ""]
+    left_out = _left_out(analysis)
+    if left_out:
+        lines += ["## Left out", "", *left_out, ""]
     rates = pd.DataFrame([{"model": m, **s["parse_rates"]} for m, s in summary["models"].items()])
     lines += ["## Parse rates", "", "Unparsed and ambiguous replies are excluded; per group in `parse_rates.csv`.",
               "", _markdown(rates), "## Figures", ""]

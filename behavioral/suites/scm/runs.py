@@ -10,6 +10,7 @@ import pandas as pd
 from behavioral.store import read_manifest, read_results
 from behavioral.suites.scm.answers import parse_reply
 from behavioral.suites.scm.fidelity import P_COLUMNS
+from behavioral.suites.scm.order import in_order
 
 MEASURES = ("samples", "score")
 
@@ -34,7 +35,8 @@ def measure_of(mode: str, measure: str | None, run: str | Path) -> str:
 
 
 def load_model(run: str | Path, measure: str | None = None) -> pd.DataFrame:
-    """Model ratings of `run`, long: group, trait, rater, rating, template. Samples: rater `{template}/{sample}`,
+    """Model ratings of `run`, long: group, trait, rater, rating, template, in the suite's order (whatever order the
+    run's parts hold their rows in). Samples: rater `{template}/{sample}`,
     rating 1-5 or NaN where the reply was `unparsed` or `ambiguous` (column `status`). Score: rater the template,
     rating the expected value, p1..p5 (renormalised over A-E) and `answer_mass` (the raw mass A-E hold)."""
     facts = run_facts(run)
@@ -56,5 +58,6 @@ def load_model(run: str | Path, measure: str | None = None) -> pd.DataFrame:
         frame["answer_mass"] = scored.valid_mass.astype(float)
     frame = frame[["group", "trait", "rater", "rating", *[c for c in frame.columns
                                                           if c not in ("group", "trait", "rater", "rating")]]]
+    frame = in_order(frame, ("group", "trait", "template", "rater"))
     frame.attrs = facts | {"measure": measure, "run": str(Path(run).resolve())}
-    return frame.reset_index(drop=True)
+    return frame

@@ -25,6 +25,10 @@ class Options:
 
     def __post_init__(self):
         group_set(self.groups)
+        for flag, names, known in (("--traits", self.traits, "Table 2's traits (" + ", ".join(TRAITS) + ")"),
+                                   ("--templates", self.templates, "Table 6's question ids f01..f10, i01..i10")):
+            if not names:
+                raise ValueError(f"{flag} names none; expected a comma list of {known}, or no {flag} for all")
         for name in self.traits:
             check_trait(name)
         for name in self.templates:
@@ -58,8 +62,9 @@ class Scm(Suite):
                                  "same as --samples)")
 
     def options(self, args: argparse.Namespace) -> Options:
-        return Options(groups=args.groups, traits=tuple(comma_values(args.traits)) if args.traits else tuple(TRAITS),
-                       templates=tuple(comma_values(args.templates)) if args.templates else TEMPLATES)
+        return Options(groups=args.groups,
+                       traits=tuple(TRAITS) if args.traits is None else tuple(comma_values(args.traits)),
+                       templates=TEMPLATES if args.templates is None else tuple(comma_values(args.templates)))
 
     def dataset(self, config) -> list[ScmItem]:
         options = config.options or Options()
