@@ -2,7 +2,9 @@
 
 The pin (tests/data/seed000_smollm2_rows.csv) was written by this test with EMPATHY_GAP_REPIN=1 before the suite
 moved into the suite framework (the rows are read through `intergroup.results`, seed 000's column names); answers
-and replies must match exactly, score-mode floats to 1e-6.
+and replies must match exactly, score-mode floats to 1e-4: installed on 2026-11-24, transformers 5.23.0 moved the
+expected intensities (0..10) by up to 3.1e-5 and the numeric mass by up to 1.8e-6 in fp32 with every answer and reply
+unchanged, so float drift across releases is that size, while a change to the scoring itself moves them far more.
 """
 
 from __future__ import annotations
@@ -32,4 +34,4 @@ def test_a_small_fp32_run_gives_the_pinned_rows(smollm2, tmp_path):
     pinned = pd.read_csv(PIN, keep_default_na=False, na_values=[""])
     assert len(rows) == len(pinned) == 72
     pd.testing.assert_frame_equal(rows[EXACT].astype(str), pinned[EXACT].astype(str))
-    pd.testing.assert_frame_equal(rows[FLOATS], pinned[FLOATS], check_exact=False, rtol=0, atol=1e-6)
+    pd.testing.assert_frame_equal(rows[FLOATS], pinned[FLOATS], check_exact=False, rtol=0, atol=1e-4)
