@@ -149,9 +149,24 @@ class ActivationStore:
         return np.moveaxis(vectors[keep].astype(np.float32), 0, 1), index
 
 
+def _capture_advice(run_dir: Path) -> str:
+    """How to get an activation store for the run in `run_dir`: its suite's capture kinds, or that it has none."""
+    from behavioral.suites import get_suite, names  # the registry imports every suite
+
+    manifest = run_dir / "manifest.json"
+    suite = json.loads(manifest.read_text()).get("config", {}).get("suite") if manifest.is_file() else None
+    if suite not in names():
+        return "rerun `empathy-gap run` with --capture into a new --out"
+    spec = get_suite(suite).capture
+    return (f"rerun `empathy-gap run {suite}` with --capture ({', '.join(spec.kinds)}) into a new --out" if spec
+            else f"suite {suite!r} cannot capture activations")
+
+
 def load(run_dir: str | Path) -> ActivationStore:
     """Open the activation store of a run directory (nothing is read into memory yet)."""
     root = Path(run_dir) / FOLDER
+    if not Path(run_dir).is_dir():
+        raise ActivationStoreError(f"{run_dir}: no such run directory")
     if not (root / META).is_file():
-        raise ActivationStoreError(f"{run_dir}: no activation store; rerun `empathy-gap run` with --capture")
+        raise ActivationStoreError(f"{run_dir}: holds no activation store; {_capture_advice(Path(run_dir))}")
     return ActivationStore(root, json.loads((root / META).read_text()))

@@ -8,10 +8,10 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from behavioral.suite import Suite, comma_values
-from behavioral.suites import get_suite, names
+if TYPE_CHECKING:
+    from behavioral.suite import Suite
 
 DEMO_MODEL = "smollm2-135m"
 DEMO_CATEGORIES = ("nationality", "religion")
@@ -64,6 +64,8 @@ def _add_run_options(p, suite: Suite) -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
+    from behavioral.suites import get_suite, names
+
     parser = argparse.ArgumentParser(prog="empathy-gap", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("suites", help="list the suites, one line each")
@@ -102,6 +104,8 @@ def _samples(args: argparse.Namespace, suite: Suite) -> int:
 
 def _run(args: argparse.Namespace) -> None:
     from behavioral.run import RunConfig, run
+    from behavioral.suite import comma_values
+    from behavioral.suites import get_suite
 
     suite = get_suite(args.suite)
     kinds = suite.capture.kinds if suite.capture else ()
@@ -121,6 +125,7 @@ def _run(args: argparse.Namespace) -> None:
 def _analyze(argv: Sequence[str], parsed: argparse.Namespace) -> None:
     """Analyze with the suite's own flags, which are known once the first run directory's manifest is read."""
     from behavioral.store import read_manifest
+    from behavioral.suites import get_suite
 
     suites = {read_manifest(d)["config"]["suite"] for d in parsed.run_dirs}
     if len(suites) > 1:
@@ -131,6 +136,8 @@ def _analyze(argv: Sequence[str], parsed: argparse.Namespace) -> None:
     parser.add_argument("command")
     parser.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
     parser.add_argument("--out", help="output directory (default RUN_DIR/analysis)")
+    parser.add_argument("--allow-partial", action="store_true",
+                        help="analyze runs that have not finished every work unit (the report gives the counts)")
     suite.add_analyze_arguments(parser)
     args = parser.parse_args(argv)
     report = suite.analyze([Path(d) for d in args.run_dirs], Path(args.out) if args.out else None, args)
@@ -153,8 +160,22 @@ def _demo(args: argparse.Namespace) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the console script; bad input ends with one message and exit status 2."""
+    """Entry point of the console script; bad input ends with one message and exit status 2, Ctrl-C (even while the
+    suites load) with one line and status 130."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        done = "finished work is saved; rerun the same command to resume" if argv[:1] in (["run"], ["demo"]) else \
+            "nothing was written"
+        print(f"empathy-gap: interrupted; {done}", file=sys.stderr)
+        return 130
+
+
+def _main(argv: list[str]) -> int:
+    """Parse `argv` and run the command."""
+    from behavioral.suites import get_suite, names
+
     parser = _parser()
     if argv[:1] == ["analyze"] and len(argv) > 1 and not argv[1].startswith("-"):
         # The suite's own analyze flags (and its --help) are parsed once the run directory names the suite.
@@ -176,11 +197,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ValueError, OSError) as err:
         print(f"empathy-gap: error: {err}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        done = "nothing was written" if args.command in ("analyze", "suites", "import") else \
-            "finished work is saved; rerun the same command to resume"
-        print(f"empathy-gap: interrupted; {done}", file=sys.stderr)
-        return 130
     return 0
 
 

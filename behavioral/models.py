@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import re
+import socket
+import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -116,10 +119,39 @@ def _dense_gguf() -> dict:
     return {"quantization_config": GgufConfig(dequantize=True)}
 
 
+@functools.cache
+def hub_reachable(timeout: float = 3.0) -> bool:
+    """True when the Hugging Face endpoint accepts a connection within `timeout` seconds (asked once a process)."""
+    from huggingface_hub import constants
+
+    url = urllib.parse.urlparse(constants.ENDPOINT)
+    try:
+        socket.create_connection((url.hostname, url.port or (443 if url.scheme == "https" else 80)), timeout).close()
+    except OSError:
+        return False
+    return True
+
+
+def _offline(source: ModelSource) -> bool:
+    """True where a hub id must load from the local cache because the hub cannot be reached (instead of retrying for
+    a minute); a hub id that is neither reachable nor cached is a ModelLoadError saying what to do."""
+    from huggingface_hub import constants, try_to_load_from_cache
+
+    if Path(source.path).exists() or constants.HF_HUB_OFFLINE or hub_reachable():
+        return False
+    if not isinstance(try_to_load_from_cache(source.path, "config.json"), str):
+        raise ModelLoadError(f"model {source.name!r}: the Hugging Face hub ({constants.ENDPOINT}) cannot be reached "
+                             "and the model is not in the local cache; download it where there is a network, or pass "
+                             "a local model folder")
+    return True
+
+
 def _source_kwargs(source: ModelSource, trust_remote_code: bool) -> dict:
     kwargs = {"trust_remote_code": trust_remote_code}
     if source.gguf_file:
         kwargs["gguf_file"] = source.gguf_file
+    if _offline(source):
+        kwargs["local_files_only"] = True
     return kwargs
 
 
@@ -128,8 +160,9 @@ def load_tokenizer(spec: str, trust_remote_code: bool = False):
     from transformers import AutoTokenizer
 
     source = resolve_source(spec)
+    kwargs = _source_kwargs(source, trust_remote_code)
     try:
-        return AutoTokenizer.from_pretrained(source.path, **_source_kwargs(source, trust_remote_code))
+        return AutoTokenizer.from_pretrained(source.path, **kwargs)
     except (OSError, ValueError) as err:
         raise ModelLoadError(f"cannot load the tokenizer of model {spec!r}: {err}") from err
 

@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-import os
-import shutil
-import tempfile
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,42 +13,6 @@ from matplotlib.figure import Figure
 
 FIGURE_FORMATS = ("png", "pdf")
 REPORT = "report.md"
-
-
-@contextmanager
-def staged_dir(final: str | Path) -> Iterator[Path]:
-    """A fresh folder beside `final` to write an analysis into: it replaces `final` whole once the block ends, and is
-    removed if the block fails, so outputs appear together or not at all. An existing `final` must be an earlier
-    output (it holds report.md) or empty: nothing else is ever replaced."""
-    final = Path(final)
-    if final.exists() and (not final.is_dir() or (any(final.iterdir()) and not (final / REPORT).is_file())):
-        raise ValueError(f"--out {final}: exists and is not an earlier analysis (no {REPORT}); expected a new or "
-                         "empty folder, or an earlier analysis output to replace")
-    final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".{final.name}.tmp-"))
-    try:
-        yield tmp
-        _replace_dir(tmp, final)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-
-
-def _replace_dir(tmp: Path, final: Path) -> None:
-    """Move the finished `tmp` directory to `final`; an older `final` is deleted only once the new one is in place."""
-    tmp.chmod(0o755)  # mkdtemp makes it private to its owner
-    if not final.exists():
-        os.replace(tmp, final)
-        return
-    trash = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".{final.name}.old-"))
-    os.replace(final, trash / final.name)
-    try:
-        os.replace(tmp, final)
-    except OSError:
-        os.replace(trash / final.name, final)
-        raise
-    finally:
-        shutil.rmtree(trash)
 
 
 def save_figure(fig: Figure, out_dir: str | Path, stem: str, dpi: int = 200) -> list[Path]:

@@ -17,16 +17,14 @@ from behavioral.answer_space import AnswerSpec, AnswerTrie, Scores
 from behavioral.distributed import Place, barrier, device_for, place, start
 from behavioral.engine import Engine, Generation, Sampling, stream_seed
 from behavioral.provenance import provenance
+from behavioral.run_reader import PLAN
 from behavioral.store import (
-    MANIFEST, SCHEMA_VERSION, RowLog, RunDirError, RunLock, finished_units, is_lock_file, read_manifest,
+    MANIFEST, MODES, SCHEMA_VERSION, RowLog, RunDirError, RunLock, finished_units, is_lock_file, read_manifest,
     result_schema, seal_logs, seal_unlocked_logs, write_json_atomic,
 )
 from behavioral.suite import Item, Suite, local_path
 from behavioral.suites import get_suite
 from behavioral.work import WorkUnit, unit_batches, work_units
-
-MODES = ("generate", "score", "both")
-
 
 @dataclass(frozen=True)
 class RunConfig:
@@ -57,10 +55,12 @@ class RunConfig:
     @classmethod
     def from_run_dir(cls, run_dir: str | Path, **changes) -> "RunConfig":
         """The configuration a run directory was made with (its manifest), with `changes` applied. Speed settings
-        (device, batch size) are not stored: they come back as the defaults unless changed."""
+        (device, batch size) are not stored: they come back as the defaults unless changed. `trust_remote_code` is
+        never read from a manifest (a shared run directory must not make its reader execute a model folder's code):
+        only the caller's own `changes` turn it on."""
         stored = read_manifest(run_dir)["config"]
         suite = get_suite(stored["suite"])
-        known = {f.name for f in fields(cls)}
+        known = {f.name for f in fields(cls)} - {"trust_remote_code"}
         kept = {k: v for k, v in stored.items() if k in known}
         options = None if stored.get("options") is None else suite.Options(**stored["options"])
         return replace(cls(**kept | {"options": options, "capture": tuple(stored.get("capture", ()))}), **changes)
@@ -307,12 +307,21 @@ def run(config: RunConfig, out: str | Path, where: Place | None = None, progress
         if where.is_main and not resuming:
             origin = provenance() | {"device": model_info["device"], "batch_size": config.batch_size,
                                      "world_size": where.world_size}
-            write_json_atomic(out / MANIFEST, {"config": identity, "model": model_info, "provenance": origin})
+            write_json_atomic(out / MANIFEST, {"config": identity, "model": model_info, "provenance": origin,
+                                               PLAN: plan(config, suite, data)})
+        elif where.is_main and PLAN not in read_manifest(out):  # made before runs recorded their plan
+            write_json_atomic(out / MANIFEST, read_manifest(out) | {PLAN: plan(config, suite, data)})
         barrier(where)
         check_resumable(out, identity)
         _work(config, suite, runner, data, out, where, progress)
         seal_unlocked_logs(out, where.rank)  # logs of ranks of an earlier, killed run that no process holds
     return out
+
+
+def plan(config: RunConfig, suite: Suite, data) -> dict:
+    """The work units and result rows of the whole run (every rank's), which analyses check it holds."""
+    sizes = [len(unit.items) for unit in work_units(suite.groups(data), config.unit_size)]
+    return {"units": len(sizes), "rows": sum(sizes) * config.samples}
 
 
 def _work(config: RunConfig, suite: Suite, runner: Runner, data, out: Path, where: Place, progress: bool) -> None:

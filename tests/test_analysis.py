@@ -10,7 +10,7 @@ import pytest
 
 from behavioral import store
 from behavioral.suites.intergroup import analysis, figures
-from behavioral.suites.intergroup.suite import FIELDS
+from behavioral.suites.intergroup.suite import FIELDS, results
 from behavioral.suites.intergroup.groups import get_category
 
 SETTINGS = ("P0S0T0", "P0S1T0")
@@ -86,12 +86,15 @@ def make_run(
         "n_events": N_EVENTS,
     }
     provenance = {"device": "cpu (test)", "package_versions": {"numpy": np.__version__}, "git_commit": "deadbeef"}
-    store.write_json_atomic(run_dir / store.MANIFEST, {"config": config, "provenance": provenance})
+    planned = []
     for category in categories:
         for setting in settings:
             rows = _rows(category, setting, rng, mode, effect, (category, setting) in constant)
+            planned += rows
             store.write_part(run_dir, f"{category}-{setting}", rows[drop:] if category == "religion" else rows,
                              store.result_schema(FIELDS))
+    plan = {"units": len({r["unit_id"] for r in planned}), "rows": len(planned)}
+    store.write_json_atomic(run_dir / store.MANIFEST, {"config": config, "provenance": provenance, "plan": plan})
     return run_dir
 
 
@@ -167,17 +170,21 @@ def test_score_mode_report_explains_scoring_with_the_measured_rate(tmp_path: Pat
 
 def test_incomplete_results_raise_a_clear_error(tmp_path: Path) -> None:
     run_dir = make_run(tmp_path / "run", drop=5)
-    message = r"'religion', setting 'P0S0T0': 5 of 216 prompts missing"
-    with pytest.raises(analysis.IncompleteResultsError, match=message):
+    with pytest.raises(store.RunDirError, match=r"run is partial: .* \(6230 of 6240 rows\) finished; finish it"):
         analysis.analyze(run_dir, n_permutations=50)
     assert not (run_dir / "analysis").exists()
+    rows = results(run_dir)
+    religion = rows[(rows.category == "religion") & (rows.setting == "P0S0T0")]
+    message = r"'religion', setting 'P0S0T0': 5 of 216 prompts missing"
+    with pytest.raises(analysis.IncompleteResultsError, match=message):  # a direct caller of one setting's analysis
+        analysis.analyze_setting(religion, get_category("religion"), "P0S0T0", tuple(sorted(rows.event_id.unique())))
     a = _analyses(run_dir, allow_partial=True)["religion", "P0S0T0"]
     assert a.n_missing == 5 and a.n_prompts == 36 * N_EVENTS - 5
     assert a.keep.tolist() == [False] * 5 + [True]  # events e00-e04 of the ("a person", "a person") cell were dropped
 
     run_dir = make_run(tmp_path / "run2", categories=("religion",))
     (run_dir / "results" / "religion-P0S1T0.parquet").unlink()
-    with pytest.raises(analysis.IncompleteResultsError, match=r"'P0S1T0': 216 of 216 prompts missing \(0 present\)"):
+    with pytest.raises(store.RunDirError, match=r"is partial: 36 of 72 work units \(216 of 432 rows\)"):
         analysis.load_analyses(run_dir)
     a = _analyses(run_dir, allow_partial=True)["religion", "P0S1T0"]
     assert a.n_prompts == 0 and a.M is None and a.permutation is None and "no event kept" in a.delta_reason

@@ -11,7 +11,7 @@ import pytest
 from behavioral import cli
 from behavioral.suite import choices
 from behavioral.store import MANIFEST, read_results
-from behavioral.suites import names
+from behavioral.suites import get_suite, names
 from behavioral.suites.intergroup.groups import CATEGORIES
 from behavioral.suites.intergroup.settings import SETTING_NAMES
 
@@ -129,7 +129,7 @@ def test_a_suites_run_defaults_apply_and_its_sample_count_only_where_replies_are
     """scm samples two replies per item at temperature 1 by default; score mode and greedy decoding need one."""
     parser = cli._parser()
     args = parser.parse_args(["run", "scm", "--model", "m", "--out", "o", *flags])
-    assert (args.prompt_format, args.max_new_tokens, cli._samples(args, cli.get_suite("scm"))) == \
+    assert (args.prompt_format, args.max_new_tokens, cli._samples(args, get_suite("scm"))) == \
         ("plain", 16, samples)
     assert parser.parse_args(["run", "intergroup", "--model", "m", "--out", "o"]).prompt_format == "auto"
     with pytest.raises(SystemExit):

@@ -3,7 +3,6 @@ nationality cluster script end to end on a synthetic run directory."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
@@ -20,7 +19,6 @@ from behavioral.suites.intergroup.groups import get_category
 from interp import clusters
 from tests.test_analysis import make_run
 
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def planted(n_clusters: int = 4, per: int = 6, d: int = 20, spread: float = 0.3, seed: int = 0):
@@ -127,14 +125,6 @@ def synthetic_capture_run(run_dir: Path, setting: str = "P0S1T0", d: int = 16) -
     return hooks
 
 
-def _script():
-    spec = importlib.util.spec_from_file_location("nationality_clusters", ROOT / "experiments" /
-                                                  "nationality_clusters.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_identity_vectors_from_store(tmp_path: Path) -> None:
     hooks = synthetic_capture_run(tmp_path / "run")
     acts = activation_store.load(tmp_path / "run")
@@ -159,14 +149,14 @@ def test_identity_vectors_from_store(tmp_path: Path) -> None:
     np.testing.assert_allclose(mean[1, :, 3], (100 * 10.5 + np.arange(1, 22)) / 64, rtol=1e-3)
 
 
-def test_script_end_to_end(tmp_path: Path, capsys, tiny_model_dir: Path) -> None:
+def test_script_end_to_end(tmp_path: Path, capsys, tiny_model_dir: Path, load_experiment) -> None:
     synthetic_capture_run(tmp_path / "run")
     manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
     manifest["config"]["model"] = str(tiny_model_dir)  # the tokenizer that counts the personas' tokens
     (tmp_path / "run" / "manifest.json").write_text(json.dumps(manifest))
     out = tmp_path / "out"
     argv = ["--run", str(tmp_path / "run"), "--out", str(out), "--n-permutations", "50", "--layers", "last"]
-    assert _script().main(argv) == 0
+    assert load_experiment("nationality_clusters").main(argv) == 0
     printed = capsys.readouterr().out
     stems = ["proj_tsne_behavior", "proj_umap_behavior", "proj_tsne_persona_blocks_1_hook_resid_post",
              "proj_umap_persona_blocks_1_hook_resid_post", "projection_grid_persona", "cluster_stats_persona",
@@ -194,10 +184,12 @@ def test_script_end_to_end(tmp_path: Path, capsys, tiny_model_dir: Path) -> None
     assert not (out / "figures" / "proj_tsne_persona_blocks_0_hook_resid_post.png").exists()
 
 
-def test_script_fails_with_a_message(tmp_path: Path, capsys) -> None:
+def test_script_fails_with_a_message(tmp_path: Path, capsys, load_experiment) -> None:
+    script = load_experiment("nationality_clusters")
     make_run(tmp_path / "run", categories=("nationality",), settings=("P0S1T0",))  # no activations
-    assert _script().main(["--run", str(tmp_path / "run"), "--out", str(tmp_path / "out")]) != 0
-    assert "no activation store" in capsys.readouterr().err
+    assert script.main(["--run", str(tmp_path / "run"), "--out", str(tmp_path / "out")]) == 2
+    assert "holds no activation store; rerun `empathy-gap run intergroup` with --capture" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
     with pytest.raises(SystemExit) as exit_info:
-        _script().main(["--out", str(tmp_path / "out")])  # neither --run nor --model
+        script.main(["--out", str(tmp_path / "out")])  # neither --run nor --model
     assert exit_info.value.code != 0

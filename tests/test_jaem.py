@@ -354,7 +354,7 @@ def test_runs_sharing_model_and_folder_name_or_file_stem_are_all_kept(tmp_path, 
     assert len(list((tmp_path / "t1").glob("samples_*.csv"))) == 4
     capsys.readouterr()
     assert cli.main(["analyze", str(runs[0]), str(runs[0]), "--out", str(tmp_path / "twice")]) == 2
-    assert "cannot be told apart" in capsys.readouterr().err and not (tmp_path / "twice").exists()
+    assert "is given twice" in capsys.readouterr().err and not (tmp_path / "twice").exists()
 
 
 def test_report_states_the_vad_rule_and_how_lee_et_al_score(tmp_path, ce_run):

@@ -3,7 +3,6 @@ rules, batching, the engine left as found, the forward-count bound, and the docu
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import re
@@ -312,13 +311,11 @@ def test_swap_source():
     assert race.group_of[P.swap_source(race, "a Latina", "a Latino")] != "Hispanic"
 
 
-def test_persona_patching_script_tells_its_cost_before_the_work(tiny_model_dir, tmp_path, capsys, monkeypatch):
+def test_persona_patching_script_tells_its_cost_before_the_work(tiny_model_dir, tmp_path, capsys, monkeypatch,
+                                                                load_experiment):
     """The experiment prints its plan (prompts, then each phase's forwards, as many as then run) and an estimate
     before the bulk of the work, and writes its tables and figures, each titled with its own number of events."""
-    path = Path(__file__).resolve().parents[1] / "experiments" / "persona_patching.py"
-    spec = importlib.util.spec_from_file_location("persona_patching", path)
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+    script = load_experiment("persona_patching")
     titles = []
     for name in ("plot_heatmap", "plot_gap_by_layer"):
         plot = getattr(script.P, name)
@@ -340,4 +337,8 @@ def test_persona_patching_script_tells_its_cost_before_the_work(tiny_model_dir, 
         assert f"{phase}: one main forward took" in text
     assert text.index("headline: one main forward took") < text.index("sweep: ")  # the estimate comes early
     assert manifest["resolved"]["setting"] == "P0S1T0" and manifest["resolved"]["layers"] == [0, 1]
-    assert all((out / name).stat().st_size > 0 for name in manifest["outputs"])
+    files = manifest["output"]["files"]
+    assert all((out / name).stat().st_size > 0 for name in files) and f"wrote {out / files[0]}" in text
+    assert {"tables/delta_by_layer.csv", "tables/sweep_summary.csv", "figures/delta_by_layer.png"} <= set(files)
+    assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()) == sorted(
+        [*files, "manifest.json"])  # nothing else in --out

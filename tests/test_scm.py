@@ -348,11 +348,16 @@ def test_smollm2_cli_smoke(tmp_path):
 # Issue 25: labels, shared cells, missing dimensions and groups, row order, empty flags.
 
 def _copy_run(source: Path, dest: Path, change=None) -> Path:
-    """A copy of run `source` at `dest`, its one result part passed through `change` (a pyarrow Table -> Table)."""
+    """A copy of run `source` at `dest`, its one result part passed through `change` (a pyarrow Table -> Table) and
+    its plan made that of the rows kept (as if the run had been made with fewer groups or traits)."""
     shutil.copytree(source, dest)
     if change is not None:
         [part] = (dest / "results").glob("*.parquet")
-        pq.write_table(change(pq.read_table(part)), part)
+        kept = change(pq.read_table(part))
+        pq.write_table(kept, part)
+        manifest = json.loads((dest / "manifest.json").read_text())
+        manifest["plan"] = {"units": len(set(kept["unit_id"].to_pylist())), "rows": kept.num_rows}
+        (dest / "manifest.json").write_text(json.dumps(manifest))
     return dest
 
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from behavioral.outputs import REPORT, staged_dir, write_table
-from behavioral.provenance import provenance
-from behavioral.store import RunDirError, read_manifest, write_json_atomic
+from behavioral.output_folder import output_folder
+from behavioral.outputs import REPORT, write_table
+from behavioral.store import RunDirError, read_manifest
 from behavioral.suites.giebench import figures, metrics
 from behavioral.suites.giebench.categories import CATEGORIES
 from behavioral.suites.giebench.report import markdown, percent, points, write_report
@@ -24,23 +24,22 @@ def wide(acc: pd.DataFrame, value: str) -> pd.DataFrame:
     return table[columns].reset_index()
 
 
-def analyze(run_dirs: Sequence[str | Path], out: str | Path | None = None) -> Path:
-    """Tables, figures and report.md of GIEBench runs, written to `out` (default: the first run's analysis/)."""
+def analyze(run_dirs: Sequence[str | Path], out: str | Path | None = None, allow_partial: bool = False) -> Path:
+    """Tables, figures and report.md of GIEBench runs, written to `out` (default: the first run's analysis/); a run
+    that has not finished is refused unless `allow_partial`."""
     run_dirs = [Path(d) for d in run_dirs]
+    frames = [results(d, allow_partial=allow_partial) for d in run_dirs]
     manifests = [read_manifest(d) for d in run_dirs]
-    for d, m in zip(run_dirs, manifests):
-        if m["config"]["suite"] != "giebench":
-            raise RunDirError(f"{d} holds a run of suite {m['config']['suite']!r}, not giebench")
-    frames = [results(d) for d in run_dirs]
-    names = [f["run"].iloc[0] if len(f) else d.name for f, d in zip(frames, run_dirs)]
+    names = [f["run"].iloc[0] for f in frames]
     if len(set(names)) < len(names):
         raise RunDirError(f"runs share a name ({', '.join(names)}); expected run directories of distinct names")
-    for d, f in zip(run_dirs, frames):
-        if f.empty:
-            raise RunDirError(f"{d}: no results yet; run it first")
+    done = [f.attrs["completeness"] for f in frames]
     rows = pd.concat(frames, ignore_index=True)
     final = Path(out) if out else run_dirs[0] / "analysis"
-    with staged_dir(final) as out:
+    record = {"runs": {n: {"run_dir": str(d.resolve()), "config": m["config"], "completeness": c.describe()}
+                       for n, d, m, c in zip(names, run_dirs, manifests, done)}}
+    with output_folder(final, "analyze giebench", record) as folder:
+        out = folder.path
         acc = metrics.accuracy(rows)
         shifts = metrics.shift(rows, acc)
         swaps = metrics.swap(rows)
@@ -59,8 +58,5 @@ def analyze(run_dirs: Sequence[str | Path], out: str | Path | None = None) -> Pa
         figs = figures.category_shares(counts.drop_duplicates("item_id")["category"].value_counts(), out)
         figs += figures.cot_accuracy(acc, out) if (acc["prompt_type"] == "cot").any() else []
         figs += figures.shift_heatmaps(shifts, out) if not shifts.empty else []
-        write_json_atomic(out / "manifest.json", {"runs": {n: {"run_dir": str(d.resolve()), "config": m["config"]}
-                                                           for n, d, m in zip(names, run_dirs, manifests)},
-                                                  "provenance": provenance()})
-        write_report(out, dict(zip(names, zip(run_dirs, manifests))), rows, acc, tables, figs)
+        write_report(out, dict(zip(names, zip(run_dirs, manifests, done))), rows, acc, tables, figs)
     return final / REPORT

@@ -4,11 +4,13 @@ run directory that `analyze` reads beside the project's own runs."""
 from __future__ import annotations
 
 import math
+import shutil
 from pathlib import Path
 
 from behavioral.provenance import files_sha256, provenance
 from behavioral.run import prepare_out_dir
-from behavioral.store import MANIFEST, SCHEMA_VERSION, RunDirError, result_schema, write_json_atomic, write_part
+from behavioral.run_reader import PLAN
+from behavioral.store import MANIFEST, RESULTS, SCHEMA_VERSION, RunDirError, result_schema, write_json_atomic, write_part
 from behavioral.suites.giebench.items import ItemsError, read_prompt_file, release_items
 from behavioral.suites.giebench.prompts import PROMPT_TYPES
 from behavioral.suites.giebench.suite import FIELDS, GieRunItem
@@ -58,6 +60,13 @@ def import_results(results: str | Path, name: str, out: str | Path) -> Path:
     config = {"suite": "giebench", "schema": SCHEMA_VERSION, "model": name, "mode": "generate",
               "imported_from": str(Path(results).resolve()), "items_sha256": files_sha256(files.values()),
               "n_items": len(items), "swaps": []}
-    write_part(out, "r000-0", rows, result_schema(FIELDS))
-    write_json_atomic(out / MANIFEST, {"config": config, "model": {"name": name}, "provenance": provenance()})
+    made = [d for d in (out, out / RESULTS) if not d.exists()]
+    try:
+        write_part(out, "r000-0", rows, result_schema(FIELDS))
+        write_json_atomic(out / MANIFEST, {"config": config, "model": {"name": name}, "provenance": provenance(),
+                                           PLAN: {"units": len(PROMPT_TYPES), "rows": len(rows)}})
+    except BaseException:  # nothing half-written: remove the outermost folder this import made
+        if made:
+            shutil.rmtree(made[0], ignore_errors=True)
+        raise
     return out

@@ -9,6 +9,7 @@ from pathlib import Path
 import pandas as pd
 
 from behavioral.outputs import REPORT, Table
+from behavioral.run_reader import Completeness
 
 
 def markdown(frame: pd.DataFrame, formats: Mapping[str, Callable] | None = None,
@@ -39,9 +40,9 @@ def points(value: float) -> str:
     return f"{100 * value:+.1f}"
 
 
-def _runs_section(runs: Mapping[str, tuple[Path, dict]], rows: pd.DataFrame) -> list[str]:
+def _runs_section(runs: Mapping[str, tuple[Path, dict, Completeness]], rows: pd.DataFrame) -> list[str]:
     lines = ["## Runs", ""]
-    for name, (run_dir, manifest) in runs.items():
+    for name, (run_dir, manifest, done) in runs.items():
         config, prov = manifest["config"], manifest.get("provenance", {})
         mine = rows[rows["run"] == name]
         source = config.get("imported_from") or config.get("items_source", "?")
@@ -50,6 +51,7 @@ def _runs_section(runs: Mapping[str, tuple[Path, dict]], rows: pd.DataFrame) -> 
                      f"prompt format `{config.get('chat_format', 'as imported')}`; max new tokens "
                      f"{config.get('max_new_tokens', '?')}; git `{prov.get('git_commit')}`; created "
                      f"{prov.get('created')}")
+        lines.append(f"  - {done.describe()}")
         for mode, group in mine.groupby("mode", sort=False):
             if mode == "generate":
                 verdicts = group["answer_select"].notna().mean()
@@ -61,7 +63,7 @@ def _runs_section(runs: Mapping[str, tuple[Path, dict]], rows: pd.DataFrame) -> 
     return lines
 
 
-def write_report(out: Path, runs: Mapping[str, tuple[Path, dict]], rows: pd.DataFrame, acc: pd.DataFrame,
+def write_report(out: Path, runs: Mapping[str, tuple[Path, dict, Completeness]], rows: pd.DataFrame, acc: pd.DataFrame,
                  tables: Mapping[str, Table], figures: list[Path]) -> Path:
     """Write report.md into `out`; returns its path."""
     wide = tables["accuracy"].frame

@@ -8,7 +8,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from behavioral.store import read_manifest, read_results
+from behavioral.run_reader import read_run
+from behavioral.store import read_manifest
 from behavioral.suites.giebench.prompts import LETTERS
 
 COLUMNS = ["run", "mode", "item_id", "prompt_type", "category", "identity", "swap_to", "correct", "response",
@@ -21,11 +22,13 @@ def run_name(run_dir: str | Path) -> str:
     return config["model"] if config.get("imported_from") else Path(run_dir).resolve().name
 
 
-def results(run_dir: str | Path, name: str | None = None) -> pd.DataFrame:
+def results(run_dir: str | Path, name: str | None = None, allow_partial: bool = True) -> pd.DataFrame:
     """The rows of a run directory (COLUMNS): generate rows select eval.py's letter (None where no verdict), score
-    rows the most probable letter after `[[` (ties: the earliest); a `both` run gives rows of each mode."""
-    mode = read_manifest(run_dir)["config"]["mode"]
-    rows = read_results(run_dir)
+    rows the most probable letter after `[[` (ties: the earliest); a `both` run gives rows of each mode. Its
+    `attrs["completeness"]` says how much of the run's plan they are; a partial run is refused unless
+    `allow_partial`."""
+    manifest, rows, done = read_run(run_dir, "giebench", allow_partial)
+    mode = manifest["config"]["mode"]
     probs = np.array([p if p is not None and len(p) else [np.nan] * len(LETTERS) for p in rows["probs"]],
                      dtype=float).reshape(len(rows), len(LETTERS))
     base = rows.assign(run=name or run_name(run_dir), item_id=rows["question_id"], letter_mass=rows["valid_mass"],
@@ -38,4 +41,6 @@ def results(run_dir: str | Path, name: str | None = None) -> pd.DataFrame:
         frames.append(base.assign(mode="score", answer_select=best))
     out = pd.concat(frames, ignore_index=True)
     out["is_correct"] = (out["answer_select"] == out["correct"]).astype(bool)
-    return out[COLUMNS]
+    out = out[COLUMNS]
+    out.attrs["completeness"] = done
+    return out

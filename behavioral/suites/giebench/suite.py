@@ -189,7 +189,7 @@ class GieBench(Suite):
     def analyze(self, run_dirs: Sequence[Path], out: Path | None, args: argparse.Namespace) -> Path:
         from behavioral.suites.giebench.analysis import analyze
 
-        return analyze(run_dirs, out)
+        return analyze(run_dirs, out, allow_partial=args.allow_partial)
 
 
 SUITE = GieBench()

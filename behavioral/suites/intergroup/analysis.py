@@ -8,13 +8,13 @@ import numpy as np
 import pandas as pd
 
 from behavioral import store
-from behavioral.outputs import staged_dir
-from behavioral.provenance import provenance
+from behavioral.output_folder import output_folder
+from behavioral.run_reader import read_run
 from behavioral.suites.intergroup import figures, report, stats, tables
 from behavioral.suites.intergroup.groups import CATEGORIES, Category, get_category
 from behavioral.suites.intergroup.settings import SETTING_NAMES, get_setting
 from behavioral.suites.intergroup.result import SettingAnalysis
-from behavioral.suites.intergroup.suite import results as intergroup_results
+from behavioral.suites.intergroup.suite import view
 
 MEASURES = ("intensity", "expected_intensity")
 EXCLUSION = (
@@ -168,23 +168,21 @@ def load_analyses(
     allow_partial: bool = False,
     round_cells: int | None = None,
 ) -> list[SettingAnalysis]:
-    """Analyze every category and setting of a run, categories in Table 1 order, settings in Table 2 order."""
+    """Analyze every category and setting of a run, categories in Table 1 order, settings in Table 2 order; a run
+    that has not finished every work unit is refused unless `allow_partial`."""
+    manifest, rows, _ = read_run(run_dir, "intergroup", allow_partial)
+    return analyses_of(run_dir, manifest, view(rows), n_permutations, seed, measure, allow_partial, round_cells)
+
+
+def analyses_of(run_dir: str | Path, manifest: dict, results: pd.DataFrame, n_permutations: int, seed: int,
+                measure: str, allow_partial: bool, round_cells: int | None) -> list[SettingAnalysis]:
+    """The analyses of a run's rows (`view`ed), as `load_analyses` describes."""
     if measure not in MEASURES:
         raise ValueError(f"unknown measure {measure!r}; expected one of {', '.join(MEASURES)}")
     if round_cells is not None and not 0 <= round_cells <= 15:
         raise ValueError(f"--round-cells must be a number of decimals in 0..15, got {round_cells}")
-    manifest = store.read_manifest(run_dir)
-    if manifest["config"]["suite"] != "intergroup":
-        raise store.RunDirError(f"{run_dir} holds a run of suite {manifest['config']['suite']!r}, not intergroup")
-    results = intergroup_results(run_dir)
     categories, settings = _planned(manifest, results)
     event_ids = tuple(sorted(results["event_id"].unique()))
-    n_events = int(manifest.get("config", {}).get("n_events") or len(event_ids))
-    if len(event_ids) < n_events and not allow_partial:
-        raise IncompleteResultsError(
-            f"{run_dir}: the manifest plans {n_events} events but the results hold {len(event_ids)}; "
-            "finish the run or pass --allow-partial"
-        )
     if not categories or not settings:
         raise store.RunDirError(f"{run_dir}: no categories or settings in the manifest or the results")
     groups = dict(tuple(results.groupby(["category", "setting"], sort=False)))
@@ -248,18 +246,17 @@ def analyze(
     """Write tables, figures, matrices, report.md and manifest.json of a run to `out_dir` (RUN_DIR/analysis); return
     report.md. Nothing is left half-written: the outputs appear together or not at all."""
     run_dir = Path(run_dir)
-    manifest = store.read_manifest(run_dir)
-    analyses = load_analyses(run_dir, n_permutations, seed, measure, allow_partial, round_cells)
+    manifest, rows, done = read_run(run_dir, "intergroup", allow_partial)
+    analyses = analyses_of(run_dir, manifest, view(rows), n_permutations, seed, measure, allow_partial, round_cells)
     options = {"measure": measure, "n_permutations": n_permutations, "seed": seed, "round_cells": round_cells,
-               "allow_partial": allow_partial, "exclusion": EXCLUSION, "tsne": figures.tsne_settings()}
+               "allow_partial": allow_partial, "completeness": done.describe(), "exclusion": EXCLUSION,
+               "tsne": figures.tsne_settings()}
     out_dir = Path(out_dir) if out_dir is not None else run_dir / ANALYSIS_DIR
-    with staged_dir(out_dir) as tmp:
-        written = tables.write_tables(analyses, tmp)
-        figure_paths = figures.write_figures(analyses, tmp)
-        matrix_paths = write_matrices(analyses, tmp / MATRICES_DIR)
-        report.write_report(tmp, run_dir, manifest, analyses, written, figure_paths, matrix_paths, options)
-        store.write_json_atomic(tmp / store.MANIFEST, {
-            "run_dir": str(run_dir.resolve()), "run": {k: manifest.get(k) for k in ("config", "model")},
-            "analysis": options, "provenance": provenance(),
-        })
+    record = {"run_dir": str(run_dir.resolve()), "run": {k: manifest.get(k) for k in ("config", "model")},
+              "analysis": options}
+    with output_folder(out_dir, "analyze intergroup", record) as out:
+        written = tables.write_tables(analyses, out.path)
+        figure_paths = figures.write_figures(analyses, out.path)
+        matrix_paths = write_matrices(analyses, out.path / MATRICES_DIR)
+        report.write_report(out.path, run_dir, manifest, analyses, written, figure_paths, matrix_paths, options)
     return out_dir / report.REPORT

@@ -143,12 +143,12 @@ def write_report(
     options: dict,
 ) -> Path:
     """Write `out_dir`/report.md from the analyses, the tables and figures already written there and the analysis
-    options (measure, n_permutations, seed, round_cells, allow_partial, exclusion, tsne)."""
+    options (measure, n_permutations, seed, round_cells, allow_partial, completeness, exclusion, tsne)."""
     mode = manifest.get("config", {}).get("mode")
     lines = ["# Empathy-gap analysis", ""]
     lines += _run_section(manifest, run_dir, analyses)
     lines += [
-        f"- Partial results allowed: {'yes' if options['allow_partial'] else 'no'}; "
+        f"- Run: {options['completeness']}; partial results allowed: {'yes' if options['allow_partial'] else 'no'}; "
         f"prompts missing: {sum(a.n_missing for a in analyses)}",
         "",
     ]

@@ -12,7 +12,7 @@ import pandas as pd
 
 from behavioral.answer_space import AnswerSpec
 from behavioral.prompt import Prompt
-from behavioral.store import read_results
+from behavioral.run_reader import read_run
 from behavioral.suite import Answer, CaptureSpec, Suite, choices, local_path
 from behavioral.suites.intergroup import prompts
 from behavioral.suites.intergroup.answers import answer_decided, parse_intensity
@@ -173,8 +173,6 @@ class Intergroup(Suite):
         parser.add_argument("--measure", choices=("intensity", "expected_intensity"), default="intensity")
         parser.add_argument("--round-cells", type=int, metavar="DECIMALS",
                             help="round M⁰ cells before z-scoring, as the authors' notebook does with 2 (default: no)")
-        parser.add_argument("--allow-partial", action="store_true",
-                            help="analyze an unfinished run, counting missing prompts as refused")
 
     def analyze(self, run_dirs: Sequence[Path], out: Path | None, args: argparse.Namespace) -> Path:
         from behavioral.suites.intergroup.analysis import analyze
@@ -185,13 +183,19 @@ class Intergroup(Suite):
                        round_cells=args.round_cells, allow_partial=args.allow_partial)
 
 
-def results(run_dir: str | Path) -> pd.DataFrame:
-    """An intergroup run's rows under seed 000's names: unit_id, the item fields, response, intensity, refused,
+def view(rows: pd.DataFrame) -> pd.DataFrame:
+    """Stored intergroup rows under seed 000's names: unit_id, the item fields, response, intensity, refused,
     truncated, score_answer, expected_intensity, numeric_mass."""
-    rows = read_results(run_dir).drop(columns="score_answer").rename(columns=COLUMNS)
+    rows = rows.drop(columns="score_answer").rename(columns=COLUMNS)
     columns = ["unit_id", *FIELDS, "response", "intensity", "refused", "truncated", "score_answer",
                "expected_intensity", "numeric_mass"]
     return rows[columns]
+
+
+def results(run_dir: str | Path) -> pd.DataFrame:
+    """An intergroup run's rows under seed 000's names (see `view`), finished or not; another suite's run, or one
+    without rows, is a RunDirError naming it."""
+    return view(read_run(run_dir, "intergroup", allow_partial=True)[1])
 
 
 SUITE = Intergroup()

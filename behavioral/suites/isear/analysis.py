@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from behavioral.outputs import REPORT, staged_dir
+from behavioral.output_folder import output_folder
+from behavioral.outputs import REPORT
 from behavioral import store
-from behavioral.provenance import provenance
+from behavioral.run_reader import read_run
 from behavioral.suites.isear import attempts as attempts_mod
 from behavioral.suites.isear import figures, report
 from behavioral.suites.isear.metrics import Counts, bootstrap, counts, mark, statistics, table
@@ -41,27 +42,27 @@ def analyze_attempts(mode: str, attempts: pd.DataFrame, cycles: int, alpha: floa
                       len(c.items), len(attempts))
 
 
-def analyze(run_dir: str | Path, out: str | Path | None = None, cycles: int = 1000, alpha: float = 0.95) -> Path:
+def analyze(run_dir: str | Path, out: str | Path | None = None, cycles: int = 1000, alpha: float = 0.95,
+            allow_partial: bool = False) -> Path:
     """Write metrics.json, emotion_by_gender.csv, emotion_by_gender.png/.pdf and report.md of an isear run into
     `out` (RUN_DIR/analysis); returns report.md. The metrics of every mode are computed before anything is written."""
     run_dir = Path(run_dir)
-    manifest = store.read_manifest(run_dir)
+    manifest, rows, done = read_run(run_dir, "isear", allow_partial)
     config = manifest["config"]
-    if config["suite"] != "isear":
-        raise store.RunDirError(f"{run_dir} holds a run of suite {config['suite']!r}, not isear")
     seed = int(config["seed"])
-    results = [analyze_attempts(m, attempts_mod.from_run(run_dir, m), cycles, alpha, seed)
+    results = [analyze_attempts(m, attempts_mod.from_rows(rows, m, run_dir), cycles, alpha, seed)
                for m in MODES[config["mode"]]]
     final = Path(out) if out is not None else run_dir / ANALYSIS_DIR
-    with staged_dir(final) as out:
-        options = {"bootstrap_cycles": cycles, "bootstrap_alpha": alpha, "random_seed": seed}
+    options = {"bootstrap_cycles": cycles, "bootstrap_alpha": alpha, "random_seed": seed,
+               "completeness": done.describe()}
+    record = {"run_dir": str(run_dir.resolve()), "run": {k: manifest.get(k) for k in ("config", "model")},
+              "analysis": options}
+    with output_folder(final, "analyze isear", record) as folder:
+        out = folder.path
         store.write_json_atomic(out / "metrics.json", {
             r.mode: {"metrics": r.metrics, "mark": r.mark, "n_items": r.n_items, "n_attempts": r.n_attempts}
             for r in results})
         pd.concat([r.emotions for r in results]).to_csv(out / "emotion_by_gender.csv", index=False)
         figure_paths = figures.write_emotion_figure(results, out)
         report.write_report(out, run_dir, manifest, results, figure_paths, options)
-        store.write_json_atomic(out / store.MANIFEST, {
-            "run_dir": str(run_dir.resolve()), "run": {k: manifest.get(k) for k in ("config", "model")},
-            "analysis": options, "provenance": provenance()})
     return final / REPORT

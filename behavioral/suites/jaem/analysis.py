@@ -7,61 +7,39 @@ from collections.abc import Sequence
 from pathlib import Path
 
 
-from behavioral.outputs import REPORT, staged_dir, write_table
-from behavioral.provenance import provenance
-from behavioral.store import MANIFEST, read_manifest, read_results, write_json_atomic
+from behavioral.output_folder import output_folder
+from behavioral.outputs import REPORT, write_table
+from behavioral.run_labels import run_labels
+from behavioral.run_reader import read_run
 from behavioral.suites.jaem import figures, tables
 from behavioral.suites.jaem.dimensions import PROJECT_DIMENSIONS, load_dimensions
 from behavioral.suites.jaem.era import HFEraScorer, parse_era_models
-from behavioral.suites.jaem.errors import JaemInputError
 from behavioral.suites.jaem.lexicon import VadLexicon, load_vad_lexicon
 from behavioral.suites.jaem.metrics import sample_metrics
 from behavioral.suites.jaem.report import markdown, write_report
 
 
-def _label(model: str, parts: tuple[str, ...], depth: int) -> str:
-    """`model`, followed by the last `depth` components of a run directory's path where depth > 0."""
-    return f"{model} ({Path(*parts[-depth:]).as_posix()})" if depth else model
-
-
 def _labels(manifests: list[dict], run_dirs: Sequence[Path]) -> list[str]:
-    """A name per run: the model's last path component, followed by as much of the end of the run directory's path
-    as tells apart runs whose names or file stems would repeat; runs that nothing tells apart are refused."""
-    models = [Path(str(m["config"]["model"])).name for m in manifests]
-    paths = [d.resolve().parts for d in run_dirs]
-    depths = [0] * len(models)
-    while True:
-        labels = [_label(m, p, k) for m, p, k in zip(models, paths, depths)]
-        stems = [_stem(label) for label in labels]
-        clashing = [i for i, s in enumerate(stems) if stems.count(s) > 1]
-        if not clashing:
-            return labels
-        deeper = [i for i in clashing if depths[i] < len(paths[i])]
-        if not deeper:
-            i, j = clashing[0], stems.index(stems[clashing[0]], clashing[0] + 1)
-            raise JaemInputError(f"{run_dirs[i]} and {run_dirs[j]}: runs that cannot be told apart (name "
-                                 f"{labels[i]!r}, files *_{stems[i]}.*); expected each run directory once, paths "
-                                 "that differ in more than punctuation")
-        for i in deeper:
-            depths[i] += 1
+    """A name per run: the model's last path component, with as much of the run directory's path as tells apart
+    runs whose names or file stems would repeat (behavioral.run_labels)."""
+    return run_labels([Path(str(m["config"]["model"])).name for m in manifests], run_dirs, key=_stem)
 
 
 def analyze(run_dirs: Sequence[str | Path], out: str | Path | None = None, vad_lexicon: str | None = None,
-            era_model: str | None = None, era_batch_size: int = 16, era=None) -> Path:
+            era_model: str | None = None, era_batch_size: int = 16, era=None, allow_partial: bool = False) -> Path:
     """Analyze jaem runs into `out` (default: the first run's `analysis/`); `era` an EraScorer object in place of
-    `era_model`. Returns report.md's path."""
+    `era_model`; a run that has not finished is refused unless `allow_partial`. Returns report.md's path."""
     run_dirs = [Path(d) for d in run_dirs]
-    manifests = [read_manifest(d) for d in run_dirs]
-    for d, m in zip(run_dirs, manifests):
-        if m["config"].get("suite") != "jaem":
-            raise JaemInputError(f"{d}: a run of suite {m['config'].get('suite')!r}; expected jaem")
+    manifests, rows, done = zip(*(read_run(d, "jaem", allow_partial) for d in run_dirs))
     lexicon: VadLexicon | None = load_vad_lexicon(vad_lexicon) if vad_lexicon else None
     if era is None and era_model:
         era = HFEraScorer(parse_era_models(era_model), batch_size=era_batch_size)
     final = Path(out) if out else run_dirs[0] / "analysis"
-    with staged_dir(final) as out:
-        runs = {label: sample_metrics(read_results(d), lexicon, era)
-                for label, d in zip(_labels(manifests, run_dirs), run_dirs)}
+    record = {"runs": [{"run_dir": str(d.resolve()), "config": m["config"], "completeness": c.describe()}
+                       for d, m, c in zip(run_dirs, manifests, done)]}
+    with output_folder(final, "analyze jaem", record) as folder:
+        out = folder.path
+        runs = {label: sample_metrics(r, lexicon, era) for label, r in zip(_labels(manifests, run_dirs), rows)}
         written = [write_table(out, "table1", "Table 1: model × template", t1 := tables.table1(runs),
                                markdown(t1, 3))]
         effects = {}
@@ -88,10 +66,8 @@ def analyze(run_dirs: Sequence[str | Path], out: str | Path | None = None, vad_l
                  {"source": lexicon.source, "sha256": lexicon.sha256, "scale": lexicon.scale, "demo": lexicon.demo,
                   "terms": len(lexicon.terms)},
                  "era_model": era_model or (type(era).__name__ if era is not None else None)}
-        write_json_atomic(out / MANIFEST, {"runs": [{"run_dir": str(d.resolve()), "config": m["config"]}
-                                                    for d, m in zip(run_dirs, manifests)],
-                                           "measures": facts, "provenance": provenance()})
-        write_report(out, run_dirs, manifests, runs, effects, written, facts)
+        folder.record["measures"] = facts
+        write_report(out, run_dirs, manifests, runs, effects, written, facts, done)
     return final / REPORT
 
 

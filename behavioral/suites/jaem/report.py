@@ -4,11 +4,13 @@ Table 1, per-attribute findings, comparisons, and every output written."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
 
 import pandas as pd
 
 from behavioral.outputs import REPORT, Table
+from behavioral.run_reader import Completeness
 from behavioral.suites.jaem.lexicon import LEE_RULE, RULE
 
 UNAVAILABLE = "unavailable"
@@ -86,17 +88,17 @@ def _findings(effects: dict[str, tuple[pd.DataFrame, pd.DataFrame]]) -> list[str
 
 
 def write_report(out: Path, run_dirs: list[Path], manifests: list[dict], runs: dict[str, pd.DataFrame],
-                 effects: dict, written: list[Table], facts: dict) -> Path:
+                 effects: dict, written: list[Table], facts: dict, done: Sequence[Completeness]) -> Path:
     """Write report.md into `out`; returns its path."""
     lines = ["# JaEm-ST: intersectional empathy", "", "## Runs", ""]
-    for label, d, m in zip(runs, run_dirs, manifests):
+    for label, d, m, finished in zip(runs, run_dirs, manifests, done):
         c = m["config"]
         o = c.get("options") or {}
         lines.append(f"- **{label}**: `{d}`; model `{c.get('model')}`; mode `{c.get('mode')}`; tasks "
                      f"{', '.join(o.get('tasks') or [])}; templates {', '.join(sorted(c.get('templates') or {}))}; "
                      f"{c.get('n_samples')} samples (full dims {', '.join(o.get('full_dims') or [])}, "
                      f"{o.get('repeats')} repeats, limit {o.get('limit')}); layout `{o.get('layout')}`; seed "
-                     f"{c.get('seed')}")
+                     f"{c.get('seed')}; {finished.describe()}")
     lines += ["", *_measures(facts), *_rates(runs), "## Table 1", "", written[0].markdown, "",
               *_findings(effects), "## Between templates and runs", "",
               "χ² (CE) or Mann-Whitney (others), Holm over the 7 metrics of each pair. **Ours, not the paper's.** "

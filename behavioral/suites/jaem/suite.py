@@ -167,7 +167,7 @@ class Jaem(Suite):
         from behavioral.suites.jaem.analysis import analyze
 
         return analyze(run_dirs, out, vad_lexicon=args.vad_lexicon, era_model=args.era_model,
-                       era_batch_size=args.era_batch_size)
+                       era_batch_size=args.era_batch_size, allow_partial=args.allow_partial)
 
 
 SUITE = Jaem()

@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from behavioral.outputs import REPORT, staged_dir
+from behavioral.output_folder import output_folder
+from behavioral.outputs import REPORT
+from behavioral.run_labels import run_labels
 from behavioral.suites.scm.fidelity import fidelity, inter_trait_baseline
 from behavioral.suites.scm.groups import GROUPS
 from behavioral.suites.scm.human import SHIPPED, load_human
@@ -38,6 +40,7 @@ class Analysis:
     group_set: str
     runs: dict[str, Path]  # model label -> run directory
     measures: dict[str, str]  # model label -> samples or score
+    completeness: dict[str, str]  # model label -> how much of its plan the run holds (Completeness.describe)
     human_source: dict | None  # source, sha256, rows (None: model quadrants only)
     fidelity: pd.DataFrame  # model, group, trait, dimension, attribute, w1
     fpr: pd.DataFrame  # model, attribute (ALL_GROUPS first), fpr, n_groups, best, worst, dropped, flagged
@@ -60,6 +63,7 @@ class Analysis:
             n = int(rates.n.sum())
             models[model] = {
                 "run": str(self.runs[model]), "measure": self.measures[model],
+                "completeness": self.completeness[model],
                 "mean_w1": _float(fid.w1.mean()) if len(fid) else None,
                 "w1_by_dimension": {d: _float(fid[fid.dimension == d].w1.mean()) for d in DIMENSIONS} if len(fid)
                 else None,
@@ -76,23 +80,9 @@ def _float(value) -> float | None:
 
 
 def _labels(runs: Sequence[Path], facts: list[dict]) -> list[str]:
-    """A unique short name per run: the model's id (a local path's folder name), and where runs share a model, the
-    fewest trailing parts of the run's path that tell it from theirs (`run`, else `a/run`); a run given twice is a
-    ValueError."""
-    paths = [Path(r).resolve() for r in runs]
-    twice = next((r for r, p in zip(runs, paths) if paths.count(p) > 1), None)
-    if twice is not None:
-        raise ValueError(f"run {twice} is given twice; expected each run once")
-    names = [Path(f["model"]).name if Path(f["model"]).is_absolute() else f["model"] for f in facts]
-    return [f"{n} ({_tail(p, [q for m, q in zip(names, paths) if m == n])})" if names.count(n) > 1 else n
-            for n, p in zip(names, paths)]
-
-
-def _tail(path: Path, paths: list[Path]) -> str:
-    """The fewest trailing parts of `path` (one of the distinct `paths`) that no other of `paths` ends with."""
-    depth = next(d for d in range(1, len(path.parts) + 1)
-                 if sum(q.parts[-d:] == path.parts[-d:] for q in paths) == 1)
-    return Path(*path.parts[-depth:]).as_posix()
+    """A unique short name per run: the model's id (a local path's folder name), with as much of the run's path as
+    tells apart runs of one model (behavioral.run_labels)."""
+    return run_labels([Path(f["model"]).name if Path(f["model"]).is_absolute() else f["model"] for f in facts], runs)
 
 
 def _concat(parts: list[pd.DataFrame], columns: Sequence[str]) -> pd.DataFrame:
@@ -170,8 +160,10 @@ def _no_quadrant_notes(quads: pd.DataFrame) -> list[str]:
             for (source, cells), part in missing.groupby(["source", "cells"], sort=False)]
 
 
-def compute(run_dirs: Sequence[str | Path], human: str | None = None, measure: str | None = None) -> Analysis:
-    """The analysis of `run_dirs` against `human` (default: the shipped ratings of the runs' group set, if any)."""
+def compute(run_dirs: Sequence[str | Path], human: str | None = None, measure: str | None = None,
+            allow_partial: bool = False) -> Analysis:
+    """The analysis of `run_dirs` against `human` (default: the shipped ratings of the runs' group set, if any); a
+    run that has not finished is refused unless `allow_partial`."""
     runs = [Path(r) for r in run_dirs]
     facts = [run_facts(r) for r in runs]
     sets = {f["group_set"] for f in facts}
@@ -185,7 +177,7 @@ def compute(run_dirs: Sequence[str | Path], human: str | None = None, measure: s
                          f"runs made with --groups {source}, or a CSV of ratings of the {group_set} groups")
     human_frame = load_human(source, group_set) if source is not None else None
     labels = _labels(runs, facts)
-    frames = {label: load_model(r, measure) for label, r in zip(labels, runs)}
+    frames = {label: load_model(r, measure, allow_partial) for label, r in zip(labels, runs)}
     sources = ({} if human_frame is None else {"human": human_frame}) | frames
     notes: list[str] = []
     quad_parts = [q for name, frame in sources.items() for q in _own_quadrants(name, frame, notes)]
@@ -203,6 +195,7 @@ def compute(run_dirs: Sequence[str | Path], human: str | None = None, measure: s
     quads = _concat(quad_parts, QUADRANT_COLUMNS)
     return Analysis(
         group_set, dict(zip(labels, runs)), {k: f.attrs["measure"] for k, f in frames.items()},
+        {k: f.attrs["completeness"] for k, f in frames.items()},
         None if human_frame is None else dict(human_frame.attrs),
         _concat(fid_parts, ["model", "group", "trait", "dimension", "attribute", "w1"]),
         _concat(fpr_parts, ["model", "attribute", "fpr", "n_groups", "best", "worst", "dropped", "flagged"]),
@@ -214,14 +207,16 @@ def compute(run_dirs: Sequence[str | Path], human: str | None = None, measure: s
 
 
 def analyze(run_dirs: Sequence[str | Path], out: str | Path | None = None, human: str | None = None,
-            measure: str | None = None) -> Path:
+            measure: str | None = None, allow_partial: bool = False) -> Path:
     """Write the tables, figures, summary.json and report.md of `run_dirs` into `out` (default: the first run's
     analysis/); returns report.md. Every check happens before the first file is written."""
     from behavioral.suites.scm import figures, report
 
-    analysis = compute(run_dirs, human, measure)
+    analysis = compute(run_dirs, human, measure, allow_partial)
     final = Path(out) if out is not None else Path(run_dirs[0]) / ANALYSIS_DIR
-    with staged_dir(final) as out:
-        figure_paths = figures.write_figures(analysis, out)
-        report.write_report(analysis, out, figure_paths)
+    record = {"runs": {label: str(Path(run).resolve()) for label, run in analysis.runs.items()},
+              "analysis": {"group_set": analysis.group_set, "human": analysis.human_source, "measure": measure}}
+    with output_folder(final, "analyze scm", record) as out:
+        figure_paths = figures.write_figures(analysis, out.path)
+        report.write_report(analysis, out.path, figure_paths)
     return final / REPORT

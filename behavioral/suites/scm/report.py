@@ -71,7 +71,8 @@ def write_report(analysis, out: Path, figures: dict[str, list[Path]]) -> Path:
     (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
     lines = [f"# Stereotype content fidelity (seed {SEED})", "",
              f"Group set `{analysis.group_set}`; runs: " + ", ".join(
-                 f"`{m}` ({analysis.measures[m]}, {analysis.runs[m]})" for m in analysis.runs) + "."]
+                 f"`{m}` ({analysis.measures[m]}, {analysis.runs[m]}; {analysis.completeness[m]})"
+                 for m in analysis.runs) + "."]
     if analysis.human_source is None:
         lines += ["", "No human ratings (the seed's are unreleased; pass `--human ratings.csv`): model quadrants "
                       "and parse rates only."]

@@ -7,7 +7,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from behavioral.store import read_manifest, read_results
+from behavioral.run_reader import read_run
+from behavioral.store import read_manifest
 from behavioral.suites.scm.answers import parse_reply
 from behavioral.suites.scm.fidelity import P_COLUMNS
 from behavioral.suites.scm.order import in_order
@@ -34,14 +35,15 @@ def measure_of(mode: str, measure: str | None, run: str | Path) -> str:
     return own or measure or "samples"
 
 
-def load_model(run: str | Path, measure: str | None = None) -> pd.DataFrame:
+def load_model(run: str | Path, measure: str | None = None, allow_partial: bool = False) -> pd.DataFrame:
     """Model ratings of `run`, long: group, trait, rater, rating, template, in the suite's order (whatever order the
     run's parts hold their rows in). Samples: rater `{template}/{sample}`,
     rating 1-5 or NaN where the reply was `unparsed` or `ambiguous` (column `status`). Score: rater the template,
-    rating the expected value, p1..p5 (renormalised over A-E) and `answer_mass` (the raw mass A-E hold)."""
+    rating the expected value, p1..p5 (renormalised over A-E) and `answer_mass` (the raw mass A-E hold). A partial
+    run is refused unless `allow_partial`; `attrs["completeness"]` says how much of its plan it holds."""
     facts = run_facts(run)
     measure = measure_of(facts["mode"], measure, run)
-    rows = read_results(run)
+    _, rows, done = read_run(run, "scm", allow_partial)
     frame = pd.DataFrame({"group": rows.group, "trait": rows.trait, "template": rows.template})
     if measure == "samples":
         frame["rater"] = rows.template + "/" + rows["sample"].astype(str)
@@ -59,5 +61,5 @@ def load_model(run: str | Path, measure: str | None = None) -> pd.DataFrame:
     frame = frame[["group", "trait", "rater", "rating", *[c for c in frame.columns
                                                           if c not in ("group", "trait", "rater", "rating")]]]
     frame = in_order(frame, ("group", "trait", "template", "rater"))
-    frame.attrs = facts | {"measure": measure, "run": str(Path(run).resolve())}
+    frame.attrs = facts | {"measure": measure, "run": str(Path(run).resolve()), "completeness": done.describe()}
     return frame

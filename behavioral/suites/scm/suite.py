@@ -90,7 +90,7 @@ class Scm(Suite):
     def analyze(self, run_dirs: Sequence[Path], out: Path | None, args: argparse.Namespace) -> Path:
         from behavioral.suites.scm.analysis import analyze
 
-        return analyze(run_dirs, out, human=args.human, measure=args.measure)
+        return analyze(run_dirs, out, human=args.human, measure=args.measure, allow_partial=args.allow_partial)
 
 
 SUITE = Scm()

@@ -1,0 +1,178 @@
+"""The one rule for what a command writes: only inside its own output folder, only the files that folder's manifest
+names, and never over a folder it did not make. `analyze`, `import` and every study write through `output_folder`."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from behavioral.provenance import provenance
+
+MANIFEST = "manifest.json"
+OUTPUT = "output"  # the manifest key that marks a folder as a command's output and lists its files
+STAGING = ".staging-"  # prefix of the folder a command writes into before its files are moved into place
+
+
+class OutputFolderError(ValueError):
+    """An output folder a command may not write into."""
+
+
+@dataclass
+class OutputFolder:
+    """A command's output folder while it is written: files go to `path` (a staging folder inside `final`) and
+    appear in `final` together once the command's block ends; `record` is what manifest.json says besides the list
+    of files. Sub-folders named in `keep` (run directories the command makes and resumes) are written in `final`
+    directly and never replaced."""
+
+    final: Path
+    command: str
+    path: Path
+    record: dict = field(default_factory=dict)
+    keep: tuple[str, ...] = ()
+    files: list[str] = field(default_factory=list)  # once committed: the files written, relative to `final`
+
+    def written(self) -> list[Path]:
+        """The committed files' paths in `final`, manifest.json last."""
+        return [self.final / name for name in (*self.files, MANIFEST)]
+
+
+def _earlier_output(final: Path, command: str) -> dict | None:
+    """The `output` entry of `final`'s manifest when it marks an earlier output of `command`, None without a
+    manifest; any other manifest is an OutputFolderError naming what the folder is."""
+    path = final / MANIFEST
+    if not path.is_file():
+        return None
+    try:
+        manifest = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise OutputFolderError(f"--out {final}: its {MANIFEST} is not valid JSON; expected a new folder or an earlier "
+                                f"output of `{command}`") from None
+    entry = manifest.get(OUTPUT) if isinstance(manifest, dict) else None
+    if not isinstance(entry, dict):
+        if isinstance(manifest, dict) and "config" in manifest:
+            what = "a run directory"
+        elif isinstance(manifest, dict) and "provenance" in manifest:
+            what = "an output of an older version, whose manifest does not list its files (remove it yourself)"
+        else:
+            what = f"a folder whose {MANIFEST} lists no files written by an empathy-gap command"
+        raise OutputFolderError(f"--out {final}: is {what}; expected a new folder or an earlier output of "
+                                f"`{command}`, and nothing else is ever replaced")
+    if entry.get("command") != command:
+        raise OutputFolderError(f"--out {final}: is the output of `{entry.get('command')}`; expected a new folder or "
+                                f"an earlier output of `{command}`")
+    if not isinstance(entry.get("files"), list):
+        raise OutputFolderError(f"--out {final}: its {MANIFEST} has no list of files under {OUTPUT!r}; the manifest "
+                                "is damaged")
+    return entry
+
+
+def _entries(final: Path, keep: Sequence[str]) -> list[str]:
+    """Every file and symbolic link under `final` (POSIX paths relative to it), sub-folders named in `keep` and
+    staging folders left by killed commands aside."""
+    found = []
+    for root, dirs, files in os.walk(final):
+        rel = Path(root).relative_to(final)
+        if rel == Path("."):
+            dirs[:] = [d for d in dirs if d not in keep and not d.startswith(STAGING)]
+        found += [(rel / name).as_posix() for name in files]
+        found += [(rel / d).as_posix() for d in dirs if (Path(root) / d).is_symlink()]
+    return sorted(found)
+
+
+def check_output_folder(final: str | Path, command: str, keep: Sequence[str] = ()) -> list[str]:
+    """Refuse, with one line, an `--out` that `command` may not write: anything but a new or empty folder, or an
+    earlier output of `command` holding only the files its manifest names (and the `keep` sub-folders). Returns the
+    files of the earlier output, which the new one replaces."""
+    final = Path(final)
+    if not final.exists():
+        return []
+    if not final.is_dir():
+        raise OutputFolderError(f"--out {final}: exists and is not a folder")
+    earlier = _earlier_output(final, command)
+    listed = set(earlier["files"]) | {MANIFEST} if earlier else set()
+    strangers = [e for e in _entries(final, keep) if e not in listed]
+    if strangers:
+        whose = f"the earlier `{command}` did not write" if earlier else "no empathy-gap output manifest names"
+        raise OutputFolderError(
+            f"--out {final}: holds {strangers[0]}" + (f" and {len(strangers) - 1} more" if len(strangers) > 1 else "")
+            + f", which {whose}; expected a new or empty folder, or an earlier output of `{command}`, and nothing "
+              "else is ever replaced: choose another --out")
+    return sorted(listed - {MANIFEST})
+
+
+def _write_manifest(final: Path, record: dict) -> None:
+    """manifest.json in `final`, through a temporary file and a rename."""
+    from behavioral.store import write_json_atomic
+
+    write_json_atomic(final / MANIFEST, record)
+
+
+def _staged_files(staging: Path) -> list[str]:
+    """The files written into the staging folder, as POSIX paths relative to it."""
+    files = sorted(p.relative_to(staging).as_posix() for p in staging.rglob("*") if p.is_file() or p.is_symlink())
+    if MANIFEST in files:
+        raise RuntimeError(f"a command wrote {MANIFEST} itself; it belongs to OutputFolder.record")
+    return files
+
+
+def _remove_emptied(final: Path, files: Sequence[str]) -> None:
+    """Remove the folders under `final` that removing `files` left empty."""
+    for folder in sorted({p for f in files for p in (final / f).parents if p != final and final in p.parents},
+                         key=lambda p: len(p.parts), reverse=True):
+        if folder.is_dir() and not any(folder.iterdir()):
+            folder.rmdir()
+
+
+def _commit(out: OutputFolder, earlier: list[str]) -> None:
+    """Move the staged files into place; the manifest lists the old and new files while they move (a kill then
+    leaves a folder a rerun may still replace) and only the new ones, marked complete, at the end."""
+    files = out.files = _staged_files(out.path)
+    entry = {"command": out.command, "files": files, "complete": True}
+    if earlier:
+        _write_manifest(out.final, out.record | {OUTPUT: entry | {"files": sorted(set(files) | set(earlier)),
+                                                                 "complete": False}})
+    for name in files:
+        (out.final / name).parent.mkdir(parents=True, exist_ok=True)
+        os.replace(out.path / name, out.final / name)
+    gone = [name for name in earlier if name not in files]
+    for name in gone:
+        (out.final / name).unlink(missing_ok=True)
+    _remove_emptied(out.final, gone)
+    _write_manifest(out.final, {"provenance": provenance()} | out.record | {OUTPUT: entry})
+    for stale in out.final.glob(f"{STAGING}*"):
+        shutil.rmtree(stale, ignore_errors=True)
+
+
+@contextmanager
+def output_folder(final: str | Path, command: str, record: dict | None = None,
+                  keep: Sequence[str] = ()) -> Iterator[OutputFolder]:
+    """The output folder of `command` at `final`, checked first (see check_output_folder). Write files into the
+    yielded folder's `path` and fill its `record`; when the block ends they replace the earlier output's files in
+    `final` and manifest.json names them. If the block fails, nothing it wrote stays and a folder made for it is
+    removed again."""
+    final = Path(final)
+    earlier = check_output_folder(final, command, keep)
+    made = [p for p in (final, *final.absolute().parents) if not p.exists()][::-1]
+    final.mkdir(parents=True, exist_ok=True)
+    out = OutputFolder(final, command, Path(tempfile.mkdtemp(dir=final, prefix=STAGING)), dict(record or {}),
+                       tuple(keep))
+    out.path.chmod(0o755)  # mkdtemp makes it private to its owner
+    try:
+        yield out
+        _commit(out, earlier)
+    except BaseException:
+        shutil.rmtree(out.path, ignore_errors=True)
+        for folder in reversed(made):
+            try:
+                folder.rmdir()
+            except OSError:
+                break
+        raise
+    finally:
+        shutil.rmtree(out.path, ignore_errors=True)
