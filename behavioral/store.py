@@ -96,6 +96,9 @@ def read_manifest(run_dir: str | Path) -> dict:
         manifest = json.loads(path.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise RunDirError(f"{path}: not valid JSON ({err}); the manifest is damaged") from None
+    if isinstance(manifest, dict) and isinstance(manifest.get("output"), dict):
+        raise RunDirError(f"{run_dir}: is the output of `{manifest['output'].get('command')}`, not a run directory; "
+                          "expected one written by `empathy-gap run`")
     if not isinstance(manifest, dict) or not isinstance(manifest.get("config"), dict):
         raise RunDirError(f"{path}: expected a JSON object with a \"config\" object")
     if manifest["config"].get("schema") != SCHEMA_VERSION or "suite" not in manifest["config"]:
@@ -183,8 +186,17 @@ def is_lock_file(path: Path) -> bool:
 
 # --- row logs and parts -------------------------------------------------------------------------------------------
 
+_ARROW_STREAM = b"\xff\xff\xff\xff"  # how every message of an Arrow IPC stream begins
+
+
 def _read_log(path: Path) -> pa.Table:
-    """Every complete batch of an Arrow stream log; a batch cut short by a kill is dropped. A missing log raises."""
+    """Every complete batch of an Arrow stream log; a batch cut short by a kill is dropped. A missing log raises; a
+    file that is not an Arrow stream at all is a RunDirError naming it."""
+    with open(path, "rb") as f:
+        start = f.read(len(_ARROW_STREAM))
+    if start and not _ARROW_STREAM.startswith(start):
+        raise RunDirError(f"{path}: not an Arrow row log (damaged, or not written by empathy-gap); expected the "
+                          "results folder to hold only the run's own files: move it away")
     batches, schema = [], None
     with pa.OSFile(str(path)) as f:
         try:
@@ -207,7 +219,9 @@ def _parts(run_dir: Path) -> list[tuple[Path, pa.Table]]:
         if part in sealed:
             continue
         try:
-            out.append((log, _read_log(log)))
+            rows = _read_log(log)
+            if rows.num_rows:  # a log cut short before its first batch holds nothing
+                out.append((log, rows))
         except FileNotFoundError:  # sealed by another process since the listing
             if not part.is_file():
                 raise RunDirError(f"{log} vanished without its part {part.name}; expected one or the other") from None

