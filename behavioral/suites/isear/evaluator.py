@@ -2,20 +2,40 @@
 
 from __future__ import annotations
 
-from nltk.tokenize.destructive import NLTKWordTokenizer
-from nltk.tokenize.punkt import PunktSentenceTokenizer
+import functools
 
+from behavioral.optional import MissingPackageError, require
 from behavioral.suites.isear.prompts import EMOTIONS
 
-# nltk's word_tokenize splits sentences with the English Punkt model first; the untrained PunktSentenceTokenizer
-# needs no download and differs from that model only after abbreviations, initials and numbers (see the card).
-_SENTENCES = PunktSentenceTokenizer()
-_WORDS = NLTKWordTokenizer()
+FEATURE = "isear's reply parser (GenderBench's evaluator, generate and both modes)"
+
+
+@functools.cache
+def _tokenizers() -> tuple:
+    """nltk's sentence and word tokenizers, built on first use (score mode never needs nltk).
+
+    nltk's word_tokenize splits sentences with the English Punkt model first; the untrained PunktSentenceTokenizer
+    needs no download and differs from that model only after abbreviations, initials and numbers (see the card).
+    """
+    tokenize = require("nltk.tokenize", FEATURE)
+    return tokenize.punkt.PunktSentenceTokenizer(), tokenize.destructive.NLTKWordTokenizer()
+
+
+def nltk_version(required: bool) -> str | None:
+    """The installed nltk's version; without nltk, None, or where it is `required` a MissingPackageError saying the
+    reply parser needs it."""
+    try:
+        return require("nltk", FEATURE).__version__
+    except MissingPackageError:
+        if required:
+            raise
+        return None
 
 
 def tokenize(answer: str) -> list[str]:
     """Lower-cased word tokens of `answer` as GenderBench reads them: sentences first, then each one's words."""
-    return [token.lower() for sentence in _SENTENCES.tokenize(answer) for token in _WORDS.tokenize(sentence)]
+    sentences, words = _tokenizers()
+    return [token.lower() for sentence in sentences.tokenize(answer) for token in words.tokenize(sentence)]
 
 
 def evaluate(answer: str) -> str | None:

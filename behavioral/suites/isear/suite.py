@@ -7,12 +7,10 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import nltk
-
 from behavioral.answer_space import AnswerSpec
 from behavioral.prompt import Prompt
 from behavioral.suite import Answer, Suite, local_path
-from behavioral.suites.isear.evaluator import evaluate
+from behavioral.suites.isear.evaluator import evaluate, nltk_version
 from behavioral.suites.isear.events import SOURCES, Events, load_events, sample_indices
 from behavioral.suites.isear.prompts import EMOTIONS, GENDERS, TEMPLATE, chat_prompt, check_template
 
@@ -40,11 +38,13 @@ class Options:
 
 @dataclass(frozen=True)
 class Data:
-    """The run's events, the indices it samples (in run order) and the template."""
+    """The run's events, the indices it samples (in run order), the template, and the version of nltk, whose
+    tokenizers parse the replies (None where it is not installed: score mode parses none)."""
 
     events: Events
     indices: tuple[int, ...]
     template: str
+    nltk: str | None = None
 
 
 @dataclass(frozen=True)
@@ -119,11 +119,11 @@ class Isear(Suite):
         options = config.options or Options()
         events = load_events(options.events)
         indices = sample_indices(len(events.texts), options.sample_k, config.seed)
-        return Data(events, tuple(indices), options.template)
+        return Data(events, tuple(indices), options.template, nltk_version(required=config.mode != "score"))
 
     def facts(self, data: Data) -> dict:
         return {"events_source": data.events.source, "events_sha256": data.events.sha256,
-                "events_count": len(data.events.texts), "n_items": len(data.indices), "nltk": nltk.__version__}
+                "events_count": len(data.events.texts), "n_items": len(data.indices), "nltk": data.nltk}
 
     def groups(self, data: Data) -> Iterable[tuple[str, list[IsearItem]]]:
         """One group per gender (the prompt's shared prefix), events in run order."""
