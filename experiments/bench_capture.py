@@ -22,9 +22,10 @@ from interp.progress import estimate_run
 REAL_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "data" / "crowd-envent"
 
 
-def timed_run(config: RunConfig, loaded: tuple) -> tuple[float, int]:
-    """Seconds for one complete run of the loaded model into a temporary directory, and the prompts it ran."""
-    with tempfile.TemporaryDirectory() as tmp:
+def timed_run(config: RunConfig, loaded: tuple, scratch: Path | None = None) -> tuple[float, int]:
+    """Seconds for one complete run of the loaded model into a temporary directory (inside `scratch` if given),
+    and the prompts it ran."""
+    with tempfile.TemporaryDirectory(dir=scratch) as tmp:
         start = time.perf_counter()
         run(config, Path(tmp) / "run", progress=False, loaded=loaded)
         seconds = time.perf_counter() - start

@@ -33,7 +33,7 @@ LLAMA_31_8B = dict(hidden_size=4096, num_hidden_layers=32, num_attention_heads=3
                    intermediate_size=14336, vocab_size=128256, max_position_embeddings=131072, rope_theta=500000.0)
 
 
-def _prompts(runner: Runner, n: int) -> list[tuple[str, list[int]]]:
+def grid_prompts(runner: Runner, n: int) -> list[tuple[str, list[int]]]:
     """The first n prompts of the run's grid in run order (perceiver-major), with their perceivers."""
     suite = runner.suite
     out: list[tuple[str, list[int]]] = []
@@ -52,16 +52,23 @@ def unique_tokens(prompts: list[tuple[str, list[int]]]) -> int:
     return sum(sum(len(p) for p in g) - len(g) * shared_prefix_length(g) for g in groups.values())
 
 
-def _random_model(shapes: dict, device: str):
+def random_model(shapes: dict, device: str, dtype: torch.dtype = torch.bfloat16):
+    """A random-weight LlamaForCausalLM of `shapes`, built on `device` directly in `dtype` (weights do not change
+    speed)."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    config = LlamaConfig(**shapes, torch_dtype="bfloat16")
-    with torch.device(device):
-        model = LlamaForCausalLM(config).to(torch.bfloat16)
+    config = LlamaConfig(**shapes, dtype=dtype)
+    default = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        with torch.device(device):
+            model = LlamaForCausalLM(config)
+    finally:
+        torch.set_default_dtype(default)
     return model.eval()
 
 
-def _timed(fn, device: str) -> tuple[object, float, float]:
+def timed(fn, device: str) -> tuple[object, float, float]:
     """Result, wall seconds and peak memory (GiB: GPU allocations on CUDA, process max RSS on CPU)."""
     if device.startswith("cuda"):
         torch.cuda.synchronize()
@@ -76,10 +83,11 @@ def _timed(fn, device: str) -> tuple[object, float, float]:
     return result, time.perf_counter() - start, peak
 
 
-def baseline_generate(model, tokenizer, prompts: list[list[int]], batch_size: int, max_new_tokens: int,
-                      stop_ids: list[int], pad_id: int) -> list[str]:
-    """What a user writes: left-padded batches through model.generate, greedy, same stopping."""
-    out: list[str] = []
+def baseline_ids(model, tokenizer, prompts: list[list[int]], batch_size: int, max_new_tokens: int,
+                 stop_ids: list[int], pad_id: int) -> list[list[int]]:
+    """What a user writes: left-padded batches through model.generate, greedy, same stopping; the new token ids of
+    each prompt, up to its first stop token."""
+    out: list[list[int]] = []
     tokenizer.padding_side = "left"
     for start in range(0, len(prompts), batch_size):
         batch = tokenizer.pad({"input_ids": prompts[start:start + batch_size]}, return_tensors="pt")
@@ -87,20 +95,35 @@ def baseline_generate(model, tokenizer, prompts: list[list[int]], batch_size: in
         with torch.inference_mode():
             ids = model.generate(**batch, do_sample=False, max_new_tokens=max_new_tokens, eos_token_id=stop_ids,
                                  pad_token_id=pad_id, temperature=None, top_p=None, top_k=None)
-        out += tokenizer.batch_decode(ids[:, batch["input_ids"].shape[1]:], skip_special_tokens=True)
+        for row in ids[:, batch["input_ids"].shape[1]:].tolist():
+            ends = [j for j, t in enumerate(row) if t in stop_ids]
+            out.append(row[:ends[0]] if ends else row)
     return out
 
 
+def baseline_generate(model, tokenizer, prompts: list[list[int]], batch_size: int, max_new_tokens: int,
+                      stop_ids: list[int], pad_id: int) -> list[str]:
+    """The replies of `baseline_ids` as text."""
+    ids = baseline_ids(model, tokenizer, prompts, batch_size, max_new_tokens, stop_ids, pad_id)
+    return tokenizer.batch_decode(ids, skip_special_tokens=True)
+
+
+def _synchronize(device: str) -> None:
+    """Wait for the device's queued work (CUDA only; CPU work is synchronous)."""
+    if str(device).startswith("cuda"):
+        torch.cuda.synchronize()
+
+
 def matmul_peak_flops(device: str, dtype: torch.dtype, size: int = 8192, repeats: int = 20) -> float:
-    """Measured dense matmul FLOP/s of this device in `dtype`."""
+    """Measured dense matmul FLOP/s of this device in `dtype` (a size x size x size product)."""
     a = torch.randn(size, size, device=device, dtype=dtype)
     b = torch.randn(size, size, device=device, dtype=dtype)
     a @ b
-    torch.cuda.synchronize()
+    _synchronize(device)
     start = time.perf_counter()
     for _ in range(repeats):
         a @ b
-    torch.cuda.synchronize()
+    _synchronize(device)
     return 2 * size**3 * repeats / (time.perf_counter() - start)
 
 
@@ -123,7 +146,7 @@ def main() -> None:
     model, tokenizer, info = models.load(args.model, args.device, args.dtype)
     device = info["device"]
     if args.shapes == "llama-3.1-8b":
-        model = _random_model(LLAMA_31_8B, device)
+        model = random_model(LLAMA_31_8B, device)
         info |= {"model": f"random {args.shapes} (tokenizer of {args.model})", "dtype": "bfloat16"}
     max_rating = get_setting(args.setting).max_rating
     options = Options(categories=(args.category,), settings=(args.setting,),
@@ -131,7 +154,7 @@ def main() -> None:
     config = RunConfig(suite="intergroup", model=args.model, options=options, mode="both",
                        batch_size=args.batch_size, max_new_tokens=args.max_new_tokens)
     runner = Runner(model, tokenizer, config, get_suite("intergroup"))
-    labelled = _prompts(runner, args.prompts)
+    labelled = grid_prompts(runner, args.prompts)
     prompts = [ids for _, ids in labelled]
     trie = runner.trie(AnswerSpec.integers(0, max_rating))
     engine = runner.engine
@@ -143,7 +166,7 @@ def main() -> None:
     engine.generate(warm), engine.score(warm, trie)
     engine.prefixes.entries.clear()
 
-    base, t_base, m_base = _timed(lambda: baseline_generate(
+    base, t_base, m_base = timed(lambda: baseline_generate(
         model, tokenizer, prompts, args.batch_size, args.max_new_tokens, engine.stop_ids, engine.pad_id), device)
     computed = {}
     for name, fn in (("generate", lambda: [g.text for g in engine.generate(prompts, until)]),
@@ -151,7 +174,7 @@ def main() -> None:
                      ("both", lambda: engine.generate_and_score(prompts, trie, until))):
         engine.prefixes.entries.clear()
         engine.tokens_computed = engine.prefixes.tokens_computed = 0
-        computed[name] = _timed(fn, device)
+        computed[name] = timed(fn, device)
         computed[name] += (engine.tokens_computed + engine.prefixes.tokens_computed,)
     (gen, t_gen, m_gen, n_gen), (scored, t_score, m_score, n_score) = computed["generate"], computed["score"]
     joint, t_both, m_both, n_both = computed["both"]
