@@ -197,37 +197,50 @@ class AnswerTrie:
         return list(self.spec.names), labels
 
     def read(self, logits: torch.Tensor) -> list[Scores]:
-        """Scores from logits [B, 1 + T, V]: position 0 after the prompt (and prefill), position i + 1 after node i."""
+        """Scores from logits [B, 1 + T, V]: position 0 after the prompt (and prefill), position i + 1 after node i.
+        Everything the scores need is computed on the logits' device and moved to the host in one transfer per
+        batch (per-row reads would stall a GPU once per number)."""
         logits = logits.float()
         device = logits.device
         _, label_logp = self.answer_logprobs(logits)  # [B, labels]
         probs = torch.softmax(label_logp, dim=-1)
         values = self.spec.values
-        expected = probs @ torch.tensor(values, dtype=torch.float64, device=device) if values else None
+        expected = probs.double() @ torch.tensor(values, dtype=torch.float64, device=device) if values else \
+            torch.full(probs.shape[:1], torch.nan, dtype=torch.float64, device=device)
         valid = label_logp.exp().sum(-1)
         starts = self.starts.to(device)
         start = (torch.logsumexp(logits[:, 0, starts], dim=-1) - torch.logsumexp(logits[:, 0], dim=-1)).exp()
+        k = max(len(c) for c in self.children) + 1
+        branching = [0] + [i + 1 for i in range(len(self.tokens)) if self.children[i + 1]]  # positions with children
+        top = logits[:, branching].topk(k, dim=-1)  # [B, positions, k]: the best token outside a node's children
+        vocab = torch.unique(self.tokens)
+        host = [t.cpu() for t in (expected, valid.double(), start.double(), probs, logits[:, :, vocab.to(device)],
+                                  top.values, top.indices)]
+        expected, valid, start, probs, tree_logits, top_values, top_indices = (t.tolist() for t in host)
+        column = {int(t): j for j, t in enumerate(vocab.tolist())}
         keep = len(self.spec.labels) <= STORE_PROBS_UP_TO
         return [
-            Scores(self._greedy(logits[b]), None if expected is None else float(expected[b]), float(valid[b]),
-                   float(start[b]), tuple(probs[b].tolist()) if keep else ())
-            for b in range(logits.shape[0])
+            Scores(self._greedy(tree_logits[b], dict(zip(branching, zip(top_values[b], top_indices[b]))), column),
+                   None if not values else expected[b], valid[b], start[b], tuple(probs[b]) if keep else ())
+            for b in range(len(probs))
         ]
 
-    def _greedy(self, logits: torch.Tensor) -> int | str:
-        """The label greedy decoding reaches when it must stay in the set: continue while a child token is argmax."""
-        k = max(len(c) for c in self.children) + 1
+    def _greedy(self, tree_logits: list[list[float]], top: dict[int, tuple[list[float], list[int]]],
+                column: dict[int, int]) -> int | str:
+        """The label greedy decoding reaches when it must stay in the set: continue while a child token is argmax.
+        Reads one row's logits of the trie's tokens at each position (`column`: token -> index) and its top-k
+        (values, tokens) at each position that has children."""
+        token_ids = self.tokens.tolist()
         pos, node = 0, -1
         while True:
             kids = self.children[node + 1]
             if not kids:
                 break
-            kid_tokens = self.tokens[list(kids)].to(logits.device)
-            kid_logits = logits[pos, kid_tokens]
-            best = int(torch.argmax(kid_logits))
-            top = torch.topk(logits[pos], k)
-            outsider = next(float(v) for v, t in zip(top.values, top.indices) if t not in kid_tokens)
-            if node >= 0 and self.value_of[node] is not None and float(kid_logits[best]) <= outsider:
+            kid_tokens = [token_ids[kid] for kid in kids]
+            kid_logits = [tree_logits[pos][column[t]] for t in kid_tokens]
+            best = kid_logits.index(max(kid_logits))
+            outsider = next(v for v, t in zip(*top[pos]) if t not in kid_tokens)
+            if node >= 0 and self.value_of[node] is not None and kid_logits[best] <= outsider:
                 break
             node = kids[best]
             pos = node + 1

@@ -127,20 +127,35 @@ def matmul_peak_flops(device: str, dtype: torch.dtype, size: int = 8192, repeats
     return 2 * size**3 * repeats / (time.perf_counter() - start)
 
 
-def main() -> None:
-    """Run the four paths on the same prompts and report prompts/s, agreement and memory."""
-    parser = argparse.ArgumentParser(description=__doc__)
+def add_grid_arguments(parser: argparse.ArgumentParser, out: str) -> None:
+    """The flags of a benchmark on the intergroup grid's first prompts: model, device, dtype, prompts, decoding
+    limit, setting, category, events, and the JSON file `out` it writes by default."""
     parser.add_argument("--model", default="smollm2-135m")
-    parser.add_argument("--shapes", choices=("model", "llama-3.1-8b"), default="model")
     parser.add_argument("--device", default="auto")
     parser.add_argument("--dtype", default="auto")
     parser.add_argument("--prompts", type=int, default=256)
-    parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--max-new-tokens", type=int, default=RunConfig.max_new_tokens)
     parser.add_argument("--setting", default="P0S0T0")
     parser.add_argument("--category", default="nationality")
     parser.add_argument("--events", type=Path, default=REAL_CORPUS if REAL_CORPUS.is_dir() else None)
-    parser.add_argument("--out", type=Path, default=Path("bench_engine.json"))
+    parser.add_argument("--out", type=Path, default=Path(out))
+
+
+def grid_runner(args: argparse.Namespace, model, tokenizer, batch_size: int = 16) -> Runner:
+    """A Runner of the intergroup slice the grid flags name (mode both), on a loaded model."""
+    options = Options(categories=(args.category,), settings=(args.setting,),
+                      events=str(args.events) if args.events else None, limit_events=max(1, args.prompts // 8))
+    config = RunConfig(suite="intergroup", model=args.model, options=options, mode="both",
+                       batch_size=batch_size, max_new_tokens=args.max_new_tokens)
+    return Runner(model, tokenizer, config, get_suite("intergroup"))
+
+
+def main() -> None:
+    """Run the four paths on the same prompts and report prompts/s, agreement and memory."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    add_grid_arguments(parser, "bench_engine.json")
+    parser.add_argument("--shapes", choices=("model", "llama-3.1-8b"), default="model")
+    parser.add_argument("--batch-size", type=int, default=32)
     args = parser.parse_args()
 
     model, tokenizer, info = models.load(args.model, args.device, args.dtype)
@@ -149,11 +164,7 @@ def main() -> None:
         model = random_model(LLAMA_31_8B, device)
         info |= {"model": f"random {args.shapes} (tokenizer of {args.model})", "dtype": "bfloat16"}
     max_rating = get_setting(args.setting).max_rating
-    options = Options(categories=(args.category,), settings=(args.setting,),
-                      events=str(args.events) if args.events else None, limit_events=max(1, args.prompts // 8))
-    config = RunConfig(suite="intergroup", model=args.model, options=options, mode="both",
-                       batch_size=args.batch_size, max_new_tokens=args.max_new_tokens)
-    runner = Runner(model, tokenizer, config, get_suite("intergroup"))
+    runner = grid_runner(args, model, tokenizer, args.batch_size)
     labelled = grid_prompts(runner, args.prompts)
     prompts = [ids for _, ids in labelled]
     trie = runner.trie(AnswerSpec.integers(0, max_rating))

@@ -1,0 +1,157 @@
+"""The engine's GPU-relevant costs, counted on any device: per prompt, the positions run through the model per unique
+prompt token, the host-device syncs (`.tolist()`, `.item()`, `.cpu()`), the tokenizer decodes of the early-stop
+predicate, and the bytes of KV cache copied (the shared prefix's deep copy and its repeat per row); per batch, the
+prefix its prompts share against the one each persona's prompts share.
+
+Counts do not depend on the device (a sync counted here is a stall on a GPU); times are not taken. Prints a table
+and writes a JSON file.
+
+    python experiments/bench_engine_costs.py --prompts 256 --batch-sizes 16,64,256 --out costs.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+from collections import Counter
+from collections.abc import Iterator
+from functools import partial
+
+import torch
+from transformers import cache_utils
+
+import behavioral.engine as engine_module
+from behavioral import models
+from behavioral.answer_space import AnswerSpec
+from behavioral.engine import shared_prefix_length
+from behavioral.run import Runner
+from behavioral.suites.intergroup.answers import answer_decided
+from behavioral.suites.intergroup.settings import get_setting
+from bench_engine import add_grid_arguments, grid_prompts, grid_runner, unique_tokens
+
+SYNCS = ("tolist", "item", "cpu", "__bool__", "__float__", "__int__", "__index__")  # each reads a device value
+
+
+def cache_bytes(cache) -> int:
+    """Bytes held by a KV cache's key and value tensors."""
+    return sum(t.numel() * t.element_size() for layer in cache.layers for t in (layer.keys, layer.values)
+               if t is not None)
+
+
+@contextlib.contextmanager
+def counting(tokenizer) -> Iterator[Counter]:
+    """Counts, while the block runs, of host-device syncs, tokenizer decodes and KV-cache bytes copied."""
+    counts: Counter = Counter()
+    saved = {name: getattr(torch.Tensor, name) for name in SYNCS}
+    deepcopy, repeat, decode = engine_module.copy.deepcopy, cache_utils.DynamicCache.batch_repeat_interleave, \
+        tokenizer.decode
+
+    def synced(name):
+        def call(self, *args, **kwargs):
+            counts["syncs"] += 1
+            return saved[name](self, *args, **kwargs)
+        return call
+
+    def copied(value, *args):
+        out = deepcopy(value, *args)
+        if isinstance(out, cache_utils.Cache):
+            counts["kv_bytes_copied"] += cache_bytes(out)
+        return out
+
+    def repeated(cache, times):
+        repeat(cache, times)
+        counts["kv_bytes_copied"] += cache_bytes(cache) * (times - 1) // times
+
+    def decoded(*args, **kwargs):
+        counts["decodes"] += 1
+        return decode(*args, **kwargs)
+
+    for name in SYNCS:
+        setattr(torch.Tensor, name, synced(name))
+    engine_module.copy.deepcopy, cache_utils.DynamicCache.batch_repeat_interleave = copied, repeated
+    tokenizer.decode = decoded
+    try:
+        yield counts
+    finally:
+        for name in SYNCS:
+            setattr(torch.Tensor, name, saved[name])
+        engine_module.copy.deepcopy, cache_utils.DynamicCache.batch_repeat_interleave = deepcopy, repeat
+        del tokenizer.decode
+
+
+def batch_prefixes(engine, prompts: list[list[int]], extra: int) -> list[int]:
+    """The prefix each of the engine's batches shares (what its KV cache is computed once for)."""
+    return [shared_prefix_length([prompts[i] for i in chunk]) if len(chunk) > 1 else len(prompts[chunk[0]]) - 1
+            for chunk in engine._chunks(prompts, extra)]
+
+
+def measure(runner: Runner, labelled: list, batch_size: int, max_rating: int) -> list[dict]:
+    """One row per mode (generate, score, both) at `batch_size`: the counts per prompt."""
+    engine = runner.engine
+    engine.batch_size = batch_size
+    prompts = [ids for _, ids in labelled]
+    trie = runner.trie(AnswerSpec.integers(0, max_rating))
+    until = [partial(answer_decided, max_rating=max_rating)] * len(prompts)
+    unique = unique_tokens(labelled)
+    persona_prefix = {p: shared_prefix_length([ids for q, ids in labelled if q == p]) for p, _ in labelled}
+    rows = []
+    for mode, fn, extra in (("generate", lambda: engine.generate(prompts, until), engine.max_new_tokens),
+                            ("score", lambda: engine.score(prompts, trie), len(trie)),
+                            ("both", lambda: engine.generate_and_score(prompts, trie, until),
+                             max(engine.max_new_tokens, len(trie)))):
+        engine.prefixes.entries.clear()
+        engine.tokens_computed = engine.prefixes.tokens_computed = 0
+        with counting(runner.tokenizer) as counts:
+            fn()
+        shared = batch_prefixes(engine, prompts, extra)
+        n = len(prompts)
+        rows.append({
+            "mode": mode, "batch_size": batch_size, "prompts": n, "batches": len(shared),
+            "tokens_computed_per_unique_token": (engine.tokens_computed + engine.prefixes.tokens_computed) / unique,
+            "syncs_per_prompt": counts["syncs"] / n, "decodes_per_prompt": counts["decodes"] / n,
+            "kv_bytes_copied_per_prompt": counts["kv_bytes_copied"] / n,
+            "mean_batch_prefix_tokens": sum(shared) / len(shared),
+            "mean_persona_prefix_tokens": sum(persona_prefix[p] for p, _ in labelled) / n,
+            "tree_positions_per_prompt": len(trie) if mode != "generate" else 0,
+            "unique_tokens_per_prompt": unique / n,
+        })
+    return rows
+
+
+COLUMNS = ("mode", "batch_size", "batches", "tokens_computed_per_unique_token", "syncs_per_prompt",
+           "decodes_per_prompt", "kv_bytes_copied_per_prompt", "mean_batch_prefix_tokens",
+           "mean_persona_prefix_tokens", "tree_positions_per_prompt", "unique_tokens_per_prompt")
+
+
+def table(rows: list[dict]) -> str:
+    """The rows as a Markdown table."""
+    def cell(value) -> str:
+        return f"{value:,.2f}" if isinstance(value, float) else str(value)
+    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    return "\n".join(lines + ["| " + " | ".join(cell(r[c]) for c in COLUMNS) + " |" for r in rows])
+
+
+def main() -> None:
+    """Count the costs of the grid's first prompts at each batch size and mode."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_grid_arguments(parser, "bench_engine_costs.json")
+    parser.add_argument("--batch-sizes", default="16,64,256")
+    args = parser.parse_args()
+
+    model, tokenizer, info = models.load(args.model, args.device, args.dtype)
+    runner = grid_runner(args, model, tokenizer)
+    labelled = grid_prompts(runner, args.prompts)
+    max_rating = get_setting(args.setting).max_rating
+    rows = [row for size in map(int, args.batch_sizes.split(",")) for row in measure(runner, labelled, size,
+                                                                                      max_rating)]
+    result = {"model": info["model"], "dtype": info["dtype"], "device": info["device"], "setting": args.setting,
+              "category": args.category, "events": str(args.events) if args.events else "embedded",
+              "max_new_tokens": args.max_new_tokens, "rows": rows}
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    print(table(rows))
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
