@@ -17,6 +17,7 @@ from behavioral.provenance import provenance
 MANIFEST = "manifest.json"
 OUTPUT = "output"  # the manifest key that marks a folder as a command's output and lists its files
 STAGING = ".staging-"  # prefix of the folder a command writes into before its files are moved into place
+STAGING_MARK = ".empathy-gap-staging"  # the file that marks a staging folder as one a command made
 
 
 class OutputFolderError(ValueError):
@@ -72,6 +73,11 @@ def _earlier_output(final: Path, command: str) -> dict | None:
     return entry
 
 
+def _staging(folder: Path) -> bool:
+    """True for a staging folder a command made (and a killed one left): its name and its mark say so."""
+    return folder.name.startswith(STAGING) and (folder / STAGING_MARK).is_file()
+
+
 def _entries(final: Path, keep: Sequence[str]) -> list[str]:
     """Every file and symbolic link under `final` (POSIX paths relative to it), sub-folders named in `keep` and
     staging folders left by killed commands aside."""
@@ -79,7 +85,7 @@ def _entries(final: Path, keep: Sequence[str]) -> list[str]:
     for root, dirs, files in os.walk(final):
         rel = Path(root).relative_to(final)
         if rel == Path("."):
-            dirs[:] = [d for d in dirs if d not in keep and not d.startswith(STAGING)]
+            dirs[:] = [d for d in dirs if d not in keep and not _staging(Path(root) / d)]
         found += [(rel / name).as_posix() for name in files]
         found += [(rel / d).as_posix() for d in dirs if (Path(root) / d).is_symlink()]
     return sorted(found)
@@ -96,14 +102,15 @@ def check_output_folder(final: str | Path, command: str, keep: Sequence[str] = (
         raise OutputFolderError(f"--out {final}: exists and is not a folder")
     earlier = _earlier_output(final, command)
     listed = set(earlier["files"]) | {MANIFEST} if earlier else set()
-    strangers = [e for e in _entries(final, keep) if e not in listed]
+    entries = _entries(final, keep)
+    strangers = [e for e in entries if e not in listed]
     if strangers:
         whose = f"the earlier `{command}` did not write" if earlier else "no empathy-gap output manifest names"
         raise OutputFolderError(
             f"--out {final}: holds {strangers[0]}" + (f" and {len(strangers) - 1} more" if len(strangers) > 1 else "")
             + f", which {whose}; expected a new or empty folder, or an earlier output of `{command}`, and nothing "
               "else is ever replaced: choose another --out")
-    return sorted(listed - {MANIFEST})
+    return [e for e in entries if e != MANIFEST]  # files found inside `final`, never a path the manifest names elsewhere
 
 
 def _write_manifest(final: Path, record: dict) -> None:
@@ -115,7 +122,8 @@ def _write_manifest(final: Path, record: dict) -> None:
 
 def _staged_files(staging: Path) -> list[str]:
     """The files written into the staging folder, as POSIX paths relative to it."""
-    files = sorted(p.relative_to(staging).as_posix() for p in staging.rglob("*") if p.is_file() or p.is_symlink())
+    files = sorted(p.relative_to(staging).as_posix() for p in staging.rglob("*")
+                   if (p.is_file() or p.is_symlink()) and p.relative_to(staging).as_posix() != STAGING_MARK)
     if MANIFEST in files:
         raise RuntimeError(f"a command wrote {MANIFEST} itself; it belongs to OutputFolder.record")
     return files
@@ -146,7 +154,8 @@ def _commit(out: OutputFolder, earlier: list[str]) -> None:
     _remove_emptied(out.final, gone)
     _write_manifest(out.final, {"provenance": provenance()} | out.record | {OUTPUT: entry})
     for stale in out.final.glob(f"{STAGING}*"):
-        shutil.rmtree(stale, ignore_errors=True)
+        if _staging(stale):
+            shutil.rmtree(stale, ignore_errors=True)
 
 
 @contextmanager
@@ -163,6 +172,7 @@ def output_folder(final: str | Path, command: str, record: dict | None = None,
     out = OutputFolder(final, command, Path(tempfile.mkdtemp(dir=final, prefix=STAGING)), dict(record or {}),
                        tuple(keep))
     out.path.chmod(0o755)  # mkdtemp makes it private to its owner
+    (out.path / STAGING_MARK).touch()
     try:
         yield out
         _commit(out, earlier)

@@ -309,8 +309,8 @@ def run(config: RunConfig, out: str | Path, where: Place | None = None, progress
                                      "world_size": where.world_size}
             write_json_atomic(out / MANIFEST, {"config": identity, "model": model_info, "provenance": origin,
                                                PLAN: plan(config, suite, data)})
-        elif where.is_main and PLAN not in read_manifest(out):  # made before runs recorded their plan
-            write_json_atomic(out / MANIFEST, read_manifest(out) | {PLAN: plan(config, suite, data)})
+        elif where.is_main and PLAN not in (stored := read_manifest(out)):  # made before runs recorded a plan
+            write_json_atomic(out / MANIFEST, stored | {PLAN: plan(config, suite, data)})
         barrier(where)
         check_resumable(out, identity)
         _work(config, suite, runner, data, out, where, progress)

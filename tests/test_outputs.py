@@ -129,3 +129,27 @@ def test_coinciding_points_get_one_label_naming_each() -> None:
     points = np.array([[0.0, 0.0], [10.0, 5.0], [10.0, 5.0 + 1e-6], [3.0, 3.0]])
     label_points(ax, points, ["Japan", "the United States", "the United Kingdom", "Egypt"])
     assert sorted(t.get_text() for t in ax.texts) == ["Egypt", "Japan", "the United States, the United Kingdom"]
+
+
+def test_a_replacement_deletes_only_files_inside_the_folder_whatever_its_manifest_lists(tmp_path):
+    out, victim = tmp_path / "out", tmp_path / "victim.txt"
+    victim.write_text("precious")
+    with output_folder(out, "study patching") as folder:
+        (folder.path / "delta.csv").write_text("1")
+    manifest = json.loads((out / "manifest.json").read_text())
+    manifest["output"]["files"] += ["../victim.txt", str(victim)]  # a manifest edited or copied from elsewhere
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    with output_folder(out, "study patching") as folder:
+        (folder.path / "other.csv").write_text("2")
+    assert victim.read_text() == "precious" and _files(out) == ["manifest.json", "other.csv"]
+
+
+def test_a_users_folder_named_like_a_staging_folder_is_never_taken_for_one(tmp_path):
+    out = tmp_path / "out"
+    with output_folder(out, "analyze toy") as folder:
+        (folder.path / REPORT).write_text("first")
+    (out / ".staging-mine").mkdir()
+    (out / ".staging-mine" / "notes.txt").write_text("keep me")
+    with pytest.raises(OutputFolderError, match=r"holds .staging-mine/notes.txt"), output_folder(out, "analyze toy"):
+        pass
+    assert (out / ".staging-mine" / "notes.txt").read_text() == "keep me"
