@@ -8,7 +8,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from behavioral.suite import Suite
@@ -19,35 +19,27 @@ DEMO_SETTINGS = ("P0S1T0",)
 DEMO_EVENTS = 8
 
 
-# The run flags' defaults; a suite replaces some with its own (Suite.run_defaults), shown in its --help.
-RUN_DEFAULTS = {"mode": "generate", "seed": 0, "temperature": 0.0, "top_p": 1.0, "samples": 1, "max_new_tokens": 128,
-                "prompt_format": "auto"}
-
-
-def _run_defaults(suite: Suite) -> dict[str, Any]:
-    """The run flags' defaults for `suite`: the generic ones, replaced by the suite's own."""
-    return RUN_DEFAULTS | dict(suite.run_defaults)
-
-
 def _add_run_options(p, suite: Suite) -> None:
     """The flags every suite's run has: model, decoding, hardware, resume unit, capture."""
-    d = _run_defaults(suite)
+    from behavioral.run import run_defaults
+
+    d = run_defaults(suite)
     p.add_argument("--model", required=True, help=f"Hugging Face id, local folder, .gguf file or {DEMO_MODEL}")
     p.add_argument("--out", required=True, help="run directory (rerun the same command to resume)")
-    p.add_argument("--mode", choices=("generate", "score", "both"), default=d["mode"],
+    p.add_argument("--mode", choices=("generate", "score", "both"),
                    help=f"generate: decode a reply and parse it; score: the distribution over the answer set "
                         f"(default {d['mode']})")
-    p.add_argument("--seed", type=int, default=d["seed"],
+    p.add_argument("--seed", type=int,
                    help=f"seeds data samples, sampling streams and per-cell samples (default {d['seed']})")
-    p.add_argument("--temperature", type=float, default=d["temperature"],
+    p.add_argument("--temperature", type=float,
                    help=f"0: greedy decoding (default {d['temperature']:g})")
-    p.add_argument("--top-p", type=float, default=d["top_p"], help=f"default {d['top_p']:g}")
+    p.add_argument("--top-p", type=float, help=f"default {d['top_p']:g}")
     p.add_argument("--samples", type=int, help=f"sampled replies per item (default {d['samples']} with "
                                                "--temperature above 0; 1 when greedy and in score mode)")
-    p.add_argument("--max-new-tokens", type=int, default=d["max_new_tokens"],
+    p.add_argument("--max-new-tokens", type=int,
                    help=f"decoding limit (default {d['max_new_tokens']}); a reply stops earlier once its answer is "
                         "decided")
-    p.add_argument("--prompt-format", choices=("auto", "chat", "plain"), default=d["prompt_format"],
+    p.add_argument("--prompt-format", choices=("auto", "chat", "plain"),
                    help=f"auto: the chat template where the tokenizer has one, else plain text (default "
                         f"{d['prompt_format']})")
     p.add_argument("--batch-size", type=int, default=16)
@@ -63,29 +55,41 @@ def _add_run_options(p, suite: Suite) -> None:
     p.add_argument("--no-progress", action="store_true")
 
 
-def _parser() -> argparse.ArgumentParser:
-    from behavioral.suites import get_suite, names
+def _suites_to_load(argv: Sequence[str]) -> list[str]:
+    """The suites whose flags the parser of `argv` needs: the one `run`/`import` names, every suite where the
+    command needs them all (its help, a missing or unknown suite name), none for the other commands, so a
+    command imports only the suite it uses."""
+    from behavioral.suites import names
 
+    if argv[:1] not in (["run"], ["import"]) and argv[:1] not in ([], ["-h"], ["--help"]):
+        return []
+    return [argv[1]] if len(argv) > 1 and argv[1] in names() else names()
+
+
+def _parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
+    from behavioral.suites import get_suite
+
+    loaded = _suites_to_load(argv)
     parser = argparse.ArgumentParser(prog="empathy-gap", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("suites", help="list the suites, one line each")
     run = sub.add_parser("run", help="run a suite into a run directory (resumable)")
     suites = run.add_subparsers(dest="suite", required=True, metavar="SUITE")
-    for name in names():
+    for name in loaded:
         suite = get_suite(name)
         p = suites.add_parser(name, help=suite.description, description=suite.description)
         _add_run_options(p.add_argument_group("run options (every suite)"), suite)
         suite.add_arguments(p.add_argument_group(f"{name} options"))
     imports = sub.add_parser("import", help="write results made elsewhere as a run directory (suites that can)")
     importers = imports.add_subparsers(dest="suite", required=True, metavar="SUITE")
-    for name in names():
+    for name in loaded:
         suite = get_suite(name)
         if suite.imports:
             suite.add_import_arguments(importers.add_parser(name, help=suite.imports, description=suite.imports))
     analyze = sub.add_parser("analyze", help="tables, figures and report.md of run directories "
                                              "(the suite's own flags: empathy-gap analyze RUN_DIR --help)")
     analyze.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
-    analyze.add_argument("--out", help="output directory (default RUN_DIR/analysis)")
+    _add_analyze_options(analyze)
     demo = sub.add_parser("demo", help=f"run {DEMO_MODEL} in score mode on the embedded events, then analyze")
     demo.add_argument("--out", default="empathy-gap-demo")
     demo.add_argument("--limit-events", type=int, default=DEMO_EVENTS)
@@ -94,17 +98,9 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _samples(args: argparse.Namespace, suite: Suite) -> int:
-    """--samples as given, else the suite's default where replies are sampled, else 1 (one answer per item)."""
-    if args.samples is not None:
-        return args.samples
-    sampled = args.mode != "score" and args.temperature > 0
-    return _run_defaults(suite)["samples"] if sampled else 1
-
-
 def _run(args: argparse.Namespace) -> None:
+    from behavioral.options import comma_values
     from behavioral.run import RunConfig, run
-    from behavioral.suite import comma_values
     from behavioral.suites import get_suite
 
     suite = get_suite(args.suite)
@@ -112,7 +108,7 @@ def _run(args: argparse.Namespace) -> None:
     capture = tuple(comma_values(args.capture))
     config = RunConfig(
         suite=suite.name, model=args.model, options=suite.options(args), mode=args.mode, seed=args.seed,
-        temperature=args.temperature, top_p=args.top_p, samples=_samples(args, suite),
+        temperature=args.temperature, top_p=args.top_p, samples=args.samples,
         max_new_tokens=args.max_new_tokens,
         prompt_format=args.prompt_format, device=args.device, dtype=args.dtype, batch_size=args.batch_size,
         unit_size=args.unit_size, trust_remote_code=args.trust_remote_code,
@@ -123,38 +119,46 @@ def _run(args: argparse.Namespace) -> None:
 
 
 def _analyze(argv: Sequence[str], parsed: argparse.Namespace) -> None:
-    """Analyze with the suite's own flags, which are known once the first run directory's manifest is read."""
-    from behavioral.store import read_manifest
+    """Analyze with the suite's own flags (its AnalyzeOptions), which are known once the run directories' manifests
+    name the suite."""
+    from behavioral.analysis import analyze
+    from behavioral.analysis.runs import suite_of
+    from behavioral.options import add_flags, comma_values, from_flags
     from behavioral.suites import get_suite
 
-    suites = {read_manifest(d)["config"]["suite"] for d in parsed.run_dirs}
-    if len(suites) > 1:
-        raise ValueError(f"the run directories hold runs of different suites ({', '.join(sorted(suites))}); "
-                         "expected runs of one suite")
-    suite = get_suite(suites.pop())
+    suite = get_suite(suite_of(parsed.run_dirs))
     parser = argparse.ArgumentParser(prog=f"empathy-gap analyze ({suite.name})")
     parser.add_argument("command")
     parser.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
-    parser.add_argument("--out", help="output directory (default RUN_DIR/analysis)")
-    parser.add_argument("--allow-partial", action="store_true",
-                        help="analyze runs that have not finished every work unit (the report gives the counts)")
-    suite.add_analyze_arguments(parser)
+    _add_analyze_options(parser)
+    if suite.AnalyzeOptions is not None:
+        add_flags(parser.add_argument_group(f"{suite.name} analysis options"), suite.AnalyzeOptions)
     args = parser.parse_args(argv)
-    report = suite.analyze([Path(d) for d in args.run_dirs], Path(args.out) if args.out else None, args)
+    options = from_flags(suite.AnalyzeOptions, args) if suite.AnalyzeOptions is not None else None
+    report = analyze(args.run_dirs, args.out, options, comma_values(args.names) or None, args.allow_partial)
     print(f"report in {report}")
 
 
+def _add_analyze_options(parser: argparse.ArgumentParser) -> None:
+    """The flags every suite's analysis has."""
+    parser.add_argument("--out", help="output directory (default RUN_DIR/analysis of the first run)")
+    parser.add_argument("--names", help="the runs' names in tables, comma-separated in the order of the run "
+                                        "directories (default: their models' names)")
+    parser.add_argument("--allow-partial", action="store_true",
+                        help="analyze runs that have not finished every work unit (the report gives the counts)")
+
+
 def _demo(args: argparse.Namespace) -> None:
+    from behavioral.analysis import analyze
     from behavioral.run import RunConfig, run
-    from behavioral.suites.intergroup import Options
-    from behavioral.suites.intergroup.analysis import analyze
+    from behavioral.suites.intergroup import AnalyzeOptions, Options
 
     started = time.perf_counter()
     options = Options(categories=DEMO_CATEGORIES, settings=DEMO_SETTINGS, limit_events=args.limit_events)
     config = RunConfig(suite="intergroup", model=DEMO_MODEL, options=options, mode="score",
                        batch_size=args.batch_size)
     run(config, args.out, progress=not args.no_progress)
-    report = analyze(args.out, None, n_permutations=10_000, measure="expected_intensity")
+    report = analyze([args.out], options=AnalyzeOptions(measure="expected_intensity"))
     print(f"report in {report}")
     print(f"demo finished in {time.perf_counter() - started:.0f} s")
 
@@ -176,7 +180,7 @@ def _main(argv: list[str]) -> int:
     """Parse `argv` and run the command."""
     from behavioral.suites import get_suite, names
 
-    parser = _parser()
+    parser = _parser(argv)
     if argv[:1] == ["analyze"] and len(argv) > 1 and not argv[1].startswith("-"):
         # The suite's own analyze flags (and its --help) are parsed once the run directory names the suite.
         args, _ = parser.parse_known_args([a for a in argv if a not in ("-h", "--help")])

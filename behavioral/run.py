@@ -26,23 +26,37 @@ from behavioral.suite import Item, Suite, local_path
 from behavioral.suites import get_suite
 from behavioral.work import WorkUnit, unit_batches, work_units
 
+# The decoding settings' defaults; a suite replaces some with its own (Suite.run_defaults, e.g. its authors').
+RUN_DEFAULTS = {"mode": "generate", "seed": 0, "temperature": 0.0, "top_p": 1.0, "samples": 1, "max_new_tokens": 128,
+                "prompt_format": "auto"}
+
+
+def run_defaults(suite: Suite) -> dict[str, Any]:
+    """The decoding settings' defaults for `suite`: the generic ones, replaced by the suite's own."""
+    return RUN_DEFAULTS | dict(suite.run_defaults)
+
+
 @dataclass(frozen=True)
 class RunConfig:
     """Everything that decides a run's rows. `batch_size` and `device` decide how fast they come, and nothing else
     beyond float rounding: batches group prompts differently, so score-mode probabilities may differ in the last
     digits (measured up to 6e-7 in fp32 on CPU; answers identical in every fp32 comparison, while in bf16 a near-tie
-    between two answers can flip)."""
+    between two answers can flip).
+
+    A decoding setting left None takes the suite's default (`run_defaults`), so a script that builds a RunConfig
+    runs the protocol the CLI runs; `samples` takes the suite's only where replies are sampled (a temperature above
+    0 outside score mode), else 1."""
 
     suite: str
     model: str
     options: Any = None  # the suite's options (a frozen dataclass, see Suite.options)
-    mode: str = "generate"
-    seed: int = 0
-    temperature: float = 0.0  # 0: greedy decoding
-    top_p: float = 1.0
-    samples: int = 1  # generated samples per item
-    max_new_tokens: int = 128
-    prompt_format: str = "auto"  # auto (chat where the tokenizer has a template), chat or plain
+    mode: str | None = None  # generate, score or both
+    seed: int | None = None
+    temperature: float | None = None  # 0: greedy decoding
+    top_p: float | None = None
+    samples: int | None = None  # generated samples per item
+    max_new_tokens: int | None = None
+    prompt_format: str | None = None  # auto (chat where the tokenizer has a template), chat or plain
     device: str = "auto"
     dtype: str = "auto"
     batch_size: int = 16
@@ -51,6 +65,15 @@ class RunConfig:
     capture: tuple[str, ...] = ()
     layers: str = "all"
     per_cell_samples: int = 0
+
+    def __post_init__(self):
+        defaults = run_defaults(get_suite(self.suite))
+        for name in ("mode", "seed", "temperature", "top_p", "max_new_tokens", "prompt_format"):
+            if getattr(self, name) is None:
+                object.__setattr__(self, name, defaults[name])
+        if self.samples is None:
+            sampled = self.mode != "score" and self.temperature > 0
+            object.__setattr__(self, "samples", defaults["samples"] if sampled else 1)
 
     @classmethod
     def from_run_dir(cls, run_dir: str | Path, **changes) -> "RunConfig":
@@ -228,7 +251,7 @@ class Runner:
             states = [s.state for s in scored]
         elif mode != "score" and generated[0][0] is not None and generated[0][0].state is not None:
             states = [g[0].state for g in generated]
-        rows = [_row(unit_of[i], item, s, generated[i][s], scored[i])
+        rows = [result_row(unit_of[i], item, s, generated[i][s], scored[i])
                 for i, item in enumerate(items) for s in range(n)]
         return rows, states
 
@@ -238,7 +261,7 @@ def _label(spec: AnswerSpec, name):
     return spec.labels[spec.names.index(name)]
 
 
-def _row(unit_id: str, item: Item, sample: int, generation: Generation | None, score: Scores | None) -> dict:
+def result_row(unit_id: str, item: Item, sample: int, generation: Generation | None, score: Scores | None) -> dict:
     """One result row: the core columns, then the item's fields. Without a generated reply, the answer is the
     label greedy decoding reaches inside the answer set."""
     if generation is not None:

@@ -8,10 +8,16 @@ import argparse
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+import pandas as pd
 
 from behavioral.answer_space import AnswerSpec
+from behavioral.options import add_flags, from_flags
 from behavioral.prompt import Prompt
+
+if TYPE_CHECKING:
+    from behavioral.analysis import Analysis, Run
 
 
 @dataclass(frozen=True)
@@ -62,27 +68,6 @@ class CaptureSpec:
         return (*self.spans, "final")
 
 
-def comma_values(values: str | Sequence[str] | None) -> list[str]:
-    """Flag values given repeated and/or comma-separated ("a,b" "c"), stripped, in order, without repeats."""
-    if isinstance(values, str):
-        values = [values]
-    return list(dict.fromkeys(v.strip() for value in values or () for v in value.split(",") if v.strip()))
-
-
-def choices(values: str | Sequence[str] | None, known: Sequence[str], what: str,
-            fold: Callable[[str], str] = str) -> tuple[str, ...]:
-    """Repeated/comma-separated flag values, or all of `known` (none given, or `all`); names are compared after
-    `fold` and an unknown one is a ValueError naming the known ones."""
-    names = comma_values(values)
-    if not names or "all" in names:
-        return tuple(known)
-    by_key = {fold(k): k for k in known}
-    for name in names:
-        if fold(name) not in by_key:
-            raise ValueError(f"unknown {what} {name!r}; expected one of {', '.join(known)} or all")
-    return tuple(dict.fromkeys(by_key[fold(n)] for n in names))
-
-
 def local_path(path: str | None) -> str | None:
     """An existing local path made absolute (so `tiny/`, `./tiny` and `tiny` are one model or corpus in a manifest);
     anything else (a hub id, a missing path) as given."""
@@ -91,7 +76,10 @@ def local_path(path: str | None) -> str | None:
 
 class Suite:
     """A benchmark on the shared engine. Subclasses set the class attributes and implement `groups` and `analyze`;
-    the other methods have defaults that suit a suite without options."""
+    the other methods have defaults that suit most suites.
+
+    Options are declared once: `Options` and `AnalyzeOptions` are frozen dataclasses whose fields carry their flags
+    (behavioral.options.option), so `empathy-gap run/analyze` and a script build the same thing."""
 
     name: str = ""
     description: str = ""  # one line, for `empathy-gap suites`
@@ -99,16 +87,20 @@ class Suite:
     capture: CaptureSpec | None = None  # None: the suite's runs cannot capture activations
     caches: tuple[str, ...] = ()  # files `prepare` keeps in a run directory, which a user may copy into a new one
     Options: type | None = None  # the suite's options dataclass (None: no options), rebuilt from a manifest's JSON
-    # the suite's own defaults for the run flags every suite has (e.g. the authors' decoding), by RunConfig field
+    AnalyzeOptions: type | None = None  # the options of its analysis (None: none)
+    # the suite's own defaults for the decoding settings every suite has (e.g. its authors'), by RunConfig field;
+    # RunConfig applies them, the CLI shows them
     run_defaults: Mapping[str, Any] = {}
     imports: str | None = None  # what `empathy-gap import SUITE` reads (its help line); None: the suite has no import
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        """Add the suite's own flags to `empathy-gap run SUITE`."""
+        """Add the suite's own flags to `empathy-gap run SUITE`: by default, its Options' declared flags."""
+        if self.Options is not None:
+            add_flags(parser, self.Options)
 
     def options(self, args: argparse.Namespace) -> Any:
         """The suite's options from parsed flags: a frozen dataclass, recorded in the manifest (what decides rows)."""
-        return None
+        return None if self.Options is None else from_flags(self.Options, args)
 
     def dataset(self, config) -> Any:
         """Read and check the data of a run (`config` is its RunConfig, `config.options` the suite's) before any
@@ -140,9 +132,12 @@ class Suite:
         """Write results made elsewhere (e.g. the authors' outputs) as a run directory `analyze` reads; returns it."""
         raise NotImplementedError(f"suite {self.name!r} imports nothing")
 
-    def add_analyze_arguments(self, parser: argparse.ArgumentParser) -> None:
-        """Add the suite's own flags to `empathy-gap analyze`."""
+    def view(self, rows: pd.DataFrame, config: dict) -> pd.DataFrame:
+        """A run's stored rows as the suite's analysis reads them (`config`: the run's manifest config): the one place
+        where the answer of a generate, score or both run is chosen. By default the stored rows."""
+        return rows
 
-    def analyze(self, run_dirs: Sequence[Path], out: Path | None, args: argparse.Namespace) -> Path:
-        """Tables, figures and report.md of finished runs; returns the report's path."""
+    def analyze(self, runs: Sequence[Run], options: Any) -> Analysis:
+        """The analysis of finished runs (`options`: an AnalyzeOptions): every run's tables, the comparison across
+        runs where there are several, figures and notes, declared for behavioral.analysis to write."""
         raise NotImplementedError

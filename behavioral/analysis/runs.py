@@ -1,0 +1,80 @@
+"""The runs an analysis reads: each run directory checked against the suite (behavioral.run_reader), named once by
+one rule, and turned into the suite's view of its rows."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from behavioral.run_labels import run_labels
+from behavioral.run_reader import Completeness, read_run
+from behavioral.store import RunDirError, read_manifest
+
+
+@dataclass(frozen=True, eq=False)
+class Run:
+    """One run read for analysis: its name in tables, directory, manifest, the suite's view of its rows and how
+    much of its plan they are."""
+
+    name: str
+    run_dir: Path
+    manifest: dict
+    rows: pd.DataFrame
+    completeness: Completeness
+
+    @property
+    def config(self) -> dict:
+        """The run's configuration as its manifest records it."""
+        return self.manifest["config"]
+
+    @property
+    def stem(self) -> str:
+        """The run's name as a part of file names (unique among the runs of one analysis)."""
+        return file_stem(self.name)
+
+    @property
+    def options(self) -> dict:
+        """The suite's options the run was made with (empty where it has none)."""
+        return self.config.get("options") or {}
+
+
+def file_stem(name: str) -> str:
+    """`name` with every character other than letters, digits and -_. as _, for file names."""
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
+
+
+def model_name(config: dict) -> str:
+    """A run's model as tables name it: a local folder's or file's name, else the hub id or imported name."""
+    model = str(config.get("model"))
+    return Path(model).name if Path(model).is_absolute() else model
+
+
+def suite_of(run_dirs: Sequence[str | Path]) -> str:
+    """The one suite the run directories hold; runs of several suites are a RunDirError naming them."""
+    suites = {read_manifest(d)["config"]["suite"] for d in run_dirs}
+    if len(suites) > 1:
+        raise RunDirError(f"the run directories hold runs of different suites ({', '.join(sorted(suites))}); "
+                          "expected runs of one suite")
+    return suites.pop()
+
+
+def read_runs(suite, run_dirs: Sequence[str | Path], allow_partial: bool = False,
+              names: Sequence[str] | None = None) -> list[Run]:
+    """The runs of `suite` (a Suite), in the order given: named by `names` or by their models (made unique by as
+    much of their paths as tells them apart), rows as the suite's `view` gives them."""
+    if not run_dirs:
+        raise ValueError("no run directory given; expected at least one")
+    read = [read_run(d, suite.name, allow_partial) for d in run_dirs]
+    if names is not None:
+        if len(names) != len(run_dirs) or len(set(map(file_stem, names))) != len(names):
+            raise ValueError(f"--names gives {len(names)} names ({', '.join(names)}) for {len(run_dirs)} runs; "
+                             "expected one name per run, in the order of the run directories, that differ in more "
+                             "than punctuation")
+        labels = list(names)
+    else:
+        labels = run_labels([model_name(m["config"]) for m, _, _ in read], run_dirs, key=file_stem)
+    return [Run(label, Path(d), manifest, suite.view(rows, manifest["config"]), done)
+            for label, d, (manifest, rows, done) in zip(labels, run_dirs, read)]

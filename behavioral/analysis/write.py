@@ -1,0 +1,56 @@
+"""The one analysis command for every suite: read the runs, let the suite declare its analysis, and write its
+tables (CSV and Markdown), figures (PNG and PDF), JSON files, report.md and manifest.json into a staged output
+folder (behavioral.output_folder: all files appear together, and only over an earlier analysis)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+from behavioral.analysis.report import REPORT, render
+from behavioral.analysis.runs import read_runs
+from behavioral.output_folder import output_folder
+from behavioral.outputs import save_figure
+
+ANALYSIS_DIR = "analysis"
+
+
+def _write_tables(analysis, out: Path) -> None:
+    for table in analysis.tables():
+        csv = out / f"{table.name}.csv"
+        csv.parent.mkdir(parents=True, exist_ok=True)
+        table.frame.to_csv(csv, index=False)
+        note = f"{table.note}\n\n" if table.note else ""
+        (out / f"{table.name}.md").write_text(f"# {table.title}\n\n{note}{table.markdown()}")
+
+
+def analyze(run_dirs: Sequence[str | Path], out: str | Path | None = None, options=None,
+            names: Sequence[str] | None = None, allow_partial: bool = False) -> Path:
+    """Analyze runs of one suite into `out` (default: the first run's analysis/) with the suite's analysis
+    `options` (its AnalyzeOptions; None: the defaults); returns report.md's path. The same function serves the CLI
+    and scripts. A partial run is refused unless `allow_partial`; runs are named by `names` or by their models."""
+    from behavioral.analysis.runs import suite_of
+    from behavioral.suites import get_suite
+
+    suite = get_suite(suite_of(run_dirs))
+    if options is None and suite.AnalyzeOptions is not None:
+        options = suite.AnalyzeOptions()
+    runs = read_runs(suite, run_dirs, allow_partial, names)
+    analysis = suite.analyze(runs, options)  # every number is computed before anything is written
+    settings = dataclasses.asdict(options) if options is not None else {}
+    record = {"suite": suite.name, "analysis": settings | {"allow_partial": allow_partial},
+              "runs": {r.name: {"run_dir": str(r.run_dir.resolve()), "config": r.config,
+                                "model": r.manifest.get("model"), "run_provenance": r.manifest.get("provenance"),
+                                "completeness": r.completeness.describe()} for r in runs}} | analysis.record
+    final = Path(out) if out is not None else Path(run_dirs[0]) / ANALYSIS_DIR
+    with output_folder(final, f"analyze {suite.name}", record) as folder:
+        _write_tables(analysis, folder.path)
+        for figure in analysis.figures():
+            path = folder.path / figure.name
+            save_figure(figure.figure, path.parent, path.name)
+        for name, data in analysis.json.items():
+            (folder.path / name).write_text(json.dumps(data, indent=2, default=str) + "\n")
+        (folder.path / REPORT).write_text(render(analysis, runs, settings))
+    return final / REPORT

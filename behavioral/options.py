@@ -1,0 +1,125 @@
+"""Typed options declared once: a frozen dataclass whose fields carry their flag (name, help, choices) in metadata.
+The CLI's flags, their help and defaults are derived from it, and a script that builds the dataclass in Python gets
+the same protocol as the command line (inspect_ai's task config, argparse-free)."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import types
+import typing
+from collections.abc import Callable, Sequence
+from typing import Any
+
+FLAG = "flag"
+
+
+@dataclasses.dataclass(frozen=True)
+class Flag:
+    """How a field appears on the command line: `--name` (default: the field's name with dashes), its help, the
+    values a tuple field may take (`all` selects every one; compared after `fold`), a `read` that turns the flag's
+    text into the field's value (e.g. a file's contents), and a metavar."""
+
+    help: str
+    name: str | None = None
+    choices: Sequence[str] | None = None
+    fold: Callable[[str], str] = str
+    read: Callable[[str], Any] | None = None
+    metavar: str | None = None
+
+
+def option(default: Any, help: str, **flag: Any) -> Any:
+    """A dataclass field with an immutable `default` and its command-line flag (see Flag)."""
+    return dataclasses.field(default=default, metadata={FLAG: Flag(help, **flag)})
+
+
+def comma_values(values: str | Sequence[str] | None) -> list[str]:
+    """Flag values given repeated and/or comma-separated ("a,b" "c"), stripped, in order, without repeats."""
+    if isinstance(values, str):
+        values = [values]
+    return list(dict.fromkeys(v.strip() for value in values or () for v in value.split(",") if v.strip()))
+
+
+def choices(values: str | Sequence[str] | None, known: Sequence[str], what: str,
+            fold: Callable[[str], str] = str) -> tuple[str, ...]:
+    """Repeated/comma-separated flag values, or all of `known` (none given, or `all`); names are compared after
+    `fold` and an unknown one is a ValueError naming the known ones."""
+    names = comma_values(values)
+    if not names or "all" in names:
+        return tuple(known)
+    by_key = {fold(k): k for k in known}
+    for name in names:
+        if fold(name) not in by_key:
+            raise ValueError(f"unknown {what} {name!r}; expected one of {', '.join(known)} or all")
+    return tuple(dict.fromkeys(by_key[fold(n)] for n in names))
+
+
+def _flags(cls: type) -> list[tuple[dataclasses.Field, Flag, Any]]:
+    """(field, flag, resolved type) of each field of `cls` that has a flag."""
+    hints = typing.get_type_hints(cls)
+    return [(f, f.metadata[FLAG], hints[f.name]) for f in dataclasses.fields(cls) if FLAG in f.metadata]
+
+
+def _scalar(kind: Any) -> Any:
+    """int, float, str or bool from a type such as `int | None`."""
+    if isinstance(kind, types.UnionType) or typing.get_origin(kind) is typing.Union:
+        kind = next(a for a in typing.get_args(kind) if a is not type(None))
+    return kind
+
+
+def _is_tuple(kind: Any) -> bool:
+    return typing.get_origin(kind) is tuple
+
+
+def _dest(field: dataclasses.Field) -> str:
+    return f"option_{field.name}"
+
+
+def flag_name(field: dataclasses.Field) -> str:
+    """The `--flag` of a field."""
+    return field.metadata[FLAG].name or f"--{field.name.replace('_', '-')}"
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, tuple):
+        return ",".join(map(str, value)) if value else "none"
+    return "none" if value is None else str(value)
+
+
+def add_flags(parser: argparse.ArgumentParser | argparse._ArgumentGroup, cls: type) -> None:
+    """Add a flag per field of `cls` that declares one; each flag's help ends with the field's default."""
+    for field, flag, kind in _flags(cls):
+        default = field.default
+        shown = flag.choices and _is_tuple(kind) and tuple(default) == tuple(flag.choices)
+        help = f"{flag.help} (default: {'all' if shown else _shown(default)})"
+        if _scalar(kind) is bool:
+            parser.add_argument(flag_name(field), dest=_dest(field), action="store_true", help=flag.help)
+        elif _is_tuple(kind):
+            known = f"{', '.join(flag.choices)} or all; " if flag.choices else ""
+            parser.add_argument(flag_name(field), dest=_dest(field), action="append", metavar=flag.metavar,
+                                help=f"{known}{help}; repeatable or comma-separated")
+        else:
+            scalar = _scalar(kind)
+            parser.add_argument(flag_name(field), dest=_dest(field), metavar=flag.metavar, help=help,
+                                type=str if flag.read else scalar, choices=flag.choices)
+
+
+def from_flags(cls: type, args: argparse.Namespace) -> Any:
+    """An instance of `cls` from parsed flags: a flag left out keeps the field's default."""
+    given: dict[str, Any] = {}
+    for field, flag, kind in _flags(cls):
+        value = getattr(args, _dest(field), None)
+        if value is None or value is False:
+            continue
+        if _is_tuple(kind):
+            value = choices(value, flag.choices, flag_name(field), flag.fold) if flag.choices else \
+                tuple(comma_values(value))
+        elif flag.read:
+            value = flag.read(value)
+        given[field.name] = value
+    return cls(**given)
+
+
+def as_record(options: Any) -> dict | None:
+    """A dataclass of options as the JSON a manifest records (None stays None)."""
+    return None if options is None else dataclasses.asdict(options)
