@@ -1,22 +1,31 @@
 """GIEBench (seed 001): eval.py's verdict rule, the prompts of the authors' images, the release loader and every bad
-input, the paper's denominators reproducing Tables 1, 6 and 4, null and planted-bias answerers, score mode against
-brute force, import, and a SmolLM2 smoke run through the CLI."""
+input, the options' flags, the paper's denominators reproducing Tables 1, 6 and 4, null and planted-bias answerers,
+the view's answer rule, the analysis of a pinned run and of two runs side by side, score mode against brute force,
+import, and a SmolLM2 smoke run through the CLI."""
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import json
 import math
 import random
 import re
+import shutil
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from behavioral import cli, store
+from behavioral.analysis import analyze, read_runs
+from behavioral.options import add_flags, from_flags
 from behavioral.suites import giebench as gie
 from behavioral.suites.giebench import metrics
+from behavioral.suites.giebench.results import view
 from behavioral.suites.giebench.categories import CATEGORIES, RELEASE_SIZES
 from behavioral.suites.giebench.items import GieItem
 from behavioral.suites.giebench.prompts import COT_SENTENCE, LETTERS, identity_sentence
@@ -217,6 +226,18 @@ def test_cli_bad_input_exits_2_and_writes_nothing(tmp_path, capsys):
     assert "unknown identity 'Martians'" in capsys.readouterr().err and not out.exists()
 
 
+def test_flags_build_the_options():
+    parser = argparse.ArgumentParser()
+    add_flags(parser, gie.Options)
+    args = parser.parse_args(["--prompt-type", "COT,raw", "--category", "party", "--category", "age",
+                              "--limit-items", "3", "--swap", "paper"])
+    assert from_flags(gie.Options, args) == gie.Options(prompt_types=("cot", "raw"), categories=("Party", "Age"),
+                                                        limit_items=3, swap="paper")
+    assert from_flags(gie.Options, parser.parse_args([])) == gie.Options()
+    with pytest.raises(ValueError, match="unknown --prompt-type 'rawish'; expected one of cot, id, raw or all"):
+        from_flags(gie.Options, parser.parse_args(["--prompt-type", "rawish"]))
+
+
 # --- results frames for the metrics -------------------------------------------------------------------------------
 
 def _frame(items, answer, swaps=(), run="m", mode="generate"):
@@ -324,7 +345,8 @@ def test_planted_party_identity_bias_shows_in_party_only():
 
 def test_planted_cot_sentence_bias_shifts_cot_only():
     rng = random.Random(3)
-    rows = _frame(_synthetic(), lambda ri, p: f"[[{ri.fields['correct'] if COT_SENTENCE in p else rng.choice(LETTERS)}]]")
+    rows = _frame(_synthetic(),
+                  lambda ri, p: f"[[{ri.fields['correct'] if COT_SENTENCE in p else rng.choice(LETTERS)}]]")
     shifts = metrics.shift(rows).set_index(["prompt_type", "category"])
     assert shifts.loc[("cot", "Overall"), "shift"] > 0.6 and shifts.loc[("cot", "Overall"), "mcnemar_p"] < 1e-6
     assert abs(shifts.loc[("id", "Overall"), "shift"]) < 0.05 and shifts.loc[("id", "Overall"), "mcnemar_p"] > 0.01
@@ -343,6 +365,83 @@ def test_planted_identity_reader_fails_swaps_only():
         row = table.loc[pair]
         assert row["n"] >= 33 and row["no_mismatch"] == 1.0 and row["id"] == 1.0
         assert row["cot_swap"] == pytest.approx(0.25, abs=0.15) and row["id_swap"] == pytest.approx(0.25, abs=0.15)
+
+
+# --- the view (the answer of each mode) and the analysis ------------------------------------------------------
+
+PIN = Path(__file__).parent / "data" / "analysis_pins" / "giebench" / "run"
+
+
+def _stored(probs, answer="C", score_answer="D"):
+    """One stored row of a `both` run: eval.py's letter `answer`, the greedy in-set label and p_A..p_D."""
+    item = gie.default_items()[0]
+    return {**GieRunItem(item, "cot").fields, "response": f"[[{answer}]]", "answer": answer,
+            "score_answer": score_answer, "valid_mass": 0.5, "probs": probs}
+
+
+def test_view_selects_evals_letter_in_generate_and_the_most_probable_letter_in_score():
+    rows = pd.DataFrame([_stored([0.1, 0.6, 0.2, 0.1]), _stored([0.25] * 4, answer=None)])
+    both = view(rows, {"mode": "both"})
+    generate, score = both[both["mode"] == "generate"], both[both["mode"] == "score"]
+    assert generate["answer_select"].iloc[0] == "C" and pd.isna(generate["answer_select"].iloc[1])
+    assert score["answer_select"].tolist() == ["B", "A"]  # argmax of probs, ties to the earliest; not score_answer
+    assert both["argmax_letter"].tolist() == ["B", "A"] * 2 and "score_answer" not in both
+    assert score["p_B"].tolist() == [0.6, 0.25] and score["letter_mass"].tolist() == [0.5, 0.5]
+    assert view(rows, {"mode": "score"})["mode"].eq("score").all()
+    generated = view(pd.DataFrame([_stored(None)]), {"mode": "generate"})
+    assert generated["argmax_letter"].isna().all() and generated["p_A"].isna().all()
+
+
+def test_pinned_run_analysis_values():
+    (run,) = read_runs(gie.SUITE, [PIN])
+    analysis = gie.SUITE.analyze([run], None)
+    tables = {t.name: t.frame for t in analysis.tables()}
+    acc = tables["accuracy"].set_index(["mode", "prompt_type"])
+    assert run.name == "model" and tables["accuracy"]["run"].eq("model").all()
+    assert acc.loc[("generate", "cot"), "Overall"] == 0.0  # no reply of the random model holds a verdict
+    for t in ("cot", "id", "raw"):  # gie-14 (Gender) and gie-34 (Economy): the most probable letter is correct
+        assert acc.loc[("score", t), ["Gender", "Economy", "Country", "Overall"]].tolist() == [1.0, 1.0, 0.0, 2 / 11]
+        assert tables["accuracy_paper"].set_index(["mode", "prompt_type"]).loc[("score", t), "Gender"] == 0.5
+    scored = run.rows[(run.rows["mode"] == "score") & (run.rows["prompt_type"] == "cot")]
+    p_correct = np.mean([row[f"p_{row['correct']}"] for _, row in scored.iterrows()])
+    assert tables["p_correct"].set_index("prompt_type").loc["cot", "Overall"] == pytest.approx(p_correct)
+    answers = tables["answers"].set_index("mode")
+    assert answers.loc["generate", ["n", "with_verdict"]].tolist() == [55, 0.0]
+    assert answers.loc["score", "letter_mass"] == pytest.approx(scored["letter_mass"].mean(), rel=0.01)
+    assert tables["shift"]["shift"].eq(0).all() and tables["shift"]["mcnemar_p"].eq(1).all()
+    assert len(tables["swap"]) == 22 and tables["swap"][["cot_swap", "id_swap"]].eq(0).all(axis=None)
+    assert "compare_accuracy" not in tables  # one run: no comparison
+
+
+def _copy_with_every_reply_correct(to: Path) -> Path:
+    """A copy of the pinned run whose generated replies all select the correct letter."""
+    shutil.copytree(PIN, to)
+    part = to / store.RESULTS / "r000-000000.parquet"
+    table = pq.read_table(part)
+    frame = table.to_pandas()
+    frame["answer"] = frame["correct"]
+    pq.write_table(pa.Table.from_pandas(frame, schema=table.schema, preserve_index=False), part)
+    return to
+
+
+def test_two_runs_compare_in_the_layout_of_table_1(tmp_path):
+    a = shutil.copytree(PIN, tmp_path / "a")
+    b = _copy_with_every_reply_correct(tmp_path / "b")
+    report = analyze([a, b], tmp_path / "out", names=["weak", "right"])
+    table = pd.read_csv(report.parent / "compare_accuracy.csv")
+    assert table.columns[:3].tolist() == ["mode", "prompt_type", "run"]
+    assert table[["mode", "prompt_type", "run"]].values.tolist() == [
+        [m, t, r] for m in ("generate", "score") for t in ("cot", "id", "raw") for r in ("weak", "right")]
+    rows = table.set_index(["mode", "prompt_type", "run"])
+    for t in ("cot", "id", "raw"):
+        assert rows.loc[("generate", t, "weak"), "Overall"] == 0.0 and rows.loc[("generate", t, "right")].eq(1).all()
+        assert rows.loc[("score", t, "weak")].tolist() == rows.loc[("score", t, "right")].tolist()
+        assert rows.loc[("score", t, "right"), "Overall"] == pytest.approx(2 / 11)
+    shift = pd.read_csv(report.parent / "compare_shift.csv").set_index(["mode", "prompt_type", "run"])
+    assert shift.loc[("generate", "cot", "right"), "Overall"] == 0.0 and len(shift) == 2 * 2 * 2
+    per_run = pd.read_csv(report.parent / "accuracy.csv")
+    assert per_run["run"].tolist() == ["weak"] * 6 + ["right"] * 6
+    assert "## Across runs" in report.read_text()
 
 
 # --- score mode on a tiny model, import, the CLI ------------------------------------------------------------------
@@ -384,7 +483,7 @@ def test_score_mode_equals_brute_force_after_the_prefill(long_tiny_dir, tmp_path
         got = [row[f"p_{x}"] for x in LETTERS]
         assert got == pytest.approx([math.exp(want[x]) / z for x in LETTERS], rel=1e-4)
         assert row["letter_mass"] == pytest.approx(z, rel=1e-4)
-        assert row["answer_select"] == LETTERS[int(np.argmax(got))]
+        assert row["answer_select"] == row["argmax_letter"] == LETTERS[int(np.argmax(got))]
 
 
 def test_import_of_the_authors_results_and_analysis_beside_it(tmp_path, capsys):
@@ -399,12 +498,16 @@ def test_import_of_the_authors_results_and_analysis_beside_it(tmp_path, capsys):
         (results / f"Model-X-{part}-Prompt.json").write_text(json.dumps(records))
     out = tmp_path / "imported"
     assert cli.main(["import", "giebench", "--results", str(results), "--name", "Model-X", "--out", str(out)]) == 0
+    stored = store.read_results(out)
+    assert stored["refused"].eq(False).all() and stored["truncated"].isna().all() and stored["probs"].isna().all()
+    assert stored["answer"].tolist() == [r.split("[[")[1][0] for r in stored["response"]]
     rows = gie.results(out)
-    assert len(rows) == 18 and rows["run"].eq("Model-X").all()
+    assert len(rows) == 18 and rows["run"].eq("Model-X").all() and rows["mode"].eq("generate").all()
     assert rows[rows["prompt_type"] == "cot"]["is_correct"].all()
     assert cli.main(["analyze", str(out)]) == 0
     acc = pd.read_csv(out / "analysis" / "accuracy.csv").set_index("prompt_type")
-    assert acc.loc["cot", "Overall"] == 1.0
+    raw = rows[rows["prompt_type"] == "raw"]
+    assert acc.loc["cot", "Overall"] == 1.0 and acc.loc["raw", "Overall"] == (raw["correct"] == "A").mean()
 
     records = json.loads((results / "Model-X-ID-Prompt.json").read_text())
     del records["2"]["answer"]
@@ -429,9 +532,9 @@ def test_smollm2_score_run_and_analysis_through_the_cli(tmp_path):
     manifest = store.read_manifest(out)["config"]
     assert manifest["n_items"] == 11 and manifest["options"]["limit_items"] == 11
     assert cli.main(["analyze", str(out)]) == 0
-    for name in ("accuracy.csv", "accuracy_paper.csv", "shift.csv", "swap.csv", "report.md",
-                 "figure1_category_shares.png", "figure3_cot_accuracy.png", "shift_cot.png"):
-        assert (out / "analysis" / name).is_file()
+    acc = pd.read_csv(out / "analysis" / "accuracy.csv").set_index("prompt_type")
+    for t, group in rows.groupby("prompt_type"):
+        assert acc.loc[t, "Overall"] == pytest.approx(group["is_correct"].mean())
 
 
 def test_replies_are_decoded_to_the_end_since_any_later_verdict_can_change_the_answer():

@@ -1,62 +1,120 @@
-"""`empathy-gap analyze` for GIEBench runs: accuracy (and the paper's denominators), shifts, swaps, figures and
-report.md, for one or more runs side by side."""
+"""GIEBench's analysis, declared: items and answer rates, accuracy (and the paper's denominators), shifts and swaps of
+every run, the paper's Tables 1, 2, 6 and 4, 5 across runs where there are several, figures and method notes;
+behavioral.analysis writes them."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 
 import pandas as pd
 
-from behavioral.output_folder import output_folder
-from behavioral.outputs import REPORT, write_table
-from behavioral.store import RunDirError, read_manifest
+from behavioral.analysis import Analysis, Run, Section, Table
 from behavioral.suites.giebench import figures, metrics
 from behavioral.suites.giebench.categories import CATEGORIES
-from behavioral.suites.giebench.report import markdown, percent, points, write_report
-from behavioral.suites.giebench.results import results
+from behavioral.suites.giebench.prompts import PROMPT_TYPES
+
+TITLE = "GIEBench analysis"
+SOURCE = ("Seed 001: Wang et al., *GIEBench: Towards Holistic Evaluation of Group Identity-based Empathy for Large "
+          "Language Models* (arXiv 2406.14903). The card (behavioral/suites/giebench/README.md) lists every deviation "
+          "from the authors.")
+NOTES = (
+    "The answer (the suite's view): a generate row selects the letter of eval.py's verdict rule in the reply; a score "
+    "row the most probable of A..D after the prefilled `[[` (`argmax_letter`, ties to the earliest); a `both` run is "
+    "analysed as one run of each mode (`mode`).",
+    "`accuracy` = correct / n per category and Overall; a reply without a verdict, or naming another letter, is wrong "
+    "and stays in the denominator.",
+    "`accuracy_paper`: the paper's tables fit the authors' first eval.py, which counted each category's first item "
+    "twice: correct / (n + 1) per category, rounded to 3 places; Overall correct / N.",
+    "`shift` = accuracy(type) − accuracy(raw) in points, items paired by id; `shift_paper` the difference of the "
+    "rounded paper accuracies; `plus`: items right under the type and wrong under Raw, `minus` the reverse; "
+    "`mcnemar_p` the exact two-sided McNemar test on them (our addition; the paper has no test).",
+    "A swap (S_i, S_j): S_i's COT and ID prompts name S_j and are scored against S_i's correct letter; `no_mismatch` "
+    "is the unswapped COT accuracy (our reading of the paper's column), `id` the unswapped ID accuracy.",
+)
+CATEGORY_COLUMNS = (*CATEGORIES, metrics.OVERALL)
+PERCENT = dict.fromkeys(CATEGORY_COLUMNS, "percent")
+SETTING_ORDER = {"generate": 0, "score": 1, **{t: k for k, t in enumerate(PROMPT_TYPES)}}
 
 
-def wide(acc: pd.DataFrame, value: str) -> pd.DataFrame:
-    """`value` of the accuracy rows as the paper's tables: a row per run, mode and type, categories as columns."""
-    table = acc.pivot_table(index=["run", "mode", "prompt_type"], columns="category", values=value, sort=False)
-    columns = [c for c in (*CATEGORIES, metrics.OVERALL) if c in table.columns]
-    return table[columns].reset_index()
+def wide(frame: pd.DataFrame, value: str) -> pd.DataFrame:
+    """`value` of rows run × mode × prompt type × category as the paper's tables: categories as columns."""
+    table = frame.pivot_table(index=["run", "mode", "prompt_type"], columns="category", values=value, sort=False)
+    return table[[c for c in CATEGORY_COLUMNS if c in table.columns]].reset_index()
 
 
-def analyze(run_dirs: Sequence[str | Path], out: str | Path | None = None, allow_partial: bool = False) -> Path:
-    """Tables, figures and report.md of GIEBench runs, written to `out` (default: the first run's analysis/); a run
-    that has not finished is refused unless `allow_partial`."""
-    run_dirs = [Path(d) for d in run_dirs]
-    frames = [results(d, allow_partial=allow_partial) for d in run_dirs]
-    manifests = [read_manifest(d) for d in run_dirs]
-    names = [f["run"].iloc[0] for f in frames]
-    if len(set(names)) < len(names):
-        raise RunDirError(f"runs share a name ({', '.join(names)}); expected run directories of distinct names")
-    done = [f.attrs["completeness"] for f in frames]
-    rows = pd.concat(frames, ignore_index=True)
-    final = Path(out) if out else run_dirs[0] / "analysis"
-    record = {"runs": {n: {"run_dir": str(d.resolve()), "config": m["config"], "completeness": c.describe()}
-                       for n, d, m, c in zip(names, run_dirs, manifests, done)}}
-    with output_folder(final, "analyze giebench", record) as folder:
-        out = folder.path
-        acc = metrics.accuracy(rows)
-        shifts = metrics.shift(rows, acc)
-        swaps = metrics.swap(rows)
-        tables = {
-            "accuracy": write_table(out, "accuracy", "# Accuracy (correct / n; Tables 1, 2, 6)",
-                                    wide(acc, "accuracy"), markdown(wide(acc, "accuracy"), default=percent)),
-            "accuracy_paper": write_table(
-                out, "accuracy_paper", "# Accuracy as the paper computed it (correct / (n + 1) per category)",
-                wide(acc, "accuracy_paper"), markdown(wide(acc, "accuracy_paper"), default=percent)),
-            "shift": write_table(out, "shift", "# Shift from Raw (Tables 4, 5)", shifts,
-                                 markdown(shifts, {"shift": points, "shift_paper": points})),
-            "swap": write_table(out, "swap", "# Identity swaps (Tables 3, 7)", swaps,
-                                markdown(swaps, default=percent)),
-        }
-        counts = rows[(rows["run"] == names[0]) & (rows["prompt_type"] == rows["prompt_type"].iloc[0])]
-        figs = figures.category_shares(counts.drop_duplicates("item_id")["category"].value_counts(), out)
-        figs += figures.cot_accuracy(acc, out) if (acc["prompt_type"] == "cot").any() else []
-        figs += figures.shift_heatmaps(shifts, out) if not shifts.empty else []
-        write_report(out, dict(zip(names, zip(run_dirs, manifests, done))), rows, acc, tables, figs)
-    return final / REPORT
+def by_setting(table: pd.DataFrame) -> pd.DataFrame:
+    """A wide table laid out as the paper's across models: per mode and prompt type, a row per run."""
+    table = table[["mode", "prompt_type", "run", *table.columns.drop(["mode", "prompt_type", "run"])]]
+    return table.sort_values(["mode", "prompt_type"], key=lambda column: column.map(SETTING_ORDER), kind="stable",
+                             ignore_index=True)
+
+
+def _items(runs: Sequence[Run], rows: pd.DataFrame) -> Section:
+    lines = [f"- **{run.name}**: {run.config.get('n_items')} items from "
+             f"`{run.config.get('imported_from') or run.config.get('items_source')}`" for run in runs]
+    first = runs[0].rows
+    counts = first[first["prompt_type"] == first["prompt_type"].iloc[0]].drop_duplicates("item_id")["category"]
+    answers = Table("answers", "Answers read per run and mode", metrics.answer_rates(rows),
+                    {"n": "count", "with_verdict": "percent"},
+                    note="`with_verdict`: replies holding a verdict eval.py reads (the others count as wrong); "
+                         "`letter_mass`: mean mass of the four letters after `[[` before renormalising.")
+    return Section("Items and answers", "\n".join(lines), (answers,),
+                   (figures.category_shares(counts.value_counts()),))
+
+
+def _accuracy(acc: pd.DataFrame) -> Section:
+    tables = [Table("accuracy", "Accuracy (correct / n; Tables 1, 2, 6)", wide(acc, "accuracy"), PERCENT),
+              Table("accuracy_paper", "Accuracy as the paper computed it (correct / (n + 1) per category)",
+                    wide(acc, "accuracy_paper"), PERCENT)]
+    scored = acc[acc["mode"] == "score"]
+    if not scored.empty:
+        tables.append(Table("p_correct", "Mean probability of the correct letter (score mode)",
+                            wide(scored, "p_correct"), PERCENT))
+    cot = (figures.cot_accuracy(acc),) if (acc["prompt_type"] == "cot").any() else ()
+    return Section("Accuracy (Tables 1, 2, 6)", "Rows run × mode × prompt type, categories as columns.",
+                   tuple(tables), cot)
+
+
+def _shift(shifts: pd.DataFrame) -> Section:
+    table = Table("shift", "Shift from Raw (Tables 4, 5)", shifts,
+                  {"n": "count", "shift": "points", "shift_paper": "points", "plus": "count", "minus": "count",
+                   "mcnemar_p": "p"})
+    return Section("Shift from Raw (Tables 4, 5)", "Points; `plus`/`minus`: items gained/lost against Raw.",
+                   (table,), tuple(figures.shift_heatmaps(shifts)))
+
+
+def _swap(swaps: pd.DataFrame) -> Section:
+    table = Table("swap", "Identity swaps (Tables 3, 7)", swaps,
+                  {"n": "count", "cot_swap": "percent", "id_swap": "percent", "no_mismatch": "percent",
+                   "id": "percent"})
+    return Section("Identity swaps (Tables 3, 7)", "S_i's COT and ID prompts name S_j; the correct letter is S_i's.",
+                   (table,))
+
+
+def _comparison(acc: pd.DataFrame, shifts: pd.DataFrame) -> Section:
+    tables = [Table("compare_accuracy", "Accuracy across runs (the layout of Tables 1, 2, 6: a row per run)",
+                    by_setting(wide(acc, "accuracy")), PERCENT)]
+    if not shifts.empty:
+        tables.append(Table("compare_shift", "Shift from Raw across runs (the layout of Tables 4, 5: a row per run)",
+                            by_setting(wide(shifts, "shift")), dict.fromkeys(CATEGORY_COLUMNS, "points")))
+    return Section("Across runs", "Per mode and prompt type, one row per run.", tuple(tables))
+
+
+def analyze(runs: Sequence[Run]) -> Analysis:
+    """The analysis of GIEBench runs: every run's tables (a `run` column), their comparison where there are two or
+    more, figures and notes."""
+    rows = pd.concat([run.rows.assign(run=run.name) for run in runs], ignore_index=True)
+    acc = metrics.accuracy(rows)
+    shifts = metrics.shift(rows, acc)
+    swaps = metrics.swap(rows)
+    counts = Table("accuracy_counts", "Correct, n and accuracy per run, mode, prompt type and category (tidy)", acc,
+                   {"correct": "count", "n": "count", "accuracy": "percent", "accuracy_paper": "percent",
+                    "p_correct": "percent"})
+    sections, files = [_items(runs, rows), _accuracy(acc)], [counts]
+    for section in (_shift(shifts), _swap(swaps)):
+        if section.tables[0].frame.empty:  # runs without Raw or without swaps: the empty table, written unprinted
+            files.append(section.tables[0])
+        else:
+            sections.append(section)
+    sections += [_comparison(acc, shifts)] if len(runs) > 1 else []
+    return Analysis(TITLE, SOURCE, sections, list(NOTES), files=files)

@@ -3,32 +3,31 @@ heatmaps of the shift from Raw to COT and ID per run and category (Tables 4 and 
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
-from matplotlib.figure import Figure
 
-from behavioral.outputs import save_figure
+from behavioral.analysis import Figure, new_figure
 from behavioral.suites.giebench.categories import CATEGORIES
+from behavioral.suites.giebench.metrics import OVERALL
 
 
-def category_shares(counts: pd.Series, out: Path) -> list[Path]:
-    """Figure 1: each category's share of the items (`counts` by category)."""
+def category_shares(counts: pd.Series) -> Figure:
+    """Figure 1: each category's share of the items (`counts` by category: the first run's)."""
     counts = counts.reindex([c for c in CATEGORIES if c in counts.index])
-    fig = Figure(figsize=(6, 6))
+    fig = new_figure(6, 6)
     ax = fig.subplots()
     ax.pie(counts.to_numpy(), labels=[f"{c}\n{n / counts.sum():.1%}" for c, n in counts.items()], startangle=90)
     ax.set_title(f"Identity categories ({int(counts.sum())} items)")
-    return save_figure(fig, out, "figure1_category_shares")
+    return Figure("figure1_category_shares", "Figure 1: each identity category's share of the (first run's) items",
+                  fig)
 
 
-def cot_accuracy(acc: pd.DataFrame, out: Path) -> list[Path]:
+def cot_accuracy(acc: pd.DataFrame) -> Figure:
     """Figure 3: COT accuracy per category (and Overall) of every run and mode, as grouped bars."""
     cot = acc[acc["prompt_type"] == "cot"]
     columns = list(dict.fromkeys(cot["category"]))
     series = list(cot.groupby(["run", "mode"], sort=False))
-    fig = Figure(figsize=(max(8, 0.8 * len(columns) * max(1, len(series) / 2)), 4.5))
+    fig = new_figure(max(8, 0.8 * len(columns) * max(1, len(series) / 2)), 4.5)
     ax = fig.subplots()
     width = 0.8 / max(1, len(series))
     for k, ((run, mode), rows) in enumerate(series):
@@ -39,20 +38,21 @@ def cot_accuracy(acc: pd.DataFrame, out: Path) -> list[Path]:
     ax.set_ylim(0, 100)
     ax.axhline(25, color="grey", lw=0.8, ls="--")
     ax.legend(fontsize=8)
-    return save_figure(fig, out, "figure3_cot_accuracy")
+    return Figure("figure3_cot_accuracy", "Figure 3: COT accuracy per category, every run and mode (chance 25%)",
+                  fig)
 
 
-def shift_heatmaps(shifts: pd.DataFrame, out: Path) -> list[Path]:
+def shift_heatmaps(shifts: pd.DataFrame) -> list[Figure]:
     """Heatmaps of the shift (percentage points) from Raw to COT and to ID: rows run (mode), columns categories."""
-    paths = []
+    figures = []
     for t in ("cot", "id"):
         rows = shifts[shifts["prompt_type"] == t]
         if rows.empty:
             continue
         table = rows.assign(label=rows["run"] + " (" + rows["mode"] + ")").pivot_table(
             index="label", columns="category", values="shift", sort=False)
-        table = table[[c for c in (*CATEGORIES, "Overall") if c in table.columns]] * 100
-        fig = Figure(figsize=(1 + 0.7 * table.shape[1], 1.5 + 0.45 * table.shape[0]))
+        table = table[[c for c in (*CATEGORIES, OVERALL) if c in table.columns]] * 100
+        fig = new_figure(1 + 0.7 * table.shape[1], 1.5 + 0.45 * table.shape[0])
         ax = fig.subplots()
         limit = max(1.0, float(np.nanmax(np.abs(table.to_numpy()))))
         image = ax.imshow(table.to_numpy(), cmap="RdBu", vmin=-limit, vmax=limit, aspect="auto")
@@ -62,5 +62,6 @@ def shift_heatmaps(shifts: pd.DataFrame, out: Path) -> list[Path]:
         ax.set_yticks(range(table.shape[0]), table.index)
         ax.set_title(f"Accuracy shift from Raw to {t.upper()} (pp)")
         fig.colorbar(image, ax=ax)
-        paths += save_figure(fig, out, f"shift_{t}")
-    return paths
+        figures.append(Figure(f"shift_{t}", f"Accuracy shift from Raw to {t.upper()} per run and category (points)",
+                              fig))
+    return figures

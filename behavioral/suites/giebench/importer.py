@@ -3,18 +3,19 @@ run directory that `analyze` reads beside the project's own runs."""
 
 from __future__ import annotations
 
-import math
 import shutil
 from pathlib import Path
 
+from behavioral.engine import Generation
 from behavioral.provenance import files_sha256, provenance
-from behavioral.run import prepare_out_dir
+from behavioral.run import prepare_out_dir, result_row
 from behavioral.run_reader import PLAN
-from behavioral.store import MANIFEST, RESULTS, SCHEMA_VERSION, RunDirError, result_schema, write_json_atomic, write_part
+from behavioral.store import (
+    MANIFEST, RESULTS, SCHEMA_VERSION, RunDirError, result_schema, write_json_atomic, write_part,
+)
 from behavioral.suites.giebench.items import ItemsError, read_prompt_file, release_items
 from behavioral.suites.giebench.prompts import PROMPT_TYPES
 from behavioral.suites.giebench.suite import FIELDS, GieRunItem
-from behavioral.suites.giebench.verdict import parse_verdict
 
 FILE_TYPES = {"cot": "COT", "id": "ID", "raw": "Raw"}  # file name part of each prompt type
 
@@ -46,17 +47,9 @@ def import_results(results: str | Path, name: str, out: str | Path) -> Path:
     out = Path(out)
     if prepare_out_dir(out):
         raise RunDirError(f"--out {out}: already holds a run; expected a new run directory")
-    rows = []
-    for t in PROMPT_TYPES:
-        for item in items:
-            response = records[t][item.item_id]["answer"]
-            letter = parse_verdict(response)
-            run_item = GieRunItem(item, t)
-            rows.append({"unit_id": f"{t}|0", "item_id": run_item.item_id, "sample": 0, "response": response,
-                         "answer": letter, "value": math.nan, "refused": letter is None, "truncated": None,
-                         "score_answer": None, "score_value": math.nan, "expected": math.nan,
-                         "valid_mass": math.nan, "start_mass": math.nan, "probs": None,
-                         **run_item.fields})
+    # the authors' files do not say whether a reply hit their token limit: `truncated` stays unknown (None)
+    rows = [result_row(f"{t}|0", GieRunItem(item, t), 0, Generation(records[t][item.item_id]["answer"], None), None)
+            for t in PROMPT_TYPES for item in items]
     config = {"suite": "giebench", "schema": SCHEMA_VERSION, "model": name, "mode": "generate",
               "imported_from": str(Path(results).resolve()), "items_sha256": files_sha256(files.values()),
               "n_items": len(items), "swaps": []}

@@ -1,6 +1,6 @@
 """The paper's numbers from result rows: accuracy per category (Tables 1, 2, 6), with the denominator of the
 authors' first eval.py as well; shifts from Raw to COT and ID with their item flips (Tables 4, 5); identity swaps
-(Tables 3, 7)."""
+(Tables 3, 7); and how often an answer was read (verdicts, letter mass)."""
 
 from __future__ import annotations
 
@@ -100,3 +100,15 @@ def swap(results: pd.DataFrame) -> pd.DataFrame:
                         "cot_swap": acc(pairs, "cot_swap"), "id_swap": acc(pairs, "id_swap"),
                         "no_mismatch": acc(base, "cot"), "id": acc(base, "id")})
     return pd.DataFrame(out, columns=["run", "mode", "s_i", "s_j", "n", "cot_swap", "id_swap", "no_mismatch", "id"])
+
+
+def answer_rates(results: pd.DataFrame) -> pd.DataFrame:
+    """Rows run × mode: n prompts; generate: the share of replies holding a verdict eval.py reads (the others count as
+    wrong); score: the mean mass of the four letters after `[[` before renormalising."""
+    out = []
+    for (run, mode), rows in results.groupby(RUN_KEYS, sort=False):
+        generated = mode == "generate"
+        out.append({"run": run, "mode": mode, "n": len(rows),
+                    "with_verdict": float(rows["answer_select"].notna().mean()) if generated else float("nan"),
+                    "letter_mass": float("nan") if generated else float(rows["letter_mass"].mean())})
+    return pd.DataFrame(out, columns=["run", "mode", "n", "with_verdict", "letter_mass"])

@@ -7,18 +7,26 @@ import random
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pandas as pd
 
 from behavioral.answer_space import AnswerSpec
+from behavioral.options import option
 from behavioral.prompt import Prompt, Slot
 from behavioral.provenance import files_sha256
-from behavioral.suite import Answer, Suite, choices, local_path
+from behavioral.suite import Answer, Suite, local_path
 from behavioral.suites.giebench.categories import CATEGORIES
 from behavioral.suites.giebench.items import (
     DEFAULT_ITEMS, RELEASE_FILES, GieItem, default_items, load_jsonl, load_release,
 )
 from behavioral.suites.giebench.prompts import PROMPT_TYPES, SWAP_TYPES, identity_span
+from behavioral.suites.giebench.results import view
 from behavioral.suites.giebench.swaps import resolve_swaps
 from behavioral.suites.giebench.verdict import ANSWERS, parse_verdict
+
+if TYPE_CHECKING:
+    from behavioral.analysis import Analysis, Run
 
 FIELDS = ("question_id", "prompt_type", "category", "identity", "swap_to", "correct")
 MAX_NEW_TOKENS = 1024  # the authors allowed 8192
@@ -28,12 +36,18 @@ MAX_NEW_TOKENS = 1024  # the authors allowed 8192
 class Options:
     """What decides a GIEBench run's rows: the item source, prompt types, categories, sample and swaps."""
 
-    data: str | None = None  # the authors' release folder
-    items: str | None = None  # a JSONL file of items; neither: the project's default sample
-    prompt_types: tuple[str, ...] = PROMPT_TYPES
-    categories: tuple[str, ...] = CATEGORIES
-    limit_items: int | None = None  # a seeded sample, stratified by category
-    swap: str = "none"  # none, paper or "Si=Sj;..."
+    data: str | None = option(None, "the authors' release folder (COT-Prompt.json, ID-Prompt.json, "
+                                    "Raw-Prompt.json); neither --data nor --items: the project's 44 items",
+                              metavar="DIR")
+    items: str | None = option(None, "a JSONL file of items: id, category, identity, question, answers, correct",
+                               metavar="FILE")
+    prompt_types: tuple[str, ...] = option(PROMPT_TYPES, "the prompt types", name="--prompt-type",
+                                           choices=PROMPT_TYPES, fold=str.lower, metavar="TYPE")
+    categories: tuple[str, ...] = option(CATEGORIES, "the identity categories", name="--category",
+                                         choices=CATEGORIES, fold=str.lower, metavar="CATEGORY")
+    limit_items: int | None = option(None, "seeded sample of N items, stratified by category", metavar="N")
+    swap: str = option("none", 'identity swaps: none, paper (Tables 3 and 7) or "Si=Sj;..." (S_i\'s prompts name '
+                               "S_j)", metavar="SWAPS")
 
     def __post_init__(self):
         if self.data and self.items:
@@ -87,8 +101,8 @@ class GieRunItem:
 
     @property
     def fields(self) -> dict[str, str]:
-        return {"question_id": self.item.item_id, "prompt_type": self.prompt_type, "category": self.item.category, "identity": self.item.identity,
-                "swap_to": self.swap_to, "correct": self.item.correct[self.base_type]}
+        return {"question_id": self.item.item_id, "prompt_type": self.prompt_type, "category": self.item.category,
+                "identity": self.item.identity, "swap_to": self.swap_to, "correct": self.item.correct[self.base_type]}
 
     def prompt(self) -> Prompt:
         text = self.item.prompt(self.base_type, self.swap_to)
@@ -130,22 +144,6 @@ class GieBench(Suite):
     run_defaults = {"max_new_tokens": MAX_NEW_TOKENS}
     imports = "the authors' result files (*-COT-Prompt.json, *-ID-Prompt.json, *-Raw-Prompt.json with 'answer')"
 
-    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--data", help="the authors' release folder (COT-Prompt.json, ID-Prompt.json, "
-                                           "Raw-Prompt.json); default: the project's 44 items")
-        parser.add_argument("--items", help="a JSONL file of items: id, category, identity, question, answers, correct")
-        parser.add_argument("--prompt-type", action="append", help="cot, id, raw or all (repeatable; default all)")
-        parser.add_argument("--category", action="append", help=f"{', '.join(CATEGORIES)} or all (repeatable)")
-        parser.add_argument("--limit-items", type=int, help="seeded sample of N items, stratified by category")
-        parser.add_argument("--swap", default="none",
-                            help='identity swaps: none, paper (Tables 3 and 7) or "Si=Sj;..." (S_i\'s prompts name S_j)')
-
-    def options(self, args: argparse.Namespace) -> Options:
-        return Options(data=args.data, items=args.items,
-                       prompt_types=choices(args.prompt_type, PROMPT_TYPES, "--prompt-type", str.lower),
-                       categories=choices(args.category, CATEGORIES, "--category", str.lower),
-                       limit_items=args.limit_items, swap=args.swap)
-
     def dataset(self, config) -> Data:
         options = config.options or Options()
         if options.data:
@@ -186,10 +184,13 @@ class GieBench(Suite):
 
         return import_results(args.results, args.name, args.out)
 
-    def analyze(self, run_dirs: Sequence[Path], out: Path | None, args: argparse.Namespace) -> Path:
+    def view(self, rows: pd.DataFrame, config: dict) -> pd.DataFrame:
+        return view(rows, config)
+
+    def analyze(self, runs: Sequence[Run], options: None = None) -> Analysis:  # giebench has no analysis options
         from behavioral.suites.giebench.analysis import analyze
 
-        return analyze(run_dirs, out, allow_partial=args.allow_partial)
+        return analyze(runs)
 
 
 SUITE = GieBench()
