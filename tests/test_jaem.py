@@ -4,6 +4,7 @@ project's templates, the seeded sample grid as the issue states it, letter parsi
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import importlib.util
 import json
@@ -17,6 +18,7 @@ import pytest
 import torch
 
 from behavioral import cli, store
+from behavioral.analysis import analyze
 from behavioral.suites import jaem
 from behavioral.suites.jaem.answers import letter_decided, reply_decided
 from behavioral.suites.jaem.samples import CE_PROMPT, LETTERS
@@ -279,12 +281,47 @@ def test_items_ids_fields_and_answer_sets():
     assert gen.parse("   ").refused
 
 
+def test_run_flags_are_the_options_fields(authors):
+    parser = argparse.ArgumentParser()
+    jaem.SUITE.add_arguments(parser)
+    folder, dims = authors
+    files = sorted(map(str, folder.glob("*.txt")))
+    args = parser.parse_args(["--task", "ce", "--templates", files[0], "--templates", files[1], "--dimensions",
+                              str(dims), "--full-dims", "pronoun,sexuality", "--repeats", "4", "--limit", "2",
+                              "--layout", "released"])
+    assert jaem.SUITE.options(args) == jaem.Options(tasks=("ce",), templates=tuple(files), dimensions=str(dims),
+                                                    full_dims=("sexuality", "pronoun"), repeats=4, limit=2,
+                                                    layout="released")
+    assert jaem.SUITE.options(parser.parse_args([])) == jaem.Options()
+    assert jaem.Options().templates is None and jaem.Options().tasks == ("ce", "gen")
+
+
 def _run(model_dir: Path, out: Path, *extra: str) -> list[str]:
     return ["run", "jaem", "--model", str(model_dir), "--device", "cpu", "--dtype", "fp32", "--out", str(out),
             "--no-progress", "--limit", "2", *extra]
 
 
-def test_run_score_mode_scores_ce_and_generates_gen_then_analyzes(tmp_path, jaem_model_dir, era_dir, capsys):
+def _ce_truth(rows: pd.DataFrame) -> pd.DataFrame:
+    """Per CE row, straight from stored rows: the parsed letter of a generated reply, else the argmax of the scored
+    distribution; whether it is the gold letter; the gold letter's probability."""
+    ce = rows[rows["task"] == "ce"].set_index("sample_id")
+    argmax = ce["probs"].map(lambda p: None if p is None else LETTERS[int(np.argmax(p))])
+    letter = [jaem.parse_letter(r) if isinstance(r, str) else a for r, a in zip(ce["response"], argmax)]
+    return pd.DataFrame({"template": ce["template"], "letter": letter,
+                         "correct": [float(x == g) for x, g in zip(letter, ce["gold_letter"])],
+                         "p_gold": [p[LETTERS.index(g)] if p is not None else np.nan
+                                    for p, g in zip(ce["probs"], ce["gold_letter"])]}, index=ce.index)
+
+
+class FakeEra:
+    """An EraScorer that labels a pair by the length of the reply."""
+
+    def score(self, seekers, responses):
+        return {d: [(len(r) + k) % 3 for r in responses] for k, d in enumerate(("IP", "EX", "ER"))}
+
+
+def test_run_score_mode_scores_ce_and_generates_gen_then_analyzes(tmp_path, jaem_model_dir, era_dir, capsys,
+                                                                  monkeypatch):
     out = tmp_path / "run"
     assert cli.main(_run(jaem_model_dir, out, "--task", "ce,gen", "--mode", "score", "--max-new-tokens", "12")) == 0
     rows = store.read_results(out)
@@ -301,13 +338,32 @@ def test_run_score_mode_scores_ce_and_generates_gen_then_analyzes(tmp_path, jaem
     analysis = out / "analysis"
     report = (analysis / "report.md").read_text()
     assert "Demo lexicon" in report and "these are ours" in report and "unavailable" not in report
-    samples = pd.read_csv(next(analysis.glob("samples_*.csv")))
-    assert len(samples) == 8 and samples["era_ip"].isin([0, 1, 2]).all() and samples["p_gold"].between(0, 1).all()
-    assert (analysis / "table1.csv").is_file() and list(analysis.glob("z_ce_correct_*.png"))
+    samples = pd.read_csv(analysis / "samples.csv").set_index("sample_id")
+    assert len(samples) == 8
+    truth = _ce_truth(rows)
+    assert samples.loc[truth.index, "ce_correct"].tolist() == truth["correct"].tolist()
+    assert samples.loc[truth.index, "argmax_letter"].tolist() == truth["letter"].tolist()
+    assert samples.loc[truth.index, "p_gold"].to_numpy() == pytest.approx(truth["p_gold"].to_numpy())
+    table1 = pd.read_csv(analysis / "table1.csv").set_index("template")
+    assert table1["ce_correct"].to_dict() == pytest.approx(truth.groupby("template")["correct"].mean().to_dict())
+    gen = gen.set_index("sample_id")
+    replies = [a if isinstance(a, str) else "" for a in gen["answer"]]
+    lexicon = jaem.load_vad_lexicon("demo")
+    vad = np.array([lexicon.distance(s, r) for s, r in zip(gen["speaker_text"], replies)], dtype=float)
+    assert samples.loc[gen.index, ["vad_v", "vad_a", "vad_d"]].to_numpy() == pytest.approx(vad, nan_ok=True)
+    from behavioral.suites.jaem.era import parse_era_models
+    labels = jaem.HFEraScorer(parse_era_models(era)).score(list(gen["speaker_text"]), replies)
+    assert samples.loc[gen.index, "era_ip"].tolist() == labels["IP"]
+    assert samples.loc[gen.index, "era_er"].tolist() == labels["ER"]
     capsys.readouterr()
     assert cli.main(["analyze", str(out), "--out", str(tmp_path / "plain")]) == 0
-    assert report != (tmp_path / "plain" / "report.md").read_text()
     assert "AE (VAD): unavailable" in (tmp_path / "plain" / "report.md").read_text()
+    assert pd.read_csv(tmp_path / "plain" / "samples.csv")[["vad_v", "era_ip"]].isna().all().all()
+    monkeypatch.setattr(jaem.SUITE, "era", FakeEra())  # a scorer object in place of --era-model
+    analyze([out], tmp_path / "fake")
+    faked = pd.read_csv(tmp_path / "fake" / "samples.csv").set_index("sample_id")
+    assert faked.loc[gen.index, "era_ex"].tolist() == [(len(r) + 1) % 3 for r in replies]
+    assert json.loads((tmp_path / "fake" / "manifest.json").read_text())["measures"]["era_model"] == "FakeEra"
 
 
 def test_defaults_to_160_tokens_and_two_runs_compare(tmp_path, jaem_model_dir):
@@ -317,11 +373,19 @@ def test_defaults_to_160_tokens_and_two_runs_compare(tmp_path, jaem_model_dir):
     assert cli.main(_run(jaem_model_dir, b, "--task", "ce", "--limit", "1", "--layout", "released",
                          "--max-new-tokens", "8")) == 0
     assert store.read_results(b)["response"].notna().all() and store.read_results(a)["response"].isna().all()
-    assert cli.main(["analyze", str(a), str(b), "--out", str(tmp_path / "t1")]) == 0
+    assert cli.main(["analyze", str(a), str(b), "--out", str(tmp_path / "t1"), "--names", "scored,generated"]) == 0
+    truth = {"scored": _ce_truth(store.read_results(a)), "generated": _ce_truth(store.read_results(b))}
     table = pd.read_csv(tmp_path / "t1" / "table1.csv")
-    assert len(table) == 8 and set(table["count"]) == {1}
-    compared = pd.read_csv(tmp_path / "t1" / "comparisons.csv")
-    assert set(compared["kind"]) == {"templates", "runs"}
+    assert len(table) == 8 and set(table["count"]) == {1} and list(dict.fromkeys(table["run"])) == list(truth)
+    accuracy = pd.read_csv(tmp_path / "t1" / "compare_ce.csv").set_index("run")
+    pairs = pd.read_csv(tmp_path / "t1" / "run_pairs.csv").set_index("metric")
+    for name, t in truth.items():
+        assert accuracy.loc[name, "ce_correct"] == pytest.approx(t["correct"].mean())
+    assert (pairs.loc["ce_correct", "mean_a"], pairs.loc["ce_correct", "mean_b"]) == pytest.approx(
+        (truth["scored"]["correct"].mean(), truth["generated"]["correct"].mean()))
+    answers = pd.read_csv(tmp_path / "t1" / "answers.csv").set_index("run")
+    assert answers.loc["generated", "ce_unparsed"] == pytest.approx(pd.isna(truth["generated"]["letter"]).mean())
+    assert answers["ce_from"].to_dict() == {"scored": "score", "generated": "generate"}
 
 
 @pytest.fixture(scope="module")
@@ -332,29 +396,16 @@ def ce_run(tmp_path_factory, jaem_model_dir) -> Path:
     return out
 
 
-def _copy_run(run: Path, to: Path, model: str | None = None) -> Path:
-    """A copy of `run` at `to`, its manifest naming `model` where given."""
-    shutil.copytree(run, to)
-    if model:
-        manifest = json.loads((to / store.MANIFEST).read_text())
-        manifest["config"]["model"] = model
-        (to / store.MANIFEST).write_text(json.dumps(manifest))
-    return to
-
-
-def test_runs_sharing_model_and_folder_name_or_file_stem_are_all_kept(tmp_path, ce_run, jaem_model_dir, capsys):
-    runs = [_copy_run(ce_run, tmp_path / "a" / "run"), _copy_run(ce_run, tmp_path / "b" / "run"),
-            _copy_run(ce_run, tmp_path / "c" / "run", "p q"), _copy_run(ce_run, tmp_path / "d" / "run", "p_q")]
-    assert cli.main(["analyze", *map(str, runs), "--out", str(tmp_path / "t1")]) == 0
-    table = pd.read_csv(tmp_path / "t1" / "table1.csv")
-    model = jaem_model_dir.name
-    assert list(dict.fromkeys(table["model"])) == [f"{model} (a/run)", f"{model} (b/run)", "p q (c/run)",
-                                                   "p_q (d/run)"]
-    assert len(table) == 4 * 4 and set(table["count"]) == {1}
-    assert len(list((tmp_path / "t1").glob("samples_*.csv"))) == 4
-    capsys.readouterr()
-    assert cli.main(["analyze", str(runs[0]), str(runs[0]), "--out", str(tmp_path / "twice")]) == 2
-    assert "is given twice" in capsys.readouterr().err and not (tmp_path / "twice").exists()
+def test_two_copies_of_a_run_compare_equal(tmp_path, ce_run):
+    copy = shutil.copytree(ce_run, tmp_path / "copy")
+    report = analyze([ce_run, copy], tmp_path / "t1", jaem.AnalyzeOptions(), names=["x", "y"])
+    accuracy = pd.read_csv(report.parent / "compare_ce.csv").set_index("run")
+    assert accuracy.loc["x"].equals(accuracy.loc["y"])
+    assert accuracy.loc["x", "ce_correct"] == pytest.approx(_ce_truth(store.read_results(ce_run))["correct"].mean())
+    pairs = pd.read_csv(report.parent / "run_pairs.csv")
+    assert (pairs["mean_a"].fillna(-1) == pairs["mean_b"].fillna(-1)).all()
+    templates = pd.read_csv(report.parent / "template_pairs.csv")
+    assert set(templates["run"]) == {"x", "y"} and len(templates) == 2 * 6 * 7
 
 
 def test_report_states_the_vad_rule_and_how_lee_et_al_score(tmp_path, ce_run):
@@ -363,6 +414,13 @@ def test_report_states_the_vad_rule_and_how_lee_et_al_score(tmp_path, ce_run):
     ae = next(line for line in report.splitlines() if line.startswith("- AE (VAD)"))
     assert "|max(reply) − max(speaker's last utterance)|" in ae and "skipped" in ae and "NaN" in ae
     assert "not Lee et al.'s" in ae and "NLTK" in ae and "as 0" in ae and "max(speaker) − max(reply)" in ae
+
+
+def test_analyze_options_are_flags_and_bad_ones_name_the_flag(tmp_path, ce_run, capsys):
+    assert cli.main(["analyze", str(ce_run), "--out", str(tmp_path / "o"), "--era-model", "IP=a,ER=b"]) == 2
+    assert "--era-model 'IP=a,ER=b': missing EX" in capsys.readouterr().err and not (tmp_path / "o").exists()
+    with pytest.raises(jaem.JaemInputError, match="--era-batch-size must be at least 1, got 0"):
+        jaem.AnalyzeOptions(era_batch_size=0)
 
 
 @pytest.mark.slow

@@ -1,15 +1,19 @@
 """jaem's measures: the VAD distance by the project's rule (not Lee et al.'s), lexicon files and their errors, the
-HF ERA scorer on a tiny random 3-label classifier, and the per-attribute analysis on a null and a planted answerer."""
+HF ERA scorer on a tiny random 3-label classifier, the per-attribute analysis on a null and a planted answerer, and
+the comparison of the two as runs."""
 
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 import torch
 
+from behavioral.analysis import Run
+from behavioral.run_reader import Completeness
 from behavioral.suites import jaem
 from behavioral.suites.jaem.effects import holm
 from behavioral.suites.jaem.samples import LETTERS
@@ -119,6 +123,11 @@ def _synthetic_rows(p_gold, reply) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def _metrics(rows: pd.DataFrame, lexicon=None) -> pd.DataFrame:
+    """Per-sample metrics of result rows, read through the suite's view."""
+    return jaem.sample_metrics(jaem.SUITE.view(rows, {}), lexicon)
+
+
 def _uniform(attributes):
     return None  # every letter alike
 
@@ -132,7 +141,7 @@ def _significant(per_value: pd.DataFrame, per_attr: pd.DataFrame) -> tuple[pd.Da
 
 
 def test_null_answerer_shows_no_attribute_effect():
-    metrics = jaem.sample_metrics(_synthetic_rows(_uniform, _random_text), jaem.load_vad_lexicon("demo"))
+    metrics = _metrics(_synthetic_rows(_uniform, _random_text), jaem.load_vad_lexicon("demo"))
     assert len(metrics) == 972
     assert metrics["ce_correct"].mean() == pytest.approx(0.20, abs=0.04)
     per_value, per_attr = effects(metrics)
@@ -143,24 +152,31 @@ def test_null_answerer_shows_no_attribute_effect():
 
 def test_ce_correct_counts_unparsed_as_wrong_and_reads_scores_by_argmax():
     rows = _synthetic_rows(_uniform, _random_text)
-    ce = rows[rows["task"] == "ce"].head(3).copy()
-    ce["answer"] = [None, ce["gold_letter"].iloc[1], None]
-    ce["response"] = ["no idea", "x", None]
-    ce["probs"] = [None, None, [0.1 if c != ce["gold_letter"].iloc[2] else 0.6 for c in LETTERS]]
-    metrics = jaem.sample_metrics(ce)
-    assert metrics.set_index("sample_id").loc[ce["sample_id"], "ce_correct"].tolist() == [0.0, 1.0, 1.0]
-    assert metrics["p_gold"].notna().sum() == 1 and metrics["p_gold"].max() == pytest.approx(0.6)
+    ce = rows[rows["task"] == "ce"].head(4).copy()
+    gold = ce["gold_letter"].tolist()
+    wrong = next(c for c in LETTERS if c != gold[3])
+    ce["answer"] = [None, gold[1], wrong, wrong]  # a score-mode row stores the greedy in-set label, not the argmax
+    ce["response"] = ["no idea", "x", None, "**" + wrong]
+    ce["probs"] = [None, None, *([0.1 if c != g else 0.6 for c in LETTERS] for g in gold[2:])]
+    metrics = _metrics(ce).set_index("sample_id").loc[ce["sample_id"]]
+    assert metrics["ce_correct"].tolist() == [0.0, 1.0, 1.0, 0.0]  # both mode: the generated reply's letter
+    assert metrics["ce_source"].tolist() == ["generate", "generate", "score", "generate"]
+    assert metrics["argmax_letter"].tolist()[2:] == gold[2:] and metrics["argmax_letter"].iloc[:2].isna().all()
+    assert metrics["ce_label"].tolist()[:3] == ["none", "Empathetic", "Empathetic"]
+    assert metrics["p_gold"].iloc[:2].isna().all() and metrics["p_gold"].iloc[2:].tolist() == pytest.approx([0.6] * 2)
+
+
+def _planted_gold(attributes):
+    return 0.9 if attributes["sexuality"] == "asexual" else None
+
+
+def _planted_reply(attributes, rng):
+    words = ["wonderful", "happy", "joy"] if attributes["pronoun"] == "they" else rng.choice(WORDS, 6)
+    return " ".join(words)
 
 
 def test_planted_bias_is_found_in_that_attribute_only():
-    def gold(attributes):
-        return 0.9 if attributes["sexuality"] == "asexual" else None
-
-    def reply(attributes, rng):
-        words = ["wonderful", "happy", "joy"] if attributes["pronoun"] == "they" else rng.choice(WORDS, 6)
-        return " ".join(words)
-
-    metrics = jaem.sample_metrics(_synthetic_rows(gold, reply), jaem.load_vad_lexicon("demo"))
+    metrics = _metrics(_synthetic_rows(_planted_gold, _planted_reply), jaem.load_vad_lexicon("demo"))
     per_value, per_attr = effects(metrics)
     ce = per_value[(per_value["metric"] == "ce_correct") & (per_value["attribute"] == "sexuality")]
     top = ce.loc[ce["z"].abs().idxmax()]
@@ -176,3 +192,42 @@ def test_planted_bias_is_found_in_that_attribute_only():
     values, attrs = _significant(per_value[per_value["metric"] == "vad_v"], per_attr[per_attr["metric"] == "vad_v"])
     assert set(attrs["attribute"]) <= {"pronoun", "sexuality × pronoun"} and "pronoun" in set(attrs["attribute"])
     assert set(values["attribute"]) <= {"pronoun", "sexuality × pronoun"} and "they" in set(values["value"])
+
+
+def _run(name: str, rows: pd.DataFrame) -> Run:
+    """A finished run of `rows` as the analysis reads it."""
+    return Run(name, Path(name), {"config": {"suite": "jaem", "options": {"tasks": ["ce", "gen"]}}},
+               jaem.SUITE.view(rows, {}), Completeness(8, len(rows), 8, len(rows)))
+
+
+def test_two_runs_compare_ce_accuracy_and_attribute_effects():
+    null_rows, planted_rows = _synthetic_rows(_uniform, _random_text), _synthetic_rows(_planted_gold, _planted_reply)
+    analysis = jaem.SUITE.analyze([_run("null", null_rows), _run("planted", planted_rows)],
+                                  jaem.AnalyzeOptions(vad_lexicon="demo"))
+    tables = {t.name: t.frame for t in analysis.tables()}
+    lexicon = jaem.load_vad_lexicon("demo")
+    metrics = {"null": _metrics(null_rows, lexicon), "planted": _metrics(planted_rows, lexicon)}
+    accuracy = tables["compare_ce"].set_index("run")
+    for name, m in metrics.items():
+        assert accuracy.loc[name, "ce_correct"] == pytest.approx(m["ce_correct"].mean())
+        assert accuracy.loc[name, "ce_samples"] == 972
+        assert accuracy.loc[name, "chose_empathetic"] == pytest.approx((m["ce_label"] == "Empathetic").mean())
+        per_value, per_attr = effects(m)
+        z = tables["compare_z"].set_index(["metric", "attribute", "value"])[name]
+        assert z.to_numpy() == pytest.approx(per_value.set_index(["metric", "attribute", "value"])["z"]
+                                             .reindex(z.index).to_numpy(), nan_ok=True)
+        omnibus = tables["compare_omnibus"].set_index(["metric", "attribute"])[name]
+        assert omnibus.to_numpy() == pytest.approx(per_attr.set_index(["metric", "attribute"])["p_holm"]
+                                                   .reindex(omnibus.index).to_numpy(), nan_ok=True)
+    omnibus = tables["compare_omnibus"].set_index(["metric", "attribute"])
+    for cell in (("ce_correct", "sexuality"), ("vad_v", "pronoun")):
+        assert omnibus.loc[cell, "planted"] < 1e-6 and omnibus.loc[cell, "null"] > 0.05
+    pairs = tables["run_pairs"].set_index("metric")
+    assert (pairs["a"] == "null").all() and (pairs["b"] == "planted").all()
+    assert pairs.loc["ce_correct", "mean_a"] == pytest.approx(metrics["null"]["ce_correct"].mean())
+    assert pairs.loc["ce_correct", "p_holm"] < 1e-3
+    table1 = tables["table1"]
+    assert list(dict.fromkeys(table1["run"])) == ["null", "planted"] and set(table1["count"]) == {243}
+    largest = tables["largest_effects"].set_index(["run", "metric"])
+    assert largest.loc[("planted", "ce_correct"), "value"] == "asexual"
+    assert largest.loc[("null", "ce_correct"), "values_significant"] == 0

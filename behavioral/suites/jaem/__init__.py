@@ -9,10 +9,10 @@ from behavioral.suites.jaem.errors import JaemInputError
 from behavioral.suites.jaem.lexicon import VadDistance, VadLexicon, load_vad_lexicon
 from behavioral.suites.jaem.metrics import sample_metrics
 from behavioral.suites.jaem.samples import Sample, build_samples
-from behavioral.suites.jaem.suite import SUITE, JaemItem, Options
+from behavioral.suites.jaem.suite import SUITE, AnalyzeOptions, JaemItem, Options
 from behavioral.suites.jaem.templates import LABELS, Template, load_templates, parse_template, project_templates
 
-__all__ = ["ATTRIBUTES", "LABELS", "PROJECT_DIMENSIONS", "SUITE", "EraScorer", "HFEraScorer", "JaemInputError",
-           "JaemItem", "Options", "Sample", "Template", "VadDistance", "VadLexicon", "attribute_effects",
-           "build_samples", "cut_reply", "load_dimensions", "load_templates", "load_vad_lexicon", "parse_letter",
-           "parse_template", "project_templates", "sample_metrics"]
+__all__ = ["ATTRIBUTES", "LABELS", "PROJECT_DIMENSIONS", "SUITE", "AnalyzeOptions", "EraScorer", "HFEraScorer",
+           "JaemInputError", "JaemItem", "Options", "Sample", "Template", "VadDistance", "VadLexicon",
+           "attribute_effects", "build_samples", "cut_reply", "load_dimensions", "load_templates", "load_vad_lexicon",
+           "parse_letter", "parse_template", "project_templates", "sample_metrics"]

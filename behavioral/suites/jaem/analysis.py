@@ -1,82 +1,155 @@
-"""`empathy-gap analyze` for jaem: per-sample metrics of one or more runs, Table 1, per-attribute effects,
-comparisons, figures, report.md and the analysis manifest."""
+"""jaem's analysis of one or more runs, declared: the runs' items, answer rates, Table 1 (run × template),
+per-attribute effects and omnibus tests, comparisons between templates, and across runs CE accuracy, attribute
+effects side by side and tests between runs; the measures' provenance as method notes."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
 
+import pandas as pd
 
-from behavioral.output_folder import output_folder
-from behavioral.outputs import REPORT, write_table
-from behavioral.run_labels import run_labels
-from behavioral.run_reader import read_run
+from behavioral.analysis import Analysis, Figure, Run, Section, Table
 from behavioral.suites.jaem import figures, tables
 from behavioral.suites.jaem.dimensions import PROJECT_DIMENSIONS, load_dimensions
-from behavioral.suites.jaem.era import HFEraScorer, parse_era_models
-from behavioral.suites.jaem.lexicon import VadLexicon, load_vad_lexicon
-from behavioral.suites.jaem.metrics import sample_metrics
-from behavioral.suites.jaem.report import markdown, write_report
+from behavioral.suites.jaem.effects import METRICS
+from behavioral.suites.jaem.era import EraScorer, HFEraScorer, parse_era_models
+from behavioral.suites.jaem.lexicon import LEE_RULE, RULE, VadLexicon, load_vad_lexicon
+from behavioral.suites.jaem.metrics import ANSWER_RULE, sample_metrics
+from behavioral.suites.jaem.suite import AnalyzeOptions
+
+SOURCE = ("Seed 002: Formánek & Sotolář, *Quantitative Assessment of Intersectional Empathetic Bias and "
+          "Understanding*. The card (behavioral/suites/jaem/README.md) lists every deviation from the authors.")
+UNAVAILABLE = "unavailable"
+RATES_TEXT = ("*ce_from*: where CE answers came from (generate: parsed replies; score: the scored distribution); "
+              "*ce_unparsed*: generated CE replies with no letter (a leading letter, else `Answer: X` or `answer is "
+              "X`), counted as wrong; *gen_empty*: gen replies empty after the cut at the speaker's next turn; "
+              "*vad_unmatched*: gen samples whose reply or utterance holds no lexicon word (NaN, left out of means).")
+EFFECTS_TEXT = ("z = (mean of a value − run mean) / (run sd / √n), normal p, Holm over the values of the attribute; "
+                "omnibus χ² (CE) or Kruskal-Wallis (others), Holm over the 8 attributes (7 and sexuality × pronoun). "
+                "**The paper names no test: these are ours.** Every value's z is in `attributes.csv`.")
+PAIRS_TEXT = "χ² (CE) or Mann-Whitney (others), Holm over the 7 metrics of each pair. **Ours, not the paper's.**"
+P = {"p": "p", "p_holm": "p"}
+METRIC_FORMATS = {"ce_correct": "percent", "count": "count"}
+RATE_FORMATS = {"samples": "count", "ce_unparsed": "percent", "gen_empty": "percent", "vad_unmatched": "count",
+                "gen_samples": "count"}
+LARGEST_FORMATS = {"values_significant": "count", "attributes_significant": "count", "n": "count", "z": "signed",
+                   "p_holm": "p"}
 
 
-def _labels(manifests: list[dict], run_dirs: Sequence[Path]) -> list[str]:
-    """A name per run: the model's last path component, with as much of the run directory's path as tells apart
-    runs whose names or file stems would repeat (behavioral.run_labels)."""
-    return run_labels([Path(str(m["config"]["model"])).name for m in manifests], run_dirs, key=_stem)
+def _measures(lexicon: VadLexicon | None, era: str | None) -> list[str]:
+    """How each measure was obtained, or why it is unavailable."""
+    if lexicon is None:
+        ae = f"AE (VAD): {UNAVAILABLE}: no --vad-lexicon given (the NRC VAD Lexicon is research-only; supply it)."
+    else:
+        ae = (f"AE (VAD): `{lexicon.source}`, {len(lexicon.terms)} terms on {lexicon.scale}, sha256 "
+              f"`{lexicon.sha256[:16]}…`. Scoring rule: {RULE}. {LEE_RULE}.")
+        if lexicon.demo:
+            ae += (" **Demo lexicon: ~80 words written by this project; the VAD numbers below only show the "
+                   "pipeline working and are not research results.**")
+    era_line = (f"ERA (EPITOME IP/EX/ER): {UNAVAILABLE}: no --era-model given (no EPITOME weights ship)."
+                if era is None else f"ERA (EPITOME IP/EX/ER): classifiers `{era}`; labels 0/1/2, argmax.")
+    return [f"Answers: {ANSWER_RULE}.",
+            "CE: accuracy of choosing the Empathetic answer (unparsed replies count as wrong).", ae, era_line]
 
 
-def analyze(run_dirs: Sequence[str | Path], out: str | Path | None = None, vad_lexicon: str | None = None,
-            era_model: str | None = None, era_batch_size: int = 16, era=None, allow_partial: bool = False) -> Path:
-    """Analyze jaem runs into `out` (default: the first run's `analysis/`); `era` an EraScorer object in place of
-    `era_model`; a run that has not finished is refused unless `allow_partial`. Returns report.md's path."""
-    run_dirs = [Path(d) for d in run_dirs]
-    manifests, rows, done = zip(*(read_run(d, "jaem", allow_partial) for d in run_dirs))
-    lexicon: VadLexicon | None = load_vad_lexicon(vad_lexicon) if vad_lexicon else None
-    if era is None and era_model:
-        era = HFEraScorer(parse_era_models(era_model), batch_size=era_batch_size)
-    final = Path(out) if out else run_dirs[0] / "analysis"
-    record = {"runs": [{"run_dir": str(d.resolve()), "config": m["config"], "completeness": c.describe()}
-                       for d, m, c in zip(run_dirs, manifests, done)]}
-    with output_folder(final, "analyze jaem", record) as folder:
-        out = folder.path
-        runs = {label: sample_metrics(r, lexicon, era) for label, r in zip(_labels(manifests, run_dirs), rows)}
-        written = [write_table(out, "table1", "Table 1: model × template", t1 := tables.table1(runs),
-                               markdown(t1, 3))]
-        effects = {}
-        for label, metrics in runs.items():
-            stem = _stem(label)
-            metrics.to_csv(out / f"samples_{stem}.csv", index=False)
-            per_value, per_attr = tables.effects(metrics)
-            effects[label] = (per_value, per_attr)
-            written.append(write_table(out, f"attributes_{stem}", f"Per-attribute effects: {label}", per_value,
-                                       markdown(per_value)))
-            written.append(write_table(out, f"omnibus_{stem}", f"Omnibus tests per attribute: {label}", per_attr,
-                                       markdown(per_attr)))
-            config = manifests[list(runs).index(label)]["config"]
-            dims = _dimensions(config)
-            for metric in tables.available(metrics):
-                figures.z_heatmap(per_value, metric, list(dims["sexuality"]), list(dims["pronoun"]), out,
-                                  f"z_{metric}_{stem}")
-            if metrics["ce_correct"].notna().any():
-                figures.choices(metrics, out, f"choices_{stem}")
-        compared = tables.comparisons(runs)
-        written.append(write_table(out, "comparisons", "Between templates and runs", compared,
-                                   markdown(compared)))
-        facts = {"vad_lexicon": None if lexicon is None else
-                 {"source": lexicon.source, "sha256": lexicon.sha256, "scale": lexicon.scale, "demo": lexicon.demo,
-                  "terms": len(lexicon.terms)},
-                 "era_model": era_model or (type(era).__name__ if era is not None else None)}
-        folder.record["measures"] = facts
-        write_report(out, run_dirs, manifests, runs, effects, written, facts, done)
-    return final / REPORT
+def _items(runs: Sequence[Run]) -> Table:
+    """What each run asked: tasks, templates, samples and how they were drawn, the prompt layout."""
+    rows = [{"run": run.name, "tasks": ", ".join(run.options.get("tasks") or []),
+             "templates": ", ".join(sorted(run.config.get("templates") or {})), "samples": run.config.get("n_samples"),
+             "full_dims": ", ".join(run.options.get("full_dims") or []), "repeats": run.options.get("repeats"),
+             "limit": run.options.get("limit"), "layout": run.options.get("layout")} for run in runs]
+    return Table("items", "Items per run", pd.DataFrame(rows), formats={"samples": "count", "repeats": "count",
+                                                                        "limit": "count"})
 
 
-def _stem(label: str) -> str:
-    """The part of a run's file names that stands for its label: `label` with other than letters, digits, -_. as _."""
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in label)
+def _axes(run: Run) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The sexuality and pronoun values a run was made with (the heatmap's rows and columns)."""
+    path = run.options.get("dimensions")
+    dims = load_dimensions(path) if path and Path(path).is_file() else PROJECT_DIMENSIONS
+    return dims["sexuality"], dims["pronoun"]
 
 
-def _dimensions(config: dict) -> dict:
-    """The attribute values a run was made with (for the order of figure axes)."""
-    path = (config.get("options") or {}).get("dimensions")
-    return load_dimensions(path) if path and Path(path).is_file() else PROJECT_DIMENSIONS
+def _figures(runs: Sequence[Run], samples: dict[str, pd.DataFrame], per_value: pd.DataFrame) -> list[Figure]:
+    """A z heatmap per metric (a panel per run that has it) and the chosen CE answers of the runs with CE."""
+    out = []
+    for metric in METRICS:
+        axes = {run.name: _axes(run) for run in runs if metric in tables.available(samples[run.name])}
+        if axes:
+            out.append(Figure(f"z_{metric}", f"z of {metric} per sexuality × pronoun cell",
+                              figures.z_heatmap(per_value, metric, axes)))
+    with_ce = {name: s for name, s in samples.items() if s["ce_correct"].notna().any()}
+    if with_ce:
+        out.append(Figure("choices", "Chosen CE label and letter per template", figures.choices(with_ce)))
+    return out
+
+
+def _per_run(runs: Sequence[Run], samples: dict[str, pd.DataFrame], per_value: pd.DataFrame,
+             per_attr: pd.DataFrame) -> list[Section]:
+    """Each run's own tables (a `run` column tells them apart) and figures (a panel per run)."""
+    figs = _figures(runs, samples, per_value)
+    answers = tables.stack({name: tables.answer_rates(s) for name, s in samples.items()})
+    table1 = tables.stack({name: tables.table1(s) for name, s in samples.items()})
+    none = [name for name, s in samples.items() if not tables.available(s)]
+    return [
+        Section("Items", "", (_items(runs),)),
+        Section("Answers", RATES_TEXT, (Table("answers", "Answers per run", answers, formats=RATE_FORMATS),),
+                tuple(f for f in figs if f.name == "choices")),
+        Section("Table 1", "", (Table("table1", "Table 1: run × template", table1, formats=METRIC_FORMATS),)),
+        Section("Per attribute", EFFECTS_TEXT + (f" No metric available: {', '.join(none)}." if none else ""),
+                (Table("largest_effects", "Per run and metric: significant values and attributes, the largest |z|",
+                       tables.largest_effects(per_value, per_attr), formats=LARGEST_FORMATS),
+                 Table("omnibus", "Omnibus tests per attribute", per_attr, formats=P)),
+                tuple(f for f in figs if f.name != "choices")),
+        Section("Between templates", PAIRS_TEXT + " Every pair of templates of each run is in `template_pairs.csv`."),
+    ]
+
+
+def _across(samples: dict[str, pd.DataFrame], per_value: pd.DataFrame, per_attr: pd.DataFrame) -> Section:
+    """The comparison of two or more runs: CE accuracy, omnibus p_holm side by side and tests between runs."""
+    names = list(samples)
+    accuracy = tables.stack({name: tables.ce_accuracy(s) for name, s in samples.items()})
+    omnibus = tables.side_by_side(per_attr, ["metric", "attribute"], "p_holm", names)
+    shares = {c: "percent" for c in accuracy.columns if c.startswith("chose_")}
+    return Section("Across runs", "Every template pooled; every value's z side by side is in `compare_z.csv`. "
+                   + PAIRS_TEXT, (
+                       Table("compare_ce", "CE accuracy and chosen labels per run", accuracy,
+                             formats={"ce_samples": "count", "ce_correct": "percent"} | shares),
+                       Table("compare_omnibus", "Omnibus p_holm per attribute, a column per run", omnibus,
+                             formats=dict.fromkeys(names, "p")),
+                       Table("run_pairs", "Tests between runs", tables.run_pairs(samples), formats=P)))
+
+
+def _files(samples: dict[str, pd.DataFrame], per_value: pd.DataFrame) -> list[Table]:
+    """The long tables, written but not printed: every value's effect, template pairs, samples, and with several
+    runs every value's z side by side."""
+    files = [Table("attributes", "Per-attribute effects", per_value, formats={"n": "count", "z": "signed"} | P),
+             Table("template_pairs", "Tests between templates",
+                   tables.stack({name: tables.template_pairs(s) for name, s in samples.items()}), formats=P),
+             Table("samples", "Every sample with its metrics", tables.stack(samples), formats=METRIC_FORMATS)]
+    if len(samples) > 1:
+        z = tables.side_by_side(per_value, ["metric", "attribute", "value"], "z", list(samples))
+        files.append(Table("compare_z", "z per attribute value, a column per run", z,
+                           formats=dict.fromkeys(samples, "signed")))
+    return files
+
+
+def analysis(runs: Sequence[Run], options: AnalyzeOptions, era: EraScorer | None = None) -> Analysis:
+    """jaem's analysis of `runs` with the measures of `options`; `era` an ERA scorer object used in place of
+    options.era_model."""
+    lexicon = load_vad_lexicon(options.vad_lexicon) if options.vad_lexicon else None
+    era_name = options.era_model or (type(era).__name__ if era is not None else None)
+    if era is None and options.era_model:
+        era = HFEraScorer(parse_era_models(options.era_model), batch_size=options.era_batch_size)
+    samples = {run.name: sample_metrics(run.rows, lexicon, era) for run in runs}
+    effects = {name: tables.effects(s) for name, s in samples.items()}
+    per_value = tables.stack({name: values for name, (values, _) in effects.items()})
+    per_attr = tables.stack({name: omnibus for name, (_, omnibus) in effects.items()})
+    sections = _per_run(runs, samples, per_value, per_attr)
+    if len(runs) > 1:
+        sections.append(_across(samples, per_value, per_attr))
+    measures = {"vad_lexicon": None if lexicon is None else
+                {"source": lexicon.source, "sha256": lexicon.sha256, "scale": lexicon.scale, "demo": lexicon.demo,
+                 "terms": len(lexicon.terms)}, "era_model": era_name}
+    return Analysis("JaEm-ST: intersectional empathy", SOURCE, sections, _measures(lexicon, era_name),
+                    _files(samples, per_value), record={"measures": measures})

@@ -1,5 +1,6 @@
-"""One row per sample of a finished run: the CE answer and whether it was the Empathetic one, the VAD distances
-and the ERA labels of the generated reply."""
+"""A run's rows as the analysis reads them (`view`: the one place where the CE answer is chosen), and one row per
+sample with its metrics: whether the CE answer was the Empathetic one, the VAD distances and the ERA labels of the
+generated reply."""
 
 from __future__ import annotations
 
@@ -14,31 +15,44 @@ from behavioral.suites.jaem.lexicon import VadLexicon
 from behavioral.suites.jaem.samples import LETTERS
 
 SAMPLE_COLUMNS = ("template", "sample_id", *ATTRIBUTES)
+CE_COLUMNS = ("ce_letter", "argmax_letter", "ce_label", "ce_correct", "p_gold", "ce_source")
+GEN_COLUMNS = ("reply", "vad_v", "vad_a", "vad_d", "era_ip", "era_ex", "era_er")
+ANSWER_RULE = ("the CE answer is the letter parsed from the generated reply where the run generated one (generate "
+               "and both modes; a reply with no letter counts as wrong), else (score mode) `argmax_letter`, the "
+               "argmax of the scored distribution over A-E (not the stored greedy label); `p_gold` is the scored "
+               "probability of the gold letter")
 
 
-def ce_metrics(rows: pd.DataFrame) -> pd.DataFrame:
-    """Per CE sample: ce_letter (the parsed letter of a generated reply, else the argmax of the scored
-    distribution over A-E), ce_label, ce_correct (1.0 if the gold letter, 0.0 otherwise, unparsed replies
-    included), p_gold (scored runs), ce_source (generate or score)."""
-    ce = rows[rows["task"] == "ce"].copy()
-    generated = ce["response"].notna()
-    scored = ce["probs"].map(lambda p: p is not None and len(p) == len(LETTERS))
-    argmax = ce["probs"].map(lambda p: LETTERS[int(np.argmax(p))] if p is not None and len(p) else None)
-    ce["ce_letter"] = np.where(generated, ce["answer"], argmax)
-    ce["ce_source"] = np.where(generated, "generate", "score")
-    gold = ce["gold_letter"].map(LETTERS.index)
-    ce["p_gold"] = [float(p[g]) if s else math.nan for p, g, s in zip(ce["probs"], gold, scored)]
-    ce["ce_correct"] = (ce["ce_letter"] == ce["gold_letter"]).astype(float)
-    ce["ce_label"] = [o.split(",")[LETTERS.index(letter)] if isinstance(letter, str) else "none"
-                      for o, letter in zip(ce["options"], ce["ce_letter"])]
-    return ce[[*SAMPLE_COLUMNS, "ce_letter", "ce_label", "ce_correct", "p_gold", "ce_source"]]
+def _argmax(probs) -> str | None:
+    return LETTERS[int(np.argmax(probs))] if probs is not None and len(probs) else None
 
 
-def gen_metrics(rows: pd.DataFrame, lexicon: VadLexicon | None, era: EraScorer | None) -> pd.DataFrame:
-    """Per gen sample: the reply (cut at the speaker's next turn), vad_v/a/d (NaN without a lexicon or where a side
-    matches no word) and era_ip/ex/er (NaN without classifiers)."""
-    gen = rows[rows["task"] == "gen"].copy()
-    gen["reply"] = gen["answer"].fillna("")
+def view(rows: pd.DataFrame) -> pd.DataFrame:
+    """Stored rows with, for CE rows, argmax_letter (scored runs), ce_letter (ANSWER_RULE), ce_source (generate or
+    score), ce_label (the chosen answer's label, `none` without a letter), ce_correct (1.0 if the gold letter, else
+    0.0) and p_gold; for gen rows the reply (empty where none was kept)."""
+    out = rows[["task", *SAMPLE_COLUMNS, "speaker_text"]].copy()
+    ce = rows["task"] == "ce"
+    generated = rows["response"].notna()
+    argmax = rows["probs"].map(_argmax).where(ce)
+    letter = rows["answer"].where(generated, argmax).where(ce)
+    gold = rows["gold_letter"].map(LETTERS.index)
+    out["ce_letter"], out["argmax_letter"] = letter, argmax
+    out["ce_label"] = [(o.split(",")[LETTERS.index(x)] if isinstance(x, str) else "none") if c else None
+                       for o, x, c in zip(rows["options"], letter, ce)]
+    out["ce_correct"] = (letter == rows["gold_letter"]).astype(float).where(ce)
+    out["p_gold"] = [float(p[g]) if c and p is not None and len(p) == len(LETTERS) else math.nan
+                     for p, g, c in zip(rows["probs"], gold, ce)]
+    out["ce_source"] = np.where(generated, "generate", "score")
+    out["ce_source"] = out["ce_source"].where(ce)
+    out["reply"] = rows["answer"].fillna("").where(~ce)
+    return out
+
+
+def gen_metrics(gen: pd.DataFrame, lexicon: VadLexicon | None, era: EraScorer | None) -> pd.DataFrame:
+    """Per gen row of the view: the reply, vad_v/a/d (NaN without a lexicon or where a side matches no word) and
+    era_ip/ex/er (NaN without classifiers)."""
+    gen = gen.copy()
     for dim in "vad":
         gen[f"vad_{dim}"] = math.nan
     if lexicon is not None and len(gen):
@@ -50,11 +64,12 @@ def gen_metrics(rows: pd.DataFrame, lexicon: VadLexicon | None, era: EraScorer |
         labels = era.score(list(gen["speaker_text"]), list(gen["reply"]))
         for dim in ("ip", "ex", "er"):
             gen[f"era_{dim}"] = np.asarray(labels[dim.upper()], dtype=float)
-    return gen[[*SAMPLE_COLUMNS, "reply", "vad_v", "vad_a", "vad_d", "era_ip", "era_ex", "era_er"]]
+    return gen[[*SAMPLE_COLUMNS, *GEN_COLUMNS]]
 
 
 def sample_metrics(rows: pd.DataFrame, lexicon: VadLexicon | None = None, era: EraScorer | None = None) -> pd.DataFrame:
-    """Every sample of a run with the metrics of the tasks it ran (the other metrics NaN)."""
-    ce, gen = ce_metrics(rows), gen_metrics(rows, lexicon, era)
+    """Every sample of a run's view (`view`) with the metrics of the tasks it ran (the other metrics NaN)."""
+    ce = rows.loc[rows["task"] == "ce", [*SAMPLE_COLUMNS, *CE_COLUMNS]]
+    gen = gen_metrics(rows[rows["task"] == "gen"], lexicon, era)
     return ce.merge(gen, on=list(SAMPLE_COLUMNS), how="outer").sort_values("sample_id", kind="stable") \
         .reset_index(drop=True)

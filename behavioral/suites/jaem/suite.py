@@ -2,21 +2,28 @@
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pandas as pd
 
 from behavioral.answer_space import AnswerSpec
+from behavioral.options import option
 from behavioral.prompt import Prompt
 from behavioral.provenance import files_sha256
-from behavioral.suite import Answer, Suite, comma_values, local_path
+from behavioral.suite import Answer, Suite, local_path
+from behavioral.suites.jaem import metrics
 from behavioral.suites.jaem.answers import cut_reply, letter_decided, parse_letter, reply_decided
 from behavioral.suites.jaem.dimensions import ATTRIBUTES, PROJECT_DIMENSIONS, load_dimensions
+from behavioral.suites.jaem.era import EraScorer, parse_era_models
 from behavioral.suites.jaem.errors import JaemInputError
 from behavioral.suites.jaem.samples import FULL_DIMS, LAYOUTS, LETTERS, REPEATS, Sample, build_samples
 from behavioral.suites.jaem.templates import Template, load_templates, project_templates
+
+if TYPE_CHECKING:
+    from behavioral.analysis import Analysis, Run
 
 TASKS = ("ce", "gen")
 FIELDS = ("task", "template", "sample_id", *ATTRIBUTES, "options", "gold_letter", "speaker", "speaker_text")
@@ -29,13 +36,19 @@ class Options:
     """What decides a jaem run's items: tasks, templates and dimensions (None: the project's), the sampled grid and
     the prompt layout."""
 
-    tasks: tuple[str, ...] = TASKS
-    templates: tuple[str, ...] | None = None
-    dimensions: str | None = None
-    full_dims: tuple[str, ...] = FULL_DIMS
-    repeats: int = REPEATS
-    limit: int | None = None
-    layout: str = "sections"
+    tasks: tuple[str, ...] = option(TASKS, "tasks", name="--task", choices=TASKS, metavar="TASK")
+    # None: the project's four. Typed as a tuple so that the flag is repeatable (behavioral.options reads a tuple
+    # field as one); stored as null in the manifests of such runs, which therefore still resume.
+    templates: tuple[str, ...] = option(None, "template files or directories of *.txt; none: the project's four",
+                                        metavar="PATH")
+    dimensions: str | None = option(None, "dimensions.json of attribute values; none: the project's lists",
+                                      metavar="JSON")
+    full_dims: tuple[str, ...] = option(FULL_DIMS, "attributes taken in full (the others are drawn per sample)",
+                                        choices=ATTRIBUTES, metavar="ATTRIBUTE")
+    repeats: int = option(REPEATS, "repeats of the full grid", metavar="N")
+    limit: int | None = option(None, "a seeded sample of N per template", metavar="N")
+    layout: str = option("sections", "sections: with Context:/Conversation:/Answers: headings; released: without, "
+                                     "as the authors' code", choices=LAYOUTS)
 
     def __post_init__(self):
         for name, value, known in (("--task", self.tasks, TASKS), ("--full-dims", self.full_dims, ATTRIBUTES)):
@@ -55,6 +68,24 @@ class Options:
         if self.templates is not None:
             object.__setattr__(self, "templates", tuple(local_path(p) for p in self.templates))
         object.__setattr__(self, "dimensions", local_path(self.dimensions))
+
+
+@dataclass(frozen=True)
+class AnalyzeOptions:
+    """How a jaem analysis reads generated replies: the VAD lexicon (AE) and the ERA classifiers; without them that
+    measure is reported unavailable."""
+
+    vad_lexicon: str | None = option(None, "NRC-VAD style TSV (term, valence, arousal, dominance) or `demo` (the "
+                                           "project's ~80 words); none: AE unavailable", metavar="TSV")
+    era_model: str | None = option(None, "IP=ID,EX=ID,ER=ID: 3-label sequence classifiers (folders or hub ids); "
+                                         "none: ERA unavailable", metavar="IP=ID,EX=ID,ER=ID")
+    era_batch_size: int = option(16, "pairs per ERA classifier batch", metavar="N")
+
+    def __post_init__(self):
+        if self.era_model is not None:
+            parse_era_models(self.era_model)
+        if self.era_batch_size < 1:
+            raise JaemInputError(f"--era-batch-size must be at least 1, got {self.era_batch_size}")
 
 
 @dataclass(frozen=True)
@@ -113,26 +144,10 @@ class Jaem(Suite):
     description = "seed 002: JaEm-ST intersectional empathy (CE multiple choice; AE via VAD, ERA via classifiers)"
     fields = FIELDS
     Options = Options
+    AnalyzeOptions = AnalyzeOptions
     run_defaults = {"max_new_tokens": GEN_TOKENS}
-
-    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--task", action="append", help="ce, gen or ce,gen (default both)")
-        parser.add_argument("--templates", action="append",
-                            help="template files or directories of *.txt (repeatable; default: the project's four)")
-        parser.add_argument("--dimensions", help="dimensions.json of attribute values (default: the project's lists)")
-        parser.add_argument("--full-dims", help=f"attributes taken in full (default {','.join(FULL_DIMS)}); the "
-                                                "others are drawn per sample")
-        parser.add_argument("--repeats", type=int, default=REPEATS, help="repeats of the full grid")
-        parser.add_argument("--limit", type=int, help="a seeded sample of N per template")
-        parser.add_argument("--layout", choices=LAYOUTS, default="sections",
-                            help="sections: with Context:/Conversation:/Answers: headings; released: without, as "
-                                 "the authors' code")
-
-    def options(self, args: argparse.Namespace) -> Options:
-        return Options(tasks=tuple(comma_values(args.task)) or TASKS,
-                       templates=tuple(comma_values(args.templates)) if args.templates else None,
-                       dimensions=args.dimensions, full_dims=tuple(comma_values(args.full_dims)) or FULL_DIMS,
-                       repeats=args.repeats, limit=args.limit, layout=args.layout)
+    # An ERA scorer object used in place of --era-model (scripts and tests: any EraScorer, e.g. a fake).
+    era: EraScorer | None = None
 
     def dataset(self, config) -> Data:
         options = config.options or Options()
@@ -156,18 +171,14 @@ class Jaem(Suite):
                          if s.template.template_id == template.template_id]
                 yield f"{task}|{template.template_id}", items
 
-    def add_analyze_arguments(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--vad-lexicon", help="NRC-VAD style TSV (term, valence, arousal, dominance) or `demo` "
-                                                  "(the project's ~80 words); without it AE is unavailable")
-        parser.add_argument("--era-model", help="IP=ID,EX=ID,ER=ID: 3-label sequence classifiers (folders or hub "
-                                                "ids); without them ERA is unavailable")
-        parser.add_argument("--era-batch-size", type=int, default=16)
+    def view(self, rows: pd.DataFrame, config: dict) -> pd.DataFrame:
+        """Stored rows with the CE answer chosen by the suite's one rule (metrics.view)."""
+        return metrics.view(rows)
 
-    def analyze(self, run_dirs: Sequence[Path], out: Path | None, args: argparse.Namespace) -> Path:
-        from behavioral.suites.jaem.analysis import analyze
+    def analyze(self, runs: Sequence[Run], options: AnalyzeOptions) -> Analysis:
+        from behavioral.suites.jaem.analysis import analysis
 
-        return analyze(run_dirs, out, vad_lexicon=args.vad_lexicon, era_model=args.era_model,
-                       era_batch_size=args.era_batch_size, allow_partial=args.allow_partial)
+        return analysis(runs, options, self.era)
 
 
 SUITE = Jaem()

@@ -1,16 +1,21 @@
-"""The analysis tables: Table 1 (model × template), per-attribute effects with their omnibus tests, and the
-comparisons between templates and between runs."""
+"""The analysis tables as tidy frames, a `run` column naming each run: Table 1 (run × template), answer rates,
+per-attribute effects with their omnibus tests and the largest effect per metric, comparisons between templates and
+between runs, and the comparison across runs (CE accuracy, attribute effects side by side)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from itertools import combinations
 
 import pandas as pd
 
 from behavioral.suites.jaem.dimensions import ATTRIBUTES
 from behavioral.suites.jaem.effects import METRICS, attribute_effects, compare, holm
+from behavioral.suites.jaem.templates import LABELS
 
 GROUPINGS: tuple[tuple[str, ...], ...] = (*((a,) for a in ATTRIBUTES), ("sexuality", "pronoun"))
+PAIR_COLUMNS = ["a", "b", "metric", "mean_a", "mean_b", "test", "p", "p_holm"]
+SIGNIFICANT = 0.05
 
 
 def available(metrics: pd.DataFrame) -> list[str]:
@@ -18,24 +23,40 @@ def available(metrics: pd.DataFrame) -> list[str]:
     return [m for m in METRICS if m in metrics and metrics[m].notna().any()]
 
 
-def table1(runs: dict[str, pd.DataFrame]) -> pd.DataFrame:
-    """Per model and template: samples, MC accuracy, mean V/A/D distances and IP/EX/ER labels (NaN unavailable)."""
-    rows = []
-    for model, metrics in runs.items():
-        for template, group in metrics.groupby("template", sort=True):
-            rows.append({"model": model, "template": template, "count": len(group),
-                         **{m: group[m].mean() for m in METRICS}})
-    return pd.DataFrame(rows, columns=["model", "template", "count", *METRICS])
+def stack(frames: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
+    """One table per run (run name -> frame) as one, under a leading `run` column."""
+    frame = pd.concat([f.assign(run=name) for name, f in frames.items()], ignore_index=True)
+    return frame[["run", *(c for c in frame.columns if c != "run")]]
 
 
-def effects(metrics: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+def table1(samples: pd.DataFrame) -> pd.DataFrame:
+    """Per template: samples, MC accuracy, mean V/A/D distances and IP/EX/ER labels (NaN unavailable)."""
+    rows = [{"template": template, "count": len(group), **{m: group[m].mean() for m in METRICS}}
+            for template, group in samples.groupby("template", sort=True)]
+    return pd.DataFrame(rows, columns=["template", "count", *METRICS])
+
+
+def answer_rates(samples: pd.DataFrame) -> pd.DataFrame:
+    """One row: samples, where CE answers came from, the share of CE replies without a letter, the share of empty
+    gen replies, and the gen samples whose VAD distance is NaN (NaN where no VAD was computed)."""
+    ce = samples[samples["ce_source"].notna()]
+    gen = samples[samples["reply"].notna()]
+    vad = len(gen) and gen["vad_v"].notna().any()
+    return pd.DataFrame([{
+        "samples": len(samples), "ce_from": ", ".join(sorted(ce["ce_source"].unique())) or None,
+        "ce_unparsed": ce["ce_letter"].isna().mean() if len(ce) else float("nan"),
+        "gen_empty": (gen["reply"] == "").mean() if len(gen) else float("nan"),
+        "vad_unmatched": int(gen["vad_v"].isna().sum()) if vad else float("nan"), "gen_samples": len(gen)}])
+
+
+def effects(samples: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(per value, per attribute) tables of every available metric: z, p and p_holm per value; the omnibus test
     per attribute with p_holm over the attributes of that metric."""
     values, omnibus = [], []
-    for metric in available(metrics):
+    for metric in available(samples):
         block = []
         for by in GROUPINGS:
-            result = attribute_effects(metrics, metric, by)
+            result = attribute_effects(samples, metric, by)
             attribute = " × ".join(by)
             values.append(result.assign(metric=metric, attribute=attribute))
             block.append({"metric": metric, "attribute": attribute, "test": result.attrs["omnibus_test"],
@@ -50,25 +71,61 @@ def effects(metrics: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     return per_value, per_attr
 
 
-def comparisons(runs: dict[str, pd.DataFrame]) -> pd.DataFrame:
-    """Pairs of templates within each run and pairs of runs (all templates pooled): one test per metric, Holm over
-    the metrics of each pair."""
+def largest_effects(per_value: pd.DataFrame, per_attr: pd.DataFrame) -> pd.DataFrame:
+    """Per run and metric: how many values and attributes have p_holm below 0.05, and the value of largest |z|."""
     rows = []
+    for (run, metric), group in per_value.groupby(["run", "metric"], sort=False):
+        omnibus = per_attr[(per_attr["run"] == run) & (per_attr["metric"] == metric)]
+        top = group.loc[group["z"].abs().idxmax()] if group["z"].notna().any() else None
+        rows.append({"run": run, "metric": metric, "values_significant": int((group["p_holm"] < SIGNIFICANT).sum()),
+                     "attributes_significant": int((omnibus["p_holm"] < SIGNIFICANT).sum()),
+                     **({} if top is None else {"attribute": top["attribute"], "value": top["value"],
+                                                "n": top["n"], "z": top["z"], "p_holm": top["p_holm"]})})
+    return pd.DataFrame(rows, columns=["run", "metric", "values_significant", "attributes_significant", "attribute",
+                                       "value", "n", "z", "p_holm"])
 
-    def add(kind: str, scope: str, a: str, b: str, x: pd.DataFrame, y: pd.DataFrame) -> None:
-        block = []
-        for metric in METRICS:
-            test, p = compare(x[metric], y[metric], metric)
-            block.append({"kind": kind, "scope": scope, "a": a, "b": b, "metric": metric,
-                          "mean_a": x[metric].mean(), "mean_b": y[metric].mean(), "test": test, "p": p})
-        for row, adjusted in zip(block, holm([r["p"] for r in block])):
-            rows.append(row | {"p_holm": adjusted})
 
-    for model, metrics in runs.items():
-        templates = sorted(metrics["template"].unique())
-        for a, b in combinations(templates, 2):
-            add("templates", model, a, b, metrics[metrics["template"] == a], metrics[metrics["template"] == b])
-    for a, b in combinations(runs, 2):
-        add("runs", "all templates", a, b, runs[a], runs[b])
-    return pd.DataFrame(rows, columns=["kind", "scope", "a", "b", "metric", "mean_a", "mean_b", "test", "p",
-                                       "p_holm"])
+def _pair(x: pd.DataFrame, y: pd.DataFrame, a: str, b: str) -> pd.DataFrame:
+    """One test per metric between two sets of samples, Holm over the metrics."""
+    rows = []
+    for metric in METRICS:
+        test, p = compare(x[metric], y[metric], metric)
+        rows.append({"a": a, "b": b, "metric": metric, "mean_a": x[metric].mean(), "mean_b": y[metric].mean(),
+                     "test": test, "p": p})
+    frame = pd.DataFrame(rows)
+    frame["p_holm"] = holm(frame["p"])
+    return frame[PAIR_COLUMNS]
+
+
+def template_pairs(samples: pd.DataFrame) -> pd.DataFrame:
+    """Each pair of templates of a run, compared metric by metric."""
+    templates = sorted(samples["template"].unique())
+    frames = [_pair(samples[samples["template"] == a], samples[samples["template"] == b], a, b)
+              for a, b in combinations(templates, 2)]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=PAIR_COLUMNS)
+
+
+def run_pairs(runs: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
+    """Each pair of runs (every template pooled), compared metric by metric."""
+    frames = [_pair(runs[a], runs[b], a, b) for a, b in combinations(runs, 2)]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=PAIR_COLUMNS)
+
+
+def ce_accuracy(samples: pd.DataFrame) -> pd.DataFrame:
+    """One row: CE samples, the accuracy of choosing the Empathetic answer, the mean probability of the gold letter
+    (scored runs) and the share of answers per label, every template pooled."""
+    ce = samples[samples["ce_correct"].notna()]
+    shares = ce["ce_label"].value_counts(normalize=True) if len(ce) else pd.Series(dtype=float)
+    return pd.DataFrame([{"ce_samples": len(ce), "ce_correct": ce["ce_correct"].mean(), "p_gold": ce["p_gold"].mean(),
+                          **{f"chose_{label.lower()}": float(shares.get(label, 0.0)) if len(ce) else float("nan")
+                             for label in (*LABELS, "none")}}])
+
+
+def side_by_side(frame: pd.DataFrame, keys: list[str], column: str, runs: list[str]) -> pd.DataFrame:
+    """`column` of a tidy per-run frame with a column per run (in `runs` order), a row per `keys` (first-seen
+    order)."""
+    wide = frame[keys].drop_duplicates()
+    for run in runs:
+        part = frame.loc[frame["run"] == run, [*keys, column]].rename(columns={column: run})
+        wide = wide.merge(part, on=keys, how="left")
+    return wide.reset_index(drop=True)
