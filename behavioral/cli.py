@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from behavioral.run import RunConfig
     from behavioral.suite import Suite
 
 DEMO_MODEL = "smollm2-135m"
@@ -98,23 +99,29 @@ def _parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     return parser
 
 
-def _run(args: argparse.Namespace) -> None:
+def run_config(args: argparse.Namespace) -> RunConfig:
+    """The RunConfig of parsed `run` flags: a decoding flag left out is None, so RunConfig applies the suite's
+    default as it does for a script."""
     from behavioral.options import comma_values
-    from behavioral.run import RunConfig, run
+    from behavioral.run import RunConfig
     from behavioral.suites import get_suite
 
     suite = get_suite(args.suite)
     kinds = suite.capture.kinds if suite.capture else ()
     capture = tuple(comma_values(args.capture))
-    config = RunConfig(
+    return RunConfig(
         suite=suite.name, model=args.model, options=suite.options(args), mode=args.mode, seed=args.seed,
-        temperature=args.temperature, top_p=args.top_p, samples=args.samples,
-        max_new_tokens=args.max_new_tokens,
+        temperature=args.temperature, top_p=args.top_p, samples=args.samples, max_new_tokens=args.max_new_tokens,
         prompt_format=args.prompt_format, device=args.device, dtype=args.dtype, batch_size=args.batch_size,
         unit_size=args.unit_size, trust_remote_code=args.trust_remote_code,
         capture=kinds if capture == ("all",) else capture, layers=args.layers, per_cell_samples=args.per_cell_samples,
     )
-    out = run(config, args.out, progress=not args.no_progress)
+
+
+def _run(args: argparse.Namespace) -> None:
+    from behavioral.run import run
+
+    out = run(run_config(args), args.out, progress=not args.no_progress)
     print(f"results in {out}")
 
 

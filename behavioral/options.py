@@ -68,7 +68,8 @@ def _scalar(kind: Any) -> Any:
 
 
 def _is_tuple(kind: Any) -> bool:
-    return typing.get_origin(kind) is tuple
+    """True for `tuple[...]` and `tuple[...] | None`."""
+    return typing.get_origin(_scalar(kind)) is tuple
 
 
 def _dest(field: dataclasses.Field) -> str:
@@ -99,9 +100,8 @@ def add_flags(parser: argparse.ArgumentParser | argparse._ArgumentGroup, cls: ty
             parser.add_argument(flag_name(field), dest=_dest(field), action="append", metavar=flag.metavar,
                                 help=f"{known}{help}; repeatable or comma-separated")
         else:
-            scalar = _scalar(kind)
             parser.add_argument(flag_name(field), dest=_dest(field), metavar=flag.metavar, help=help,
-                                type=str if flag.read else scalar, choices=flag.choices)
+                                type=str if flag.read else _scalar(kind), choices=flag.choices)
 
 
 def from_flags(cls: type, args: argparse.Namespace) -> Any:

@@ -40,6 +40,7 @@ from behavioral.chat import detect_format
 from behavioral.outputs import save_figure
 from behavioral.output_folder import OutputFolder, output_folder
 from behavioral.suites.intergroup.analysis import load_analyses
+from behavioral.suites.intergroup.suite import AnalyzeOptions
 from behavioral.suites.intergroup import prompts
 from behavioral.suites.intergroup.groups import CATEGORIES, UNSPECIFIED, get_category
 from behavioral.suites.intergroup.settings import SETTING_NAMES, get_setting, setting_label
@@ -201,9 +202,8 @@ def study(args: argparse.Namespace, argv: list[str], out: OutputFolder) -> tuple
     measure = args.measure
     if measure == "auto":
         measure = "expected_intensity" if config.get("mode") == "score" else "intensity"
-    analyses = {(a.category.name, a.setting): a for a in load_analyses(
-        run_dir, n_permutations=args.n_permutations, seed=args.seed, measure=measure,
-        allow_partial=args.allow_partial)}
+    options = AnalyzeOptions(measure=measure, permutations=args.n_permutations, seed=args.seed)
+    analyses = {(a.category.name, a.setting): a for a in load_analyses(run_dir, options, args.allow_partial)}
     if (category.name, setting) not in analyses:
         raise ValueError(f"{run_dir}: no results for {category.name}/{setting}; have {sorted(analyses)}")
     a = analyses[category.name, setting]

@@ -41,7 +41,7 @@ from behavioral.suites.intergroup.groups import UNSPECIFIED, get_category
 from behavioral.suites.intergroup.rewrite import CACHE as REWRITES
 from interp.progress import estimate_run
 
-RESULT_COLUMNS = ("response", "intensity", "refused", "score_answer", "expected_intensity", "numeric_mass")
+RESULT_COLUMNS = ("response", "intensity", "refused", "score_intensity", "expected_intensity", "numeric_mass")
 
 
 # --- the direction ------------------------------------------------------------------------------------------------

@@ -9,8 +9,9 @@ import pandas as pd
 import pytest
 
 from behavioral import store
+from behavioral.analysis import analyze
 from behavioral.suites.intergroup import analysis, figures
-from behavioral.suites.intergroup.suite import FIELDS, results
+from behavioral.suites.intergroup.suite import FIELDS, AnalyzeOptions, results
 from behavioral.suites.intergroup.groups import get_category
 
 SETTINGS = ("P0S0T0", "P0S1T0")
@@ -98,8 +99,12 @@ def make_run(
     return run_dir
 
 
+def _load(run_dir: Path, permutations: int = 200, allow_partial: bool = False, **options):
+    return analysis.load_analyses(run_dir, AnalyzeOptions(permutations=permutations, **options), allow_partial)
+
+
 def _analyses(run_dir: Path, **kwargs) -> dict[tuple[str, str], analysis.SettingAnalysis]:
-    return {(a.category.name, a.setting): a for a in analysis.load_analyses(run_dir, n_permutations=200, **kwargs)}
+    return {(a.category.name, a.setting): a for a in _load(run_dir, **kwargs)}
 
 
 def test_planted_in_group_effect_gives_positive_significant_delta(tmp_path: Path) -> None:
@@ -134,7 +139,7 @@ def test_exclusion_drops_exactly_the_events_refused_anywhere(tmp_path: Path) -> 
 
 def test_analyze_writes_tables_figures_and_report(tmp_path: Path) -> None:
     run_dir = make_run(tmp_path / "run", settings=("P0S0T0",))
-    report_path = analysis.analyze(run_dir, n_permutations=200)
+    report_path = analyze([run_dir], options=AnalyzeOptions(permutations=200))
     out = run_dir / "analysis"
     assert report_path == out / "report.md"
     for name in ("table2_delta", "table3_mean_std", "table6_refusal", "table7_min_max", "numeric_rate"):
@@ -143,7 +148,7 @@ def test_analyze_writes_tables_figures_and_report(tmp_path: Path) -> None:
         assert (out / "figures" / f"{stem}.png").stat().st_size > 0
         assert (out / "figures" / f"{stem}.pdf").stat().st_size > 0
     assert (out / "matrices" / "religion_P0S0T0.csv").is_file()
-    for a in analysis.load_analyses(run_dir, n_permutations=20):  # M without the t-test mask where it hides cells
+    for a in _load(run_dir, permutations=20):  # M without the t-test mask where it hides cells
         unmasked = out / "figures" / f"heatmap_{a.category.name}_{a.setting}_unmasked.png"
         assert unmasked.is_file() == (not a.shown.all())
     assert any((out / "figures").glob("*_unmasked.png")), "the test needs a heatmap with hidden cells"
@@ -162,16 +167,17 @@ def test_analyze_writes_tables_figures_and_report(tmp_path: Path) -> None:
 
 def test_score_mode_report_explains_scoring_with_the_measured_rate(tmp_path: Path) -> None:
     run_dir = make_run(tmp_path / "run", categories=("religion",), mode="score")
-    report = analysis.analyze(run_dir, tmp_path / "out", n_permutations=50, measure="expected_intensity").read_text()
+    options = AnalyzeOptions(permutations=50, measure="expected_intensity")
+    report = analyze([run_dir], tmp_path / "out", options).read_text()
     assert "0..100 or 0..10" in report
-    assert "averages 3.00%" in report and "exceeds 0.5 for 0.00% of prompts" in report
+    assert "averages 3.0%" in report and "exceeds 0.5 for 0.0% of prompts" in report
     assert pd.read_csv(tmp_path / "out" / "numeric_rate.csv").numeric_mass_mean_pct.tolist() == [3.0, 3.0]
 
 
 def test_incomplete_results_raise_a_clear_error(tmp_path: Path) -> None:
     run_dir = make_run(tmp_path / "run", drop=5)
     with pytest.raises(store.RunDirError, match=r"run is partial: .* \(6230 of 6240 rows\) finished; finish it"):
-        analysis.analyze(run_dir, n_permutations=50)
+        analyze([run_dir], options=AnalyzeOptions(permutations=50))
     assert not (run_dir / "analysis").exists()
     rows = results(run_dir)
     religion = rows[(rows.category == "religion") & (rows.setting == "P0S0T0")]
@@ -185,34 +191,34 @@ def test_incomplete_results_raise_a_clear_error(tmp_path: Path) -> None:
     run_dir = make_run(tmp_path / "run2", categories=("religion",))
     (run_dir / "results" / "religion-P0S1T0.parquet").unlink()
     with pytest.raises(store.RunDirError, match=r"is partial: 36 of 72 work units \(216 of 432 rows\)"):
-        analysis.load_analyses(run_dir)
+        _load(run_dir)
     a = _analyses(run_dir, allow_partial=True)["religion", "P0S1T0"]
     assert a.n_prompts == 0 and a.M is None and a.permutation is None and "no event kept" in a.delta_reason
 
 
 def test_constant_matrix_gives_na_with_reason(tmp_path: Path) -> None:
     run_dir = make_run(tmp_path / "run", categories=("religion",), constant=frozenset({("religion", "P0S1T0")}))
-    report = analysis.analyze(run_dir, n_permutations=50).read_text()
+    report = analyze([run_dir], options=AnalyzeOptions(permutations=50)).read_text()
     table2 = pd.read_csv(run_dir / "analysis" / "table2_delta.csv").set_index("setting")
     assert np.isnan(table2.loc["P0S1T0", "delta"]) and "all cells equal" in table2.loc["P0S1T0", "note"]
     assert not np.isnan(table2.loc["P0S0T0", "delta"])
-    assert "n/a" in report and "δ n/a: all cells equal" in report
+    assert "δ n/a: all cells equal" in report
     table3 = pd.read_csv(run_dir / "analysis" / "table3_mean_std.csv").set_index("setting")
     assert table3.loc["P0S1T0", "mean"] == 50 and table3.loc["P0S1T0", "std"] == 0
 
-    analysis.analyze(run_dir, n_permutations=50)  # a second analysis replaces the first, leaving no temporaries
+    analyze([run_dir], options=AnalyzeOptions(permutations=50))  # a second analysis replaces the first, leaving no temporaries
     assert sorted(p.name for p in run_dir.iterdir()) == ["analysis", "manifest.json", "results"]
 
 
 def test_run_without_manifest_raises(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
     with pytest.raises(store.RunDirError, match="manifest.json"):
-        analysis.analyze(tmp_path / "empty")
+        analyze([tmp_path / "empty"])
 
 
-def test_unknown_measure_raises(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="unknown measure"):
-        analysis.load_analyses(make_run(tmp_path / "run", categories=("religion",)), measure="score_answer")
+def test_unknown_measure_raises() -> None:
+    with pytest.raises(ValueError, match="unknown measure 'score_answer'; expected one of intensity, expected_"):
+        AnalyzeOptions(measure="score_answer")
 
 
 def test_a_random_answerer_shows_no_gap():
@@ -235,12 +241,46 @@ def test_a_random_answerer_shows_no_gap():
 
 def test_figures_name_a_measure_other_than_the_generated_intensity(tmp_path: Path) -> None:
     run_dir = make_run(tmp_path / "run", categories=("religion",), mode="score", settings=("P0S0T0",))
-    expected = analysis.load_analyses(run_dir, n_permutations=20, measure="expected_intensity")[0]
+    expected = _load(run_dir, permutations=20, measure="expected_intensity")[0]
     title = figures.heatmap(expected).axes[0].get_title()
     assert title == "Religion, (P0, S0, T0), expected intensity"
     assert figures.heatmap_grid([expected])._suptitle.get_text() == "M of expected intensity"
-    greedy = analysis.load_analyses(make_run(tmp_path / "gen", categories=("religion",), settings=("P0S0T0",)),
-                                    n_permutations=20)[0]
+    greedy = _load(make_run(tmp_path / "gen", categories=("religion",), settings=("P0S0T0",)), permutations=20)[0]
     assert figures.heatmap(greedy).axes[0].get_title() == "Religion, (P0, S0, T0)"  # the paper's measure
-    scored = analysis.load_analyses(run_dir, n_permutations=20)[0]  # score mode generates no reply
+    scored = _load(run_dir, permutations=20)[0]  # score mode generates no reply
     assert figures.heatmap(scored).axes[0].get_title() == "Religion, (P0, S0, T0), greedy score answer"
+
+
+def test_two_runs_give_table2_by_run_with_each_runs_own_statistics(tmp_path: Path) -> None:
+    strong = make_run(tmp_path / "strong", categories=("religion",), effect=10.0)
+    none = make_run(tmp_path / "none", categories=("religion",), effect=0.0)
+    options = AnalyzeOptions(permutations=200)
+    analyze([strong, none], tmp_path / "out", options, names=["strong", "none"])
+    table2 = pd.read_csv(tmp_path / "out" / "table2_delta.csv")
+    assert list(zip(table2.run, table2.setting)) == [("strong", "P0S0T0"), ("strong", "P0S1T0"),
+                                                     ("none", "P0S0T0"), ("none", "P0S1T0")]
+    for name, run_dir in (("strong", strong), ("none", none)):
+        for a in _load(run_dir):  # each run's δ is its own analysis's, rounded as the paper prints it
+            got = table2[(table2.run == name) & (table2.setting == a.setting)].iloc[0]
+            assert got.delta == round(a.permutation.delta, 2) and got.p_value == round(a.permutation.p_value, 4)
+    by_run = table2.groupby("run").delta.mean()
+    assert by_run["strong"] > 1 and abs(by_run["none"]) < 0.5
+    wide = (tmp_path / "out" / "table2_delta.md").read_text()
+    assert "| Run | Category | (P0, S0, T0) | (P0, S1, T0) |" in wide and "| strong | Religion |" in wide
+    matrix = pd.read_csv(tmp_path / "out" / "matrices" / "religion_P0S0T0.csv")
+    assert matrix.groupby("run").size().to_dict() == {"none": 36, "strong": 36}
+    assert (tmp_path / "out" / "figures" / "delta_by_setting.png").stat().st_size > 0
+    report = (tmp_path / "out" / "report.md").read_text()
+    assert "**strong**" in report and "**none**" in report and "corpus42" in report
+
+
+def test_runs_of_two_suites_or_names_that_clash_are_refused(tmp_path: Path) -> None:
+    run_dir = make_run(tmp_path / "run", categories=("religion",))
+    with pytest.raises(ValueError, match="expected one name per run"):
+        analyze([run_dir, make_run(tmp_path / "b", categories=("religion",))], tmp_path / "out", names=["a", "a"])
+    other = tmp_path / "other"
+    other.mkdir()
+    store.write_json_atomic(other / store.MANIFEST, {"config": {"suite": "scm", "schema": store.SCHEMA_VERSION}})
+    with pytest.raises(store.RunDirError, match=r"different suites \(intergroup, scm\); expected runs of one suite"):
+        analyze([run_dir, other], tmp_path / "out")
+    assert not (tmp_path / "out").exists()

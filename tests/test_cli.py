@@ -9,7 +9,8 @@ import subprocess
 import pytest
 
 from behavioral import cli
-from behavioral.suite import choices
+from behavioral.options import choices
+from behavioral.run import RunConfig
 from behavioral.store import MANIFEST, read_results
 from behavioral.suites import get_suite, names
 from behavioral.suites.intergroup.groups import CATEGORIES
@@ -127,14 +128,30 @@ def test_suite_flags_belong_to_the_suite(capsys):
                                             (["--samples", "3"], 3), (["--mode", "both"], 2)])
 def test_a_suites_run_defaults_apply_and_its_sample_count_only_where_replies_are_sampled(flags, samples, capsys):
     """scm samples two replies per item at temperature 1 by default; score mode and greedy decoding need one."""
-    parser = cli._parser()
-    args = parser.parse_args(["run", "scm", "--model", "m", "--out", "o", *flags])
-    assert (args.prompt_format, args.max_new_tokens, cli._samples(args, get_suite("scm"))) == \
-        ("plain", 16, samples)
-    assert parser.parse_args(["run", "intergroup", "--model", "m", "--out", "o"]).prompt_format == "auto"
+    parser = cli._parser(["run", "scm"])
+    config = cli.run_config(parser.parse_args(["run", "scm", "--model", "m", "--out", "o", *flags]))
+    assert (config.prompt_format, config.temperature, config.max_new_tokens, config.samples) == \
+        ("plain", 0.0 if "--temperature" in flags else 1.0, 16, samples)
+    assert cli.run_config(cli._parser(["run", "intergroup"]).parse_args(
+        ["run", "intergroup", "--model", "m", "--out", "o"])).prompt_format == "auto"
     with pytest.raises(SystemExit):
         cli.main(["run", "scm", "--help"])
     assert "(default 16)" in capsys.readouterr().out
+
+
+def test_a_script_runs_the_protocol_the_cli_runs():
+    """RunConfig built in Python gets the suite's own decoding defaults, as `empathy-gap run` does."""
+    for name in ("scm", "isear", "intergroup"):
+        args = cli._parser(["run", name]).parse_args(["run", name, "--model", "m", "--out", "o"])
+        assert cli.run_config(args) == RunConfig(name, "m", options=get_suite(name).Options())
+
+
+def test_a_command_loads_only_the_suite_it_names():
+    assert cli._suites_to_load(["run", "intergroup", "--model", "m"]) == ["intergroup"]
+    assert cli._suites_to_load(["import", "giebench", "--results", "r"]) == ["giebench"]
+    assert cli._suites_to_load(["analyze", "run_dir"]) == [] and cli._suites_to_load(["demo"]) == []
+    assert cli._suites_to_load(["run", "--help"]) == names()
+
 
 def test_analyze_help_shows_the_suites_own_flags(tiny_model_dir, tmp_path, capsys):
     out = tmp_path / "D"

@@ -44,7 +44,7 @@ def test_two_ranks_write_the_rows_of_one_process(tiny_model_dir, tmp_path):
     one, two = _rows(single), _rows(shared)
     assert len(two) == 6 * 6 * 3
     assert not two.duplicated(["unit_id", "event_id"]).any()
-    exact = ["unit_id", "event_id", "perceiver", "experiencer", "response", "intensity", "refused", "score_answer"]
+    exact = ["unit_id", "event_id", "perceiver", "experiencer", "response", "intensity", "refused", "score_intensity"]
     assert one[exact].equals(two[exact])
     for column in ("expected_intensity", "numeric_mass"):  # batches differ between layouts: float noise only
         assert np.allclose(one[column], two[column], rtol=1e-5, atol=1e-6)

@@ -19,7 +19,7 @@ from behavioral.suites.intergroup import Options, results
 
 PIN = Path(__file__).parent / "data" / "seed000_smollm2_rows.csv"
 EXACT = ["unit_id", "event_id", "setting", "perceiver", "experiencer", "response", "intensity", "refused",
-         "truncated", "score_answer"]
+         "truncated", "score_intensity"]
 FLOATS = ["expected_intensity", "numeric_mass"]
 
 

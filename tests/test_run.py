@@ -93,7 +93,7 @@ def test_both_mode_rows_are_the_generate_and_score_rows(baseline, tiny_model_dir
     scored = _sorted(baseline[2])
     for column in ("response", "intensity", "refused", "truncated"):
         pd.testing.assert_series_equal(both[column], generated[column])
-    pd.testing.assert_series_equal(both["score_answer"], scored["score_answer"])
+    pd.testing.assert_series_equal(both["score_intensity"], scored["score_intensity"])
     pd.testing.assert_frame_equal(both[["expected_intensity", "numeric_mass"]],
                                   scored[["expected_intensity", "numeric_mass"]], check_exact=False, atol=1e-6)
 
@@ -113,12 +113,12 @@ def test_score_mode_values(baseline):
     _, _, rows = baseline
     assert rows["response"].isna().all()
     assert not rows["refused"].any()
-    assert (rows["intensity"] == rows["score_answer"]).all()
+    assert (rows["intensity"] == rows["score_intensity"]).all()
     for setting, top in (("P0S0T0", 100), ("P0S1T0", 10)):
         part = rows[rows["setting"] == setting]
         assert part["expected_intensity"].between(0, top).all()
-        assert part["score_answer"].between(0, top).all()
-        assert (part["score_answer"] == part["score_answer"].round()).all()
+        assert part["score_intensity"].between(0, top).all()
+        assert (part["score_intensity"] == part["score_intensity"].round()).all()
     assert rows["numeric_mass"].between(0, 1).all()
 
 

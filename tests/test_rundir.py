@@ -17,10 +17,11 @@ import pytest
 
 import behavioral.run as run_mod
 from behavioral import cli, store
-from behavioral.suites.intergroup import analysis
+from behavioral.analysis import analyze
 from behavioral.run import RunConfig, run
 from behavioral.store import CORE, MANIFEST, RESULTS, RowLog, RunDirError, RunLock, read_results
 from behavioral.suites.intergroup import results
+from behavioral.suites.intergroup.suite import AnalyzeOptions
 from tests.test_run import _assert_same_rows, _config
 
 ROWS = 216  # 36 religion cells x 3 events x 2 settings
@@ -284,10 +285,11 @@ def test_full_disk_names_the_file(tmp_path, monkeypatch):
 
 def test_analysis_result_keeps_a_manifest(tiny_model_dir, tmp_path):
     out = run(_config(tiny_model_dir), tmp_path / "run", progress=False)
-    analysis.analyze(out, n_permutations=20, round_cells=2)
+    analyze([out], options=AnalyzeOptions(permutations=20, round_cells=2))
     manifest = json.loads((out / "analysis" / MANIFEST).read_text())
-    assert manifest["analysis"]["round_cells"] == 2 and manifest["analysis"]["n_permutations"] == 20
-    assert manifest["analysis"]["tsne"]["params"]["random_state"] == 42
-    assert manifest["run"]["config"]["model_hash"] and manifest["provenance"]["package_versions"]["torch"]
+    assert manifest["analysis"]["round_cells"] == 2 and manifest["analysis"]["permutations"] == 20
+    assert manifest["tsne"]["params"]["random_state"] == 42
+    (run_record,) = manifest["runs"].values()
+    assert run_record["config"]["model_hash"] and manifest["provenance"]["package_versions"]["torch"]
     report = (out / "analysis" / "report.md").read_text()
     assert "rounded to 2 decimals" in report and "ignored" in report

@@ -157,7 +157,7 @@ def loaded(tiny_model_dir):
 
 def _rows(run_dir):
     key = ["unit_id", "event_id"]
-    columns = ["intensity", "expected_intensity", "numeric_mass", "score_answer"]
+    columns = ["intensity", "expected_intensity", "numeric_mass", "score_intensity"]
     return results(run_dir).sort_values(key).reset_index(drop=True)[columns]
 
 

@@ -23,8 +23,10 @@ def run_line(run: Run) -> str:
     if config.get("revision"):
         model += f" revision `{config['revision']}`"
     settings = ", ".join(f"{k} {config[k]}" for k in RUN_SETTINGS if config.get(k) is not None)
-    return (f"- **{run.name}**: `{run.run_dir}`; model {model}; {settings}; git `{prov.get('git_commit')}`, "
-            f"created {prov.get('created')}; {run.completeness.describe()}")
+    data = "".join(f"; {k} `{v}`" for k, v in config.items()
+                   if k.endswith(("_hash", "_sha256")) and k != "model_hash" and v)
+    return (f"- **{run.name}**: `{run.run_dir}`; model {model}; {settings}{data}; device {prov.get('device')}; "
+            f"git `{prov.get('git_commit')}`, created {prov.get('created')}; {run.completeness.describe()}")
 
 
 def render(analysis: Analysis, runs: Sequence[Run], options: dict) -> str:

@@ -26,6 +26,12 @@ def _write_tables(analysis, out: Path) -> None:
         (out / f"{table.name}.md").write_text(f"# {table.title}\n\n{note}{table.markdown()}")
 
 
+def _recorded(value):
+    """An option's value as the manifest records it: plain data as it is, an object (e.g. a scorer given from
+    Python) by its type's name."""
+    return value if isinstance(value, (str, int, float, bool, type(None), list, tuple, dict)) else type(value).__name__
+
+
 def analyze(run_dirs: Sequence[str | Path], out: str | Path | None = None, options=None,
             names: Sequence[str] | None = None, allow_partial: bool = False) -> Path:
     """Analyze runs of one suite into `out` (default: the first run's analysis/) with the suite's analysis
@@ -39,7 +45,7 @@ def analyze(run_dirs: Sequence[str | Path], out: str | Path | None = None, optio
         options = suite.AnalyzeOptions()
     runs = read_runs(suite, run_dirs, allow_partial, names)
     analysis = suite.analyze(runs, options)  # every number is computed before anything is written
-    settings = dataclasses.asdict(options) if options is not None else {}
+    settings = {f.name: _recorded(getattr(options, f.name)) for f in dataclasses.fields(options)} if options else {}
     record = {"suite": suite.name, "analysis": settings | {"allow_partial": allow_partial},
               "runs": {r.name: {"run_dir": str(r.run_dir.resolve()), "config": r.config,
                                 "model": r.manifest.get("model"), "run_provenance": r.manifest.get("provenance"),

@@ -1,4 +1,5 @@
-"""From a run directory to the statistics of seed 000: I[p, x, e], exclusion, M⁰, M, δ and its permutation test."""
+"""From a run's rows to the statistics of seed 000: I[p, x, e], exclusion, M⁰, M, δ and its permutation test, per
+category and setting."""
 
 from __future__ import annotations
 
@@ -8,22 +9,18 @@ import numpy as np
 import pandas as pd
 
 from behavioral import store
-from behavioral.output_folder import output_folder
 from behavioral.run_reader import read_run
-from behavioral.suites.intergroup import figures, report, stats, tables
+from behavioral.suites.intergroup import stats
 from behavioral.suites.intergroup.groups import CATEGORIES, Category, get_category
 from behavioral.suites.intergroup.settings import SETTING_NAMES, get_setting
 from behavioral.suites.intergroup.result import SettingAnalysis
-from behavioral.suites.intergroup.suite import view
+from behavioral.suites.intergroup.suite import AnalyzeOptions, view
 
-MEASURES = ("intensity", "expected_intensity")
 EXCLUSION = (
     "M0, M, the t-test mask and Tables 3/6/7: an event refused in any cell of the category and setting, \"a person\" "
     "included, is dropped from every cell; δ, its permutation test and the t-SNE: refusals in the \"a person\" "
     "row and column are ignored, on the matrix without \"a person\" z-scored on its own (the authors' notebook)"
 )
-ANALYSIS_DIR = "analysis"
-MATRICES_DIR = "matrices"
 
 
 class IncompleteResultsError(store.RunDirError):
@@ -75,7 +72,7 @@ def measure_name(rows: pd.DataFrame, measure: str) -> str:
     (``intensity`` of a score-mode run, which generates no reply) or the expected intensity."""
     if measure == "expected_intensity":
         return "expected intensity"
-    replies, scores = rows.get("response"), rows.get("score_answer")
+    replies, scores = rows.get("response"), rows.get("score_intensity")
     scored_only = replies is not None and scores is not None and replies.isna().all() and scores.notna().any()
     return "greedy score answer" if scored_only else "generated intensity"
 
@@ -148,9 +145,9 @@ def analyze_setting(
     )
 
 
-def _planned(manifest: dict, results: pd.DataFrame) -> tuple[list[Category], list[str]]:
-    """Categories (Table 1 order) and settings (Table 2 order) named by the manifest or present in the results."""
-    options = manifest["config"].get("options") or {}
+def _planned(config: dict, results: pd.DataFrame) -> tuple[list[Category], list[str]]:
+    """Categories (Table 1 order) and settings (Table 2 order) named by the run's config or present in the results."""
+    options = config.get("options") or {}
     cats = set(options.get("categories", [])) | set(results["category"].unique())
     sets = set(options.get("settings", [])) | set(results["setting"].unique())
     for name in cats:
@@ -160,103 +157,22 @@ def _planned(manifest: dict, results: pd.DataFrame) -> tuple[list[Category], lis
     return [c for n, c in CATEGORIES.items() if n in cats], [s for s in SETTING_NAMES if s in sets]
 
 
-def load_analyses(
-    run_dir: str | Path,
-    n_permutations: int = 10_000,
-    seed: int = 0,
-    measure: str = "intensity",
-    allow_partial: bool = False,
-    round_cells: int | None = None,
-) -> list[SettingAnalysis]:
+def load_analyses(run_dir: str | Path, options: AnalyzeOptions = AnalyzeOptions(),
+                  allow_partial: bool = False) -> list[SettingAnalysis]:
     """Analyze every category and setting of a run, categories in Table 1 order, settings in Table 2 order; a run
     that has not finished every work unit is refused unless `allow_partial`."""
     manifest, rows, _ = read_run(run_dir, "intergroup", allow_partial)
-    return analyses_of(run_dir, manifest, view(rows), n_permutations, seed, measure, allow_partial, round_cells)
+    return analyses_of(run_dir, manifest["config"], view(rows), options, allow_partial)
 
 
-def analyses_of(run_dir: str | Path, manifest: dict, results: pd.DataFrame, n_permutations: int, seed: int,
-                measure: str, allow_partial: bool, round_cells: int | None) -> list[SettingAnalysis]:
+def analyses_of(run_dir: str | Path, config: dict, results: pd.DataFrame, options: AnalyzeOptions,
+                allow_partial: bool) -> list[SettingAnalysis]:
     """The analyses of a run's rows (`view`ed), as `load_analyses` describes."""
-    if measure not in MEASURES:
-        raise ValueError(f"unknown measure {measure!r}; expected one of {', '.join(MEASURES)}")
-    if round_cells is not None and not 0 <= round_cells <= 15:
-        raise ValueError(f"--round-cells must be a number of decimals in 0..15, got {round_cells}")
-    categories, settings = _planned(manifest, results)
+    categories, settings = _planned(config, results)
     event_ids = tuple(sorted(results["event_id"].unique()))
     if not categories or not settings:
         raise store.RunDirError(f"{run_dir}: no categories or settings in the manifest or the results")
     groups = dict(tuple(results.groupby(["category", "setting"], sort=False)))
-    return [
-        analyze_setting(
-            groups.get((category.name, setting), results.iloc[:0]),
-            category,
-            setting,
-            event_ids,
-            measure,
-            n_permutations,
-            seed,
-            allow_partial,
-            round_cells,
-        )
-        for category in categories
-        for setting in settings
-    ]
-
-
-def write_matrices(analyses: list[SettingAnalysis], out_dir: Path) -> list[Path]:
-    """One tidy CSV per category and setting: perceiver, experiencer, M0, M, δ's matrix (NaN for "a person"), shown."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for a in analyses:
-        n = len(a.identities)
-        nan = np.full((n, n), np.nan)
-        frame = pd.DataFrame(
-            {
-                "perceiver": np.repeat(a.identities, n),
-                "experiencer": np.tile(a.identities, n),
-                "M0": (nan if a.M0 is None else a.M0).ravel(),
-                "M": (nan if a.M is None else a.M).ravel(),
-                "M_delta": _with_unspecified(a.M_delta, n).ravel(),
-                "shown": pd.array([pd.NA] * n * n if a.shown is None else a.shown.ravel(), dtype="boolean"),
-            }
-        )
-        path = out_dir / f"{a.category.name}_{a.setting}.csv"
-        frame.to_csv(path, index=False)
-        paths.append(path)
-    return paths
-
-
-def _with_unspecified(M_delta: np.ndarray | None, n: int) -> np.ndarray:
-    """δ's (n-1)×(n-1) matrix placed in an n×n one whose "a person" row and column are NaN."""
-    full = np.full((n, n), np.nan)
-    if M_delta is not None:
-        full[1:, 1:] = M_delta
-    return full
-
-
-def analyze(
-    run_dir: str | Path,
-    out_dir: str | Path | None = None,
-    n_permutations: int = 10_000,
-    seed: int = 0,
-    measure: str = "intensity",
-    allow_partial: bool = False,
-    round_cells: int | None = None,
-) -> Path:
-    """Write tables, figures, matrices, report.md and manifest.json of a run to `out_dir` (RUN_DIR/analysis); return
-    report.md. Nothing is left half-written: the outputs appear together or not at all."""
-    run_dir = Path(run_dir)
-    manifest, rows, done = read_run(run_dir, "intergroup", allow_partial)
-    analyses = analyses_of(run_dir, manifest, view(rows), n_permutations, seed, measure, allow_partial, round_cells)
-    options = {"measure": measure, "n_permutations": n_permutations, "seed": seed, "round_cells": round_cells,
-               "allow_partial": allow_partial, "completeness": done.describe(), "exclusion": EXCLUSION,
-               "tsne": figures.tsne_settings()}
-    out_dir = Path(out_dir) if out_dir is not None else run_dir / ANALYSIS_DIR
-    record = {"run_dir": str(run_dir.resolve()), "run": {k: manifest.get(k) for k in ("config", "model")},
-              "analysis": options}
-    with output_folder(out_dir, "analyze intergroup", record) as out:
-        written = tables.write_tables(analyses, out.path)
-        figure_paths = figures.write_figures(analyses, out.path)
-        matrix_paths = write_matrices(analyses, out.path / MATRICES_DIR)
-        report.write_report(out.path, run_dir, manifest, analyses, written, figure_paths, matrix_paths, options)
-    return out_dir / report.REPORT
+    return [analyze_setting(groups.get((category.name, setting), results.iloc[:0]), category, setting, event_ids,
+                            options.measure, options.permutations, options.seed, allow_partial, options.round_cells)
+            for category in categories for setting in settings]

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
+import pandas as pd
 from matplotlib import colormaps
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from sklearn.manifold import TSNE
 
-from behavioral.outputs import label_points, save_figure
+from behavioral.outputs import label_points
 from behavioral.suites.intergroup.result import SettingAnalysis
 from behavioral.suites.intergroup.settings import SETTING_NAMES, setting_label
 
@@ -134,14 +133,39 @@ def tsne_nationality(a: SettingAnalysis, **params) -> Figure:
     return fig
 
 
-def write_figures(analyses: list[SettingAnalysis], out_dir: Path) -> list[Path]:
-    """Write the heatmap grid, one heatmap per category and setting, and a t-SNE per nationality setting."""
-    fig_dir = out_dir / "figures"
-    paths = save_figure(heatmap_grid(analyses), fig_dir, "heatmap_grid")
+def figures(analyses: list[SettingAnalysis]) -> list[tuple[str, str, Figure]]:
+    """(name, title, figure): the heatmap grid, a heatmap per category and setting (and its unmasked twin where the
+    t-tests hide cells), a t-SNE per nationality setting."""
+    out = [("heatmap_grid", "M per category and setting", heatmap_grid(analyses))]
     for a in analyses:
-        paths += save_figure(heatmap(a), fig_dir, f"heatmap_{a.category.name}_{a.setting}")
+        key, where = f"{a.category.name}_{a.setting}", f"{a.category.title}, {setting_label(a.setting)}"
+        out.append((f"heatmap_{key}", f"M, {where}", heatmap(a)))
         if a.shown is not None and not a.shown.all():
-            paths += save_figure(heatmap(a, masked=False), fig_dir, f"heatmap_{a.category.name}_{a.setting}_unmasked")
+            out.append((f"heatmap_{key}_unmasked", f"M, {where}, every cell", heatmap(a, masked=False)))
         if a.category.zone_of is not None and a.M_delta is not None:
-            paths += save_figure(tsne_nationality(a), fig_dir, f"tsne_{a.category.name}_{a.setting}")
-    return paths
+            out.append((f"tsne_{key}", f"t-SNE of perceivers, {where}", tsne_nationality(a)))
+    return out
+
+
+def delta_by_setting(table2: pd.DataFrame) -> Figure:
+    """δ per setting (x) for each run (a marker and line per run), a panel per category, each δ's permutation null
+    interval as a bar: the layout of the paper's Figures 2 and 3 for several models."""
+    categories = list(dict.fromkeys(table2["category"]))
+    settings = [s for s in SETTING_NAMES if s in set(table2["setting"])]
+    runs = list(dict.fromkeys(table2["run"]))
+    fig = Figure(figsize=(1.2 * len(settings) + 2.5, 2.6 * len(categories)))
+    axes = fig.subplots(len(categories), 1, squeeze=False)[:, 0]
+    width = 0.6 / max(1, len(runs))
+    for ax, category in zip(axes, categories):
+        for k, run in enumerate(runs):
+            part = table2[(table2["category"] == category) & (table2["run"] == run)].set_index("setting")
+            x = np.arange(len(settings)) + (k - (len(runs) - 1) / 2) * width
+            delta = part.reindex(settings)
+            ax.vlines(x, delta["ci_low"], delta["ci_high"], color=colormaps["tab10"](k), alpha=0.35, linewidth=4)
+            ax.plot(x, delta["delta"], "o-", color=colormaps["tab10"](k), label=run)
+        ax.axhline(0, color="grey", linewidth=0.8)
+        ax.set_xticks(range(len(settings)), [setting_label(s) for s in settings], rotation=30, fontsize=7)
+        ax.set_ylabel(f"δ, {category}")
+    axes[0].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
+    fig.tight_layout()
+    return fig

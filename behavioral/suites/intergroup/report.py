@@ -1,182 +1,128 @@
-"""report.md of an analysis: the run's provenance, answer and refusal rates, Tables 2/3/6/7 and links to all outputs."""
+"""Seed 000's analysis of one or more runs, declared: per run the statistics of every category and setting, Tables
+2, 3, 6, 7, the answer rates, matrices and figures; across runs Table 2 by model and δ by setting per model."""
 
 from __future__ import annotations
 
-from pathlib import Path
+from collections.abc import Mapping, Sequence
 
-from behavioral.outputs import REPORT, Table
+import pandas as pd
+
+from behavioral.analysis import Analysis, Figure, Run, Section, Table
+from behavioral.analysis.formats import cell
+from behavioral.suites.intergroup import figures, tables
+from behavioral.suites.intergroup.analysis import analyses_of
 from behavioral.suites.intergroup.result import SettingAnalysis
 from behavioral.suites.intergroup.settings import SETTING_NAMES, get_setting, setting_label
+from behavioral.suites.intergroup.suite import AnalyzeOptions
 
-NOT_RECORDED = "not recorded"
+SOURCE = ("Seed 000: Hou, Daumé & Rudinger, *Language Models Predict Empathy Gaps Between Social In-groups and "
+          "Out-groups* (NAACL 2025). The card (behavioral/suites/intergroup/README.md) lists every deviation.")
+EXCLUSION = (
+    "M0, M, the t-test mask and Tables 3/6/7: an event refused in any cell of the category and setting, \"a person\" "
+    "included, is dropped from every cell; δ, its permutation test and the t-SNE: refusals in the \"a person\" "
+    "row and column are ignored, on the matrix without \"a person\" z-scored on its own (the authors' notebook)"
+)
+# Columns of the rates table: its name and the per-analysis rate pooled over prompts.
+RATES = (("parsable", "parsable_rate"), ("truncated", "truncated_rate"), ("numeric_mass", "numeric_mass_mean"),
+         ("numeric_mass_above_half", "numeric_mass_share"), ("refused", "refusal_rate"))
 
 
-def _percent_text(value: float | None) -> str:
-    return "—" if value is None else f"{100 * value:.2f}%"
-
-
-def _weighted(analyses: list[SettingAnalysis], attr: str) -> float | None:
-    """Mean of a per-analysis rate over prompts, pooling categories; None where no analysis measured it."""
+def _weighted(analyses: Sequence[SettingAnalysis], attr: str) -> float:
+    """Mean of a per-analysis rate over prompts, pooling categories; NaN where no analysis measured it."""
     pairs = [(getattr(a, attr), a.n_prompts) for a in analyses if getattr(a, attr) is not None and a.n_prompts]
     total = sum(n for _, n in pairs)
-    return sum(v * n for v, n in pairs) / total if total else None
+    return sum(v * n for v, n in pairs) / total if total else float("nan")
 
 
-def _run_section(manifest: dict, run_dir: Path, analyses: list[SettingAnalysis]) -> list[str]:
-    config, prov = manifest.get("config", {}), manifest.get("provenance", {})
-    n_events = {len(a.keep) for a in analyses}
-    lines = [
-        "## Run",
-        "",
-        f"- Run directory: `{run_dir}`",
-        f"- Model: `{config.get('model', NOT_RECORDED)}` (hash `{config.get('model_hash', NOT_RECORDED)}`)",
-        f"- dtype: `{config.get('dtype', NOT_RECORDED)}`; mode: `{config.get('mode', NOT_RECORDED)}`",
-        f"- Device: {prov.get('device', NOT_RECORDED)}",
-        f"- Corpus hash: `{config.get('corpus_hash', NOT_RECORDED)}`",
-        f"- Events: {config.get('n_events', NOT_RECORDED)} planned; "
-        f"{', '.join(str(n) for n in sorted(n_events))} in the results",
-        f"- Git commit: `{prov.get('git_commit', NOT_RECORDED)}`; created: {prov.get('created', NOT_RECORDED)}",
-    ]
-    versions = prov.get("package_versions") or {}
-    if isinstance(versions, dict):
-        versions = [f"{name} {version}" for name, version in sorted(versions.items())]
-    lines.append(f"- Package versions: {', '.join(f'`{v}`' for v in versions) or NOT_RECORDED}")
-    return lines
+def rates(per_run: Mapping[str, Sequence[SettingAnalysis]]) -> Table:
+    """Numeric-answer and refusal rates per run and setting, pooled over categories."""
+    rows = []
+    for run, analyses in per_run.items():
+        for setting in SETTING_NAMES:
+            group = [a for a in analyses if a.setting == setting]
+            if group:
+                excluded = sum(int((~a.keep).sum()) for a in group) / sum(len(a.keep) for a in group)
+                rows.append({"run": run, "setting": setting, "prompts": sum(a.n_prompts for a in group),
+                             **{name: _weighted(group, attr) for name, attr in RATES}, "events_excluded": excluded})
+    frame = pd.DataFrame(rows)
+    frame = frame[[c for c in frame.columns if not frame[c].isna().all()]]  # a rate no run measured
+    return Table("rates", "Numeric answers and refusals per setting, pooled over categories", frame,
+                 formats={name: "percent" for name, _ in RATES} | {"events_excluded": "percent", "prompts": "count"})
 
 
-# Columns of the rates table: header and the per-analysis rate pooled over prompts.
-RATE_COLUMNS = (
-    ("Numeric answers", "parsable_rate"),
-    ("Cut at the token limit", "truncated_rate"),
-    ("Numeric mass", "numeric_mass_mean"),
-    ("Numeric mass > 0.5", "numeric_mass_share"),
-    ("Refused", "refusal_rate"),
-)
+RATES_TEXT = (
+    "*parsable*: generated responses holding a parsable number; *truncated*: generated responses that reached "
+    "--max-new-tokens before the answer was decided or the turn ended; *numeric_mass*: mean probability that the "
+    "model's unconstrained first answer token starts a number (and the share of prompts where it exceeds 0.5); "
+    "*refused*: prompts with no value of the measure (refused or no parsable number); *events_excluded*: events "
+    "dropped from every cell because some cell refused them.")
 
 
-def _rates_section(analyses: list[SettingAnalysis]) -> list[str]:
-    """Numeric-answer and refusal rates per setting, pooled over categories; unmeasured columns left out."""
-    columns = [(h, attr) for h, attr in RATE_COLUMNS if _weighted(analyses, attr) is not None]
-    lines = [
-        "## Numeric answers and refusals",
-        "",
-        "Pooled over the categories of each setting. *Numeric answers*: generated responses holding a parsable "
-        "number; *cut at the token limit*: generated responses that reached --max-new-tokens before the answer was "
-        "decided or the turn ended; *numeric mass*: mean probability that the model's unconstrained first answer token starts a number "
-        "(and the share of prompts where it exceeds 0.5); *refused*: prompts with no value of the measure (refused "
-        "or no parsable number); *events excluded*: events dropped from every cell because some cell refused them.",
-        "",
-        "| Setting | Prompts | " + " | ".join(h for h, _ in columns) + " | Events excluded |",
-        "|---|---|" + "---|" * len(columns) + "---|",
-    ]
-    for setting in SETTING_NAMES:
-        group = [a for a in analyses if a.setting == setting]
-        if not group:
-            continue
-        excluded = sum(int((~a.keep).sum()) for a in group) / sum(len(a.keep) for a in group)
-        cells = [setting_label(setting), str(sum(a.n_prompts for a in group))]
-        cells += [_percent_text(_weighted(group, attr)) for _, attr in columns] + [_percent_text(excluded)]
-        lines.append("| " + " | ".join(cells) + " |")
-    overall = ", ".join(f"{h.lower()} {_percent_text(_weighted(analyses, attr))}" for h, attr in columns)
-    lines += ["", f"Over all {sum(a.n_prompts for a in analyses)} prompts: {overall}."]
-    return lines
-
-
-def _scoring_paragraph(analyses: list[SettingAnalysis], mode: str | None, measure: str) -> list[str]:
-    """Why intensities come from the distribution over valid answers, with the measured numeric rate."""
+def _scoring(run: str, analyses: Sequence[SettingAnalysis], mode: str | None, measure: str) -> str:
+    """Why intensities come from the distribution over valid answers, with the measured numeric mass."""
     if mode != "score" and measure == "intensity":
-        return []
-    scales = sorted({get_setting(a.setting).max_rating for a in analyses}, reverse=True)
-    valid = " or ".join(f"0..{m}" for m in scales)
+        return ""
+    scales = " or ".join(f"0..{m}" for m in sorted({get_setting(a.setting).max_rating for a in analyses},
+                                                     reverse=True))
     mass, share = _weighted(analyses, "numeric_mass_mean"), _weighted(analyses, "numeric_mass_share")
-    text = (
-        f"Intensities here come from the model's probability distribution over the valid answers {valid}, read in a "
-        "tree-masked forward pass over every valid answer string, not from free generation: `intensity` is the "
-        "answer greedy decoding reaches when made to start with a number (the same number plain greedy generation "
-        "gives wherever that generation starts with one), `expected_intensity` the mean of the distribution. "
-        f"This report uses `{measure}`. "
-    )
-    if mass is None:
-        text += "The run recorded no numeric mass, so how often the model answers with a number is not known."
-    else:
-        verdict = (
-            "mostly does not answer with a number, which is why the scores are read from the distribution"
-            if share < 0.5
-            else "mostly starts its answer with a number"
-        )
-        text += (
-            f"Under plain greedy decoding this model {verdict}: the probability that its unconstrained first answer "
-            f"token starts a number averages {_percent_text(mass)} and exceeds 0.5 for {_percent_text(share)} of prompts."
-        )
-    return ["", text]
+    text = (f"**{run}**: intensities come from the model's probability distribution over the valid answers {scales}, "
+            "read in a tree-masked forward pass over every valid answer string, not from free generation: "
+            "`intensity` is the answer greedy decoding reaches when made to start with a number (the same number "
+            "plain greedy generation gives wherever that generation starts with one), `expected_intensity` the mean "
+            f"of the distribution. This analysis uses `{measure}`. ")
+    if pd.isna(mass):
+        return text + "The run recorded no numeric mass, so how often the model answers with a number is not known."
+    verdict = ("mostly does not answer with a number, which is why the scores are read from the distribution"
+               if share < 0.5 else "mostly starts its answer with a number")
+    return text + (f"Under plain greedy decoding this model {verdict}: the probability that its unconstrained first "
+                   f"answer token starts a number averages {cell(mass, 'percent')} and exceeds 0.5 for "
+                   f"{cell(share, 'percent')} of prompts.")
 
 
-def _method_section(options: dict) -> list[str]:
-    """How the statistics were computed where the authors' notebook leaves a choice: exclusion, rounding, t-SNE."""
-    digits = options.get("round_cells")
-    rounding = (
-        f"M⁰ cells are rounded to {digits} decimals before z-scoring, as the authors' notebook does."
-        if digits is not None
-        else "M⁰ cells are not rounded (the authors' notebook rounds each cell to 2 decimals before z-scoring; "
-        "`--round-cells 2` reproduces their printed digits)."
-    )
-    tsne = options["tsne"]
+def _notes(options: AnalyzeOptions) -> list[str]:
+    """How the statistics were computed where the authors' notebook leaves a choice."""
+    rounding = (f"M⁰ cells are rounded to {options.round_cells} decimals before z-scoring, as the authors' notebook "
+                "does." if options.round_cells is not None else
+                "M⁰ cells are not rounded (the authors' notebook rounds each cell to 2 decimals before z-scoring; "
+                "`--round-cells 2` reproduces their printed digits).")
+    tsne = figures.tsne_settings()
     params = ", ".join(f"{k}={v}" for k, v in sorted(tsne["params"].items()))
-    return [
-        "## Method",
-        "",
-        f"- Exclusion: {options['exclusion']}.",
-        f"- Rounding: {rounding}",
-        f"- Figure 4 (t-SNE of the perceiver rows of δ's matrix): scikit-learn {tsne['sklearn']}, {params}.",
-        f"- Measure: `{options['measure']}`; permutations: {options['n_permutations']} (seed {options['seed']}).",
-    ]
+    return [f"Exclusion: {EXCLUSION}.", f"Rounding: {rounding}",
+            f"Figure 4 (t-SNE of the perceiver rows of δ's matrix): scikit-learn {tsne['sklearn']}, {params}.",
+            f"Measure: `{options.measure}`; permutations: {options.permutations} (seed {options.seed}).",
+            "Runs are compared on the same scale only where they share settings and measure: δ is z-scored within "
+            "each run, category and setting, so it compares gaps relative to each run's own spread of ratings."]
 
 
-def write_report(
-    out_dir: Path,
-    run_dir: Path,
-    manifest: dict,
-    analyses: list[SettingAnalysis],
-    tables: dict[str, Table],
-    figure_paths: list[Path],
-    matrix_paths: list[Path],
-    options: dict,
-) -> Path:
-    """Write `out_dir`/report.md from the analyses, the tables and figures already written there and the analysis
-    options (measure, n_permutations, seed, round_cells, allow_partial, completeness, exclusion, tsne)."""
-    mode = manifest.get("config", {}).get("mode")
-    lines = ["# Empathy-gap analysis", ""]
-    lines += _run_section(manifest, run_dir, analyses)
-    lines += [
-        f"- Run: {options['completeness']}; partial results allowed: {'yes' if options['allow_partial'] else 'no'}; "
-        f"prompts missing: {sum(a.n_missing for a in analyses)}",
-        "",
-    ]
-    lines += _method_section(options) + [""]
-    lines += _rates_section(analyses)
-    lines += _scoring_paragraph(analyses, mode, options["measure"])
-    notes = [f"- {a.category.title}, {setting_label(a.setting)}: {note}" for a in analyses for note in a.notes]
-    if notes:
-        lines += ["", "## Statistics not available", ""] + notes
-    for table in tables.values():
-        lines += [
-            "",
-            f"## {table.title}",
-            "",
-            table.markdown.rstrip("\n"),
-            "",
-            f"Tidy CSV: [{table.csv.name}]({table.csv.name}); Markdown: [{table.md.name}]({table.md.name})",
-        ]
-    lines += ["", "## Figures", ""]
-    pngs = [p for p in figure_paths if p.suffix == ".png"]
-    if pngs:
-        lines += [f"![{pngs[0].stem}]({pngs[0].relative_to(out_dir)})", ""]
-    for png in pngs:
-        pdf = png.with_suffix(".pdf")
-        lines.append(f"- {png.stem}: [PNG]({png.relative_to(out_dir)}), [PDF]({pdf.relative_to(out_dir)})")
-    lines += ["", "## Matrices", "",
-              "Per category and setting: perceiver, experiencer, M⁰, M, δ's matrix M_delta, t-test mask.", ""]
-    lines += [f"- [{p.name}]({p.relative_to(out_dir)})" for p in matrix_paths]
-    path = out_dir / REPORT
-    path.write_text("\n".join(lines) + "\n")
-    return path
+def _figures(run: Run, analyses: Sequence[SettingAnalysis], several: bool) -> list[Figure]:
+    """The run's heatmaps and t-SNE plots, named by the run where there are several."""
+    prefix = f"figures/{run.stem}_" if several else "figures/"
+    return [Figure(f"{prefix}{name}", title, fig) for name, title, fig in figures.figures(analyses)]
+
+
+def analysis(runs: Sequence[Run], options: AnalyzeOptions) -> Analysis:
+    """Seed 000's analysis of `runs` (each complete, or partial where the reader allowed it)."""
+    per_run = {run.name: analyses_of(run.run_dir, run.config, run.rows, options, not run.completeness.complete)
+               for run in runs}
+    several = len(runs) > 1
+    table_list = tables.tables(per_run)
+    scoring = [t for run in runs if (t := _scoring(run.name, per_run[run.name], run.config.get("mode"),
+                                                    options.measure))]
+    missing = [f"- {run}, {a.category.title}, {setting_label(a.setting)}: {note}"
+               for run, analyses in per_run.items() for a in analyses for note in a.notes]
+    sections = [Section("Numeric answers and refusals", "\n\n".join([RATES_TEXT, *scoring]), (rates(per_run),))]
+    if missing:
+        sections.append(Section("Statistics not available", "\n".join(missing)))
+    sections.append(Section("Tables", "A row per run and category, settings as columns; the CSV files are tidy (a "
+                                      "row per run, category and setting)." if several else "", tuple(table_list)))
+    if several:
+        delta = next(t for t in table_list if t.name == "table2_delta").frame
+        sections.append(Section("Across runs", "δ per setting and run; bars: the 95% interval of each δ's "
+                                               "permutation null (where δ lies above it, p < 0.025).",
+                                figures=(Figure("figures/delta_by_setting", "δ by setting per run",
+                                                figures.delta_by_setting(delta)),)))
+    sections.append(Section("Figures", "", figures=tuple(f for run in runs
+                                                          for f in _figures(run, per_run[run.name], several))))
+    return Analysis("Empathy-gap analysis", SOURCE, sections, _notes(options), files=tables.matrices(per_run),
+                    record={"exclusion": EXCLUSION, "tsne": figures.tsne_settings(),
+                            "prompts_missing": {r: sum(a.n_missing for a in an) for r, an in per_run.items()}})

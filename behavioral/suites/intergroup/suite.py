@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -13,7 +12,9 @@ import pandas as pd
 from behavioral.answer_space import AnswerSpec
 from behavioral.prompt import Prompt
 from behavioral.run_reader import read_run
-from behavioral.suite import Answer, CaptureSpec, Suite, choices, local_path
+from behavioral.analysis import Analysis, Run
+from behavioral.options import option
+from behavioral.suite import Answer, CaptureSpec, Suite, local_path
 from behavioral.suites.intergroup import prompts
 from behavioral.suites.intergroup.answers import answer_decided, parse_intensity
 from behavioral.suites.intergroup.corpus import (
@@ -24,9 +25,10 @@ from behavioral.suites.intergroup.rewrite import CACHE, ensure_third_person
 from behavioral.suites.intergroup.settings import SETTING_NAMES, get_setting
 
 EMBEDDED_EVENTS = "embedded"
+MEASURES = ("intensity", "expected_intensity")
 FIELDS = ("setting", "category", "perceiver", "experiencer", "event_id", "emotion")
 # The seed-000 names of the core result columns (results()).
-COLUMNS = {"value": "intensity", "score_value": "score_answer", "expected": "expected_intensity",
+COLUMNS = {"value": "intensity", "score_value": "score_intensity", "expected": "expected_intensity",
            "start_mass": "numeric_mass"}
 
 
@@ -34,11 +36,14 @@ COLUMNS = {"value": "intensity", "score_value": "score_answer", "expected": "exp
 class Options:
     """What decides an intergroup run's items: categories and settings (Table 1 and 2 order), the events."""
 
-    categories: tuple[str, ...] = tuple(CATEGORIES)
-    settings: tuple[str, ...] = SETTING_NAMES
-    events: str | None = None  # a crowd-enVENT release or generation TSV; None: the embedded events
-    limit_events: int | None = None  # a seeded sample, stratified by emotion
-    rewrite_model: str | None = None  # writes T2 text for a generation TSV (default: the run's model)
+    categories: tuple[str, ...] = option(tuple(CATEGORIES), "identity categories", name="--category",
+                                         choices=tuple(CATEGORIES))
+    settings: tuple[str, ...] = option(SETTING_NAMES, "prompt settings", name="--setting", choices=SETTING_NAMES)
+    events: str | None = option(None, "crowd-enVENT release directory/TSV or crowd-enVent_generation.tsv; none: the "
+                                      "project's embedded events")
+    limit_events: int | None = option(None, "seeded sample of N events, stratified by emotion", metavar="N")
+    rewrite_model: str | None = option(None, "model that writes T2 third-person text for a generation TSV; none: "
+                                             "--model")
 
     def __post_init__(self):
         for name in self.categories:
@@ -51,6 +56,26 @@ class Options:
         object.__setattr__(self, "settings", tuple(self.settings))
         object.__setattr__(self, "events", local_path(self.events))
         object.__setattr__(self, "rewrite_model", local_path(self.rewrite_model))
+
+
+@dataclass(frozen=True)
+class AnalyzeOptions:
+    """How seed 000's statistics are computed: the measure, the permutation test, the notebook's rounding."""
+
+    measure: str = option("intensity", "the rating each cell averages: the parsed reply's intensity (the paper's) "
+                                       "or the expected intensity of the answer distribution", choices=MEASURES)
+    permutations: int = option(10_000, "permutations of the identity matching in δ's test", metavar="N")
+    round_cells: int | None = option(None, "round M⁰ cells to DECIMALS before z-scoring, as the authors' notebook "
+                                           "does with 2; none: no rounding", metavar="DECIMALS")
+    seed: int = option(0, "seed of the permutations", name="--permutation-seed")
+
+    def __post_init__(self):
+        if self.measure not in MEASURES:
+            raise ValueError(f"unknown measure {self.measure!r}; expected one of {', '.join(MEASURES)}")
+        if self.round_cells is not None and not 0 <= self.round_cells <= 15:
+            raise ValueError(f"--round-cells must be a number of decimals in 0..15, got {self.round_cells}")
+        if self.permutations < 1:
+            raise ValueError(f"--permutations must be at least 1, got {self.permutations}")
 
 
 @dataclass(frozen=True)
@@ -113,20 +138,7 @@ class Intergroup(Suite):
     )
     caches = (CACHE,)
     Options = Options
-
-    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--category", action="append", help=f"{', '.join(CATEGORIES)} or all (repeatable)")
-        parser.add_argument("--setting", action="append", help=f"{', '.join(SETTING_NAMES)} or all (repeatable)")
-        parser.add_argument("--events", help="crowd-enVENT release directory/TSV or crowd-enVent_generation.tsv "
-                                             "(default: the project's embedded events)")
-        parser.add_argument("--limit-events", type=int, help="seeded sample of N events, stratified by emotion")
-        parser.add_argument("--rewrite-model", help="model that writes T2 third-person text for a generation TSV "
-                                                    "(default: --model)")
-
-    def options(self, args: argparse.Namespace) -> Options:
-        return Options(categories=choices(args.category, tuple(CATEGORIES), "category"),
-                       settings=choices(args.setting, SETTING_NAMES, "setting"), events=args.events,
-                       limit_events=args.limit_events, rewrite_model=args.rewrite_model)
+    AnalyzeOptions = AnalyzeOptions
 
     def dataset(self, config) -> Data:
         options = config.options or Options()
@@ -168,26 +180,23 @@ class Intergroup(Suite):
                               key=lambda i: n_tokens(IntergroupItem(setting, name, i, i, first)))
                 yield from (IntergroupItem(setting, name, longest, longest, e) for e in data.events)
 
-    def add_analyze_arguments(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--permutations", type=int, default=10_000)
-        parser.add_argument("--measure", choices=("intensity", "expected_intensity"), default="intensity")
-        parser.add_argument("--round-cells", type=int, metavar="DECIMALS",
-                            help="round M⁰ cells before z-scoring, as the authors' notebook does with 2 (default: no)")
+    def view(self, rows: pd.DataFrame, config: dict) -> pd.DataFrame:
+        """Stored rows under seed 000's names (see `view`)."""
+        return view(rows)
 
-    def analyze(self, run_dirs: Sequence[Path], out: Path | None, args: argparse.Namespace) -> Path:
-        from behavioral.suites.intergroup.analysis import analyze
+    def analyze(self, runs: Sequence[Run], options: AnalyzeOptions) -> Analysis:
+        from behavioral.suites.intergroup.report import analysis
 
-        if len(run_dirs) != 1:
-            raise ValueError(f"suite intergroup analyzes one run directory at a time, got {len(run_dirs)}")
-        return analyze(run_dirs[0], out, n_permutations=args.permutations, measure=args.measure,
-                       round_cells=args.round_cells, allow_partial=args.allow_partial)
+        return analysis(runs, options)
 
 
 def view(rows: pd.DataFrame) -> pd.DataFrame:
-    """Stored intergroup rows under seed 000's names: unit_id, the item fields, response, intensity, refused,
-    truncated, score_answer, expected_intensity, numeric_mass."""
-    rows = rows.drop(columns="score_answer").rename(columns=COLUMNS)
-    columns = ["unit_id", *FIELDS, "response", "intensity", "refused", "truncated", "score_answer",
+    """Stored intergroup rows under seed 000's names: unit_id, the item fields, response, intensity (the parsed
+    reply's number; in a score-mode run, which generates no reply, the intensity greedy decoding reaches inside
+    0..max), refused, truncated, score_intensity (the greedy in-set answer's intensity), expected_intensity (the mean
+    of the distribution over the answer set), numeric_mass."""
+    rows = rows.rename(columns=COLUMNS)
+    columns = ["unit_id", *FIELDS, "response", "intensity", "refused", "truncated", "score_intensity",
                "expected_intensity", "numeric_mass"]
     return rows[columns]
 

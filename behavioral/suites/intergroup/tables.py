@@ -1,19 +1,20 @@
-"""Tables 2, 3, 6 and 7 of seed 000 and a numeric-answer table: tidy CSV and the paper's wide Markdown layout."""
+"""Tables 2, 3, 6 and 7 of seed 000, a numeric-answer table and the matrices, for one or more runs: tidy CSV (a row
+per run, category and setting) and the paper's wide Markdown layout (a row per run and category, settings as
+columns)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from pathlib import Path
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
-from behavioral.outputs import Table, write_table
+from behavioral.analysis import Table
+from behavioral.analysis.formats import MISSING, cell, is_missing
 from behavioral.suites.intergroup.result import SettingAnalysis
 from behavioral.suites.intergroup.settings import SETTING_NAMES, setting_label
 
-
-NA = "n/a"
+MATRICES_DIR = "matrices"
 
 
 def _round(value: float | None, digits: int) -> float:
@@ -78,36 +79,31 @@ def _row_numeric(a: SettingAnalysis) -> dict:
 
 
 def _cell_table2(r: pd.Series) -> str:
-    if np.isnan(r["delta"]):
-        return NA
+    if is_missing(r["delta"]):
+        return MISSING
     floor = " (floor)" if r["p_at_floor"] else ""
-    return f"{r['delta']:.2f} [{r['ci_low']:.3f}, {r['ci_high']:.3f}], p={r['p_value']:.4f}{floor}"
+    return (f"{cell(r['delta'], digits=2)} [{cell(r['ci_low'])}, {cell(r['ci_high'])}], "
+            f"p={cell(r['p_value'], digits=4)}{floor}")
 
 
 def _cell_table3(r: pd.Series) -> str:
-    return NA if np.isnan(r["mean"]) else f"{r['mean']:.2f} ± {r['std']:.2f}"
+    return MISSING if is_missing(r["mean"]) else f"{cell(r['mean'], digits=2)} ± {cell(r['std'], digits=2)}"
 
 
 def _cell_table6(r: pd.Series) -> str:
-    return NA if np.isnan(r["excluded_events_pct"]) else f"{r['excluded_events_pct']:.2f}%"
+    return MISSING if is_missing(r["excluded_events_pct"]) else f"{cell(r['excluded_events_pct'], digits=2)}%"
 
 
 def _cell_table7(r: pd.Series) -> str:
-    return NA if np.isnan(r["z_min"]) else f"({r['z_min']:.2f}, {r['z_max']:.2f})"
+    return MISSING if is_missing(r["z_min"]) else f"({cell(r['z_min'], digits=2)}, {cell(r['z_max'], digits=2)})"
 
 
 def _cell_numeric(r: pd.Series) -> str:
-    parts = [
-        f"{label} {r[col]:.2f}%"
-        for label, col in (
-            ("parsable", "parsable_pct"),
-            ("cut at the token limit", "truncated_pct"),
-            ("mass", "numeric_mass_mean_pct"),
-            ("mass>0.5", "numeric_mass_above_half_pct"),
-        )
-        if not np.isnan(r[col])
-    ]
-    return "; ".join(parts) or NA
+    parts = [f"{label} {cell(r[col], digits=2)}%"
+             for label, col in (("parsable", "parsable_pct"), ("cut at the token limit", "truncated_pct"),
+                                ("mass", "numeric_mass_mean_pct"), ("mass>0.5", "numeric_mass_above_half_pct"))
+             if not is_missing(r[col])]
+    return "; ".join(parts) or MISSING
 
 
 # name: (title, tidy row of one category and setting, wide Markdown cell of a tidy row)
@@ -128,40 +124,63 @@ TABLES: dict[str, tuple[str, Callable[[SettingAnalysis], dict], Callable[[pd.Ser
     ),
     "table7_min_max": ("Table 7: (min, max) of M", _row_table7, _cell_table7),
     "numeric_rate": (
-        "Numeric answers: parsable responses; responses cut at the token limit; numeric mass (mean probability that the first answer token starts a "
-        "number) and the share of prompts above 0.5",
+        "Numeric answers: parsable responses; responses cut at the token limit; numeric mass (mean probability that "
+        "the first answer token starts a number) and the share of prompts above 0.5",
         _row_numeric,
         _cell_numeric,
     ),
 }
 
 
-def tidy_table(name: str, analyses: list[SettingAnalysis]) -> pd.DataFrame:
-    """One row per category and setting with the numeric columns of table `name`."""
-    return pd.DataFrame(
-        [{"category": a.category.name, "setting": a.setting, **TABLES[name][1](a)} for a in analyses]
-    )
+def tidy_table(name: str, analyses: Sequence[SettingAnalysis], run: str | None = None) -> pd.DataFrame:
+    """One row per category and setting with the numeric columns of table `name` (led by `run` where given)."""
+    lead = {} if run is None else {"run": run}
+    return pd.DataFrame([{**lead, "category": a.category.name, "setting": a.setting, **TABLES[name][1](a)}
+                         for a in analyses])
 
 
-def markdown_table(name: str, frame: pd.DataFrame, analyses: list[SettingAnalysis]) -> str:
-    """The paper's wide layout of a tidy table: categories as rows, settings as columns."""
-    titles = {a.category.name: a.category.title for a in analyses}
+def wide_layout(name: str, frame: pd.DataFrame, titles: Mapping[str, str]) -> pd.DataFrame:
+    """The paper's layout of a tidy table: a row per run and category (`titles`: category -> its title), settings as
+    columns, each cell as the paper prints it."""
     settings = [s for s in SETTING_NAMES if s in set(frame["setting"])]
-    cell = TABLES[name][2]
-    cells = {(r["category"], r["setting"]): cell(r) for _, r in frame.iterrows()}
-    lines = [
-        "| Category | " + " | ".join(setting_label(s) for s in settings) + " |",
-        "|---|" + "---|" * len(settings),
-    ]
-    for cat, title in titles.items():
-        lines.append(f"| {title} | " + " | ".join(cells.get((cat, s), "—") for s in settings) + " |")
-    return "\n".join(lines) + "\n"
+    cells = {(r["run"], r["category"], r["setting"]): TABLES[name][2](r) for _, r in frame.iterrows()}
+    runs = list(dict.fromkeys(frame["run"]))
+    rows = [{**({"Run": run} if len(runs) > 1 else {}), "Category": title,
+             **{setting_label(s): cells.get((run, cat, s), MISSING) for s in settings}}
+            for run in runs for cat, title in titles.items()]
+    return pd.DataFrame(rows)
 
 
-def write_tables(analyses: list[SettingAnalysis], out_dir: Path) -> dict[str, Table]:
-    """Write every table as `NAME.csv` (tidy) and `NAME.md` (wide) into `out_dir`."""
-    written = {}
+def tables(per_run: Mapping[str, Sequence[SettingAnalysis]]) -> list[Table]:
+    """Tables 2, 3, 6, 7 and the numeric-answer table over every run (`per_run`: run name -> its analyses)."""
+    titles = {a.category.name: a.category.title for analyses in per_run.values() for a in analyses}
+    written = []
     for name, (title, _, _) in TABLES.items():
-        frame = tidy_table(name, analyses)
-        written[name] = write_table(out_dir, name, title, frame, markdown_table(name, frame, analyses))
+        frame = pd.concat([tidy_table(name, analyses, run) for run, analyses in per_run.items()], ignore_index=True)
+        written.append(Table(name, title, frame, display=wide_layout(name, frame, titles)))
     return written
+
+
+def matrices(per_run: Mapping[str, Sequence[SettingAnalysis]]) -> list[Table]:
+    """A tidy table per category and setting: run, perceiver, experiencer, M⁰, M, δ's matrix (NaN for "a person")
+    and the t-test mask `shown`."""
+    frames: dict[tuple[str, str], list[pd.DataFrame]] = {}
+    for run, analyses in per_run.items():
+        for a in analyses:
+            frames.setdefault((a.category.name, a.setting), []).append(_matrix_frame(run, a))
+    return [Table(f"{MATRICES_DIR}/{category}_{setting}", f"Matrices of {category}, {setting_label(setting)}",
+                  pd.concat(parts, ignore_index=True)) for (category, setting), parts in frames.items()]
+
+
+def _matrix_frame(run: str, a: SettingAnalysis) -> pd.DataFrame:
+    n = len(a.identities)
+    nan = np.full((n, n), np.nan)
+    delta = np.full((n, n), np.nan)
+    if a.M_delta is not None:
+        delta[1:, 1:] = a.M_delta
+    return pd.DataFrame({
+        "run": run, "perceiver": np.repeat(a.identities, n), "experiencer": np.tile(a.identities, n),
+        "M0": (nan if a.M0 is None else a.M0).ravel(), "M": (nan if a.M is None else a.M).ravel(),
+        "M_delta": delta.ravel(),
+        "shown": pd.array([pd.NA] * n * n if a.shown is None else a.shown.ravel(), dtype="boolean"),
+    })
