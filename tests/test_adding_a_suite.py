@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from behavioral import cli, store
-from behavioral.suites import get_suite, names, register
+from behavioral.suites import get_suite, names, registered
 
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "ADDING_A_SUITE.md"
 
@@ -25,7 +25,8 @@ def mood():
     module = types.ModuleType("mood_suite")
     sys.modules[module.__name__] = module
     exec(compile(code, str(PAGE), "exec"), module.__dict__)
-    yield register(module.SUITE)
+    with registered(module.SUITE) as suite:
+        yield suite
     del sys.modules[module.__name__]
 
 

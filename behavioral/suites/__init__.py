@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from behavioral.suite import Suite
 
@@ -23,6 +25,20 @@ def register(suite: Suite) -> Suite:
         raise ValueError(f"{type(suite).__name__} has no name; expected a non-empty Suite.name")
     _loaded[suite.name] = suite
     return suite
+
+
+@contextmanager
+def registered(suite: Suite) -> Iterator[Suite]:
+    """`suite` known by its name inside the block only (a test's or a script's suite that must not outlive it)."""
+    before = _loaded.get(suite.name)
+    register(suite)
+    try:
+        yield suite
+    finally:
+        if before is None:
+            del _loaded[suite.name]
+        else:
+            _loaded[suite.name] = before
 
 
 def names() -> list[str]:
