@@ -34,8 +34,8 @@ def _cli(capsys, *argv: str) -> tuple[int, str]:
 def suite_runs(tmp_path_factory, long_model_dir) -> dict[str, Path]:
     """A finished score-mode run of every suite on the tiny model."""
     root = tmp_path_factory.mktemp("runs")
-    return {name: run(dataclasses.replace(config, model=str(long_model_dir), mode="score"), root / name,
-                      progress=False) for name, config in CONFIGS.items()}
+    return {name: run(dataclasses.replace(config, model=str(long_model_dir), mode="score", samples=None),
+                      root / name, progress=False) for name, config in CONFIGS.items()}
 
 
 def _copy_run(run_dir: Path, to: Path) -> Path:

@@ -1,6 +1,6 @@
 """Suite scm (seed 004): Table 6's prompts byte-exact, the reply parser, W1 against scipy, FPR and quadrants on
 synthetic ratings with known answers (model = human, planted shifts), the shipped U.S. Stereotypes ratings, runs of
-a tiny model through the CLI (rerun, resume, score mode, analysis) and bad input."""
+a tiny model through the CLI (rerun, resume, score mode, analysis), the comparison of two runs and bad input."""
 
 from __future__ import annotations
 
@@ -17,17 +17,18 @@ import pyarrow.parquet as pq
 import pytest
 from scipy.stats import wasserstein_distance
 
+from behavioral.analysis import analyze, read_runs
 from behavioral.cli import main
 from behavioral.store import read_results
 from behavioral.suites.scm import (
-    GROUPS, TRAITS, Options, fidelity, fpr, fpr_by_attribute, inter_trait_baseline, items, load_human, load_model,
-    quadrants, w1,
+    GROUPS, SUITE, TRAITS, AnalyzeOptions, Options, fidelity, fpr, fpr_by_attribute, inter_trait_baseline, items,
+    load_human, quadrants, ratings, w1,
 )
-from behavioral.suites.scm.analysis import compute
+from behavioral.suites.scm.analysis import table3
 from behavioral.suites.scm.answers import parse_reply, reply_decided
 from behavioral.suites.scm.human import SHIPPED
 from behavioral.suites.scm.prompts import TEMPLATES
-from behavioral.suites.scm.report import table3
+from behavioral.suites.scm.results import compute
 from behavioral.suites.scm.us_stereotypes import convert, rating
 from tests.conftest import make_tiny_model
 
@@ -233,6 +234,8 @@ def test_other_columns_are_ignored(tmp_path):
 
 RUN = ["--groups", "us-stereotypes", "--traits", "warm,confident", "--templates", "f01,i10", "--dtype", "fp32",
        "--no-progress"]
+P = ["p1", "p2", "p3", "p4", "p5"]
+LEVELS = np.arange(1, 6)
 
 
 @pytest.fixture(scope="module")
@@ -252,6 +255,24 @@ def runs(tmp_path_factory, long_model_dir):
     assert main(["run", "scm", *model, "--out", str(root / "gen"), *RUN]) == 0
     assert main(["run", "scm", *model, "--mode", "score", "--out", str(root / "score"), *RUN]) == 0  # 1 sample
     return root, model
+
+
+def _ratings(run_dir: Path, measure: str) -> pd.DataFrame:
+    """The ratings of `run_dir` by `measure`, as the analysis reads them."""
+    [run] = read_runs(SUITE, [run_dir])
+    return ratings(run.rows, measure)
+
+
+def _results(run_dirs, human: str | None = None, measure: str | None = None):
+    """The numbers scm's analysis computes for `run_dirs`."""
+    return compute(read_runs(SUITE, run_dirs), human, measure)
+
+
+def _human_cells(traits) -> pd.DataFrame:
+    """The shipped human ratings of `traits` as counts of 1..5 per (group, trait)."""
+    human = load_human("us-stereotypes")
+    human = human[human.trait.isin(traits)]
+    return pd.crosstab([human.group, human.trait], human.rating).reindex(columns=LEVELS, fill_value=0)
 
 
 def test_generate_run_has_the_seeds_sampling_and_resumes_identically(runs):
@@ -274,29 +295,39 @@ def test_generate_run_has_the_seeds_sampling_and_resumes_identically(runs):
     key = ["item_id", "sample"]
     pd.testing.assert_series_equal(rows.set_index(key).response.sort_index(),
                                    read_results(resumed).set_index(key).response.sort_index())
-    frame = load_model(root / "gen")
+    frame = _ratings(root / "gen", "samples")
     assert set(frame.status) <= {"A", "B", "C", "D", "E", "unparsed", "ambiguous"}
     assert frame.rating.isna().tolist() == (~frame.status.isin(list("ABCDE"))).tolist()
+    assert frame.rater.tolist()[:4] == ["f01/0", "f01/1", "i10/0", "i10/1"]
 
 
-def test_score_run_gives_distributions_and_the_analysis_writes_everything(runs, tmp_path):
+def test_score_run_gives_distributions_and_the_analysis_their_distances(runs, tmp_path):
     root, _ = runs
-    frame = load_model(root / "score")
-    p = frame[["p1", "p2", "p3", "p4", "p5"]].to_numpy()
+    frame = _ratings(root / "score", "score")
+    p = frame[P].to_numpy()
     assert len(frame) == 16 * 2 * 2
     assert np.allclose(p.sum(axis=1), 1) and (frame.answer_mass > 0).all() and (frame.answer_mass <= 1 + 1e-9).all()
-    assert np.allclose(frame.rating, p @ np.arange(1, 6))
-    out = tmp_path / "analysis"
-    assert main(["analyze", str(root / "score"), "--out", str(out)]) == 0
-    for name in ("fidelity.csv", "fpr.csv", "quadrants.csv", "summary.json", "report.md", "table3_fpr.md",
-                 "fig1_quadrants.png", "fig2_assignments.pdf", "fig3_agreement.png", "fig4_fidelity.png",
-                 "fig5_traits.png"):
-        assert (out / name).is_file(), name
+    assert np.allclose(frame.rating, p @ LEVELS)
+    out = analyze([root / "score"], tmp_path / "analysis").parent
     summary = json.loads((out / "summary.json").read_text())
     assert summary["human"]["source"] == "us-stereotypes" and summary["human"]["rows"] == 2166
+    assert "Human ratings: `us-stereotypes` (2166 ratings" in (out / "report.md").read_text()
     fid = pd.read_csv(out / "fidelity.csv")
-    assert len(fid) == 16 * 2 and set(fid.trait) == {"warm", "confident"} and fid.w1.between(0, 4).all()
-    assert set(pd.read_csv(out / "fpr.csv").attribute) >= {"all groups", "race", "religion"}
+    assert len(fid) == 16 * 2 and set(fid.trait) == {"warm", "confident"}
+    human, model = _human_cells(["warm", "confident"]), frame.groupby(["group", "trait"])[P].mean()
+    expected = [wasserstein_distance(LEVELS, LEVELS, human.loc[(g, t)], model.loc[(g, t)]) for g, t in
+                zip(fid.group, fid.trait)]
+    assert fid.w1.to_numpy() == pytest.approx(expected, abs=1e-12)
+    [row] = pd.read_csv(out / "fidelity_summary.csv").to_dict("records")
+    assert row["mean_w1"] == pytest.approx(fid.w1.mean())
+    assert row["w1_warmth"] == pytest.approx(fid[fid.trait == "warm"].w1.mean())
+    assert (row["shared_groups"], row["shared_cells"]) == (16, 32)
+    sums = fid.groupby("group").w1.sum()
+    fprs = pd.read_csv(out / "fpr.csv").set_index("attribute")
+    assert fprs.fpr["all groups"] == pytest.approx(sums.min() / sums.max()) == row["fpr"]
+    assert pd.read_csv(out / "table3_fpr.csv").iloc[-1].tolist() == ["all groups", fprs.fpr["all groups"]]
+    assert pd.read_csv(out / "parse_rates_summary.csv")[["parsed", "unparsed", "ambiguous"]].values.tolist() == \
+        [[1.0, 0.0, 0.0]]
 
 
 def test_bad_input_exits_2_and_writes_nothing(runs, tmp_path, long_model_dir, capsys):
@@ -324,10 +355,13 @@ def test_bad_input_exits_2_and_writes_nothing(runs, tmp_path, long_model_dir, ca
     assert main(["analyze", str(root / "score"), str(root / "gen"), "--out", str(out)]) == 2
     assert "no parsed rating" in capsys.readouterr().err  # the random model never answers A-E
     assert main(["analyze", str(root / "score"), "--measure", "samples", "--out", str(out)]) == 2
+    assert "a --mode score run has no samples measure" in capsys.readouterr().err
     assert not out.exists()
     assert main(["analyze", str(seed_run), "--out", str(out)]) == 0  # the seed's groups: model quadrants only
     assert "No human ratings" in (out / "report.md").read_text()
-    assert len(pd.read_csv(out / "quadrants.csv")) == 50 and (out / "fig1_quadrants.png").is_file()
+    quads = pd.read_csv(out / "quadrants.csv")
+    assert len(quads) == 50 and quads.warmth.tolist() == pytest.approx(
+        _ratings(seed_run, "score").query("trait == 'warm'").rating.tolist())
 
 
 @pytest.mark.slow
@@ -343,10 +377,10 @@ def test_smollm2_cli_smoke(tmp_path):
     assert len(rows) == 16 and rows.truncated.notna().all() and rows.valid_mass.gt(0).all()
     assert main(["analyze", str(run), "--measure", "score", "--out", str(tmp_path / "analysis")]) == 0
     summary = json.loads((tmp_path / "analysis" / "summary.json").read_text())
-    assert 0 <= summary["models"]["smollm2-135m"]["mean_w1"] <= 4
+    assert 0 <= summary["runs"]["smollm2-135m"]["mean_w1"] <= 4
 
 
-# Issue 25: labels, shared cells, missing dimensions and groups, row order, empty flags.
+# Issue 25: labels, shared cells, missing dimensions and groups, row order, empty flags; issue 21: two runs compared.
 
 def _copy_run(source: Path, dest: Path, change=None) -> Path:
     """A copy of run `source` at `dest`, its one result part passed through `change` (a pyarrow Table -> Table) and
@@ -362,13 +396,10 @@ def _copy_run(source: Path, dest: Path, change=None) -> Path:
     return dest
 
 
-def _write(analysis, out: Path) -> Path:
-    """The tables, figures and report of `analysis` written into `out` (what analyze writes, without its folder)."""
-    from behavioral.suites.scm import figures, report
-
-    out.mkdir(parents=True)
-    report.write_report(analysis, out, figures.write_figures(analysis, out))
-    return out
+def _set_column(table: pa.Table, name: str, values) -> pa.Table:
+    """`table` with column `name` replaced by `values` (of the column's type)."""
+    column = table.schema.get_field_index(name)
+    return table.set_column(column, table.schema.field(column), pa.array(values, table.schema.field(column).type))
 
 
 @pytest.fixture(scope="module")
@@ -386,10 +417,9 @@ def wide(tmp_path_factory, long_model_dir):
 
     def plant(table: pa.Table) -> pa.Table:
         rows = table.select(["group", "trait"]).to_pandas()
-        values = [means[g, t] if t not in mirror else 3 * centre[mirror[t]] - 2 * means[g, mirror[t]]
-                  for g, t in zip(rows.group, rows.trait)]
-        column = table.schema.get_field_index("expected")
-        return table.set_column(column, table.schema.field(column), pa.array(values, pa.float64()))
+        return _set_column(table, "expected", [means[g, t] if t not in mirror else
+                                               3 * centre[mirror[t]] - 2 * means[g, mirror[t]]
+                                               for g, t in zip(rows.group, rows.trait)])
 
     return _copy_run(root / "raw", root / "run", plant)
 
@@ -399,28 +429,69 @@ def test_runs_of_one_model_in_folders_of_one_name_keep_their_own_labels(runs, tm
     a = _copy_run(root / "score", tmp_path / "a" / "run")
     b = _copy_run(root / "score", tmp_path / "b" / "run")
     model = Path(json.loads((a / "manifest.json").read_text())["config"]["model"]).name
-    analysis = compute([a, b])
+    read = read_runs(SUITE, [a, b])
+    results = compute(read)
     labels = [f"{model} (a/run)", f"{model} (b/run)"]
-    assert list(analysis.runs) == labels and analysis.runs[labels[1]] == b
-    assert analysis.fidelity.model.value_counts().to_dict() == dict.fromkeys(labels, 32)
-    assert list(table3(analysis).columns) == ["attribute", *labels]
-    assert list(analysis.summary()["models"]) == labels
+    assert results.runs == labels and read[1].run_dir == b
+    assert results.fidelity.run.value_counts().to_dict() == dict.fromkeys(labels, 32)
+    assert list(table3(results).columns) == ["attribute", *labels]
+    summary = results.summary().set_index("run")
+    assert summary.loc[labels[0]].tolist() == summary.loc[labels[1]].tolist()  # copies: the same numbers
     with pytest.raises(ValueError, match=f"run {a} is given twice; expected each run once"):
-        compute([a, b, a])
+        read_runs(SUITE, [a, b, a])
 
 
-def test_agreement_compares_the_cells_model_and_humans_share(wide):
-    analysis = compute([wide])
-    [label] = analysis.runs
-    assert analysis.agreement.rate.tolist() == [1.0] * 3  # people, privileged, disadvantaged; planted equal
-    assert analysis.summary()["models"][label]["shared_cells"] == {
-        "groups": 16, "cells": 32, "warmth": ["warm"], "competence": ["confident"]}
-    q = analysis.quadrants[analysis.quadrants.source == label]
+def test_two_runs_side_by_side_keep_their_own_numbers(wide, tmp_path):
+    """The planted run beside one that puts all its mass on A (rating 5) for every cell: W1 of a cell is then 5 minus
+    the human mean, every group has the same scores (no quadrant is high: all contempt), and the agreement averages
+    the two runs' rates."""
+    def all_a(table: pa.Table) -> pa.Table:
+        return _set_column(_set_column(table, "probs", [[1.0, 0.0, 0.0, 0.0, 0.0]] * len(table)), "expected",
+                           [5.0] * len(table))
+
+    point = _copy_run(wide, tmp_path / "point", all_a)
+    out = analyze([wide, point], tmp_path / "out", names=["planted", "all A"]).parent
+    human = _human_cells(["warm", "confident"])
+    gap = 5 - (human.to_numpy() @ LEVELS) / human.sum(axis=1)  # W1 to a point mass on 5, per cell
+    fid = pd.read_csv(out / "fidelity.csv")
+    assert fid.run.unique().tolist() == ["planted", "all A"]
+    mine = fid[fid.run == "all A"]
+    assert mine.w1.to_numpy() == pytest.approx(gap.loc[list(zip(mine.group, mine.trait))].to_numpy(), abs=1e-12)
+    sums = mine.groupby("group").w1.sum()
+    summary = pd.read_csv(out / "fidelity_summary.csv").set_index("run")
+    assert summary.loc["all A", "mean_w1"] == pytest.approx(gap.mean())
+    assert summary.loc["all A", "fpr"] == pytest.approx(sums.min() / sums.max())
+    planted = fid[fid.run == "planted"]
+    assert summary.loc["planted", "mean_w1"] == pytest.approx(planted.w1.mean())
+    t3 = pd.read_csv(out / "table3_fpr.csv").set_index("attribute")
+    assert t3.columns.tolist() == ["planted", "all A"]
+    assert t3.loc["all groups"].tolist() == pytest.approx(summary.fpr.tolist())
+    shared = quadrants(load_human("us-stereotypes").query("trait in ('warm', 'confident')"))
+    contempt = shared.quadrant.eq("contempt")
+    by_run = pd.read_csv(out / "agreement_by_run.csv")
+    assert by_run[by_run.run == "planted"].rate.tolist() == [1.0] * 3
+    rates = by_run[by_run.run == "all A"].set_index(["by", "level"]).rate
+    assert rates.to_dict() == pytest.approx({
+        ("gender", "people"): contempt.mean(), ("privilege", "privileged"): contempt[shared.privileged].mean(),
+        ("privilege", "disadvantaged"): contempt[~shared.privileged].mean()})
+    assert 0 < contempt.mean() < 1
+    averaged = pd.read_csv(out / "agreement.csv")
+    assert averaged.rate.tolist() == pytest.approx(by_run.groupby(["by", "level"], sort=False).rate.mean().tolist())
+    assert set(pd.read_csv(out / "quadrants.csv").query("source == 'all A'").quadrant) == {"contempt"}
+
+
+def test_agreement_compares_the_cells_model_and_humans_share(wide, tmp_path):
+    [run] = read_runs(SUITE, [wide])
+    results = compute([run])
+    assert results.agreement_rates().rate.tolist() == [1.0] * 3  # people, privileged, disadvantaged; planted equal
+    assert results.shared_cells[run.name] == {"groups": 16, "cells": 32, "warmth": ["warm"],
+                                              "competence": ["confident"]}
+    q = results.quadrants[results.quadrants.source == run.name]
     own, shared = q[q.cells == "all traits"], q[q.cells == "shared with human"]
     assert len(own) == len(shared) == 16 and (own.quadrant.to_numpy() != shared.quadrant.to_numpy()).all()
     assert shared.agrees.all() and own.agrees.isna().all()
-    report = (_write(analysis, wide.parent / "out") / "report.md").read_text()
-    assert (f"`{label}`: 16 groups, 32 cells; warmth 1 of 10 traits (warm), competence 1 of 10 traits (confident)"
+    report = analyze([wide], tmp_path / "out").read_text()
+    assert (f"`{run.name}`: 16 groups, 32 cells; warmth 1 of 10 traits (warm), competence 1 of 10 traits (confident)"
             in report)
 
 
@@ -432,16 +503,16 @@ def test_quadrants_need_both_dimensions_and_never_call_a_missing_score_low(wide,
     q = quadrants(human).set_index("group")
     assert q.quadrant.isna().tolist() == [False, True, False] and pd.isna(q.high_competence["Black men"])
     warm_only = _copy_run(wide, tmp_path / "warm", lambda t: t.filter(pc.equal(t["trait"], "warm")))
-    analysis = compute([warm_only])
-    [label] = analysis.runs
-    assert set(analysis.quadrants.source) == {"human"} and analysis.agreement.empty
-    assert analysis.notes == [
+    results = _results([warm_only])
+    [label] = results.runs
+    assert set(results.quadrants.source) == {"human"} and results.agreement_rates().empty
+    assert results.notes == [
         f"No quadrants for `{label}`: no competence rating (traits warm); quadrants need warmth and competence.",
         f"No quadrant agreement for `{label}`: the cells it shares with the human ratings have no competence rating "
         "(traits warm); quadrants need warmth and competence."]
-    out = _write(analysis, tmp_path / "out")
-    report = (out / "report.md").read_text()
-    assert all(note in report for note in analysis.notes) and not (out / "fig3_agreement.png").exists()
+    report = analyze([warm_only], tmp_path / "out")
+    assert all(note in report.read_text() for note in results.notes)
+    assert not (report.parent / "fig3_agreement.png").exists()
 
 
 def test_groups_without_ratings_are_named_and_drawn_as_missing(runs, tmp_path):
@@ -451,35 +522,39 @@ def test_groups_without_ratings_are_named_and_drawn_as_missing(runs, tmp_path):
         black_confident = pc.and_(pc.equal(t["group"], "Black people"), pc.equal(t["trait"], "confident"))
         return t.filter(pc.invert(pc.or_(pc.equal(t["group"], "White people"), black_confident)))
 
-    analysis = compute([_copy_run(root / "score", tmp_path / "partial", drop)])
-    [label] = analysis.runs
-    out = _write(analysis, tmp_path / "out-partial")  # used to stop with "nan is not in list"
-    assert analysis.unrated == {"human": [], label: ["White people"]}
-    report = (out / "report.md").read_text()
-    assert f"Groups without a rating (absent from that source's rows): `{label}`: White people." in report
-    assert f"No quadrant for Black people in `{label}` (all traits): no rating on one dimension." in report
-    assert (out / "fig1_quadrants.png").is_file() and (out / "fig2_assignments.png").is_file()
+    partial = _copy_run(root / "score", tmp_path / "partial", drop)
+    results = _results([partial])
+    [label] = results.runs
+    assert results.unrated == {"human": [], label: ["White people"]}
+    report = analyze([partial], tmp_path / "out-partial")  # used to stop with "nan is not in list"
+    text = report.read_text()
+    assert f"Groups without a rating (absent from that source's rows): `{label}`: White people." in text
+    assert f"No quadrant for Black people in `{label}` (all traits): no rating on one dimension." in text
+    quads = pd.read_csv(report.parent / "quadrants.csv").query(f"source == '{label}' and cells == 'all traits'")
+    assert quads.set_index("group").quadrant.isna().to_dict() == {g.name: g.name == "Black people"
+                                                                   for g in GROUPS["us-stereotypes"][1:]}
     three = tmp_path / "three.csv"
     three.write_text("group,trait,rater,rating\nWhite people,warm,a,5\nWhite people,confident,a,1\n"
                      "Black people,warm,a,1\nBlack people,confident,a,5\nAsian people,warm,a,3\n"
                      "Asian people,confident,a,3\n")
-    analysis = compute([root / "score"], human=str(three))
+    results = _results([root / "score"], human=str(three))
     order = [g.name for g in GROUPS["us-stereotypes"]]
-    assert analysis.unrated["human"] == order[3:]
-    assert set(analysis.quadrants.group[analysis.quadrants.cells != "all traits"]) == set(order[:3])
-    out = _write(analysis, tmp_path / "out-three")
-    assert "`human`: Hispanic people, Christian people, Muslim people" in (out / "report.md").read_text()
-    assert (out / "fig1_quadrants.png").is_file() and (out / "fig2_assignments.png").is_file()
+    assert results.unrated["human"] == order[3:]
+    assert set(results.quadrants.group[results.quadrants.cells != "all traits"]) == set(order[:3])
+    human_q = results.quadrants.query("source == 'human' and cells == 'all traits'").set_index("group").quadrant
+    assert human_q.to_dict() == {"White people": "pity", "Black people": "envy", "Asian people": "contempt"}
+    report = analyze([root / "score"], tmp_path / "out-three", AnalyzeOptions(human=str(three)))
+    assert "`human`: Hispanic people, Christian people, Muslim people" in report.read_text()
 
 
 def test_tables_do_not_depend_on_the_order_rows_were_written(runs, tmp_path):
     root, _ = runs
     shuffle = np.random.default_rng(0).permutation
     shuffled = _copy_run(root / "score", tmp_path / "shuffled", lambda t: t.take(pa.array(shuffle(len(t)))))
-    a, b = (_write(compute([run]), tmp_path / f"out-{run.name}") for run in (root / "score", shuffled))
-    tables = sorted(p.name for p in a.glob("*.csv")) + ["table3_fpr.md"]
-    assert len(tables) == 7
-    for name in tables:
+    a, b = (analyze([run], tmp_path / f"out-{run.name}").parent for run in (root / "score", shuffled))
+    tables = sorted(p.name for p in a.iterdir() if p.suffix in (".csv", ".md") and p.name != "report.md")
+    assert len(tables) == 20
+    for name in [*tables, "summary.json"]:
         assert (a / name).read_bytes() == (b / name).read_bytes(), name
     order = [g.name for g in GROUPS["us-stereotypes"]]
     assert pd.read_csv(b / "parse_rates.csv").group.tolist() == order
@@ -495,3 +570,16 @@ def test_a_flag_naming_nothing_is_refused(long_model_dir, tmp_path, capsys, flag
     assert not out.exists()
     with pytest.raises(ValueError, match=f"{flag} names none"):
         Options(**{flag[2:]: ()})
+
+
+def test_options_are_declared_once(capsys):
+    """The run and analysis flags come from the dataclasses, the seed's flag names included."""
+    from behavioral.cli import _parser
+
+    argv = ["run", "scm", "--model", "m", "--out", "o", "--groups", "us-stereotypes", "--traits", "warm,confident",
+            "--format", "chat", "--samples-per-template", "3"]
+    args = _parser(argv).parse_args(argv)
+    assert SUITE.options(args) == Options(groups="us-stereotypes", traits=("warm", "confident"))
+    assert (args.prompt_format, args.samples) == ("chat", 3)
+    with pytest.raises(ValueError, match="unknown --measure 'mean'"):
+        AnalyzeOptions(measure="mean")

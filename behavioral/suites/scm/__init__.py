@@ -8,9 +8,9 @@ from behavioral.suites.scm.human import load_human
 from behavioral.suites.scm.items import items
 from behavioral.suites.scm.parity import fpr, fpr_by_attribute
 from behavioral.suites.scm.quadrants import quadrants
-from behavioral.suites.scm.runs import load_model
-from behavioral.suites.scm.suite import SUITE, Options
+from behavioral.suites.scm.runs import ratings, view
+from behavioral.suites.scm.suite import SUITE, AnalyzeOptions, Options
 from behavioral.suites.scm.traits import TRAITS
 
-__all__ = ["GROUPS", "TRAITS", "SUITE", "Options", "items", "load_human", "load_model", "w1", "fidelity", "fpr",
-           "fpr_by_attribute", "quadrants", "inter_trait_baseline", "parse_reply"]
+__all__ = ["GROUPS", "TRAITS", "SUITE", "Options", "AnalyzeOptions", "items", "load_human", "view", "ratings", "w1",
+           "fidelity", "fpr", "fpr_by_attribute", "quadrants", "inter_trait_baseline", "parse_reply"]

@@ -83,12 +83,12 @@ def agreement(human: pd.DataFrame, model: pd.DataFrame) -> pd.DataFrame:
 
 
 def agreement_rates(agreements: pd.DataFrame) -> pd.DataFrame:
-    """Agreement rate by gender and by privilege (Fig. 3), averaged over the models of a frame of agreement() rows
-    with a `model` column: by, level, rate."""
+    """Agreement rate by gender and by privilege (Fig. 3), averaged over the runs of a frame of agreement() rows
+    with a `run` column: by, level, rate."""
     rows = []
     for by in ("gender", "privileged"):
-        per_model = agreements.groupby(["model", by]).agrees.mean()
-        for level, rate in per_model.groupby(level=1).mean().items():
+        per_run = agreements.groupby(["run", by]).agrees.mean()
+        for level, rate in per_run.groupby(level=1).mean().items():
             name = ("privileged" if level else "disadvantaged") if by == "privileged" else level
             rows.append({"by": "privilege" if by == "privileged" else by, "level": name, "rate": float(rate)})
     return pd.DataFrame(rows, columns=["by", "level", "rate"])

@@ -5,23 +5,31 @@ from __future__ import annotations
 import argparse
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from typing import TYPE_CHECKING
 
-from behavioral.suite import Suite, comma_values
+from behavioral.options import option
+from behavioral.suite import Suite
 from behavioral.suites.scm.groups import GROUPS, group_set
 from behavioral.suites.scm.items import FIELDS, ScmItem, items
 from behavioral.suites.scm.prompts import TEMPLATES, check_template
+from behavioral.suites.scm.runs import MEASURES, view
 from behavioral.suites.scm.traits import TRAITS, check_trait
 
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from behavioral.analysis import Analysis, Run
 
 
 @dataclass(frozen=True)
 class Options:
     """What decides an scm run's items: the group set, traits (Table 2) and templates (Table 6)."""
 
-    groups: str = "seed"
-    traits: tuple[str, ...] = tuple(TRAITS)
-    templates: tuple[str, ...] = TEMPLATES
+    groups: str = option("seed", "seed: Table 1's 50 groups; us-stereotypes: the 16 groups of the shipped ratings",
+                         choices=tuple(GROUPS))
+    traits: tuple[str, ...] = option(tuple(TRAITS), "comma list of Table 2's traits", metavar="TRAITS")
+    templates: tuple[str, ...] = option(TEMPLATES, "comma list of Table 6's question ids f01..f10, i01..i10",
+                                        metavar="TEMPLATES")
 
     def __post_init__(self):
         group_set(self.groups)
@@ -37,6 +45,21 @@ class Options:
         object.__setattr__(self, "templates", tuple(self.templates))
 
 
+@dataclass(frozen=True)
+class AnalyzeOptions:
+    """What an scm analysis compares the runs with, and what a `--mode both` run is read by."""
+
+    human: str | None = option(None, "us-stereotypes or a CSV of group,trait,rater,rating; none: us-stereotypes "
+                                     "for that group set, no human ratings for the seed's groups", metavar="SOURCE")
+    measure: str | None = option(None, "what a --mode both run is read by: its sampled replies or its answer-set "
+                                       "scores; none: samples (generate and score runs are read by their own)",
+                                 choices=MEASURES)
+
+    def __post_init__(self):
+        if self.measure is not None and self.measure not in MEASURES:
+            raise ValueError(f"unknown --measure {self.measure!r}; expected one of {', '.join(MEASURES)}")
+
+
 class Scm(Suite):
     """Seed 004: stereotype content (warmth, competence) of 50 intersectional groups, fidelity to human raters."""
 
@@ -44,27 +67,21 @@ class Scm(Suite):
     description = "seed 004: stereotype content A-E ratings of groups × traits, W1 fidelity to humans, FPR, quadrants"
     fields = FIELDS
     Options = Options
+    AnalyzeOptions = AnalyzeOptions
     # the seed's sampling: raw text, temperature 1, two samples per template (its two runs); replies are short (a
     # letter, cut at the first `###`)
     run_defaults = {"prompt_format": "plain", "temperature": 1.0, "samples": 2, "max_new_tokens": 16}
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--groups", default="seed", choices=tuple(GROUPS),
-                            help="seed: Table 1's 50 groups; us-stereotypes: the 16 groups of the shipped ratings")
-        parser.add_argument("--traits", help="comma list of Table 2's traits (default: all 20)")
-        parser.add_argument("--templates", help="comma list of Table 6's question ids f01..f10, i01..i10 "
-                                                "(default: all 20)")
+        """The Options' flags, and the seed's names of two shared run flags (they set RunConfig fields, not
+        Options, so no option declares them)."""
+        super().add_arguments(parser)
         parser.add_argument("--format", dest="prompt_format", choices=("plain", "chat"),
                             help="plain (default, as the seed): the raw text; chat: one user turn, no system message "
                                  "(same as --prompt-format)")
         parser.add_argument("--samples-per-template", dest="samples", type=int,
                             help="sampled replies per item (default 2, the seed's two runs; 1 with --mode score; "
                                  "same as --samples)")
-
-    def options(self, args: argparse.Namespace) -> Options:
-        return Options(groups=args.groups,
-                       traits=tuple(TRAITS) if args.traits is None else tuple(comma_values(args.traits)),
-                       templates=TEMPLATES if args.templates is None else tuple(comma_values(args.templates)))
 
     def dataset(self, config) -> list[ScmItem]:
         options = config.options or Options()
@@ -80,17 +97,14 @@ class Scm(Suite):
             cells.setdefault(f"{item.template}|{item.group.name}", []).append(item)
         return cells.items()
 
-    def add_analyze_arguments(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--human", help="us-stereotypes or a CSV of group,trait,rater,rating (default: "
-                                            "us-stereotypes for that group set; none for the seed's groups)")
-        parser.add_argument("--measure", choices=("samples", "score"),
-                            help="what a --mode both run is read by (default samples; generate and score runs are "
-                                 "read by their own)")
+    def view(self, rows: pd.DataFrame, config: dict) -> pd.DataFrame:
+        """A run's rows as the analysis reads them (runs.view)."""
+        return view(rows, config)
 
-    def analyze(self, run_dirs: Sequence[Path], out: Path | None, args: argparse.Namespace) -> Path:
+    def analyze(self, runs: Sequence[Run], options: AnalyzeOptions) -> Analysis:
         from behavioral.suites.scm.analysis import analyze
 
-        return analyze(run_dirs, out, human=args.human, measure=args.measure, allow_partial=args.allow_partial)
+        return analyze(runs, options)
 
 
 SUITE = Scm()
