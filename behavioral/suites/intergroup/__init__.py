@@ -1,5 +1,5 @@
 """Seed 000, the intergroup empathy gap: groups, settings, prompts, events, the statistics and their report."""
 
-from behavioral.suites.intergroup.suite import SUITE, IntergroupItem, Options, results
+from behavioral.suites.intergroup.suite import SUITE, AnalyzeOptions, IntergroupItem, Options, results
 
-__all__ = ["SUITE", "IntergroupItem", "Options", "results"]
+__all__ = ["SUITE", "AnalyzeOptions", "IntergroupItem", "Options", "results"]
