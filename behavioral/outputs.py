@@ -1,18 +1,16 @@
-"""Writing what users read: figures as PNG and PDF, tables as tidy CSV beside a Markdown rendering."""
+"""Figures as users read them: saved as PNG and PDF, points labelled so coinciding ones stay readable (tables and
+reports: behavioral.analysis)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 FIGURE_FORMATS = ("png", "pdf")
-REPORT = "report.md"
 
 
 def save_figure(fig: Figure, out_dir: str | Path, stem: str, dpi: int = 200) -> list[Path]:
@@ -23,28 +21,6 @@ def save_figure(fig: Figure, out_dir: str | Path, stem: str, dpi: int = 200) -> 
     for path in paths:
         fig.savefig(path, dpi=dpi, bbox_inches="tight")
     return paths
-
-
-@dataclass(frozen=True, eq=False)
-class Table:
-    """One written table: its tidy frame (as in the CSV), its Markdown and where both were written."""
-
-    name: str
-    title: str
-    frame: pd.DataFrame
-    markdown: str
-    csv: Path
-    md: Path
-
-
-def write_table(out_dir: str | Path, name: str, title: str, frame: pd.DataFrame, markdown: str) -> Table:
-    """Write `name`.csv (the tidy frame) and `name`.md (title, then `markdown`) into `out_dir`."""
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    csv, md = out_dir / f"{name}.csv", out_dir / f"{name}.md"
-    frame.to_csv(csv, index=False)
-    md.write_text(f"{title}\n\n{markdown}")
-    return Table(name, title, frame, markdown, csv, md)
 
 
 def label_points(ax: Axes, points: np.ndarray, names: Sequence[str], fontsize: float = 7,

@@ -320,8 +320,7 @@ class FakeEra:
         return {d: [(len(r) + k) % 3 for r in responses] for k, d in enumerate(("IP", "EX", "ER"))}
 
 
-def test_run_score_mode_scores_ce_and_generates_gen_then_analyzes(tmp_path, jaem_model_dir, era_dir, capsys,
-                                                                  monkeypatch):
+def test_run_score_mode_scores_ce_and_generates_gen_then_analyzes(tmp_path, jaem_model_dir, era_dir, capsys):
     out = tmp_path / "run"
     assert cli.main(_run(jaem_model_dir, out, "--task", "ce,gen", "--mode", "score", "--max-new-tokens", "12")) == 0
     rows = store.read_results(out)
@@ -359,8 +358,7 @@ def test_run_score_mode_scores_ce_and_generates_gen_then_analyzes(tmp_path, jaem
     assert cli.main(["analyze", str(out), "--out", str(tmp_path / "plain")]) == 0
     assert "AE (VAD): unavailable" in (tmp_path / "plain" / "report.md").read_text()
     assert pd.read_csv(tmp_path / "plain" / "samples.csv")[["vad_v", "era_ip"]].isna().all().all()
-    monkeypatch.setattr(jaem.SUITE, "era", FakeEra())  # a scorer object in place of --era-model
-    analyze([out], tmp_path / "fake")
+    analyze([out], tmp_path / "fake", jaem.SUITE.AnalyzeOptions(era=FakeEra()))  # a scorer in place of --era-model
     faked = pd.read_csv(tmp_path / "fake" / "samples.csv").set_index("sample_id")
     assert faked.loc[gen.index, "era_ex"].tolist() == [(len(r) + 1) % 3 for r in replies]
     assert json.loads((tmp_path / "fake" / "manifest.json").read_text())["measures"]["era_model"] == "FakeEra"

@@ -12,7 +12,8 @@ import pytest
 from matplotlib.figure import Figure
 
 from behavioral.output_folder import OutputFolderError, output_folder
-from behavioral.outputs import REPORT, label_points
+from behavioral.analysis.report import REPORT
+from behavioral.outputs import label_points
 
 
 def _files(folder):

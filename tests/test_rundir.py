@@ -255,7 +255,10 @@ def test_partial_run_is_analyzed_with_allow_partial(tiny_model_dir, tmp_path, mo
     assert cli.main(["analyze", str(out), "--permutations", "20"]) == 2
     assert "--allow-partial" in capsys.readouterr().err
     assert cli.main(["analyze", str(out), "--permutations", "20", "--allow-partial"]) == 0
-    assert "prompts missing: " in (out / "analysis" / "report.md").read_text()
+    assert "PARTIAL run" in (out / "analysis" / "report.md").read_text()
+    rates = pd.read_csv(out / "analysis" / "rates.csv")
+    assert rates["missing"].sum() > 0
+    assert (rates["prompts"] + rates["missing"]).sum() == store.read_manifest(out)["plan"]["rows"]
 
 
 def test_damaged_manifest_is_named(tmp_path, capsys):

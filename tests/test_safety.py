@@ -235,7 +235,7 @@ def test_a_full_disk_is_reported_once_naming_the_log(tmp_path, monkeypatch):
 
 
 def test_ctrl_c_while_the_suites_load_is_one_line(monkeypatch, capsys):
-    def interrupted():
+    def interrupted(*_):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(cli, "_parser", interrupted)

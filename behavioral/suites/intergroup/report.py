@@ -43,15 +43,18 @@ def rates(per_run: Mapping[str, Sequence[SettingAnalysis]]) -> Table:
             if group:
                 excluded = sum(int((~a.keep).sum()) for a in group) / sum(len(a.keep) for a in group)
                 rows.append({"run": run, "setting": setting, "prompts": sum(a.n_prompts for a in group),
+                             "missing": sum(a.n_missing for a in group),
                              **{name: _weighted(group, attr) for name, attr in RATES}, "events_excluded": excluded})
     frame = pd.DataFrame(rows)
     frame = frame[[c for c in frame.columns if not frame[c].isna().all()]]  # a rate no run measured
     return Table("rates", "Numeric answers and refusals per setting, pooled over categories", frame,
-                 formats={name: "percent" for name, _ in RATES} | {"events_excluded": "percent", "prompts": "count"})
+                 formats={name: "percent" for name, _ in RATES} | {"events_excluded": "percent", "prompts": "count",
+                                                                   "missing": "count"})
 
 
 RATES_TEXT = (
-    "*parsable*: generated responses holding a parsable number; *truncated*: generated responses that reached "
+    "*prompts*: prompts with a result row; *missing*: prompts of the run's plan without one (a partial run, analyzed "
+    "with --allow-partial: they count as refused); *parsable*: generated responses holding a parsable number; *truncated*: generated responses that reached "
     "--max-new-tokens before the answer was decided or the turn ended; *numeric_mass*: mean probability that the "
     "model's unconstrained first answer token starts a number (and the share of prompts where it exceeds 0.5); "
     "*refused*: prompts with no value of the measure (refused or no parsable number); *events_excluded*: events "

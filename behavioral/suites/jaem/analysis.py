@@ -13,7 +13,7 @@ from behavioral.analysis import Analysis, Figure, Run, Section, Table
 from behavioral.suites.jaem import figures, tables
 from behavioral.suites.jaem.dimensions import PROJECT_DIMENSIONS, load_dimensions
 from behavioral.suites.jaem.effects import METRICS
-from behavioral.suites.jaem.era import EraScorer, HFEraScorer, parse_era_models
+from behavioral.suites.jaem.era import HFEraScorer, parse_era_models
 from behavioral.suites.jaem.lexicon import LEE_RULE, RULE, VadLexicon, load_vad_lexicon
 from behavioral.suites.jaem.metrics import ANSWER_RULE, sample_metrics
 from behavioral.suites.jaem.suite import AnalyzeOptions
@@ -134,10 +134,10 @@ def _files(samples: dict[str, pd.DataFrame], per_value: pd.DataFrame) -> list[Ta
     return files
 
 
-def analysis(runs: Sequence[Run], options: AnalyzeOptions, era: EraScorer | None = None) -> Analysis:
-    """jaem's analysis of `runs` with the measures of `options`; `era` an ERA scorer object used in place of
-    options.era_model."""
+def analysis(runs: Sequence[Run], options: AnalyzeOptions) -> Analysis:
+    """jaem's analysis of `runs` with the measures of `options` (its `era` scorer object, else its era_model)."""
     lexicon = load_vad_lexicon(options.vad_lexicon) if options.vad_lexicon else None
+    era = options.era
     era_name = options.era_model or (type(era).__name__ if era is not None else None)
     if era is None and options.era_model:
         era = HFEraScorer(parse_era_models(options.era_model), batch_size=options.era_batch_size)

@@ -80,6 +80,7 @@ class AnalyzeOptions:
     era_model: str | None = option(None, "IP=ID,EX=ID,ER=ID: 3-label sequence classifiers (folders or hub ids); "
                                          "none: ERA unavailable", metavar="IP=ID,EX=ID,ER=ID")
     era_batch_size: int = option(16, "pairs per ERA classifier batch", metavar="N")
+    era: EraScorer | None = None  # no flag: a scorer object from Python (any EraScorer) in place of era_model
 
     def __post_init__(self):
         if self.era_model is not None:
@@ -146,8 +147,6 @@ class Jaem(Suite):
     Options = Options
     AnalyzeOptions = AnalyzeOptions
     run_defaults = {"max_new_tokens": GEN_TOKENS}
-    # An ERA scorer object used in place of --era-model (scripts and tests: any EraScorer, e.g. a fake).
-    era: EraScorer | None = None
 
     def dataset(self, config) -> Data:
         options = config.options or Options()
@@ -178,7 +177,7 @@ class Jaem(Suite):
     def analyze(self, runs: Sequence[Run], options: AnalyzeOptions) -> Analysis:
         from behavioral.suites.jaem.analysis import analysis
 
-        return analysis(runs, options, self.era)
+        return analysis(runs, options)
 
 
 SUITE = Jaem()
