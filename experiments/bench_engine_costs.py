@@ -143,14 +143,14 @@ def main() -> None:
     runner = grid_runner(args, model, tokenizer)
     labelled = grid_prompts(runner, args.prompts)
     max_rating = get_setting(args.setting).max_rating
-    rows = [row for size in map(int, args.batch_sizes.split(",")) for row in measure(runner, labelled, size,
-                                                                                      max_rating)]
     result = {"model": info["model"], "dtype": info["dtype"], "device": info["device"], "setting": args.setting,
               "category": args.category, "events": str(args.events) if args.events else "embedded",
-              "max_new_tokens": args.max_new_tokens, "rows": rows}
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
-    print(table(rows))
-    print(f"wrote {args.out}")
+              "max_new_tokens": args.max_new_tokens, "rows": []}
+    for size in map(int, args.batch_sizes.split(",")):
+        result["rows"] += measure(runner, labelled, size, max_rating)
+        args.out.write_text(json.dumps(result, indent=2) + "\n")  # a long run keeps each finished batch size
+        print(f"batch size {size} done; wrote {args.out}", flush=True)
+    print(table(result["rows"]))
 
 
 if __name__ == "__main__":
