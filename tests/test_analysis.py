@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -157,6 +158,10 @@ def test_analyze_writes_tables_figures_and_report(tmp_path: Path) -> None:
     religion = table2.set_index("category").loc["religion"]  # a planted gap over 5 identities: p at its floor
     assert religion.p_at_floor and religion.p_value == religion.p_min and 0.004 < religion.p_min < 0.03
     assert "(floor)" in (out / "table2_delta.md").read_text()
+    assert religion.p_exact == 0.0083 and religion.n_outcomes == 120  # exact: 1/120, every matching enumerated
+    nationality = table2.set_index("category").loc["nationality"]  # n! matchings, too many: sampled only
+    assert np.isnan(nationality.p_exact) and float(nationality.n_outcomes) > math.factorial(20)
+    assert "(floor), exact 0.0083" in (out / "table2_delta.md").read_text()
     report = report_path.read_text()
     for delta in table2.delta:
         assert f"{delta:.2f}" in report

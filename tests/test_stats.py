@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
+import itertools
 import math
+import time
 
 import numpy as np
 import pytest
 
 from behavioral.suites.intergroup.stats import (
+    EXACT_LIMIT,
     PermutationResult,
     _permutation_indices,
     cell_means,
     empathy_gap,
+    exact_permutation_test,
     exclusion_mask,
     matrix_summary,
+    n_matchings,
     permutation_test,
     significant_cells,
     zscore,
@@ -272,6 +277,107 @@ def test_permutation_p_value_and_interval_on_a_2x2_with_ties():
     assert not permutation_test(-M, same, n_permutations=n, seed=2).at_floor
     assert 0.35 < agree.mean() < 0.65
     assert (result.ci_low, result.ci_high) == (pytest.approx(-2.0), pytest.approx(2.0))
+
+
+# --- the exact permutation test -----------------------------------------------------------------
+
+
+def _brute_force_exact_p(M: np.ndarray, same: np.ndarray) -> float:
+    """#{row and column permutations with δ' >= δ} / (n!)², every pair of permutations tried with plain loops."""
+    n = len(M)
+
+    def gap(A):
+        in_group = [A[i][j] for i in range(n) for j in range(n) if same[i][j]]
+        out_group = [A[i][j] for i in range(n) for j in range(n) if not same[i][j]]
+        return sum(in_group) / len(in_group) - sum(out_group) / len(out_group)
+
+    delta = gap(M)
+    hits = total = 0
+    for r in itertools.permutations(range(n)):
+        for c in itertools.permutations(range(n)):
+            total += 1
+            hits += gap([[M[r[i]][c[j]] for j in range(n)] for i in range(n)]) >= delta - 1e-12
+    return hits / total
+
+
+@pytest.mark.parametrize("n", [3, 4, 5])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_exact_p_equals_a_brute_force_count_over_all_row_and_column_permutations(n, seed):
+    rng = np.random.default_rng(100 * n + seed)
+    M = zscore(rng.normal(size=(n, n)) + 0.7 * np.eye(n))
+    same = np.eye(n, dtype=bool)[rng.permutation(n)]  # any one-to-one pairing, not only the diagonal
+    exact = exact_permutation_test(M, same)
+    assert exact.null.shape == (math.factorial(n),)
+    assert exact.p_value == pytest.approx(_brute_force_exact_p(M.tolist(), same.tolist()), abs=1e-12)
+    assert exact.p_value * math.factorial(n) == pytest.approx(round(exact.p_value * math.factorial(n)), abs=1e-9)
+    np.testing.assert_allclose((exact.ci_low, exact.ci_high), np.percentile(exact.null, [2.5, 97.5]))
+    result = permutation_test(M, same, n_permutations=200, seed=seed)
+    assert result.p_exact == exact.p_value and result.n_outcomes == math.factorial(n)
+    np.testing.assert_array_equal(result.exact.null, exact.null)
+
+
+def test_exact_p_of_a_planted_gap_over_five_religions_is_one_in_120_the_limit_of_p_min():
+    M = zscore(np.eye(5) * 100 + np.random.default_rng(3).normal(size=(5, 5)))
+    result = permutation_test(M, np.eye(5, dtype=bool), n_permutations=10_000, seed=0)
+    assert result.n_outcomes == 120 and result.p_exact == 1 / 120
+    assert result.at_floor and result.p_min == result.p_value
+    assert abs(result.p_min - 1 / 120) < 0.2 / 120  # p_min -> (1 + N/120) / (N + 1) -> 1/120 as N grows
+    assert result.exact.null.max() == pytest.approx(result.delta)
+    assert result.exact.ci_low < 0 < result.exact.ci_high < result.delta
+
+
+def test_exact_test_keeps_its_size_under_the_null():
+    # Cells with no in-group structure: every matching is equally likely to give the largest δ, so P(p <= α) <= α.
+    alpha, trials = 0.05, 200
+    same = np.eye(5, dtype=bool)
+    p = np.array([exact_permutation_test(zscore(np.random.default_rng(seed).normal(size=(5, 5))), same).p_value
+                  for seed in range(trials)])
+    assert np.all(np.isclose(p * 120, np.round(p * 120)))  # multiples of 1/120
+    assert np.mean(p <= alpha) <= alpha + 0.04  # binomial sd over 200 trials ≈ 0.015
+    assert 0.4 < p.mean() < 0.6
+
+
+def test_exact_test_is_skipped_above_the_limit_or_for_groups_of_several_identities():
+    assert math.factorial(8) <= EXACT_LIMIT < math.factorial(9)
+    nine = permutation_test(zscore(np.random.default_rng(0).normal(size=(9, 9))), np.eye(9, dtype=bool), 100)
+    assert nine.p_exact is None and nine.exact is None and nine.n_outcomes == math.factorial(9)
+    labels = np.array([0, 0, 1, 1, 2])
+    grouped = permutation_test(zscore(np.random.default_rng(0).normal(size=(5, 5))), labels[:, None] == labels, 100)
+    assert grouped.p_exact is None and grouped.n_outcomes is None
+    assert n_matchings(np.eye(24, dtype=bool)) == math.factorial(24)
+    assert n_matchings(np.ones((3, 3), dtype=bool)) is None
+
+
+def test_exact_test_of_eight_identities_is_fast():
+    M = zscore(np.eye(8) + np.random.default_rng(8).normal(size=(8, 8)))
+    start = time.perf_counter()
+    exact = exact_permutation_test(M, np.eye(8, dtype=bool))
+    assert time.perf_counter() - start < 1.0
+    assert exact.null.shape == (40_320,) and len(np.unique(exact.null.round(9))) > 1_000
+
+
+def test_sampled_p_and_null_are_unchanged_by_the_exact_test():
+    # Values written by permutation_test before the exact test existed (commit 9e220bc), same matrices and seeds.
+    M = zscore(np.eye(5) * 0.8 + np.random.default_rng(42).normal(size=(5, 5)))
+    result = permutation_test(M, np.eye(5, dtype=bool), 10_000, seed=0)
+    assert result.delta == pytest.approx(1.1816604999280378, abs=1e-12)
+    assert result.p_value == 0.016298370162983702
+    assert (result.ci_low, result.ci_high) == (pytest.approx(-0.9864651959884887, abs=1e-12),
+                                               pytest.approx(1.013303953326024, abs=1e-12))
+    assert result.null.sum() == pytest.approx(-34.127254521546824, abs=1e-9)
+    np.testing.assert_allclose(result.null[:3], [-0.4900850496664154, -0.4542206452478107, -0.31104301761797787],
+                               rtol=0, atol=1e-12)
+    rows, cols = _permutation_indices(10_000, (5, 5), seed=0)
+    old = np.array([M[r][:, c][np.eye(5, dtype=bool)].mean() - M[r][:, c][~np.eye(5, dtype=bool)].mean()
+                    for r, c in zip(rows, cols)])
+    np.testing.assert_allclose(result.null, old, rtol=0, atol=1e-12)
+    labels = np.array([0, 0, 1, 1, 1, 2])
+    grouped = permutation_test(zscore(np.random.default_rng(43).normal(size=(6, 6))), labels[:, None] == labels,
+                               2_000, seed=5)
+    assert grouped.p_value == 0.36281859070464767 and grouped.delta == pytest.approx(0.12758651779665614, abs=1e-12)
+    assert (grouped.ci_low, grouped.ci_high) == (pytest.approx(-0.6688901504223502, abs=1e-12),
+                                                 pytest.approx(0.6781133968119991, abs=1e-12))
+    assert grouped.null.sum() == pytest.approx(-6.284681683212932, abs=1e-9)
 
 
 # --- degenerate input -------------------------------------------------------------------------

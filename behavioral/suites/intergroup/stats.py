@@ -2,11 +2,25 @@
 
 from __future__ import annotations
 
+import itertools
+import math
 import warnings
 from dataclasses import dataclass
 
 import numpy as np
 from scipy import stats as _sps
+
+EXACT_LIMIT = 100_000  # the most matchings enumerated by the exact test (8! = 40,320 is the largest n! within it)
+
+
+@dataclass(frozen=True, eq=False)
+class ExactPermutation:
+    """The exact null of δ (its value under each of the n! matchings of rows to columns), its 95% interval and p."""
+
+    null: np.ndarray
+    ci_low: float
+    ci_high: float
+    p_value: float
 
 
 @dataclass(frozen=True, eq=False)
@@ -16,6 +30,10 @@ class PermutationResult:
     p_min is the p of a δ equal to the null's largest value. With few identities the null takes few distinct values
     (5 religions: the 120 ways to match rows to columns), its largest is drawn about once in 120, and p cannot fall
     below about 1/120 however large δ is or however many permutations are drawn.
+
+    null, ci_low, ci_high and p_value are the authors' sampled test (the paper's column). Where every identity is its
+    own group (same pairs each row with one column), the null has n_outcomes = n! equally likely outcomes, one per
+    matching; where n! <= EXACT_LIMIT, `exact` enumerates them all (the toolkit's addition; None otherwise).
     """
 
     delta: float
@@ -23,6 +41,13 @@ class PermutationResult:
     ci_low: float
     ci_high: float
     p_value: float
+    n_outcomes: int | None = None
+    exact: ExactPermutation | None = None
+
+    @property
+    def p_exact(self) -> float | None:
+        """The exact one-sided p, #{matchings with δ' >= δ} / n!; None where not enumerated."""
+        return None if self.exact is None else self.exact.p_value
 
     @property
     def p_min(self) -> float:
@@ -108,7 +133,8 @@ def permutation_test(
     """Structured permutation test of δ: rows and columns of M are permuted independently, never cells.
 
     p_value is one-sided for the hypothesis δ > 0: (1 + #{null >= δ}) / (n_permutations + 1),
-    where null values equal to δ up to floating-point rounding count as >=.
+    where null values equal to δ up to floating-point rounding count as >=. The exact test beside it: see
+    `exact_permutation_test`.
     """
     M = _as_float_matrix(M, "M")
     same = _check_same(M, same)
@@ -126,7 +152,40 @@ def permutation_test(
         ci_low=float(ci_low),
         ci_high=float(ci_high),
         p_value=float((1 + np.count_nonzero(at_least)) / (n_permutations + 1)),
+        n_outcomes=n_matchings(same),
+        exact=exact_permutation_test(M, same),
     )
+
+
+def n_matchings(same: np.ndarray) -> int | None:
+    """n!, the null's distinct equally likely outcomes, where same pairs each row with exactly one column; else None."""
+    same = np.asarray(same, dtype=bool)
+    one_to_one = same.ndim == 2 and same.shape[0] == same.shape[1]
+    one_to_one = one_to_one and bool((same.sum(axis=0) == 1).all() and (same.sum(axis=1) == 1).all())
+    return math.factorial(same.shape[0]) if one_to_one else None
+
+
+def exact_permutation_test(M: np.ndarray, same: np.ndarray) -> ExactPermutation | None:
+    """The permutation test enumerated over all n! matchings; None unless same is one-to-one and n! <= EXACT_LIMIT."""
+    # Permuting rows by r and columns by c puts the in-group cells at a matching of rows to columns that is uniform
+    # over all n! of them whatever r is, so the sampled test's null is uniform over the δ of each matching: the exact
+    # p = #{matchings with δ' >= δ} / n! (ties up to floating-point rounding count, as in the sampled test), and the
+    # interval holds the 2.5th and 97.5th percentiles of the n! values (linear interpolation, as for the sampled null).
+    M = _as_float_matrix(M, "M")
+    same = _check_same(M, same)
+    count = n_matchings(same)
+    if count is None or count > EXACT_LIMIT:
+        return None
+    n = M.shape[0]
+    cols = np.fromiter(itertools.chain.from_iterable(itertools.permutations(range(n))), dtype=np.intp,
+                       count=count * n).reshape(count, n)
+    rows = np.broadcast_to(np.arange(n), cols.shape)
+    null = _permuted_gaps(M, same, rows, cols)
+    null.flags.writeable = False
+    delta = float(M[same].mean() - M[~same].mean())
+    ci_low, ci_high = np.percentile(null, [2.5, 97.5])
+    return ExactPermutation(null=null, ci_low=float(ci_low), ci_high=float(ci_high),
+                            p_value=float(np.count_nonzero(_at_least(null, delta)) / count))
 
 
 def _at_least(null: np.ndarray, value: float) -> np.ndarray:

@@ -13,6 +13,7 @@ from behavioral.analysis import Table
 from behavioral.analysis.formats import MISSING, cell, is_missing
 from behavioral.suites.intergroup.result import SettingAnalysis
 from behavioral.suites.intergroup.settings import SETTING_NAMES, setting_label
+from behavioral.suites.intergroup.stats import EXACT_LIMIT
 
 MATRICES_DIR = "matrices"
 
@@ -37,6 +38,8 @@ def _row_table2(a: SettingAnalysis) -> dict:
         "p_min": _round(None if perm is None else perm.p_min, 4),
         "p_at_floor": perm is not None and perm.at_floor,
         "n_permutations": 0 if perm is None else len(perm.null),
+        "p_exact": _round(None if perm is None else perm.p_exact, 4),
+        "n_outcomes": None if perm is None else perm.n_outcomes,
         "note": a.delta_reason or "",
     }
 
@@ -82,8 +85,9 @@ def _cell_table2(r: pd.Series) -> str:
     if is_missing(r["delta"]):
         return MISSING
     floor = " (floor)" if r["p_at_floor"] else ""
+    exact = "" if is_missing(r["p_exact"]) else f", exact {cell(r['p_exact'], digits=4)}"
     return (f"{cell(r['delta'], digits=2)} [{cell(r['ci_low'])}, {cell(r['ci_high'])}], "
-            f"p={cell(r['p_value'], digits=4)}{floor}")
+            f"p={cell(r['p_value'], digits=4)}{floor}{exact}")
 
 
 def _cell_table3(r: pd.Series) -> str:
@@ -109,9 +113,10 @@ def _cell_numeric(r: pd.Series) -> str:
 # name: (title, tidy row of one category and setting, wide Markdown cell of a tidy row)
 TABLES: dict[str, tuple[str, Callable[[SettingAnalysis], dict], Callable[[pd.Series], str]]] = {
     "table2_delta": (
-        "Table 2: empathy gap δ [95% interval of the permutation null], one-sided p; (floor): δ is at or above every "
-        "value of its null, so no smaller p is possible with these permutations (with the 5 religions the null's "
-        "largest value comes up about once in 120 draws: p stays near 1/120 however many are drawn)",
+        "Table 2: empathy gap δ [95% interval of the permutation null], one-sided p of the sampled permutations (the "
+        "paper's test); (floor): δ is at or above every value drawn, so no smaller p is possible with these "
+        "permutations; exact: the toolkit's exact p, enumerated over all n_outcomes = n! matchings of rows to columns "
+        f"where each identity is its own group and n! ≤ {EXACT_LIMIT:,} (5 religions: 120, so a multiple of 1/120)",
         _row_table2,
         _cell_table2,
     ),
