@@ -253,8 +253,8 @@ def study(args: argparse.Namespace, out: OutputFolder) -> tuple[pd.DataFrame | N
 
 
 def _print_summary(summary: pd.DataFrame | None, probe_table: pd.DataFrame) -> None:
-    columns = ["condition", "measure", "delta", "p_value", "delta_change", "refusal_rate", "non_numeric_mass",
-               "non_numeric_mass_change", "mean_rating"]
+    columns = ["condition", "measure", "delta", "p_value", "p_exact", "delta_change", "refusal_rate",
+               "non_numeric_mass", "non_numeric_mass_change", "mean_rating"]
     with pd.option_context("display.width", 200, "display.max_rows", 200, "display.float_format", "{:.3f}".format):
         if summary is not None:
             print(summary[columns].to_string(index=False))

@@ -76,15 +76,17 @@ def _matrix(frame: pd.DataFrame, category: Category, column: str) -> np.ndarray:
 
 
 def _gap_stats(M0: np.ndarray, same: np.ndarray) -> tuple[float, float, float, float, float]:
-    """δ (z-scored), its one-sided permutation p and null 95% interval, and the raw in-group minus out-group
-    difference of M0 in intensity points; NaN where undefined (all cells equal, a cell missing)."""
+    """δ (z-scored), its one-sided permutation p (exact over every matching where the test can enumerate them, as for
+    the 5 religions; else sampled) and null 95% interval, and the raw in-group minus out-group difference of M0 in
+    intensity points; NaN where undefined (all cells equal, a cell missing)."""
     raw = float(M0[same].mean() - M0[~same].mean()) if np.isfinite(M0).all() else math.nan
     try:
         M = zscore(M0)
     except ValueError:
         return math.nan, math.nan, math.nan, math.nan, raw
     test = permutation_test(M, same, N_PERMUTATIONS, seed=0)
-    return empathy_gap(M, same), test.p_value, test.ci_low, test.ci_high, raw
+    p = test.p_value if test.p_exact is None else test.p_exact
+    return empathy_gap(M, same), p, test.ci_low, test.ci_high, raw
 
 
 def gap_table(frame: pd.DataFrame, category: str | Category) -> pd.DataFrame:
@@ -93,7 +95,8 @@ def gap_table(frame: pd.DataFrame, category: str | Category) -> pd.DataFrame:
     from the clean one.
 
     delta_removed = 1 - δ_patched / δ_unpatched (1: the gap is gone, 2: reversed); p_unpatched / p_patched: one-sided
-    permutation p-values (rows and columns permuted, N_PERMUTATIONS, seed 0) of each δ; null_ci_low/high: the 95%
+    permutation p-values of each δ, exact over all n! matchings where every identity is its own group and n! is
+    small enough (stats.EXACT_LIMIT), else sampled (rows and columns permuted, N_PERMUTATIONS, seed 0); null_ci_low/high: the 95%
     interval of the unpatched matrix's permutation null (δ values that arise with no in/out-group structure);
     gap_raw_*: mean in-group minus mean out-group cell of M0 in intensity points (not z-scored, so not inflated when
     patching shrinks the matrix's spread)."""

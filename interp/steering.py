@@ -317,7 +317,8 @@ def summarize(rows: pd.DataFrame, n_permutations: int = 10_000, seed: int = 0) -
     Measures: ``intensity`` (the generated answer, or the greedy score answer in score mode) and, where the run
     scored, ``expected_intensity``. ``non_numeric_mass`` = 1 − mean probability that the first answer token starts
     a number (score modes); ``refusal_rate`` counts prompts without a value of the measure (those drop whole events);
-    ``p_min`` is the smallest p the permutation null allows (see ``PermutationResult``).
+    ``p_min`` is the smallest p the sampled permutation null allows (see ``PermutationResult``); ``p_exact`` the p
+    over every matching of identities where the test enumerates them (religion), NaN otherwise.
     """
     out = []
     event_ids = tuple(sorted(rows["event_id"].unique()))
@@ -335,6 +336,7 @@ def summarize(rows: pd.DataFrame, n_permutations: int = 10_000, seed: int = 0) -
                 "delta": perm.delta if perm else math.nan, "ci_low": perm.ci_low if perm else math.nan,
                 "ci_high": perm.ci_high if perm else math.nan, "p_value": perm.p_value if perm else math.nan,
                 "p_min": perm.p_min if perm else math.nan,
+                "p_exact": perm.p_exact if perm and perm.p_exact is not None else math.nan,
                 "mean_rating": a.summary["mean"] if a.summary else math.nan,
                 "refusal_rate": a.refusal_rate, "excluded_rate": a.excluded_rate,
                 "parsable_rate": math.nan if a.parsable_rate is None else a.parsable_rate,

@@ -234,6 +234,8 @@ def test_patched_gap(tiny_model, tiny_tokenizer, trie, tmp_path):
     M0 = np.array([[s.expected for s in engine.score(
         [list(prompt(tiny_tokenizer, p, x).ids) for x in cat.identities], trie)] for p in cat.identities])
     assert table["delta_unpatched"].iloc[0] == pytest.approx(empathy_gap(zscore(M0), cat.in_group()), rel=1e-3)
+    counts = table[["p_unpatched", "p_patched"]].to_numpy() * 120  # exact p over the 5! matchings: a multiple of 1/120
+    assert np.allclose(counts, counts.round()) and (counts >= 1).all()
     assert (table["delta_patched"] != table["delta_unpatched"]).all()
     swap = frame[frame["mode"] == "swap"]
     assert (swap["source_perceiver"] != swap["perceiver"]).all()

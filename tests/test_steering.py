@@ -255,6 +255,8 @@ def test_steering_sweep_reports_delta_and_rates_and_coefficient_zero_matches(tin
     assert len(summary) == 6
     expected = summary[summary["measure"] == "expected_intensity"].set_index("condition")
     assert np.isfinite(expected.loc["unsteered", "delta"])
+    exact = summary["p_exact"].dropna().to_numpy() * 120  # religion: the p over all 5! matchings
+    assert len(exact) and np.allclose(exact, exact.round())
     assert expected.loc["L1 +0", "delta_change"] == 0 and expected.loc["L1 +0", "non_numeric_mass_change"] == 0
     assert expected.loc["L1 +8", "delta_change"] != 0 and expected.loc["L1 +8", "mean_rating_change"] != 0
     paths = steering.plot_sweep(summary, tmp_path)
