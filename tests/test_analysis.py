@@ -270,6 +270,12 @@ def test_two_runs_give_table2_by_run_with_each_runs_own_statistics(tmp_path: Pat
             assert got.delta == round(a.permutation.delta, 2) and got.p_value == round(a.permutation.p_value, 4)
     by_run = table2.groupby("run").delta.mean()
     assert by_run["strong"] > 1 and abs(by_run["none"]) < 0.5
+    points = table2.groupby("run").gap_points.mean()  # the planted 10 rating points, before z-scoring
+    assert abs(points["strong"] - 10) < 1.5 and abs(points["none"]) < 1.5
+    assert set(table2.measure) == {"intensity"}
+    # religion P0S0T0 drops e01 (refused in a Muslim -> a Jew); e04's refusal is in the "a person" row δ ignores
+    assert table2.set_index(["run", "setting"]).n_events.to_dict() == {
+        ("strong", "P0S0T0"): 5, ("strong", "P0S1T0"): 6, ("none", "P0S0T0"): 5, ("none", "P0S1T0"): 6}
     wide = (tmp_path / "out" / "table2_delta.md").read_text()
     assert "| Run | Category | (P0, S0, T0) | (P0, S1, T0) |" in wide and "| strong | Religion |" in wide
     matrix = pd.read_csv(tmp_path / "out" / "matrices" / "religion_P0S0T0.csv")

@@ -99,7 +99,7 @@ def analyze_setting(
             f"({I.size - n_missing} present); finish the run or pass --allow-partial"
         )
     keep, keep_delta = stats.exclusion_mask(I), stats.exclusion_mask(I[1:, 1:])
-    M0 = M = M_delta = shown = permutation = summary = None
+    M0 = M = M_delta = shown = permutation = summary = gap_points = None
     matrix_reason = mask_reason = delta_reason = None
     try:
         M0 = stats.cell_means(I, keep, round_cells)
@@ -117,8 +117,11 @@ def analyze_setting(
         except ValueError as exc:
             mask_reason = str(exc)
     try:
-        M_delta = stats.zscore(stats.cell_means(I[1:, 1:], keep_delta, round_cells))
-        permutation = stats.permutation_test(M_delta, category.in_group(), n_permutations, seed)
+        M0_delta = stats.cell_means(I[1:, 1:], keep_delta, round_cells)
+        same = category.in_group()
+        gap_points = float(M0_delta[same].mean() - M0_delta[~same].mean())
+        M_delta = stats.zscore(M0_delta)
+        permutation = stats.permutation_test(M_delta, same, n_permutations, seed)
     except ValueError as exc:
         delta_reason = f"{exc} (matrix without \"a person\")"
     return SettingAnalysis(
@@ -142,6 +145,7 @@ def analyze_setting(
         matrix_reason=matrix_reason,
         mask_reason=mask_reason,
         delta_reason=delta_reason,
+        gap_points=gap_points,
     )
 
 

@@ -45,6 +45,9 @@ class SettingAnalysis:
     matrix_reason: str | None = None
     mask_reason: str | None = None
     delta_reason: str | None = None
+    # δ's gap before z-scoring: mean in-group minus mean out-group cell of δ's matrix, in rating points (δ moves when
+    # the matrix's spread moves; this does not)
+    gap_points: float | None = None
 
     @property
     def identities(self) -> tuple[str, ...]:

@@ -31,6 +31,9 @@ def _row_table2(a: SettingAnalysis) -> dict:
     perm = a.permutation
     values = {} if perm is None else {"delta": perm.delta, "ci_low": perm.ci_low, "ci_high": perm.ci_high}
     return {
+        "measure": a.measure,
+        "n_events": int(a.keep_delta.sum()),
+        "gap_points": _round(a.gap_points, 2),
         "delta": _round(values.get("delta"), 2),
         "ci_low": _round(values.get("ci_low"), 3),
         "ci_high": _round(values.get("ci_high"), 3),
@@ -116,7 +119,9 @@ TABLES: dict[str, tuple[str, Callable[[SettingAnalysis], dict], Callable[[pd.Ser
         "Table 2: empathy gap δ [95% interval of the permutation null], one-sided p of the sampled permutations (the "
         "paper's test); (floor): δ is at or above every value drawn, so no smaller p is possible with these "
         "permutations; exact: the toolkit's exact p, enumerated over all n_outcomes = n! matchings of rows to columns "
-        f"where each identity is its own group and n! ≤ {EXACT_LIMIT:,} (5 religions: 120, so a multiple of 1/120)",
+        f"where each identity is its own group and n! ≤ {EXACT_LIMIT:,} (5 religions: 120, so a multiple of 1/120); "
+        "the CSV also holds the measure, the events δ averages over (n_events) and δ's gap before z-scoring in "
+        "rating points (gap_points: mean in-group minus mean out-group cell)",
         _row_table2,
         _cell_table2,
     ),
