@@ -272,7 +272,10 @@ def test_two_runs_give_table2_by_run_with_each_runs_own_statistics(tmp_path: Pat
     assert by_run["strong"] > 1 and abs(by_run["none"]) < 0.5
     points = table2.groupby("run").gap_points.mean()  # the planted 10 rating points, before z-scoring
     assert abs(points["strong"] - 10) < 1.5 and abs(points["none"]) < 1.5
-    assert set(table2.measure) == {"intensity"}
+    assert set(table2.measure) == {"intensity"} and (table2.n_bootstrap == 1000).all()
+    assert (table2.gap_points_low < table2.gap_points).all() and (table2.gap_points < table2.gap_points_high).all()
+    strong = table2[table2.run == "strong"]
+    assert (strong.gap_points_low > 5).all() and (strong.delta_events_low > 0).all()  # over events too, a clear gap
     # religion P0S0T0 drops e01 (refused in a Muslim -> a Jew); e04's refusal is in the "a person" row δ ignores
     assert table2.set_index(["run", "setting"]).n_events.to_dict() == {
         ("strong", "P0S0T0"): 5, ("strong", "P0S1T0"): 6, ("none", "P0S0T0"): 5, ("none", "P0S1T0"): 6}

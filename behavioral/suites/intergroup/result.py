@@ -48,6 +48,7 @@ class SettingAnalysis:
     # δ's gap before z-scoring: mean in-group minus mean out-group cell of δ's matrix, in rating points (δ moves when
     # the matrix's spread moves; this does not)
     gap_points: float | None = None
+    bootstrap: stats.EventBootstrap | None = None  # δ and gap_points over resamples of the events
 
     @property
     def identities(self) -> tuple[str, ...]:

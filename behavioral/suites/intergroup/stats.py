@@ -193,6 +193,51 @@ def _at_least(null: np.ndarray, value: float) -> np.ndarray:
     return (null >= value) | np.isclose(null, value, rtol=1e-12, atol=1e-12)
 
 
+@dataclass(frozen=True, eq=False)
+class EventBootstrap:
+    """δ and its gap in rating points recomputed on resamples of the events (each resample through the whole
+    pipeline), and their percentile intervals; `n_valid` counts the resamples where δ was defined."""
+
+    delta: np.ndarray
+    gap_points: np.ndarray
+    level: float
+
+    @property
+    def n_valid(self) -> int:
+        """Resamples that kept an event and did not make every cell equal."""
+        return len(self.delta)
+
+    def interval(self, values: np.ndarray) -> tuple[float, float]:
+        """The percentile interval of `values` at the bootstrap's level (NaN without valid resamples)."""
+        if not len(values):
+            return float("nan"), float("nan")
+        tail = 100 * (1 - self.level) / 2
+        low, high = np.percentile(values, [tail, 100 - tail])
+        return float(low), float(high)
+
+
+def event_bootstrap(I: np.ndarray, same: np.ndarray, n_resamples: int = 1000, seed: int = 0,
+                    decimals: int | None = None, level: float = 0.95) -> EventBootstrap:
+    """Uncertainty of δ over the sampled events: draw the events with replacement `n_resamples` times and recompute
+    the whole pipeline on each draw (exclusion of events refused in any cell, cell means, z-scoring, δ), as the
+    permutation test, which conditions on the events, cannot. Pass δ's I (without "a person")."""
+    I = _check_intensities(I)
+    same = _check_same(I[:, :, 0], same)
+    if n_resamples < 1:
+        raise ValueError(f"n_resamples must be at least 1, got {n_resamples}")
+    draws = np.random.default_rng(seed).integers(0, I.shape[2], size=(n_resamples, I.shape[2]))
+    deltas, points = [], []
+    for draw in draws:
+        J = I[:, :, draw]
+        try:
+            M0 = cell_means(J, exclusion_mask(J), decimals)
+            deltas.append(empathy_gap(zscore(M0), same))
+        except ValueError:  # no event kept, or all cells equal: δ undefined on this draw
+            continue
+        points.append(float(M0[same].mean() - M0[~same].mean()))
+    return EventBootstrap(np.array(deltas), np.array(points), level)
+
+
 def exclusion_mask(I: np.ndarray) -> np.ndarray:
     """bool[e] of events kept: an event refused (NaN) in any cell is dropped from every cell."""
     I = _check_intensities(I)

@@ -67,7 +67,9 @@ class AnalyzeOptions:
     permutations: int = option(10_000, "permutations of the identity matching in δ's test", metavar="N")
     round_cells: int | None = option(None, "round M⁰ cells to DECIMALS before z-scoring, as the authors' notebook "
                                            "does with 2; none: no rounding", metavar="DECIMALS")
-    seed: int = option(0, "seed of the permutations", name="--permutation-seed")
+    seed: int = option(0, "seed of the permutations and of the event resamples", name="--permutation-seed")
+    bootstrap: int = option(1000, "resamples of the events (with replacement, the whole pipeline rerun on each) for "
+                                  "δ's interval over events; 0: none", metavar="N")
 
     def __post_init__(self):
         if self.measure not in MEASURES:
@@ -76,6 +78,8 @@ class AnalyzeOptions:
             raise ValueError(f"--round-cells must be a number of decimals in 0..15, got {self.round_cells}")
         if self.permutations < 1:
             raise ValueError(f"--permutations must be at least 1, got {self.permutations}")
+        if self.bootstrap < 0:
+            raise ValueError(f"--bootstrap must be at least 0, got {self.bootstrap}")
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ columns)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
@@ -43,8 +44,20 @@ def _row_table2(a: SettingAnalysis) -> dict:
         "n_permutations": 0 if perm is None else len(perm.null),
         "p_exact": _round(None if perm is None else perm.p_exact, 4),
         "n_outcomes": None if perm is None else perm.n_outcomes,
+        **_events_interval(a),
         "note": a.delta_reason or "",
     }
+
+
+def _events_interval(a: SettingAnalysis) -> dict:
+    """δ's and gap_points' percentile intervals over resamples of the events, and how many resamples defined δ."""
+    boot = a.bootstrap
+    if boot is None:
+        return {"delta_events_low": math.nan, "delta_events_high": math.nan, "gap_points_low": math.nan,
+                "gap_points_high": math.nan, "n_bootstrap": 0}
+    (d_low, d_high), (g_low, g_high) = boot.interval(boot.delta), boot.interval(boot.gap_points)
+    return {"delta_events_low": _round(d_low, 3), "delta_events_high": _round(d_high, 3),
+            "gap_points_low": _round(g_low, 2), "gap_points_high": _round(g_high, 2), "n_bootstrap": boot.n_valid}
 
 
 def _row_table3(a: SettingAnalysis) -> dict:
@@ -89,8 +102,10 @@ def _cell_table2(r: pd.Series) -> str:
         return MISSING
     floor = " (floor)" if r["p_at_floor"] else ""
     exact = "" if is_missing(r["p_exact"]) else f", exact {cell(r['p_exact'], digits=4)}"
+    events = "" if is_missing(r["delta_events_low"]) else \
+        f"; over events [{cell(r['delta_events_low'])}, {cell(r['delta_events_high'])}]"
     return (f"{cell(r['delta'], digits=2)} [{cell(r['ci_low'])}, {cell(r['ci_high'])}], "
-            f"p={cell(r['p_value'], digits=4)}{floor}{exact}")
+            f"p={cell(r['p_value'], digits=4)}{floor}{exact}{events}")
 
 
 def _cell_table3(r: pd.Series) -> str:
@@ -120,8 +135,10 @@ TABLES: dict[str, tuple[str, Callable[[SettingAnalysis], dict], Callable[[pd.Ser
         "paper's test); (floor): δ is at or above every value drawn, so no smaller p is possible with these "
         "permutations; exact: the toolkit's exact p, enumerated over all n_outcomes = n! matchings of rows to columns "
         f"where each identity is its own group and n! ≤ {EXACT_LIMIT:,} (5 religions: 120, so a multiple of 1/120); "
-        "the CSV also holds the measure, the events δ averages over (n_events) and δ's gap before z-scoring in "
-        "rating points (gap_points: mean in-group minus mean out-group cell)",
+        "the CSV also holds the measure, the events δ averages over (n_events), δ's gap before z-scoring in "
+        "rating points (gap_points: mean in-group minus mean out-group cell) and, over resamples of the events "
+        "(n_bootstrap that defined δ), the 95% percentile intervals of δ (delta_events_*) and gap_points "
+        "(gap_points_*): the uncertainty from which events were sampled, which the permutation null conditions away",
         _row_table2,
         _cell_table2,
     ),
