@@ -119,7 +119,3 @@ def from_flags(cls: type, args: argparse.Namespace) -> Any:
         given[field.name] = value
     return cls(**given)
 
-
-def as_record(options: Any) -> dict | None:
-    """A dataclass of options as the JSON a manifest records (None stays None)."""
-    return None if options is None else dataclasses.asdict(options)

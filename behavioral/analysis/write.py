@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from behavioral.analysis.report import REPORT, render
-from behavioral.analysis.runs import read_runs
+from behavioral.analysis.runs import read_runs, suite_of
 from behavioral.output_folder import output_folder
 from behavioral.outputs import save_figure
 
@@ -37,7 +37,6 @@ def analyze(run_dirs: Sequence[str | Path], out: str | Path | None = None, optio
     """Analyze runs of one suite into `out` (default: the first run's analysis/) with the suite's analysis
     `options` (its AnalyzeOptions; None: the defaults); returns report.md's path. The same function serves the CLI
     and scripts. A partial run is refused unless `allow_partial`; runs are named by `names` or by their models."""
-    from behavioral.analysis.runs import suite_of
     from behavioral.suites import get_suite
 
     suite = get_suite(suite_of(run_dirs))

@@ -9,12 +9,12 @@ import numpy as np
 import pandas as pd
 
 from behavioral import store
-from behavioral.run_reader import read_run
+from behavioral.analysis import read_runs
 from behavioral.suites.intergroup import stats
 from behavioral.suites.intergroup.groups import CATEGORIES, Category, get_category
 from behavioral.suites.intergroup.settings import SETTING_NAMES, get_setting
 from behavioral.suites.intergroup.result import SettingAnalysis
-from behavioral.suites.intergroup.suite import AnalyzeOptions, view
+from behavioral.suites.intergroup.suite import SUITE, AnalyzeOptions
 
 EXCLUSION = (
     "M0, M, the t-test mask and Tables 3/6/7: an event refused in any cell of the category and setting, \"a person\" "
@@ -170,8 +170,8 @@ def load_analyses(run_dir: str | Path, options: AnalyzeOptions = AnalyzeOptions(
                   allow_partial: bool = False) -> list[SettingAnalysis]:
     """Analyze every category and setting of a run, categories in Table 1 order, settings in Table 2 order; a run
     that has not finished every work unit is refused unless `allow_partial`."""
-    manifest, rows, _ = read_run(run_dir, "intergroup", allow_partial)
-    return analyses_of(run_dir, manifest["config"], view(rows), options, allow_partial)
+    (run,) = read_runs(SUITE, [run_dir], allow_partial)
+    return analyses_of(run_dir, run.config, run.rows, options, allow_partial)
 
 
 def analyses_of(run_dir: str | Path, config: dict, results: pd.DataFrame, options: AnalyzeOptions,
