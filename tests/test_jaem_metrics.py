@@ -15,7 +15,7 @@ import torch
 from behavioral.analysis import Run
 from behavioral.run_reader import Completeness
 from behavioral.suites import jaem
-from behavioral.suites.jaem.effects import holm
+from behavioral.analysis.multiplicity import holm
 from behavioral.suites.jaem.samples import LETTERS
 from behavioral.suites.jaem.suite import JaemItem
 from behavioral.suites.jaem.tables import effects

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats as _sps
 
+from behavioral.analysis.bootstrap import percentile_interval, resamples
+
 EXACT_LIMIT = 100_000  # the most matchings enumerated by the exact test (8! = 40,320 is the largest n! within it)
 
 
@@ -209,11 +211,7 @@ class EventBootstrap:
 
     def interval(self, values: np.ndarray) -> tuple[float, float]:
         """The percentile interval of `values` at the bootstrap's level (NaN without valid resamples)."""
-        if not len(values):
-            return float("nan"), float("nan")
-        tail = 100 * (1 - self.level) / 2
-        low, high = np.percentile(values, [tail, 100 - tail])
-        return float(low), float(high)
+        return percentile_interval(values, self.level)
 
 
 def event_bootstrap(I: np.ndarray, same: np.ndarray, n_resamples: int = 1000, seed: int = 0,
@@ -223,11 +221,8 @@ def event_bootstrap(I: np.ndarray, same: np.ndarray, n_resamples: int = 1000, se
     permutation test, which conditions on the events, cannot. Pass δ's I (without "a person")."""
     I = _check_intensities(I)
     same = _check_same(I[:, :, 0], same)
-    if n_resamples < 1:
-        raise ValueError(f"n_resamples must be at least 1, got {n_resamples}")
-    draws = np.random.default_rng(seed).integers(0, I.shape[2], size=(n_resamples, I.shape[2]))
     deltas, points = [], []
-    for draw in draws:
+    for draw in resamples(I.shape[2], n_resamples, seed):
         J = I[:, :, draw]
         try:
             M0 = cell_means(J, exclusion_mask(J), decimals)

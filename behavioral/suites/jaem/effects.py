@@ -12,22 +12,10 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from behavioral.analysis.multiplicity import holm
+
 BINARY = ("ce_correct",)  # metrics tested with χ²
 METRICS = ("ce_correct", "vad_v", "vad_a", "vad_d", "era_ip", "era_ex", "era_er")
-
-
-def holm(pvalues: Sequence[float]) -> np.ndarray:
-    """Holm-Bonferroni adjusted p-values (NaN entries stay NaN and do not count)."""
-    p = np.asarray(pvalues, dtype=float)
-    out = np.full(p.shape, np.nan)
-    idx = np.flatnonzero(~np.isnan(p))
-    m = len(idx)
-    order = idx[np.argsort(p[idx], kind="stable")]
-    running = 0.0
-    for rank, i in enumerate(order):
-        running = max(running, min(1.0, (m - rank) * p[i]))
-        out[i] = running
-    return out
 
 
 def _omnibus(groups: list[np.ndarray], binary: bool) -> tuple[str, float]:

@@ -10,7 +10,8 @@ from itertools import combinations
 import pandas as pd
 
 from behavioral.suites.jaem.dimensions import ATTRIBUTES
-from behavioral.suites.jaem.effects import METRICS, attribute_effects, compare, holm
+from behavioral.analysis.multiplicity import holm
+from behavioral.suites.jaem.effects import METRICS, attribute_effects, compare
 from behavioral.suites.jaem.templates import LABELS
 
 GROUPINGS: tuple[tuple[str, ...], ...] = (*((a,) for a in ATTRIBUTES), ("sexuality", "pronoun"))
