@@ -19,6 +19,7 @@ from matplotlib.figure import Figure
 from scipy.spatial.distance import pdist, squareform
 from scipy.stats import rankdata
 
+from behavioral.analysis.multiplicity import holm, max_statistic
 from behavioral.outputs import save_figure
 from interp.clusters import layer_numbers, p_value, plot_against_null
 
@@ -159,11 +160,13 @@ def layer_rsa(
     """RSA per layer between persona vectors [layers × n × d] and behavior rows [n × columns] (the same n identities
     in the same order, e.g. the perceivers' rows of M without "a person").
 
-    One row per layer: hook, layer, rsa (Spearman r), p (Mantel, one-sided), null_mean, null_q95, n, metric,
-    behavior_metric, n_permutations. Persona vectors are centred over the identities of each layer (`center`); every
-    layer is tested against the same permutations. `control`, an [n × n] distance matrix such as
-    `difference_matrix(persona token counts)`, adds the partial Mantel test with it partialled out: partial_rsa,
-    partial_p, partial_null_mean, partial_null_q95.
+    One row per layer: hook, layer, rsa (Spearman r), p (Mantel, one-sided), p_fwe, p_holm, null_mean, null_q95, n,
+    metric, behavior_metric, n_permutations. Persona vectors are centred over the identities of each layer
+    (`center`); every layer is tested against the same permutations, so p_fwe is the max-statistic family-wise
+    adjustment over the layers (the largest r of any layer under each permutation), p_holm Holm's over the layers.
+    `control`, an [n × n] distance matrix such as `difference_matrix(persona token counts)`, adds the partial Mantel
+    test with it partialled out: partial_rsa, partial_p, partial_p_fwe, partial_p_holm, partial_null_mean,
+    partial_null_q95.
     """
     persona = np.asarray(persona)
     M_rows = np.asarray(M_rows)
@@ -175,17 +178,25 @@ def layer_rsa(
     if len(hooks) != len(persona):
         raise ValueError(f"{len(hooks)} hook names for {len(persona)} layers")
     D_behavior = distance_matrix(M_rows, behavior_metric)
-    rows = []
+    rows, nulls = [], {"": [], "partial_": []}
     for hook, layer, X in zip(hooks, layer_numbers(hooks), persona):
         D_persona = distance_matrix(X, metric, center)
         r, p, null = mantel(D_persona, D_behavior, n_permutations, seed, return_null=True)
         row = {"hook": hook, "layer": layer, "rsa": r, "p": p, **_null_summary(null), "n": persona.shape[1],
                "metric": metric, "behavior_metric": behavior_metric, "n_permutations": n_permutations}
+        nulls[""].append(null)
         if control is not None:
             r, p, null = partial_mantel(D_persona, D_behavior, control, n_permutations, seed, return_null=True)
             row |= {"partial_rsa": r, "partial_p": p} | {f"partial_{k}": v for k, v in _null_summary(null).items()}
+            nulls["partial_"].append(null)
         rows.append(row)
-    return pd.DataFrame(rows)
+    table = pd.DataFrame(rows)
+    for prefix, null in nulls.items():
+        if null:
+            statistic = table[f"{prefix}rsa"].to_numpy(dtype=float)
+            table[f"{prefix}p_fwe"] = max_statistic(statistic, np.vstack(null))
+            table[f"{prefix}p_holm"] = holm(table[f"{prefix}p"])
+    return table
 
 
 def _null_summary(null: np.ndarray) -> dict[str, float]:

@@ -11,6 +11,7 @@ import pytest
 
 from behavioral import store
 from behavioral.analysis import analyze
+from behavioral.analysis.multiplicity import holm
 from behavioral.suites.intergroup import analysis, figures
 from behavioral.suites.intergroup.suite import FIELDS, AnalyzeOptions, results
 from behavioral.suites.intergroup.groups import get_category
@@ -244,14 +245,14 @@ def test_a_random_answerer_shows_no_gap():
     assert abs(np.mean(deltas)) < 0.25 and 0.2 < np.median(p_values) < 0.8
 
 
-def test_figures_name_a_measure_other_than_the_generated_intensity(tmp_path: Path) -> None:
+def test_every_figure_names_its_measure(tmp_path: Path) -> None:
     run_dir = make_run(tmp_path / "run", categories=("religion",), mode="score", settings=("P0S0T0",))
     expected = _load(run_dir, permutations=20, measure="expected_intensity")[0]
     title = figures.heatmap(expected).axes[0].get_title()
     assert title == "Religion, (P0, S0, T0), expected intensity"
     assert figures.heatmap_grid([expected])._suptitle.get_text() == "M of expected intensity"
     greedy = _load(make_run(tmp_path / "gen", categories=("religion",), settings=("P0S0T0",)), permutations=20)[0]
-    assert figures.heatmap(greedy).axes[0].get_title() == "Religion, (P0, S0, T0)"  # the paper's measure
+    assert figures.heatmap(greedy).axes[0].get_title() == "Religion, (P0, S0, T0), generated intensity"  # the paper's
     scored = _load(run_dir, permutations=20)[0]  # score mode generates no reply
     assert figures.heatmap(scored).axes[0].get_title() == "Religion, (P0, S0, T0), greedy score answer"
 
@@ -272,7 +273,7 @@ def test_two_runs_give_table2_by_run_with_each_runs_own_statistics(tmp_path: Pat
     assert by_run["strong"] > 1 and abs(by_run["none"]) < 0.5
     points = table2.groupby("run").gap_points.mean()  # the planted 10 rating points, before z-scoring
     assert abs(points["strong"] - 10) < 1.5 and abs(points["none"]) < 1.5
-    assert set(table2.measure) == {"intensity"} and (table2.n_bootstrap == 1000).all()
+    assert set(table2.measure) == {"generated intensity"} and (table2.n_bootstrap == 1000).all()
     assert (table2.gap_points_low < table2.gap_points).all() and (table2.gap_points < table2.gap_points_high).all()
     strong = table2[table2.run == "strong"]
     assert (strong.gap_points_low > 5).all() and (strong.delta_events_low > 0).all()  # over events too, a clear gap
@@ -280,7 +281,14 @@ def test_two_runs_give_table2_by_run_with_each_runs_own_statistics(tmp_path: Pat
     assert table2.set_index(["run", "setting"]).n_events.to_dict() == {
         ("strong", "P0S0T0"): 5, ("strong", "P0S1T0"): 6, ("none", "P0S0T0"): 5, ("none", "P0S1T0"): 6}
     wide = (tmp_path / "out" / "table2_delta.md").read_text()
-    assert "| Run | Category | (P0, S0, T0) | (P0, S1, T0) |" in wide and "| strong | Religion |" in wide
+    assert "| Run | Category | Measure | (P0, S0, T0) | (P0, S1, T0) |" in wide
+    assert "| strong | Religion | generated intensity |" in wide
+    for _, run in table2.groupby("run"):  # Holm over each run's own tests (its 2 settings)
+        assert (run.holm_family == 2).all()
+        assert run.p_holm.tolist() == pytest.approx(holm(run.p_exact).round(4).tolist())
+        assert run.p_events_holm.tolist() == pytest.approx(holm(run.p_events).round(5).tolist())
+    assert (strong.p_events <= 1 / 2 ** strong.n_events + 1e-9).all()  # every event favours the in-group
+    assert (table2.p_events >= table2.p_events_min).all()
     matrix = pd.read_csv(tmp_path / "out" / "matrices" / "religion_P0S0T0.csv")
     assert matrix.groupby("run").size().to_dict() == {"none": 36, "strong": 36}
     assert (tmp_path / "out" / "figures" / "delta_by_setting.png").stat().st_size > 0

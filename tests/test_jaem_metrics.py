@@ -90,11 +90,6 @@ def test_era_needs_three_labels_and_every_dimension(tiny_tokenizer):
     assert parse_era_models("ip=a, EX=b,ER=c") == {"IP": "a", "EX": "b", "ER": "c"}
 
 
-def test_holm_matches_its_definition():
-    p = [0.01, 0.04, 0.03, math.nan, 0.005]
-    assert np.allclose(holm(p)[[0, 1, 2, 4]], [0.03, 0.06, 0.06, 0.02]) and math.isnan(holm(p)[3])
-
-
 def test_attribute_effects_z_and_omnibus():
     df = pd.DataFrame({"g": ["a"] * 4 + ["b"] * 4, "x": [1.0, 2, 3, 4, 5, 6, 7, 8]})
     out = jaem.attribute_effects(df, "x", by="g")

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from scipy.stats import spearmanr
 
+from behavioral.analysis.multiplicity import holm
 from interp import rsa
 
 
@@ -82,6 +83,13 @@ def test_layer_rsa_follows_the_planted_relation(tmp_path: Path) -> None:
     assert df.p.iloc[0] > 0.05 and df.p.iloc[2] < 0.01
     assert df.rsa.iloc[0] < df.rsa.iloc[1] < df.rsa.iloc[2]
     assert df.rsa.iloc[2] == pytest.approx(1.0)  # centring leaves euclidean distances unchanged
+    # across layers: the max statistic over the same 200 permutations, and Holm over the 3 layers
+    nulls = np.vstack([rsa.mantel(rsa.distance_matrix(X, "euclidean", True), rsa.distance_matrix(behavior,
+                                                                                              "euclidean"),
+                                  200, 0, return_null=True)[2] for X in persona])
+    assert df.p_fwe.tolist() == pytest.approx([(1 + np.sum(nulls.max(axis=0) >= r - 1e-12)) / 201 for r in df.rsa])
+    assert (df.p_fwe >= df.p).all() and df.p_holm.tolist() == pytest.approx(holm(df.p).tolist())
+    assert df.p_fwe.iloc[2] < 0.01  # the planted layer survives the correction
     rsa.plot_rsa(df, "test", out=tmp_path / "rsa")
     assert (tmp_path / "rsa.png").stat().st_size > 0 and (tmp_path / "rsa.pdf").is_file()
     with pytest.raises(ValueError, match="behavior rows"):
@@ -148,7 +156,8 @@ def test_layer_rsa_with_a_control(tmp_path: Path) -> None:
     persona = np.stack([np.hstack([rng.normal(size=(21, 5)), 4 * tokens[:, None]]), behavior])
     df = rsa.layer_rsa(persona, behavior, metric="euclidean", n_permutations=200,
                        control=rsa.difference_matrix(tokens))
-    assert {"partial_rsa", "partial_p", "partial_null_mean", "partial_null_q95"} <= set(df.columns)
+    assert {"partial_rsa", "partial_p", "partial_p_fwe", "partial_p_holm", "partial_null_mean",
+            "partial_null_q95"} <= set(df.columns)
     assert df.partial_rsa.iloc[0] < df.rsa.iloc[0] and df.partial_p.iloc[1] < 0.01
     fig = rsa.plot_rsa(df, "test", out=tmp_path / "rsa")
     assert (tmp_path / "rsa.png").stat().st_size > 0

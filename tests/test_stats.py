@@ -10,6 +10,8 @@ import pytest
 
 from behavioral.suites.intergroup.stats import (
     event_bootstrap,
+    event_ranks,
+    event_test,
     EXACT_LIMIT,
     PermutationResult,
     _permutation_indices,
@@ -471,3 +473,71 @@ def test_event_bootstrap_intervals_cover_a_null_gap_about_as_often_as_they_claim
         low, high = boot.interval(boot.gap_points)
         covered += low <= 0 <= high
     assert covered >= 85  # a 95% percentile interval over 12 events; percentile intervals run a little short
+
+
+# --- the sign-flip test over events ----------------------------------------------------------------------------
+
+
+def test_event_ranks_equal_a_brute_force_rank_over_every_matching():
+    rng = np.random.default_rng(0)
+    same = np.eye(4, dtype=bool)
+    I = rng.normal(50, 10, (4, 4, 6))  # continuous: no ties, so no random tie-break
+    expected = []
+    for e in range(6):
+        gap = lambda cols: np.mean([I[p, cols[p], e] for p in range(4)]) - np.mean(
+            [I[p, x, e] for p in range(4) for x in range(4) if x != cols[p]])
+        gaps = [gap(cols) for cols in itertools.permutations(range(4))]
+        expected.append((sum(g < gap(range(4)) for g in gaps) + 0.5) / 24 - 0.5)
+    assert event_ranks(I, same) == pytest.approx(expected)
+
+
+def test_event_test_p_equals_a_brute_force_count_over_every_sign_pattern():
+    rng = np.random.default_rng(1)
+    same = np.eye(5, dtype=bool)
+    I = rng.normal(50, 10, (5, 5, 8)) + 4 * same[:, :, None]
+    test = event_test(I, same)
+    ranks = event_ranks(I, same)
+    means = [np.mean(np.array(signs) * ranks) for signs in itertools.product([-1, 1], repeat=8)]
+    assert test.exact and test.p_value == pytest.approx(np.mean([m >= ranks.mean() - 1e-12 for m in means]))
+    assert test.p_min == 1 / 256 and test.p_value >= test.p_min
+
+
+def test_event_test_p_is_floored_by_the_events_not_by_the_120_matchings_of_five_religions():
+    same = np.eye(5, dtype=bool)
+    I = np.random.default_rng(2).normal(50, 1, (5, 5, 12)) + 20 * same[:, :, None]
+    test = event_test(I, same)
+    assert test.p_value == 1 / 4096 < 1 / 120 and test.mean_quantile == pytest.approx(1 - 0.5 / 120)
+
+
+def _null_rejections(draw, same: np.ndarray, n: int, n_permutations: int = 10_000) -> float:
+    """Share of `n` null datasets whose event-level p is at most 0.05."""
+    return float(np.mean([event_test(draw(k), same, n_permutations, seed=k).p_value <= 0.05 for k in range(n)]))
+
+
+@pytest.mark.parametrize("answers", ["uniform", "skewed"])
+def test_event_test_keeps_its_size_for_a_random_answerer_with_12_events(answers):
+    # skewed: a model that answers 85 and now and then 50 (as the development model does); a raw in-group minus
+    # out-group contrast is skewed then, the centred ranks are not
+    same = np.eye(5, dtype=bool)
+    rng = np.random.default_rng(3)
+    draw = {"uniform": lambda k: rng.integers(0, 101, (5, 5, 12)).astype(float),
+            "skewed": lambda k: rng.choice([50.0, 85.0], p=[0.05, 0.95], size=(5, 5, 12))}[answers]
+    assert 0.02 <= _null_rejections(draw, same, 400) <= 0.085  # 0.05 ± 3 binomial standard errors
+
+
+def test_event_test_keeps_its_size_and_has_power_where_groups_hold_several_names():
+    group = np.repeat(np.arange(4), 2)  # race: several names per group, no one-to-one matching, sampled
+    same = group[:, None] == group[None, :]
+    rng = np.random.default_rng(4)
+    assert _null_rejections(lambda k: rng.choice([50.0, 85.0], p=[0.05, 0.95], size=(8, 8, 12)), same, 200,
+                            999) <= 0.1
+    planted = lambda k: rng.normal(70, 10, (8, 8, 12)) + 5 * same[:, :, None]
+    assert 1 - _null_rejections(planted, same, 50, 999) <= 0.1  # power >= 0.9
+
+
+def test_event_test_has_power_on_a_planted_gap_of_five_points_with_12_events():
+    same = np.eye(5, dtype=bool)
+    rng = np.random.default_rng(5)
+    rejections = [event_test(rng.normal(70, 10, (5, 5, 12)) + 5 * same[:, :, None], same).p_value <= 0.05
+                  for _ in range(200)]
+    assert np.mean(rejections) >= 0.85  # measured 0.94 (experiments/inference_calibration.py)

@@ -92,7 +92,8 @@ def analyze_setting(
     """All statistics of one category and setting from its result rows (missing prompts count as refused if allowed).
 
     `round_cells=2` rounds every cell mean before z-scoring, as the authors' notebook does; `n_bootstrap` resamples
-    of the events give δ's interval over events (0: none).
+    of the events give δ's interval over events (0: none); the event-level test draws `n_permutations` matchings
+    and sign patterns where it cannot enumerate them.
     """
     I, n_missing = intensity_tensor(rows, category, event_ids, measure)
     if n_missing and not allow_partial:
@@ -101,7 +102,7 @@ def analyze_setting(
             f"({I.size - n_missing} present); finish the run or pass --allow-partial"
         )
     keep, keep_delta = stats.exclusion_mask(I), stats.exclusion_mask(I[1:, 1:])
-    M0 = M = M_delta = shown = permutation = summary = gap_points = bootstrap = None
+    M0 = M = M_delta = shown = permutation = summary = gap_points = bootstrap = event_test = None
     matrix_reason = mask_reason = delta_reason = None
     try:
         M0 = stats.cell_means(I, keep, round_cells)
@@ -124,6 +125,7 @@ def analyze_setting(
         gap_points = float(M0_delta[same].mean() - M0_delta[~same].mean())
         M_delta = stats.zscore(M0_delta)
         permutation = stats.permutation_test(M_delta, same, n_permutations, seed)
+        event_test = stats.event_test(I[1:, 1:], same, n_permutations, seed)
         if n_bootstrap:
             bootstrap = stats.event_bootstrap(I[1:, 1:], same, n_bootstrap, seed, round_cells)
     except ValueError as exc:
@@ -151,6 +153,7 @@ def analyze_setting(
         delta_reason=delta_reason,
         gap_points=gap_points,
         bootstrap=bootstrap,
+        event_test=event_test,
     )
 
 

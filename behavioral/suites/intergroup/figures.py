@@ -74,7 +74,7 @@ def heatmap_grid(analyses: list[SettingAnalysis]) -> Figure:
                 ax.set_title(setting_label(setting))
             if j == 0:
                 ax.set_ylabel(f"{titles[cat]}\nperceiver")
-    if analyses and _measure_note(analyses[0]):
+    if analyses:
         fig.suptitle(f"M of {analyses[0].measure_name}")
     fig.tight_layout()
     return fig
@@ -87,15 +87,10 @@ def heatmap(a: SettingAnalysis, masked: bool = True) -> Figure:
     fig = Figure(figsize=(size + 1, size + 0.4))
     ax = fig.subplots()
     _draw_heatmap(ax, a, ticks=True, masked=masked)
-    ax.set_title(f"{a.category.title}, {setting_label(a.setting)}{_measure_note(a)}")
+    ax.set_title(f"{a.category.title}, {setting_label(a.setting)}, {a.measure_name}")
     fig.text(0.01, 0.005, _mask_caption(a, masked), fontsize=7, ha="left", va="bottom", wrap=True)
     fig.tight_layout(rect=(0, 0.03, 1, 1))
     return fig
-
-
-def _measure_note(a: SettingAnalysis) -> str:
-    """Title suffix naming a measure other than the paper's generated intensity."""
-    return "" if a.measure_name == "generated intensity" else f", {a.measure_name}"
 
 
 def _mask_caption(a: SettingAnalysis, masked: bool) -> str:
@@ -128,7 +123,7 @@ def tsne_nationality(a: SettingAnalysis, **params) -> Figure:
     ax.set_yticks([])
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1))
     ax.set_title(f"t-SNE of perceiver rows of M (no \"a person\"), {a.category.title}, {setting_label(a.setting)}"
-                 f"{_measure_note(a)}")
+                 f", {a.measure_name}")
     fig.tight_layout()
     return fig
 
@@ -162,7 +157,8 @@ def delta_by_setting(table2: pd.DataFrame) -> Figure:
             x = np.arange(len(settings)) + (k - (len(runs) - 1) / 2) * width
             delta = part.reindex(settings)
             ax.vlines(x, delta["ci_low"], delta["ci_high"], color=colormaps["tab10"](k), alpha=0.35, linewidth=4)
-            ax.plot(x, delta["delta"], "o-", color=colormaps["tab10"](k), label=run)
+            measures = "/".join(dict.fromkeys(part["measure"]))
+            ax.plot(x, delta["delta"], "o-", color=colormaps["tab10"](k), label=f"{run} ({measures})")
         ax.axhline(0, color="grey", linewidth=0.8)
         ax.set_xticks(range(len(settings)), [setting_label(s) for s in settings], rotation=30, fontsize=7)
         ax.set_ylabel(f"δ, {category}")

@@ -49,6 +49,7 @@ class SettingAnalysis:
     # the matrix's spread moves; this does not)
     gap_points: float | None = None
     bootstrap: stats.EventBootstrap | None = None  # δ and gap_points over resamples of the events
+    event_test: stats.EventTest | None = None  # the sign-flip test of δ > 0 over events
 
     @property
     def identities(self) -> tuple[str, ...]:

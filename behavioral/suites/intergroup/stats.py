@@ -12,7 +12,7 @@ from scipy import stats as _sps
 
 from behavioral.analysis.bootstrap import percentile_interval, resamples
 
-EXACT_LIMIT = 100_000  # the most matchings enumerated by the exact test (8! = 40,320 is the largest n! within it)
+EXACT_LIMIT = 100_000  # the most outcomes an exact test enumerates (8! = 40,320 matchings; 2^16 = 65,536 sign patterns)
 
 
 @dataclass(frozen=True, eq=False)
@@ -231,6 +231,88 @@ def event_bootstrap(I: np.ndarray, same: np.ndarray, n_resamples: int = 1000, se
             continue
         points.append(float(M0[same].mean() - M0[~same].mean()))
     return EventBootstrap(np.array(deltas), np.array(points), level)
+
+
+@dataclass(frozen=True, eq=False)
+class EventTest:
+    """The event-level test of δ > 0 (the toolkit's addition): per kept event, where the identity matching's gap
+    ranks among the matchings' gaps (`ranks`, centred: 0 is the middle, ±1/2 the ends), and the one-sided sign-flip p
+    of their mean, exact over all 2^E sign patterns where 2^E <= EXACT_LIMIT, else from `n_draws` sampled ones."""
+
+    ranks: np.ndarray
+    p_value: float
+    n_draws: int  # sign patterns drawn; 0 where all 2^E were enumerated
+
+    @property
+    def exact(self) -> bool:
+        """Whether every sign pattern was enumerated."""
+        return not self.n_draws
+
+    @property
+    def mean_quantile(self) -> float:
+        """The share of matchings the identity matching's gap beats in the mean event (0.5: chance)."""
+        return float(self.ranks.mean() + 0.5)
+
+    @property
+    def p_min(self) -> float:
+        """The smallest p this test can give: 1/2^E exact, 1/(draws + 1) sampled; never 1/n!."""
+        return 1 / (2 ** len(self.ranks) if self.exact else self.n_draws + 1)
+
+
+def _matching_gaps(I: np.ndarray, same: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    """[K, E]: per event, δ's raw gap of I[:, :, e] with rows and columns permuted by rows[k], cols[k]."""
+    i, j = np.nonzero(same)
+    inside = I[rows[:, i], cols[:, j]].sum(axis=1)  # [K, E]: the in-group cells' sum under each permutation
+    n_in, n_out = len(i), same.size - len(i)
+    return inside / n_in - (I.sum(axis=(0, 1)) - inside) / n_out
+
+
+def event_ranks(I: np.ndarray, same: np.ndarray, n_permutations: int = 10_000, seed: int = 0) -> np.ndarray:
+    """Per event kept by the exclusion, the centred rank of the identity matching's gap among the gaps of every
+    matching (all n! where enumerable, else the identity and `n_permutations` row and column permutations, as in the
+    authors' test), ties broken at random (seeded) so that the rank is uniform when the event's cells are
+    exchangeable, whatever the distribution of the answers."""
+    I = _check_intensities(I)
+    same = _check_same(I[:, :, 0], same)
+    kept = I[:, :, exclusion_mask(I)]
+    if not kept.shape[2]:
+        raise ValueError("no event kept: expected at least one event without refusals")
+    n = same.shape[0]
+    count = n_matchings(same)
+    if count is not None and count <= EXACT_LIMIT:
+        cols = np.array(list(itertools.permutations(range(n))), dtype=np.intp)
+        rows = np.broadcast_to(np.arange(n), cols.shape)
+    else:
+        rows, cols = _permutation_indices(n_permutations, same.shape, seed)
+        rows, cols = np.vstack([np.arange(n), rows]), np.vstack([np.arange(n), cols])
+    gaps = _matching_gaps(kept, same, rows, cols)
+    observed = kept[same].mean(axis=0) - kept[~same].mean(axis=0)
+    tied = np.isclose(gaps, observed, rtol=1e-12, atol=1e-12)
+    below = np.count_nonzero((gaps < observed) & ~tied, axis=0)
+    position = below + np.random.default_rng(seed).integers(0, np.count_nonzero(tied, axis=0))
+    return (position + 0.5) / len(gaps) - 0.5
+
+
+def event_test(I: np.ndarray, same: np.ndarray, n_permutations: int = 10_000, seed: int = 0) -> EventTest:
+    """Sign-flip test over events of δ > 0, whose p is floored by the number of events, not of identities.
+
+    Each event's statistic is the centred rank of `event_ranks`: where a random answerer's cells are exchangeable
+    it is uniform, hence symmetric about 0, whatever the answers' distribution (a raw in-group minus out-group
+    contrast is not: n in-group cells against n(n-1) out-group cells make it skewed when answers are). Under H0 each
+    event's rank is symmetric about 0, so flipping signs leaves the data as likely; p is the share of the 2^E sign
+    patterns (the observed one included) whose mean is at least the observed mean (sampled beyond EXACT_LIMIT).
+    Pass δ's I (without "a person").
+    """
+    ranks = event_ranks(I, same, n_permutations, seed)
+    e = len(ranks)
+    exact = 2 ** e <= EXACT_LIMIT
+    if exact:
+        signs = 1 - 2 * ((np.arange(2 ** e)[:, None] >> np.arange(e)) & 1)
+    else:
+        signs = np.random.default_rng(seed).choice([-1, 1], size=(n_permutations, e))
+    hits = np.count_nonzero(_at_least(signs @ ranks / e, float(ranks.mean())))
+    p = hits / len(signs) if exact else (1 + hits) / (n_permutations + 1)
+    return EventTest(ranks, float(p), 0 if exact else n_permutations)
 
 
 def exclusion_mask(I: np.ndarray) -> np.ndarray:

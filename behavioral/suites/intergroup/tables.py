@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from behavioral.analysis import Table
+from behavioral.analysis.multiplicity import holm
 from behavioral.analysis.formats import MISSING, cell, is_missing
 from behavioral.suites.intergroup.result import SettingAnalysis
 from behavioral.suites.intergroup.settings import SETTING_NAMES, setting_label
@@ -32,7 +33,6 @@ def _row_table2(a: SettingAnalysis) -> dict:
     perm = a.permutation
     values = {} if perm is None else {"delta": perm.delta, "ci_low": perm.ci_low, "ci_high": perm.ci_high}
     return {
-        "measure": a.measure,
         "n_events": int(a.keep_delta.sum()),
         "gap_points": _round(a.gap_points, 2),
         "delta": _round(values.get("delta"), 2),
@@ -45,8 +45,26 @@ def _row_table2(a: SettingAnalysis) -> dict:
         "p_exact": _round(None if perm is None else perm.p_exact, 4),
         "n_outcomes": None if perm is None else perm.n_outcomes,
         **_events_interval(a),
+        **_event_test(a),
         "note": a.delta_reason or "",
     }
+
+
+def _event_test(a: SettingAnalysis) -> dict:
+    """The sign-flip test over events: the identity matching's mean quantile among matchings, its p and floor."""
+    test = a.event_test
+    if test is None:
+        return {"events_quantile": math.nan, "p_events": math.nan, "p_events_min": math.nan}
+    return {"events_quantile": _round(test.mean_quantile, 3), "p_events": _round(test.p_value, 5),
+            "p_events_min": float(f"{test.p_min:.3g}")}
+
+
+def _holm(frame: pd.DataFrame) -> pd.DataFrame:
+    """Table 2 of one run with Holm-adjusted p over its tests (every category and setting): of the permutation p
+    (exact where enumerated, else sampled) and of the events p, and the family's size."""
+    permutation = frame["p_exact"].fillna(frame["p_value"])
+    return frame.assign(p_holm=holm(permutation).round(4), p_events_holm=holm(frame["p_events"]).round(5),
+                        holm_family=int(permutation.notna().sum()))
 
 
 def _events_interval(a: SettingAnalysis) -> dict:
@@ -102,8 +120,9 @@ def _cell_table2(r: pd.Series) -> str:
         return MISSING
     floor = " (floor)" if r["p_at_floor"] else ""
     exact = "" if is_missing(r["p_exact"]) else f", exact {cell(r['p_exact'], digits=4)}"
-    events = "" if is_missing(r["delta_events_low"]) else \
-        f"; over events [{cell(r['delta_events_low'])}, {cell(r['delta_events_high'])}]"
+    interval = "" if is_missing(r["delta_events_low"]) else \
+        f" [{cell(r['delta_events_low'])}, {cell(r['delta_events_high'])}]"
+    events = "" if is_missing(r["p_events"]) else f"; over events{interval}, p={cell(r['p_events'], 'p')}"
     return (f"{cell(r['delta'], digits=2)} [{cell(r['ci_low'])}, {cell(r['ci_high'])}], "
             f"p={cell(r['p_value'], digits=4)}{floor}{exact}{events}")
 
@@ -138,7 +157,11 @@ TABLES: dict[str, tuple[str, Callable[[SettingAnalysis], dict], Callable[[pd.Ser
         "the CSV also holds the measure, the events δ averages over (n_events), δ's gap before z-scoring in "
         "rating points (gap_points: mean in-group minus mean out-group cell) and, over resamples of the events "
         "(n_bootstrap that defined δ), the 95% percentile intervals of δ (delta_events_*) and gap_points "
-        "(gap_points_*): the uncertainty from which events were sampled, which the permutation null conditions away",
+        "(gap_points_*): the uncertainty from which events were sampled, which the permutation null conditions away; "
+        "over events: that interval, and the sign-flip test of δ > 0 over events (p_events, floor p_events_min = "
+        "1/2^n_events; events_quantile: the share of matchings the identity matching's gap beats in the mean event); "
+        "p_holm and p_events_holm: Holm-adjusted over the run's holm_family tests (every category and setting of the "
+        "run with this measure), p_holm of the exact p where enumerated, else of the sampled p",
         _row_table2,
         _cell_table2,
     ),
@@ -160,10 +183,12 @@ TABLES: dict[str, tuple[str, Callable[[SettingAnalysis], dict], Callable[[pd.Ser
 
 
 def tidy_table(name: str, analyses: Sequence[SettingAnalysis], run: str | None = None) -> pd.DataFrame:
-    """One row per category and setting with the numeric columns of table `name` (led by `run` where given)."""
+    """One row per category and setting with the measure and the numeric columns of table `name` (led by `run` where
+    given); Table 2 gains its Holm columns over the run's tests."""
     lead = {} if run is None else {"run": run}
-    return pd.DataFrame([{**lead, "category": a.category.name, "setting": a.setting, **TABLES[name][1](a)}
-                         for a in analyses])
+    frame = pd.DataFrame([{**lead, "category": a.category.name, "setting": a.setting, "measure": a.measure_name,
+                           **TABLES[name][1](a)} for a in analyses])
+    return _holm(frame) if name == "table2_delta" and len(frame) else frame
 
 
 def wide_layout(name: str, frame: pd.DataFrame, titles: Mapping[str, str]) -> pd.DataFrame:
@@ -172,7 +197,8 @@ def wide_layout(name: str, frame: pd.DataFrame, titles: Mapping[str, str]) -> pd
     settings = [s for s in SETTING_NAMES if s in set(frame["setting"])]
     cells = {(r["run"], r["category"], r["setting"]): TABLES[name][2](r) for _, r in frame.iterrows()}
     runs = list(dict.fromkeys(frame["run"]))
-    rows = [{**({"Run": run} if len(runs) > 1 else {}), "Category": title,
+    measures = frame.groupby("run", sort=False)["measure"].agg(lambda m: "/".join(dict.fromkeys(m)))
+    rows = [{**({"Run": run} if len(runs) > 1 else {}), "Category": title, "Measure": measures[run],
              **{setting_label(s): cells.get((run, cat, s), MISSING) for s in settings}}
             for run in runs for cat, title in titles.items()]
     return pd.DataFrame(rows)
