@@ -17,7 +17,6 @@ import torch
 
 SPACE_MARKERS = "Ġ▁ "
 DIGITS = "0123456789"  # str.isdigit() also accepts "²", which byte-level BPE uses for a raw byte
-STORE_PROBS_UP_TO = 32  # label sets this small keep every label's probability in the result rows
 
 
 @dataclass(frozen=True)
@@ -75,7 +74,7 @@ class Scores:
     expected: float | None
     valid_mass: float
     start_mass: float
-    probs: tuple[float, ...] = ()
+    probs: tuple[float, ...]
     state: torch.Tensor | None = field(default=None, compare=False, repr=False)
 
 
@@ -218,10 +217,9 @@ class AnswerTrie:
                                   top.values, top.indices)]
         expected, valid, start, probs, tree_logits, top_values, top_indices = (t.tolist() for t in host)
         column = {int(t): j for j, t in enumerate(vocab.tolist())}
-        keep = len(self.spec.labels) <= STORE_PROBS_UP_TO
         return [
             Scores(self._greedy(tree_logits[b], dict(zip(branching, zip(top_values[b], top_indices[b]))), column),
-                   None if not values else expected[b], valid[b], start[b], tuple(probs[b]) if keep else ())
+                   None if not values else expected[b], valid[b], start[b], tuple(probs[b]))
             for b in range(len(probs))
         ]
 

@@ -52,6 +52,9 @@ def _add_run_options(p, suite: Suite) -> None:
     p.add_argument("--layers", default="all", help="layers to capture: all or a comma list such as 0,4,8")
     p.add_argument("--per-cell-samples", type=int, default=0,
                    help="single-prompt final-token states kept per cell (seeded), besides the per-cell means")
+    p.add_argument("--store-probs", action="store_true",
+                   help="score and both modes: keep every label's probability on each row, whatever the answer "
+                        "set's size (sets of up to 32 labels always keep them; each work unit's mean is always kept)")
     p.add_argument("--no-progress", action="store_true")
 
 
@@ -114,6 +117,7 @@ def run_config(args: argparse.Namespace) -> RunConfig:
         prompt_format=args.prompt_format, device=args.device, dtype=args.dtype, batch_size=args.batch_size,
         unit_size=args.unit_size, trust_remote_code=args.trust_remote_code,
         capture=kinds if capture == ("all",) else capture, layers=args.layers, per_cell_samples=args.per_cell_samples,
+        store_probs=args.store_probs,
     )
 
 

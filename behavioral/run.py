@@ -6,9 +6,11 @@ import math
 import os
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields, is_dataclass, replace
+from itertools import accumulate
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from tqdm import tqdm
 
@@ -29,6 +31,7 @@ from behavioral.work import WorkUnit, unit_batches, work_units
 # The decoding settings' defaults; a suite replaces some with its own (Suite.run_defaults, e.g. its authors').
 RUN_DEFAULTS = {"mode": "generate", "seed": 0, "temperature": 0.0, "top_p": 1.0, "samples": 1, "max_new_tokens": 128,
                 "prompt_format": "auto"}
+STORE_PROBS_UP_TO = 32  # answer sets this small keep every label's probability on each row (any set with store_probs)
 
 
 def run_defaults(suite: Suite) -> dict[str, Any]:
@@ -65,6 +68,7 @@ class RunConfig:
     capture: tuple[str, ...] = ()
     layers: str = "all"
     per_cell_samples: int = 0
+    store_probs: bool = False  # every row keeps its label probabilities, whatever the answer set's size
 
     def __post_init__(self):
         defaults = run_defaults(get_suite(self.suite))
@@ -100,6 +104,8 @@ class RunConfig:
         if self.samples > 1 and (self.mode == "score" or self.temperature == 0):
             raise ValueError(f"--samples {self.samples} needs generated replies with --temperature above 0; "
                              "greedy decoding and score mode give one answer per item")
+        if self.store_probs and self.mode == "generate":
+            raise ValueError("--store-probs keeps answer-set probabilities, which only --mode score or both computes")
         kinds = suite.capture.kinds if suite.capture else ()
         for name in self.capture:
             if name not in kinds:
@@ -128,7 +134,8 @@ def prepare_out_dir(out: Path, caches: Sequence[str] = ()) -> bool:
 
 
 IDENTITY = ("suite", "model", "mode", "seed", "temperature", "top_p", "samples", "max_new_tokens", "prompt_format",
-            "unit_size", "capture", "layers", "per_cell_samples")
+            "unit_size", "capture", "layers", "per_cell_samples", "store_probs")
+ADDED = {"store_probs": False}  # identity settings newer than some manifests: the value those runs ran with
 
 
 def _identity(config: RunConfig, model_info: dict) -> dict:
@@ -161,7 +168,7 @@ def _flat(config: dict, prefix: str = "") -> dict:
 
 def check_resumable(out: Path, identity: dict, partial: bool = False) -> None:
     """Refuse a run directory whose stored configuration differs (in the keys of `identity` only, if partial)."""
-    stored, identity = _flat(read_manifest(out)["config"]), _flat(identity)
+    stored, identity = _flat(ADDED | read_manifest(out)["config"]), _flat(identity)
     keys = set(identity) if partial else set(stored) | set(identity)
     diffs = [f"{k}: stored {stored.get(k)!r}, now {identity.get(k)!r}"
              for k in sorted(keys) if stored.get(k) != identity.get(k)]
@@ -251,9 +258,23 @@ class Runner:
             states = [s.state for s in scored]
         elif mode != "score" and generated[0][0] is not None and generated[0][0].state is not None:
             states = [g[0].state for g in generated]
-        rows = [result_row(unit_of[i], item, s, generated[i][s], scored[i])
+        means = dict(zip(accumulate((len(u.items) for u in units), initial=0), unit_means(units, scored)))
+        rows = [result_row(unit_of[i], item, s, generated[i][s], scored[i], self.config.store_probs,
+                           means.get(i) if s == 0 else None)
                 for i, item in enumerate(items) for s in range(n)]
         return rows, states
+
+
+def unit_means(units: Sequence[WorkUnit], scored: Sequence[Scores | None]) -> list[list[float] | None]:
+    """Per unit, the mean of its items' `probs` (`scored` in unit then item order) where every item was scored
+    against one answer set, else None."""
+    means, start = [], 0
+    for unit in units:
+        scores = scored[start:start + len(unit.items)]
+        start += len(unit.items)
+        shared = len({item.answers for item in unit.items}) == 1 and all(s is not None for s in scores)
+        means.append(np.mean([s.probs for s in scores], axis=0).tolist() if shared else None)
+    return means
 
 
 def _label(spec: AnswerSpec, name):
@@ -261,9 +282,11 @@ def _label(spec: AnswerSpec, name):
     return spec.labels[spec.names.index(name)]
 
 
-def result_row(unit_id: str, item: Item, sample: int, generation: Generation | None, score: Scores | None) -> dict:
+def result_row(unit_id: str, item: Item, sample: int, generation: Generation | None, score: Scores | None,
+               store_probs: bool = False, unit_probs: Sequence[float] | None = None) -> dict:
     """One result row: the core columns, then the item's fields. Without a generated reply, the answer is the
-    label greedy decoding reaches inside the answer set."""
+    label greedy decoding reaches inside the answer set. The row keeps its label probabilities for answer sets of up
+    to STORE_PROBS_UP_TO labels, or any with `store_probs`; `unit_probs` is its unit's mean (first row only)."""
     if generation is not None:
         answer = item.parse(generation.text)
         label, value, refused = answer.label, answer.value, answer.refused
@@ -271,6 +294,7 @@ def result_row(unit_id: str, item: Item, sample: int, generation: Generation | N
         label = score.greedy
         value, refused = _label(item.answers, label).value, False
     greedy = None if score is None else _label(item.answers, score.greedy)
+    keep = score is not None and (store_probs or len(item.answers.labels) <= STORE_PROBS_UP_TO)
     return {
         "unit_id": unit_id, "item_id": item.item_id, "sample": sample,
         "response": None if generation is None else generation.text,
@@ -283,7 +307,8 @@ def result_row(unit_id: str, item: Item, sample: int, generation: Generation | N
         "expected": math.nan if score is None or score.expected is None else score.expected,
         "valid_mass": math.nan if score is None else score.valid_mass,
         "start_mass": math.nan if score is None else score.start_mass,
-        "probs": None if score is None or not score.probs else list(score.probs),
+        "probs": list(score.probs) if keep else None,
+        "unit_probs": None if unit_probs is None else list(unit_probs),
         **item.fields,
     }
 

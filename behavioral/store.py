@@ -39,7 +39,11 @@ CORE = pa.schema(
         ("expected", pa.float64()),  # the mean value under the distribution over the set
         ("valid_mass", pa.float64()),  # the probability the answer set holds
         ("start_mass", pa.float64()),  # the probability that the first answer token begins an answer of the set
-        ("probs", pa.list_(pa.float64())),  # every label's probability (renormalised), for small label sets
+        ("probs", pa.list_(pa.float64())),  # every label's probability (renormalised, label order of the answer
+        # set): sets of up to 32 labels, any set with --store-probs; null otherwise
+        ("unit_probs", pa.list_(pa.float64())),  # score/both modes, first row of a work unit (first item, sample 0):
+        # the mean of `probs` over the unit's scored items, where they share one answer set; null on every other row
+        # and in runs made before this column (read as null)
     ]
 )
 
@@ -370,15 +374,24 @@ def _check_unique(run_dir: Path, parts: list[tuple[Path, pa.Table]]) -> None:
     )
 
 
+def _with_core(table: pa.Table) -> pa.Table:
+    """`table` with the CORE columns it lacks (written before they were added) inserted as nulls in their place."""
+    for i, field in enumerate(CORE):
+        if field.name not in table.column_names:
+            table = table.add_column(i, field, pa.nulls(table.num_rows, field.type))
+    return table
+
+
 def read_results(run_dir: str | Path) -> pd.DataFrame:
-    """All result rows of a run directory as one DataFrame (CORE columns, then the suite's fields); duplicate keys
-    and parts of another schema are errors."""
+    """All result rows of a run directory as one DataFrame (CORE columns, then the suite's fields; a CORE column
+    added since a part was written reads as null); duplicate keys and parts of another schema are errors."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise RunDirError(f"{run_dir}: no such run directory")
     parts = _parts(run_dir)
     if not parts:
         return CORE.empty_table().to_pandas()
+    parts = [(path, _with_core(table)) for path, table in parts]
     first_path, first = parts[0]
     for path, table in parts[1:]:
         if not table.schema.equals(first.schema):
