@@ -66,6 +66,16 @@ def _rows(
     return rows
 
 
+def _with_probs(rows: list[dict]) -> list[dict]:
+    """Score rows given a distribution over 0..100: 0.6 on the row's value, 0.4 on 20, and its mean as expected."""
+    for row in rows:
+        probs = np.zeros(101)
+        probs[int(row["value"])] += 0.6
+        probs[20] += 0.4
+        row["probs"], row["expected"] = probs.tolist(), float(probs @ np.arange(101))
+    return rows
+
+
 def make_run(
     run_dir: Path,
     categories: tuple[str, ...] = ("nationality", "religion"),
@@ -74,8 +84,10 @@ def make_run(
     constant: frozenset = frozenset(),
     drop: int = 0,
     settings: tuple[str, ...] = SETTINGS,
+    probs: bool = False,
 ) -> Path:
-    """A synthetic run directory; `constant` names (category, setting) pairs with every intensity equal."""
+    """A synthetic run directory; `constant` names (category, setting) pairs with every intensity equal; `probs` gives
+    score rows a stored distribution (see _with_probs)."""
     rng = np.random.default_rng(0)
     config = {
         "suite": "intergroup",
@@ -93,6 +105,7 @@ def make_run(
     for category in categories:
         for setting in settings:
             rows = _rows(category, setting, rng, mode, effect, (category, setting) in constant)
+            rows = _with_probs(rows) if probs else rows
             planned += rows
             store.write_part(run_dir, f"{category}-{setting}", rows[drop:] if category == "religion" else rows,
                              store.result_schema(FIELDS))
@@ -306,3 +319,29 @@ def test_runs_of_two_suites_or_names_that_clash_are_refused(tmp_path: Path) -> N
     with pytest.raises(store.RunDirError, match=r"different suites \(intergroup, scm\); expected runs of one suite"):
         analyze([run_dir, other], tmp_path / "out")
     assert not (tmp_path / "out").exists()
+
+
+def test_the_report_shows_the_distributions_behind_the_expected_intensity(tmp_path: Path) -> None:
+    run_dir = make_run(tmp_path / "run", categories=("religion",), mode="score", settings=("P0S0T0",), probs=True)
+    analyze([run_dir], tmp_path / "out", AnalyzeOptions(permutations=50, bootstrap=0, measure="expected_intensity"))
+    pooled = pd.read_csv(tmp_path / "out" / "answer_distributions.csv").set_index("cells")
+    # every cell puts 0.4 on 20 and 0.6 on its own rating (about 60 in-group, 50 out-group: the planted 10 points),
+    # spread by noise over several ratings: the pooled mode is 20, far below the means
+    assert (pooled["mode"] == 20).all() and pooled.p_mode.tolist() == pytest.approx([0.4, 0.4])
+    assert pooled.loc["in-group", "mean"] == pytest.approx(0.6 * 60 + 8, abs=1)
+    gap = pooled.loc["in-group", "mean"] - pooled.loc["out-group", "mean"]
+    table2 = pd.read_csv(tmp_path / "out" / "table2_delta.csv").iloc[0]
+    assert gap == pytest.approx(table2.gap_points, abs=0.01)  # the distributions' means are δ's expected measure
+    assert (pooled.n_items == [5 * N_EVENTS, 20 * N_EVENTS]).all()
+    cells = pd.read_csv(tmp_path / "out" / "distributions" / "cells.csv")
+    assert len(cells) == 36 * 101 and cells.groupby(["perceiver", "experiencer"]).probability.sum().round(9).eq(1).all()
+    assert cells[cells.perceiver == "a person"].in_group.isna().all()
+    assert (tmp_path / "out" / "figures" / "distributions_religion_P0S0T0.png").stat().st_size > 0
+    assert "## Answer distributions" in (tmp_path / "out" / "report.md").read_text()
+
+
+def test_a_run_without_stored_distributions_has_no_distribution_section(tmp_path: Path) -> None:
+    run_dir = make_run(tmp_path / "run", categories=("religion",), mode="score", settings=("P0S0T0",))
+    analyze([run_dir], tmp_path / "out", AnalyzeOptions(permutations=50, bootstrap=0))
+    assert not (tmp_path / "out" / "answer_distributions.csv").exists()
+    assert "Answer distributions" not in (tmp_path / "out" / "report.md").read_text()

@@ -9,7 +9,7 @@ import pandas as pd
 
 from behavioral.analysis import Analysis, Figure, Run, Section, Table
 from behavioral.analysis.formats import cell
-from behavioral.suites.intergroup import figures, tables
+from behavioral.suites.intergroup import distributions, figures, tables
 from behavioral.suites.intergroup.analysis import analyses_of
 from behavioral.suites.intergroup.result import SettingAnalysis
 from behavioral.suites.intergroup.settings import SETTING_NAMES, get_setting, setting_label
@@ -103,6 +103,29 @@ def _figures(run: Run, analyses: Sequence[SettingAnalysis], several: bool) -> li
     return [Figure(f"{prefix}{name}", title, fig) for name, title, fig in figures.figures(analyses)]
 
 
+DISTRIBUTIONS_TEXT = (
+    "The toolkit's addition, for runs that scored the answer set: the mean distribution over the ratings behind the "
+    "expected intensity, for δ's in-group and out-group cells (the mean is what `--measure expected_intensity` "
+    "averages; the mode is what the greedy answer mostly is), and each cell's distribution in "
+    "distributions/cells.csv. The figures set them side by side, pooled over δ's cells and for the perceiver whose "
+    "own cell departs most from its row's out-group cells. Distributions are of the scored answer set, renormalised: "
+    "they say nothing about the probability of not answering with a number (see numeric_mass).")
+
+
+def _distribution_figures(runs: Sequence[Run], cells: Mapping, several: bool) -> list[Figure]:
+    """Per run, category and setting with stored distributions, the in-group against out-group figure."""
+    out = []
+    for run in runs:
+        analyses, dists = cells[run.name]
+        prefix = f"figures/{run.stem}_" if several else "figures/"
+        for a in analyses:
+            fig = distributions.figure(a, dists)
+            if fig is not None:
+                out.append(Figure(f"{prefix}distributions_{a.category.name}_{a.setting}",
+                                  f"Answer distributions, {a.category.title}, {setting_label(a.setting)}", fig))
+    return out
+
+
 def analysis(runs: Sequence[Run], options: AnalyzeOptions) -> Analysis:
     """Seed 000's analysis of `runs` (each complete, or partial where the reader allowed it)."""
     per_run = {run.name: analyses_of(run.run_dir, run.config, run.rows, options, not run.completeness.complete)
@@ -126,6 +149,12 @@ def analysis(runs: Sequence[Run], options: AnalyzeOptions) -> Analysis:
                                                 figures.delta_by_setting(delta)),)))
     sections.append(Section("Figures", "", figures=tuple(f for run in runs
                                                           for f in _figures(run, per_run[run.name], several))))
-    return Analysis("Empathy-gap analysis", SOURCE, sections, _notes(options), files=tables.matrices(per_run),
+    cells = {run.name: (per_run[run.name], distributions.cell_distributions(run.rows)) for run in runs}
+    shown = distributions.tables(cells)
+    if shown is not None:
+        sections.append(Section("Answer distributions", DISTRIBUTIONS_TEXT, (shown[1],),
+                                tuple(_distribution_figures(runs, cells, several))))
+    return Analysis("Empathy-gap analysis", SOURCE, sections, _notes(options),
+                    files=[*tables.matrices(per_run), *(shown[:1] if shown else ())],
                     record={"exclusion": EXCLUSION, "tsne": figures.tsne_settings(),
                             "prompts_missing": {r: sum(a.n_missing for a in an) for r, an in per_run.items()}})

@@ -198,11 +198,12 @@ def view(rows: pd.DataFrame) -> pd.DataFrame:
     """Stored intergroup rows under seed 000's names: unit_id, the item fields, response, intensity (the parsed
     reply's number; in a score-mode run, which generates no reply, the intensity greedy decoding reaches inside
     0..max), refused, truncated, score_intensity (the greedy in-set answer's intensity), expected_intensity (the mean
-    of the distribution over the answer set), numeric_mass."""
+    of the distribution over the answer set), numeric_mass; and, where stored, sample, probs and unit_probs (the
+    distributions over the answer set)."""
     rows = rows.rename(columns=COLUMNS)
     columns = ["unit_id", *FIELDS, "response", "intensity", "refused", "truncated", "score_intensity",
                "expected_intensity", "numeric_mass"]
-    return rows[columns]
+    return rows[columns + [c for c in ("sample", "probs", "unit_probs") if c in rows]]
 
 
 def results(run_dir: str | Path) -> pd.DataFrame:
