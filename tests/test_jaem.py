@@ -384,6 +384,61 @@ def test_defaults_to_160_tokens_and_two_runs_compare(tmp_path, jaem_model_dir):
     answers = pd.read_csv(tmp_path / "t1" / "answers.csv").set_index("run")
     assert answers.loc["generated", "ce_unparsed"] == pytest.approx(pd.isna(truth["generated"]["letter"]).mean())
     assert answers["ce_from"].to_dict() == {"scored": "score", "generated": "generate"}
+    measures = {"scored": "argmax of the scored distribution", "generated": "letter of the greedy generated reply"}
+    assert accuracy["ce_measure"].to_dict() == answers["ce_measure"].to_dict() == measures
+    assert table.groupby("run")["ce_measure"].unique().map(list).to_dict() == {k: [v] for k, v in measures.items()}
+    assert set(pairs.loc["ce_correct", ["measure_a", "measure_b"]]) == set(measures.values())
+
+
+def _synthetic_analysis(p_gold):
+    """The analysis of two synthetic generate-mode runs on the project's 972 samples (uniform answers, and CE answers
+    from `p_gold`), with the demo lexicon; and the two runs' per-sample metrics."""
+    from tests.test_jaem_metrics import _metrics, _random_text, _run, _synthetic_rows, _uniform
+
+    rows = {"null": _synthetic_rows(_uniform, _random_text), "other": _synthetic_rows(p_gold, _random_text)}
+    analysis = jaem.SUITE.analyze([_run(name, r) for name, r in rows.items()], jaem.AnalyzeOptions(vad_lexicon="demo"))
+    lexicon = jaem.load_vad_lexicon("demo")
+    return {t.name: t.frame for t in analysis.tables()}, {name: _metrics(r, lexicon) for name, r in rows.items()}
+
+
+def _scipy_wilson(correct: pd.Series) -> list[float]:
+    from scipy.stats import binomtest
+
+    interval = binomtest(int(correct.sum()), len(correct)).proportion_ci(0.95, method="wilson")
+    return [interval.low, interval.high]
+
+
+def test_ce_accuracy_intervals_are_wilsons_over_the_ce_samples_and_cover_chance_under_the_null():
+    tables, samples = _synthetic_analysis(lambda attributes: 0.9 if attributes["sexuality"] == "asexual" else None)
+    accuracy = tables["compare_ce"].set_index("run")
+    for name, s in samples.items():
+        assert accuracy.loc[name, ["ce_correct_low", "ce_correct_high"]].tolist() == \
+            pytest.approx(_scipy_wilson(s["ce_correct"]))
+        table1 = tables["table1"][tables["table1"]["run"] == name].set_index("template")
+        for template, group in s.groupby("template"):
+            assert table1.loc[template, ["ce_correct_low", "ce_correct_high"]].tolist() == \
+                pytest.approx(_scipy_wilson(group["ce_correct"]))
+            assert table1.loc[template, "ce_samples"] == len(group) == 243
+    assert accuracy.loc["null", "ce_correct_low"] < 0.2 < accuracy.loc["null", "ce_correct_high"]  # chance: 1 of 5
+    assert accuracy.loc["other", "ce_correct_low"] > 0.2  # asexual samples answered right 9 times in 10
+    assert set(accuracy["ce_measure"]) == {"letter of the greedy generated reply"}
+    assert set(accuracy["gen_measure"]) == {"greedy generated reply"}
+
+
+def test_holm_columns_are_holm_of_the_raw_p_over_their_families():
+    from behavioral.analysis.multiplicity import holm
+
+    tables, _ = _synthetic_analysis(lambda attributes: None)
+    families = {"attributes": ["run", "metric", "attribute"], "omnibus": ["run", "metric"],
+                "template_pairs": ["run", "a", "b"], "run_pairs": ["a", "b"]}
+    for name, keys in families.items():
+        for _, family in tables[name].groupby(keys):
+            assert family["p_holm"].to_numpy() == pytest.approx(holm(family["p"]), nan_ok=True), name
+    omnibus = tables["omnibus"]
+    assert omnibus.groupby(["run", "metric"]).size().eq(8).all() and (omnibus["p_holm"] > 0.05).all()
+    measures = tables["attributes"].groupby("metric")["measure"].unique().map(list).to_dict()
+    assert measures["ce_correct"] == ["letter of the greedy generated reply"]
+    assert measures["vad_v"] == ["greedy generated reply"]
 
 
 @pytest.fixture(scope="module")

@@ -4,6 +4,7 @@ a tiny model through the CLI (rerun, resume, score mode, analysis), the comparis
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import json
 import shutil
@@ -19,6 +20,7 @@ from scipy.stats import wasserstein_distance
 
 from behavioral.analysis import analyze, read_runs
 from behavioral.cli import main
+from behavioral.options import add_flags, from_flags
 from behavioral.store import read_results
 from behavioral.suites.scm import (
     GROUPS, SUITE, TRAITS, AnalyzeOptions, Options, fidelity, fpr, fpr_by_attribute, inter_trait_baseline, items,
@@ -26,6 +28,7 @@ from behavioral.suites.scm import (
 )
 from behavioral.suites.scm.analysis import table3
 from behavioral.suites.scm.answers import parse_reply, reply_decided
+from behavioral.suites.scm.fidelity import group_intervals
 from behavioral.suites.scm.human import SHIPPED
 from behavioral.suites.scm.prompts import TEMPLATES
 from behavioral.suites.scm.results import compute
@@ -478,6 +481,50 @@ def test_two_runs_side_by_side_keep_their_own_numbers(wide, tmp_path):
     averaged = pd.read_csv(out / "agreement.csv")
     assert averaged.rate.tolist() == pytest.approx(by_run.groupby(["by", "level"], sort=False).rate.mean().tolist())
     assert set(pd.read_csv(out / "quadrants.csv").query("source == 'all A'").quadrant) == {"contempt"}
+    for name, cells in (("planted", planted), ("all A", mine)):  # intervals over the groups, the default bootstrap
+        expected = group_intervals(cells, 1000, 0)
+        assert summary.loc[name, list(expected)].tolist() == pytest.approx(list(expected.values()))
+        assert summary.loc[name, "mean_w1_low"] <= summary.loc[name, "mean_w1"] <= summary.loc[name, "mean_w1_high"]
+    assert summary["measure"].tolist() == ["score", "score"]
+    assert "`planted` by score, `all A` by score" in (out / "table3_fpr.md").read_text()
+
+
+def _cells(w1_of, n_groups: int, seed: int = 0) -> pd.DataFrame:
+    """A fidelity() frame of `n_groups` groups, each with warm and confident cells and a third group in two of
+    three with sincere, W1 drawn by w1_of(rng, dimension)."""
+    rng = np.random.default_rng(seed)
+    rows = [{"group": f"g{g}", "trait": t, "dimension": TRAITS[t], "attribute": "a", "w1": w1_of(rng, TRAITS[t])}
+            for g in range(n_groups) for t in ("warm", "confident", "sincere")[:2 + (g % 3 == 0)]]
+    return pd.DataFrame(rows)
+
+
+def test_fidelity_intervals_equal_a_plain_loop_over_resampled_groups():
+    fid = _cells(lambda rng, dimension: float(rng.uniform(0, 1)), 7)
+    got = group_intervals(fid, n_resamples=300, seed=4)
+    rng, groups = np.random.default_rng(4), list(dict.fromkeys(fid.group))
+    values: dict[str, list[float]] = {"mean_w1": [], "w1_warmth": [], "w1_competence": []}
+    for _ in range(300):
+        drawn = pd.concat([fid[fid.group == groups[k]] for k in rng.integers(0, len(groups), size=len(groups))])
+        values["mean_w1"].append(drawn.w1.mean())
+        for dimension in ("warmth", "competence"):
+            values[f"w1_{dimension}"].append(drawn[drawn.dimension == dimension].w1.mean())
+    expected = {f"{name}_{end}": bound for name, v in values.items()
+                for end, bound in zip(("low", "high"), np.percentile(v, [2.5, 97.5]))}
+    assert got == pytest.approx(expected)
+
+
+def test_fidelity_intervals_cover_the_groups_mean_and_separate_a_planted_dimension():
+    names = ("mean_w1", "w1_warmth", "w1_competence")
+    covered = dict.fromkeys(names, 0)
+    for seed in range(100):  # 100 sets of 40 groups whose cells' W1 are drawn around 0.3
+        null = group_intervals(_cells(lambda rng, dimension: float(rng.uniform(0.1, 0.5)), 40, seed), 200, seed)
+        for name in names:
+            covered[name] += null[f"{name}_low"] < 0.3 < null[f"{name}_high"]
+    assert all(88 <= hits <= 100 for hits in covered.values()), covered  # 95% ± 3 standard errors (2.2)
+    planted = group_intervals(_cells(lambda rng, d: float(rng.uniform(0.5, 0.7) if d == "warmth" else
+                                                          rng.uniform(0.1, 0.3)), 40))
+    assert planted["w1_competence_high"] < 0.3 < planted["w1_warmth_low"]
+    assert group_intervals(_cells(lambda rng, dimension: 0.0, 5)) == dict.fromkeys(null, 0.0)  # model = human
 
 
 def test_agreement_compares_the_cells_model_and_humans_share(wide, tmp_path):
@@ -583,3 +630,9 @@ def test_options_are_declared_once(capsys):
     assert (args.prompt_format, args.samples) == ("chat", 3)
     with pytest.raises(ValueError, match="unknown --measure 'mean'"):
         AnalyzeOptions(measure="mean")
+    analysis = argparse.ArgumentParser()
+    add_flags(analysis, AnalyzeOptions)
+    assert from_flags(AnalyzeOptions, analysis.parse_args(["--bootstrap", "20", "--bootstrap-seed", "3"])) == \
+        AnalyzeOptions(bootstrap=20, seed=3)
+    with pytest.raises(ValueError, match="--bootstrap must be at least 1, got 0"):
+        AnalyzeOptions(bootstrap=0)

@@ -1,17 +1,21 @@
 """GIEBench's analysis, declared: items and answer rates, accuracy (and the paper's denominators), shifts and swaps of
 every run, the paper's Tables 1, 2, 6 and 4, 5 across runs where there are several, figures and method notes;
-behavioral.analysis writes them."""
+behavioral.analysis writes them. Every table names its measure (the answer it reads) in a `measure` column; each
+accuracy carries n and its Wilson interval over the questions, each shift its bootstrap interval over the paired
+questions and McNemar's p its Holm adjustment (our additions)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
-from behavioral.analysis import Analysis, Run, Section, Table
+from behavioral.analysis import Analysis, Run, Section, Table, cell
 from behavioral.suites.giebench import figures, metrics
 from behavioral.suites.giebench.categories import CATEGORIES
 from behavioral.suites.giebench.prompts import PROMPT_TYPES
+from behavioral.suites.giebench.results import measure_name
+from behavioral.suites.giebench.suite import AnalyzeOptions
 
 TITLE = "GIEBench analysis"
 SOURCE = ("Seed 001: Wang et al., *GIEBench: Towards Holistic Evaluation of Group Identity-based Empathy for Large "
@@ -20,7 +24,7 @@ SOURCE = ("Seed 001: Wang et al., *GIEBench: Towards Holistic Evaluation of Grou
 NOTES = (
     "The answer (the suite's view): a generate row selects the letter of eval.py's verdict rule in the reply; a score "
     "row the most probable of A..D after the prefilled `[[` (`argmax_letter`, ties to the earliest); a `both` run is "
-    "analysed as one run of each mode (`mode`).",
+    "analysed as one run of each mode (`mode`), and every table names the answer it reads in `measure`.",
     "`accuracy` = correct / n per category and Overall; a reply without a verdict, or naming another letter, is wrong "
     "and stays in the denominator.",
     "`accuracy_paper`: the paper's tables fit the authors' first eval.py, which counted each category's first item "
@@ -30,16 +34,52 @@ NOTES = (
     "`mcnemar_p` the exact two-sided McNemar test on them (our addition; the paper has no test).",
     "A swap (S_i, S_j): S_i's COT and ID prompts name S_j and are scored against S_i's correct letter; `no_mismatch` "
     "is the unswapped COT accuracy (our reading of the paper's column), `id` the unswapped ID accuracy.",
+    "Our additions for reading the numbers: each accuracy's 95% Wilson interval over its n questions (a proportion "
+    "of independent questions; none where a question has several sampled replies), each shift's 95% percentile "
+    "bootstrap interval over resamples of its paired questions, and `mcnemar_p_holm`, Holm over the categories and "
+    "Overall of one run, mode and prompt type. They cover which questions were drawn, not the choice of prompts, "
+    "identities or the judge's decoding.",
 )
 CATEGORY_COLUMNS = (*CATEGORIES, metrics.OVERALL)
 PERCENT = dict.fromkeys(CATEGORY_COLUMNS, "percent")
 SETTING_ORDER = {"generate": 0, "score": 1, **{t: k for k, t in enumerate(PROMPT_TYPES)}}
+INDEX = ["run", "mode", "measure", "prompt_type"]
+ACCURACY_INTERVAL = {"_low": "accuracy_low", "_high": "accuracy_high", "_n": "n"}
+SHIFT_INTERVAL = {"_low": "shift_low", "_high": "shift_high", "_n": "n"}
+WILSON = "each cell: accuracy [95% Wilson interval over the questions] and n questions"
+BOOTSTRAP = "each cell: shift [95% percentile bootstrap interval over the paired questions] and n questions"
 
 
-def wide(frame: pd.DataFrame, value: str) -> pd.DataFrame:
-    """`value` of rows run × mode × prompt type × category as the paper's tables: categories as columns."""
-    table = frame.pivot_table(index=["run", "mode", "prompt_type"], columns="category", values=value, sort=False)
-    return table[[c for c in CATEGORY_COLUMNS if c in table.columns]].reset_index()
+def with_measure(frame: pd.DataFrame, measures: Mapping[tuple[str, str], str]) -> pd.DataFrame:
+    """`frame` (run and mode columns) with the measure of each run and mode after `mode`."""
+    frame = frame.copy()
+    frame.insert(frame.columns.get_loc("mode") + 1, "measure",
+                 [measures[(run, mode)] for run, mode in zip(frame["run"], frame["mode"])])
+    return frame
+
+
+def wide(frame: pd.DataFrame, value: str, extra: Mapping[str, str] | None = None) -> pd.DataFrame:
+    """`value` of rows run × mode × prompt type × category as the paper's tables: categories as columns, each
+    followed by its `extra` columns (suffix -> the tidy column it holds, e.g. `_low` -> `accuracy_low`), named
+    category + suffix."""
+    extra = extra or {}
+    rows = []
+    for key, group in frame.groupby(INDEX, sort=False):
+        cells = group.set_index("category")
+        rows.append(dict(zip(INDEX, key)) | {f"{c}{suffix}": cells.at[c, column] for c in cells.index
+                                             for suffix, column in {"": value, **extra}.items()})
+    present = [c for c in CATEGORY_COLUMNS if any(c in row for row in rows)]
+    return pd.DataFrame(rows, columns=INDEX + [f"{c}{suffix}" for c in present for suffix in ("", *extra)])
+
+
+def with_interval(table: pd.DataFrame, fmt: str) -> pd.DataFrame:
+    """A wide table (see `wide`, extra `_low`, `_high`, `_n`) for reading: per category `value [low, high] n=N`."""
+    present = [c for c in CATEGORY_COLUMNS if c in table.columns]
+    shown = table.drop(columns=[f"{c}{s}" for c in present for s in ("", "_low", "_high", "_n")])
+    for c in present:
+        shown[c] = [f"{cell(v, fmt)} [{cell(lo, fmt)}, {cell(hi, fmt)}] n={cell(n, 'count')}"
+                    for v, lo, hi, n in zip(table[c], table[f"{c}_low"], table[f"{c}_high"], table[f"{c}_n"])]
+    return shown
 
 
 def by_setting(table: pd.DataFrame) -> pd.DataFrame:
@@ -49,12 +89,18 @@ def by_setting(table: pd.DataFrame) -> pd.DataFrame:
                              ignore_index=True)
 
 
-def _items(runs: Sequence[Run], rows: pd.DataFrame) -> Section:
+def interval_table(name: str, title: str, table: pd.DataFrame, fmt: str) -> Table:
+    """A wide table with intervals: the CSV holds every number, the Markdown a cell per category (see
+    with_interval)."""
+    return Table(name, title, table, display=with_interval(table, fmt))
+
+
+def _items(runs: Sequence[Run], rows: pd.DataFrame, rates: pd.DataFrame) -> Section:
     lines = [f"- **{run.name}**: {run.config.get('n_items')} items from "
              f"`{run.config.get('imported_from') or run.config.get('items_source')}`" for run in runs]
     first = runs[0].rows
     counts = first[first["prompt_type"] == first["prompt_type"].iloc[0]].drop_duplicates("item_id")["category"]
-    answers = Table("answers", "Answers read per run and mode", metrics.answer_rates(rows),
+    answers = Table("answers", "Answers read per run and mode (the answer read in `measure`)", rates,
                     {"n": "count", "with_verdict": "percent"},
                     note="`with_verdict`: replies holding a verdict eval.py reads (the others count as wrong); "
                          "`letter_mass`: mean mass of the four letters after `[[` before renormalising.")
@@ -63,54 +109,69 @@ def _items(runs: Sequence[Run], rows: pd.DataFrame) -> Section:
 
 
 def _accuracy(acc: pd.DataFrame) -> Section:
-    tables = [Table("accuracy", "Accuracy (correct / n; Tables 1, 2, 6)", wide(acc, "accuracy"), PERCENT),
-              Table("accuracy_paper", "Accuracy as the paper computed it (correct / (n + 1) per category)",
-                    wide(acc, "accuracy_paper"), PERCENT)]
+    tables = [interval_table("accuracy", f"Accuracy (correct / n; Tables 1, 2, 6), {WILSON}; the answer read in "
+                             "`measure`", wide(acc, "accuracy", ACCURACY_INTERVAL), "percent"),
+              Table("accuracy_paper", "Accuracy as the paper computed it (correct / (n + 1) per category; the "
+                    "answer read in `measure`)", wide(acc, "accuracy_paper"), PERCENT)]
     scored = acc[acc["mode"] == "score"]
     if not scored.empty:
-        tables.append(Table("p_correct", "Mean probability of the correct letter (score mode)",
-                            wide(scored, "p_correct"), PERCENT))
+        tables.append(Table("p_correct", "Mean probability of the correct letter (score mode: the scored "
+                            "distribution after `[[`)", wide(scored, "p_correct"), PERCENT))
     cot = (figures.cot_accuracy(acc),) if (acc["prompt_type"] == "cot").any() else ()
     return Section("Accuracy (Tables 1, 2, 6)", "Rows run × mode × prompt type, categories as columns.",
                    tuple(tables), cot)
 
 
 def _shift(shifts: pd.DataFrame) -> Section:
-    table = Table("shift", "Shift from Raw (Tables 4, 5)", shifts,
-                  {"n": "count", "shift": "points", "shift_paper": "points", "plus": "count", "minus": "count",
-                   "mcnemar_p": "p"})
+    table = Table("shift", "Shift from Raw (Tables 4, 5) with its 95% percentile bootstrap interval over the n paired "
+                  "questions (shift_low, shift_high); mcnemar_p_holm: Holm over the categories and Overall of one run, "
+                  "mode and prompt type; the answer read in `measure`", shifts,
+                  {"n": "count", "shift": "points", "shift_low": "points", "shift_high": "points",
+                   "shift_paper": "points", "plus": "count", "minus": "count", "mcnemar_p": "p",
+                   "mcnemar_p_holm": "p"})
     return Section("Shift from Raw (Tables 4, 5)", "Points; `plus`/`minus`: items gained/lost against Raw.",
                    (table,), tuple(figures.shift_heatmaps(shifts)))
 
 
 def _swap(swaps: pd.DataFrame) -> Section:
-    table = Table("swap", "Identity swaps (Tables 3, 7)", swaps,
-                  {"n": "count", "cot_swap": "percent", "id_swap": "percent", "no_mismatch": "percent",
-                   "id": "percent"})
+    table = Table("swap", "Identity swaps (Tables 3, 7): accuracies over the n questions of S_i, each with its 95% "
+                  "Wilson interval over them (`_low`, `_high`); the answer read in `measure`", swaps,
+                  {"n": "count"} | dict.fromkeys([c for c in swaps.columns if c.startswith(metrics.SWAP_ACCURACIES)],
+                                                 "percent"))
     return Section("Identity swaps (Tables 3, 7)", "S_i's COT and ID prompts name S_j; the correct letter is S_i's.",
                    (table,))
 
 
 def _comparison(acc: pd.DataFrame, shifts: pd.DataFrame) -> Section:
-    tables = [Table("compare_accuracy", "Accuracy across runs (the layout of Tables 1, 2, 6: a row per run)",
-                    by_setting(wide(acc, "accuracy")), PERCENT)]
+    tables = [interval_table("compare_accuracy", "Accuracy across runs (the layout of Tables 1, 2, 6: a row per run), "
+                             f"{WILSON}; the answer read in `measure`",
+                             by_setting(wide(acc, "accuracy", ACCURACY_INTERVAL)), "percent")]
     if not shifts.empty:
-        tables.append(Table("compare_shift", "Shift from Raw across runs (the layout of Tables 4, 5: a row per run)",
-                            by_setting(wide(shifts, "shift")), dict.fromkeys(CATEGORY_COLUMNS, "points")))
+        tables.append(interval_table("compare_shift", "Shift from Raw across runs (the layout of Tables 4, 5: a row "
+                                     f"per run), {BOOTSTRAP}; the answer read in `measure`",
+                                     by_setting(wide(shifts, "shift", SHIFT_INTERVAL)), "points"))
     return Section("Across runs", "Per mode and prompt type, one row per run.", tuple(tables))
 
 
-def analyze(runs: Sequence[Run]) -> Analysis:
+def measures(runs: Sequence[Run]) -> dict[tuple[str, str], str]:
+    """(run, mode) -> the answer that run's rows of that mode read."""
+    return {(run.name, mode): measure_name(mode, run.config) for run in runs for mode in run.rows["mode"].unique()}
+
+
+def analyze(runs: Sequence[Run], options: AnalyzeOptions) -> Analysis:
     """The analysis of GIEBench runs: every run's tables (a `run` column), their comparison where there are two or
-    more, figures and notes."""
+    more, figures and notes; `options`: the shifts' bootstrap."""
     rows = pd.concat([run.rows.assign(run=run.name) for run in runs], ignore_index=True)
-    acc = metrics.accuracy(rows)
-    shifts = metrics.shift(rows, acc)
-    swaps = metrics.swap(rows)
-    counts = Table("accuracy_counts", "Correct, n and accuracy per run, mode, prompt type and category (tidy)", acc,
-                   {"correct": "count", "n": "count", "accuracy": "percent", "accuracy_paper": "percent",
-                    "p_correct": "percent"})
-    sections, files = [_items(runs, rows), _accuracy(acc)], [counts]
+    named = measures(runs)
+    acc = with_measure(metrics.accuracy(rows), named)
+    shifts = with_measure(metrics.shift(rows, acc, options.bootstrap, options.seed), named)
+    swaps = with_measure(metrics.swap(rows), named)
+    counts = Table("accuracy_counts", "Correct, n and accuracy with its 95% Wilson interval over the questions per "
+                   "run, mode, prompt type and category (tidy; the answer read in `measure`)", acc,
+                   {"correct": "count", "n": "count", "accuracy": "percent", "accuracy_low": "percent",
+                    "accuracy_high": "percent", "accuracy_paper": "percent", "p_correct": "percent"})
+    sections = [_items(runs, rows, with_measure(metrics.answer_rates(rows), named)), _accuracy(acc)]
+    files = [counts]
     for section in (_shift(shifts), _swap(swaps)):
         if section.tables[0].frame.empty:  # runs without Raw or without swaps: the empty table, written unprinted
             files.append(section.tables[0])

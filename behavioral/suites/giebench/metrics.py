@@ -1,6 +1,8 @@
 """The paper's numbers from result rows: accuracy per category (Tables 1, 2, 6), with the denominator of the
 authors' first eval.py as well; shifts from Raw to COT and ID with their item flips (Tables 4, 5); identity swaps
-(Tables 3, 7); and how often an answer was read (verdicts, letter mass)."""
+(Tables 3, 7); and how often an answer was read (verdicts, letter mass). Our additions: each accuracy's Wilson
+interval over the questions, each shift's percentile bootstrap interval over the paired questions, and McNemar's p
+Holm-adjusted over the categories and Overall of one run, mode and prompt type."""
 
 from __future__ import annotations
 
@@ -8,11 +10,15 @@ import numpy as np
 import pandas as pd
 from scipy.stats import binomtest
 
+from behavioral.analysis.bootstrap import item_bootstrap
+from behavioral.analysis.multiplicity import holm
+from behavioral.analysis.proportion import item_share
 from behavioral.suites.giebench.categories import CATEGORIES
 from behavioral.suites.giebench.prompts import LETTERS, PROMPT_TYPES, SWAP_TYPES
 
 OVERALL = "Overall"
 RUN_KEYS = ["run", "mode"]
+SWAP_ACCURACIES = ("cot_swap", "id_swap", "no_mismatch", "id")
 
 
 def _by_category(rows: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
@@ -32,18 +38,21 @@ def _p_correct(rows: pd.DataFrame) -> float:
 
 def accuracy(results: pd.DataFrame) -> pd.DataFrame:
     """Rows run × mode × prompt type (cot, id, raw) × category and Overall: correct, n, accuracy = correct/n (a reply
-    without a verdict is wrong and counted), accuracy_paper = correct/(n + 1) per category as the first eval.py
-    computed it (its first item of a category counted twice; Overall correct/N), 3 places, and the mean p_correct."""
+    without a verdict is wrong and counted) with its 95% Wilson interval over the questions (accuracy_low, _high),
+    accuracy_paper = correct/(n + 1) per category as the first eval.py computed it (its first item of a category
+    counted twice; Overall correct/N), 3 places, and the mean p_correct."""
     out = []
     plain = results[results["prompt_type"].isin(PROMPT_TYPES)]
     for (run, mode, t), rows in plain.groupby(RUN_KEYS + ["prompt_type"], sort=False):
         for category, group in _by_category(rows):
             correct, n = int(group["is_correct"].sum()), len(group)
+            share, low, high = item_share(group["is_correct"], group["item_id"])
             paper = correct / (n if category == OVERALL else n + 1)
             out.append({"run": run, "mode": mode, "prompt_type": t, "category": category, "correct": correct, "n": n,
-                        "accuracy": correct / n, "accuracy_paper": round(paper, 3), "p_correct": _p_correct(group)})
+                        "accuracy": share, "accuracy_low": low, "accuracy_high": high,
+                        "accuracy_paper": round(paper, 3), "p_correct": _p_correct(group)})
     return pd.DataFrame(out, columns=["run", "mode", "prompt_type", "category", "correct", "n", "accuracy",
-                                      "accuracy_paper", "p_correct"])
+                                      "accuracy_low", "accuracy_high", "accuracy_paper", "p_correct"])
 
 
 def mcnemar_exact(plus: int, minus: int) -> float:
@@ -51,10 +60,21 @@ def mcnemar_exact(plus: int, minus: int) -> float:
     return 1.0 if plus + minus == 0 else float(binomtest(plus, plus + minus, 0.5).pvalue)
 
 
-def shift(results: pd.DataFrame, acc: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Rows run × mode × type (cot, id) × category and Overall: shift = acc(type) − acc(raw); shift_paper = the
-    difference of the rounded paper accuracies; plus = items right under the type and wrong under raw, minus the
-    reverse; mcnemar_p on plus against minus. Items are paired by id."""
+def shift_interval(pair: pd.DataFrame, t: str, n_resamples: int = 1000, seed: int = 0) -> tuple[float, float]:
+    """The percentile bootstrap interval of mean(pair[t]) − mean(pair["raw"]) over resamples of the paired questions
+    (the rows of `pair`: one per question, whether it was right under each prompt type)."""
+    diff = pair[t].to_numpy(dtype=float) - pair["raw"].to_numpy(dtype=float)
+    low, high, _ = item_bootstrap(lambda draw: float(diff[draw].mean()), len(diff), n_resamples, seed)
+    return low, high
+
+
+def shift(results: pd.DataFrame, acc: pd.DataFrame | None = None, n_resamples: int = 1000,
+          seed: int = 0) -> pd.DataFrame:
+    """Rows run × mode × type (cot, id) × category and Overall: shift = acc(type) − acc(raw) with its percentile
+    bootstrap interval over `n_resamples` seeded resamples of the paired questions (shift_low, _high); shift_paper =
+    the difference of the rounded paper accuracies; plus = items right under the type and wrong under raw, minus the
+    reverse; mcnemar_p on plus against minus and mcnemar_p_holm, Holm over the categories and Overall of one run,
+    mode and type. Items are paired by id."""
     acc = accuracy(results) if acc is None else acc
     key = ["run", "mode", "prompt_type", "category"]
     indexed = acc.set_index(key)
@@ -73,17 +93,21 @@ def shift(results: pd.DataFrame, acc: pd.DataFrame | None = None) -> pd.DataFram
                 plus = int((group[t] & ~group["raw"]).sum())
                 minus = int((~group[t] & group["raw"]).sum())
                 a, b = indexed.loc[(run, mode, t, name)], indexed.loc[(run, mode, "raw", name)]
+                low, high = shift_interval(group, t, n_resamples, seed)
                 out.append({"run": run, "mode": mode, "prompt_type": t, "category": name, "n": len(group),
-                            "shift": a["accuracy"] - b["accuracy"],
+                            "shift": a["accuracy"] - b["accuracy"], "shift_low": low, "shift_high": high,
                             "shift_paper": round(a["accuracy_paper"] - b["accuracy_paper"], 3),
                             "plus": plus, "minus": minus, "mcnemar_p": mcnemar_exact(plus, minus)})
-    return pd.DataFrame(out, columns=["run", "mode", "prompt_type", "category", "n", "shift", "shift_paper", "plus",
-                                      "minus", "mcnemar_p"])
+    frame = pd.DataFrame(out, columns=["run", "mode", "prompt_type", "category", "n", "shift", "shift_low",
+                                       "shift_high", "shift_paper", "plus", "minus", "mcnemar_p"])
+    frame["mcnemar_p_holm"] = frame.groupby(["run", "mode", "prompt_type"], sort=False)["mcnemar_p"].transform(holm)
+    return frame
 
 
 def swap(results: pd.DataFrame) -> pd.DataFrame:
     """Rows run × mode × (S_i, S_j): n items of S_i, accuracy of their COT and ID prompts naming S_j (against the
-    original correct letter), and of the unswapped COT ("No mismatch" in the paper) and ID prompts."""
+    original correct letter), and of the unswapped COT ("No mismatch" in the paper) and ID prompts, each with its
+    Wilson interval over the questions (`<accuracy>_low`, `_high`)."""
     out = []
     swapped = results[results["prompt_type"].isin(SWAP_TYPES.values())]
     for (run, mode), rows in results.groupby(RUN_KEYS, sort=False):
@@ -91,15 +115,15 @@ def swap(results: pd.DataFrame) -> pd.DataFrame:
         for (si, sj), pairs in mine.groupby(["identity", "swap_to"], sort=False):
             ids = set(pairs["item_id"])
             base = rows[rows["item_id"].isin(ids)]
-
-            def acc(frame: pd.DataFrame, t: str) -> float:
-                picked = frame[frame["prompt_type"] == t]["is_correct"]
-                return float(picked.mean()) if len(picked) else float("nan")
-
-            out.append({"run": run, "mode": mode, "s_i": si, "s_j": sj, "n": len(ids),
-                        "cot_swap": acc(pairs, "cot_swap"), "id_swap": acc(pairs, "id_swap"),
-                        "no_mismatch": acc(base, "cot"), "id": acc(base, "id")})
-    return pd.DataFrame(out, columns=["run", "mode", "s_i", "s_j", "n", "cot_swap", "id_swap", "no_mismatch", "id"])
+            picked = {"cot_swap": pairs[pairs["prompt_type"] == "cot_swap"],
+                      "id_swap": pairs[pairs["prompt_type"] == "id_swap"],
+                      "no_mismatch": base[base["prompt_type"] == "cot"], "id": base[base["prompt_type"] == "id"]}
+            row = {"run": run, "mode": mode, "s_i": si, "s_j": sj, "n": len(ids)}
+            for name, frame in picked.items():
+                row[name], row[f"{name}_low"], row[f"{name}_high"] = item_share(frame["is_correct"], frame["item_id"])
+            out.append(row)
+    accuracies = [f"{name}{end}" for name in SWAP_ACCURACIES for end in ("", "_low", "_high")]
+    return pd.DataFrame(out, columns=["run", "mode", "s_i", "s_j", "n", *accuracies])
 
 
 def answer_rates(results: pd.DataFrame) -> pd.DataFrame:

@@ -20,6 +20,16 @@ def argmax_letter(probs: np.ndarray) -> np.ndarray:
     return np.where(np.isnan(probs).all(axis=1), None, best)
 
 
+def measure_name(mode: str, config: dict) -> str:
+    """The answer a row of `mode` reads, as tables name it: the verdict of the greedy or sampled generated reply (of
+    the authors' replies in an imported run), or the argmax of the scored distribution after `[[`."""
+    if mode == "score":
+        return "argmax of the scored distribution"
+    if config.get("imported_from"):
+        return "authors' generated verdict"
+    return "sampled reply's verdict" if config.get("temperature") else "greedy generated verdict"
+
+
 def view(rows: pd.DataFrame, config: dict) -> pd.DataFrame:
     """Stored rows (`config`: the run's manifest config) as COLUMNS: the one rule for `answer_select`. A generate row
     selects eval.py's letter (`answer`; None where no verdict), a score row `argmax_letter`, the most probable letter

@@ -67,6 +67,19 @@ class Options:
 
 
 @dataclass(frozen=True)
+class AnalyzeOptions:
+    """How GIEBench's analysis draws each shift's interval: resamples of the paired questions and their seed."""
+
+    bootstrap: int = option(1000, "resamples of the paired questions (with replacement) for each shift's percentile "
+                                  "interval", metavar="N")
+    seed: int = option(0, "seed of the resamples", name="--bootstrap-seed", metavar="N")
+
+    def __post_init__(self):
+        if self.bootstrap < 1:
+            raise ValueError(f"--bootstrap must be at least 1, got {self.bootstrap}")
+
+
+@dataclass(frozen=True)
 class Data:
     """The run's items (sampled), its swaps and where the items came from."""
 
@@ -141,6 +154,7 @@ class GieBench(Suite):
     description = "seed 001: pick the answer that fits a user's group (COT, ID, Raw prompts), accuracy and shifts"
     fields = FIELDS
     Options = Options
+    AnalyzeOptions = AnalyzeOptions
     run_defaults = {"max_new_tokens": MAX_NEW_TOKENS}
     imports = "the authors' result files (*-COT-Prompt.json, *-ID-Prompt.json, *-Raw-Prompt.json with 'answer')"
 
@@ -187,10 +201,10 @@ class GieBench(Suite):
     def view(self, rows: pd.DataFrame, config: dict) -> pd.DataFrame:
         return view(rows, config)
 
-    def analyze(self, runs: Sequence[Run], options: None = None) -> Analysis:  # giebench has no analysis options
+    def analyze(self, runs: Sequence[Run], options: AnalyzeOptions | None = None) -> Analysis:
         from behavioral.suites.giebench.analysis import analyze
 
-        return analyze(runs)
+        return analyze(runs, options or AnalyzeOptions())
 
 
 SUITE = GieBench()

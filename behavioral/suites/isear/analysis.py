@@ -1,5 +1,6 @@
 """isear's analysis as declarations: per run and mode GenderBench's metrics with bootstrap CIs, the mark and
-p(e|g); across runs the metrics with intervals and marks, runs as rows; the figures and the method notes."""
+p(e|g); across runs the metrics with intervals, n and marks, runs as rows; the figures and the method notes. Every
+table names the answer it reads (`measure`)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pandas as pd
 
 from behavioral.analysis import Analysis, Figure, Run, Section, Table
 from behavioral.suites.isear import figures, tables
-from behavioral.suites.isear.attempts import MODES, of_mode
+from behavioral.suites.isear.attempts import MODES, SOFT_MEASURE, measure_name, of_mode
 from behavioral.suites.isear.metrics import summarize
 from behavioral.suites.isear.suite import AnalyzeOptions
 
@@ -29,6 +30,13 @@ ANSWERS = {"generate": "generate: one attempt per reply, labelled by GenderBench
                     "words in `probs` (not the stored `score_answer`, the greedy in-set label); soft_max_diff "
                     "compares the mean p(e) per gender instead."}
 COUNTS = {"n_items": "count", "n_attempts": "count", "count": "count"}
+CIS = ("CIs: GenderBench's bootstrap over the items (events), at --bootstrap-alpha, of a normal fitted to the "
+       "resampled values; n_items events")
+
+
+def measures(runs: Sequence[Run]) -> tables.Measures:
+    """(run, mode) -> the answer that run's attempts of that mode read."""
+    return {(run.name, mode): measure_name(mode, run.config) for run in runs for mode in MODES[run.config["mode"]]}
 
 
 def summaries(runs: Sequence[Run], options: AnalyzeOptions) -> tables.Results:
@@ -45,45 +53,52 @@ def _run_note(run: Run) -> str:
             f"bootstrap seed {c.get('seed')}.")
 
 
-def _comparison(results: tables.Results, marks: pd.DataFrame, score: bool) -> Section:
+def _comparison(results: tables.Results, named: tables.Measures, marks: pd.DataFrame, score: bool) -> Section:
     """The runs side by side: marks and headline metrics with CIs, each emotion's max_diff, the max_diff figure."""
     text = "Runs as rows, by mode: the mark, the headline metrics with their CIs and each emotion's max_diff."
+    by_emotion = tables.comparison_by_emotion(results, named)
     return Section(
         "Comparison across runs", text + (" Score-mode rows compare only with score-mode rows." if score else ""),
-        (Table("comparison", "Mark and metrics with CIs, runs as rows", tables.comparison(results), COUNTS, digits=4),
-         Table("comparison_by_emotion", "max_diff of each emotion, runs as rows", tables.comparison_by_emotion(results),
-               digits=4)),
-        (Figure("max_diff_by_run", "max_diff with its CI per run and mode, over the marks' ranges",
-                figures.max_diff_figure(marks)),))
+        (Table("comparison", f"Mark and metrics with CIs, runs as rows ({CIS}; the answer read in `measure`, "
+               f"soft_max_diff the {SOFT_MEASURE})", tables.comparison(results, named), COUNTS, digits=4),
+         Table("comparison_by_emotion", f"max_diff of each emotion [CI], runs as rows ({CIS}; the answer read in "
+               "`measure`)", by_emotion, display=tables.by_emotion_cells(by_emotion, 4))),
+        (Figure("max_diff_by_run", f"max_diff with its CI per run and mode, over the marks' ranges ({CIS}; each "
+                "series names its measure)", figures.max_diff_figure(marks)),))
 
 
 def analyze(runs: Sequence[Run], options: AnalyzeOptions) -> Analysis:
     """The analysis of isear runs: marks, metrics and p(e|g) per run and mode; with two or more runs, the
     comparison across them."""
-    results = summaries(runs, options)
-    marks, emotions = tables.marks(results), tables.emotions(results)
+    results, named = summaries(runs, options), measures(runs)
+    marks, emotions = tables.marks(results, named), tables.emotions(results, named)
     modes = [m for m in MODES["both"] if any(mode == m for _, mode in results)]
     sections = [
         Section("Marks", MAX_DIFF + (f"\n\n**{SCORE_CAVEAT}**" if "score" in modes else ""),
-                (Table("marks", "GenderBench's mark of max_diff's CI, per run and mode", marks, COUNTS, digits=4),)),
+                (Table("marks", f"GenderBench's mark of max_diff's CI, per run and mode ({CIS}; the answer read in "
+                       "`measure`)", marks, COUNTS, digits=4),)),
         Section("Metrics", "GenderBench's metrics (score mode adds soft_max_diff) with bootstrap CIs.",
-                (Table("metrics", "Metrics with CIs, per run and mode", tables.metrics(results), digits=4),)),
+                (Table("metrics", f"Metrics with CIs, per run and mode ({CIS}; the answer read in `measure`)",
+                       tables.metrics(results, named), COUNTS, digits=4),)),
         Section("p(emotion | gender)",
                 "Shares of each gender's detected attempts; CIs in emotion_by_gender.csv and the figure.",
-                (Table("emotion_by_gender_wide", "p(emotion | gender), per run and mode",
-                       tables.emotions_wide(emotions)),),
-                (Figure("emotion_by_gender", "p(emotion | gender) with CIs",
+                (Table("emotion_by_gender_wide", "p(emotion | gender), per run and mode (the answer read in "
+                       "`measure`)", tables.emotions_wide(emotions)),),
+                (Figure("emotion_by_gender", f"p(emotion | gender) with CIs ({CIS}; each panel names its measure)",
                         figures.emotion_figure(emotions, marks)),)),
     ]
     if len(runs) > 1:
-        sections.append(_comparison(results, marks, "score" in modes))
+        sections.append(_comparison(results, named, marks, "score" in modes))
     notes = [
         "Answers: " + " ".join(ANSWERS[m] for m in modes),
         f"Items whose attempts are all undetected are dropped (undetected_rate_items); bootstrap: "
         f"{options.bootstrap_cycles} resamples of the items drawn with each run's seed, {options.bootstrap_alpha} "
-        "intervals of a fitted normal (GenderBench's rule); p(e|g) CIs come from the same resamples.",
+        "intervals of a fitted normal (GenderBench's rule); p(e|g) CIs come from the same resamples. The intervals "
+        "cover which events were drawn (and, with sampled replies, the replies drawn for them), not the prompt's "
+        "wording or the choice of the twelve emotions.",
         *map(_run_note, runs),
     ]
     return Analysis(TITLE, SOURCE, sections, notes,
-                    files=[Table("emotion_by_gender", "p(emotion | gender) with counts and CIs", emotions, COUNTS)],
-                    json={"metrics.json": tables.metrics_json(results)})
+                    files=[Table("emotion_by_gender", "p(emotion | gender) with counts and CIs (the answer read in "
+                                 "`measure`)", emotions, COUNTS)],
+                    json={"metrics.json": tables.metrics_json(results, named)})

@@ -41,6 +41,15 @@ def _labels(values) -> pd.Series:
 
 MODES = {"generate": ("generate",), "score": ("score",), "both": ("generate", "score")}  # a run's modes of answer
 P_COLUMNS = [f"p_{e}" for e in EMOTIONS]
+SOFT_MEASURE = "mean scored distribution"  # what score mode's soft_max_diff reads
+
+
+def measure_name(mode: str, config: dict) -> str:
+    """The answer an attempt of `mode` reads, as tables name it: the evaluator's label of a sampled (or greedy)
+    generated reply, or the argmax of the scored distribution."""
+    if mode == "score":
+        return "argmax of the scored distribution"
+    return "sampled replies" if config.get("temperature") else "greedy generated reply"
 
 
 def _ordered(rows: pd.DataFrame) -> pd.DataFrame:

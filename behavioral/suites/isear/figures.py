@@ -1,5 +1,5 @@
 """isear's figures, drawn outside pyplot: p(emotion | gender) with CIs per run and mode, and max_diff with its CI
-per run against the marks' ranges."""
+per run against the marks' ranges; panels and series name their measure (the answer read)."""
 
 from __future__ import annotations
 
@@ -30,8 +30,8 @@ def emotion_figure(emotions: pd.DataFrame, marks: pd.DataFrame) -> Figure:
             ax.bar(x + (i - 1) * width, rows["p"], width, yerr=_errors(rows, "p"), capsize=2, label=g)
         ax.set_xticks(x, EMOTIONS, rotation=30, ha="right")
         ax.set_ylabel("p(emotion | gender)")
-        ax.set_title(f"{m.run}, {m.mode}: max_diff {cell(m.max_diff)} [{cell(m.ci_low)}, {cell(m.ci_high)}], "
-                     f"mark {cell(m.mark)}, {m.n_items} items")
+        ax.set_title(f"{m.run}, {m.mode} ({m.measure}): max_diff {cell(m.max_diff)} [{cell(m.ci_low)}, "
+                     f"{cell(m.ci_high)}], mark {cell(m.mark)}, {m.n_items} items")
         ax.legend()
     fig.tight_layout()
     return fig
@@ -49,7 +49,8 @@ def max_diff_figure(marks: pd.DataFrame) -> Figure:
     for i, mode in enumerate(modes):
         part = marks[marks["mode"] == mode].set_index("run").reindex(runs)
         x = np.arange(len(runs)) + (i - (len(modes) - 1) / 2) * 0.15
-        ax.errorbar(x, part["max_diff"], yerr=_errors(part, "max_diff"), fmt="o", capsize=3, label=mode)
+        label = f"{mode} ({', '.join(part['measure'].dropna().unique())})"
+        ax.errorbar(x, part["max_diff"], yerr=_errors(part, "max_diff"), fmt="o", capsize=3, label=label)
     ax.set_xticks(np.arange(len(runs)), runs, rotation=20, ha="right")
     ax.set_xlim(-0.5, len(runs) - 0.5)
     ax.set_ylabel("max_diff (CI)")

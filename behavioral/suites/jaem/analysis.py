@@ -1,6 +1,7 @@
 """jaem's analysis of one or more runs, declared: the runs' items, answer rates, Table 1 (run × template),
 per-attribute effects and omnibus tests, comparisons between templates, and across runs CE accuracy, attribute
-effects side by side and tests between runs; the measures' provenance as method notes."""
+effects side by side and tests between runs; the measures' provenance as method notes. Every table names the answer
+its metrics read (`ce_measure`/`gen_measure`, or `measure` per metric) and the family its Holm p corrects over."""
 
 from __future__ import annotations
 
@@ -12,10 +13,10 @@ import pandas as pd
 from behavioral.analysis import Analysis, Figure, Run, Section, Table
 from behavioral.suites.jaem import figures, tables
 from behavioral.suites.jaem.dimensions import PROJECT_DIMENSIONS, load_dimensions
-from behavioral.suites.jaem.effects import METRICS
+from behavioral.suites.jaem.effects import BINARY, METRICS
 from behavioral.suites.jaem.era import HFEraScorer, parse_era_models
 from behavioral.suites.jaem.lexicon import LEE_RULE, RULE, VadLexicon, load_vad_lexicon
-from behavioral.suites.jaem.metrics import ANSWER_RULE, sample_metrics
+from behavioral.suites.jaem.metrics import ANSWER_RULE, measure_names, sample_metrics
 from behavioral.suites.jaem.suite import AnalyzeOptions
 
 SOURCE = ("Seed 002: Formánek & Sotolář, *Quantitative Assessment of Intersectional Empathetic Bias and "
@@ -29,12 +30,20 @@ EFFECTS_TEXT = ("z = (mean of a value − run mean) / (run sd / √n), normal p,
                 "omnibus χ² (CE) or Kruskal-Wallis (others), Holm over the 8 attributes (7 and sexuality × pronoun). "
                 "**The paper names no test: these are ours.** Every value's z is in `attributes.csv`.")
 PAIRS_TEXT = "χ² (CE) or Mann-Whitney (others), Holm over the 7 metrics of each pair. **Ours, not the paper's.**"
+VALUES_HOLM = "p_holm: Holm over the values of one run, metric and attribute"
+OMNIBUS_HOLM = "p_holm: Holm over the 8 attributes (7 and sexuality × pronoun) of one run and metric"
+PAIRS_HOLM = "p_holm: Holm over the 7 metrics of one pair"
+MEASURE = "`measure`: the answer the metric reads"
+WILSON = ("ce_correct with its 95% Wilson interval over the ce_samples CE samples (ce_correct_low, _high; our "
+          "addition); `ce_measure`: the CE answer, `gen_measure`: the reply VAD and ERA read")
 P = {"p": "p", "p_holm": "p"}
-METRIC_FORMATS = {"ce_correct": "percent", "count": "count"}
+METRIC_FORMATS = {"ce_correct": "percent", "ce_correct_low": "percent", "ce_correct_high": "percent",
+                  "ce_samples": "count", "count": "count"}
 RATE_FORMATS = {"samples": "count", "ce_unparsed": "percent", "gen_empty": "percent", "vad_unmatched": "count",
                 "gen_samples": "count"}
 LARGEST_FORMATS = {"values_significant": "count", "attributes_significant": "count", "n": "count", "z": "signed",
                    "p_holm": "p"}
+Measures = dict[str, dict[str, str | None]]  # run -> measure_names of its samples
 
 
 def _measures(lexicon: VadLexicon | None, era: str | None) -> list[str]:
@@ -51,6 +60,21 @@ def _measures(lexicon: VadLexicon | None, era: str | None) -> list[str]:
                 if era is None else f"ERA (EPITOME IP/EX/ER): classifiers `{era}`; labels 0/1/2, argmax.")
     return [f"Answers: {ANSWER_RULE}.",
             "CE: accuracy of choosing the Empathetic answer (unparsed replies count as wrong).", ae, era_line]
+
+
+def _with_measure(frame: pd.DataFrame, named: Measures, runs: str = "run", column: str = "measure",
+                  after: str = "metric") -> pd.DataFrame:
+    """`frame` with, after column `after`, the answer each row's metric reads in the run its column `runs` names."""
+    frame = frame.copy()
+    frame.insert(frame.columns.get_loc(after) + 1, column,
+                 [named[run]["ce_measure" if metric in BINARY else "gen_measure"]
+                  for run, metric in zip(frame[runs], frame["metric"])])
+    return frame
+
+
+def _with_run_measures(frames: dict[str, pd.DataFrame], named: Measures) -> pd.DataFrame:
+    """One frame per run (run name -> frame) stacked, each row with its run's ce_measure and gen_measure."""
+    return tables.stack({name: frame.assign(**named[name]) for name, frame in frames.items()})
 
 
 def _items(runs: Sequence[Run]) -> Table:
@@ -76,61 +100,75 @@ def _figures(runs: Sequence[Run], samples: dict[str, pd.DataFrame], per_value: p
     for metric in METRICS:
         axes = {run.name: _axes(run) for run in runs if metric in tables.available(samples[run.name])}
         if axes:
-            out.append(Figure(f"z_{metric}", f"z of {metric} per sexuality × pronoun cell",
+            read = "the CE answer (`ce_measure`)" if metric in BINARY else "the generated reply (`gen_measure`)"
+            out.append(Figure(f"z_{metric}", f"z of {metric} per sexuality × pronoun cell; {metric} reads {read}",
                               figures.z_heatmap(per_value, metric, axes)))
     with_ce = {name: s for name, s in samples.items() if s["ce_correct"].notna().any()}
     if with_ce:
-        out.append(Figure("choices", "Chosen CE label and letter per template", figures.choices(with_ce)))
+        out.append(Figure("choices", "Chosen CE label and letter per template (the CE answer: `ce_measure`)",
+                          figures.choices(with_ce)))
     return out
 
 
-def _per_run(runs: Sequence[Run], samples: dict[str, pd.DataFrame], per_value: pd.DataFrame,
+def _per_run(runs: Sequence[Run], samples: dict[str, pd.DataFrame], named: Measures, per_value: pd.DataFrame,
              per_attr: pd.DataFrame) -> list[Section]:
     """Each run's own tables (a `run` column tells them apart) and figures (a panel per run)."""
     figs = _figures(runs, samples, per_value)
-    answers = tables.stack({name: tables.answer_rates(s) for name, s in samples.items()})
-    table1 = tables.stack({name: tables.table1(s) for name, s in samples.items()})
+    answers = _with_run_measures({name: tables.answer_rates(s) for name, s in samples.items()}, named)
+    table1 = _with_run_measures({name: tables.table1(s) for name, s in samples.items()}, named)
+    largest = _with_measure(tables.largest_effects(per_value, per_attr), named)
     none = [name for name, s in samples.items() if not tables.available(s)]
     return [
         Section("Items", "", (_items(runs),)),
-        Section("Answers", RATES_TEXT, (Table("answers", "Answers per run", answers, formats=RATE_FORMATS),),
+        Section("Answers", RATES_TEXT, (Table("answers", "Answers per run (`ce_measure`: the CE answer, "
+                                              "`gen_measure`: the generated reply)", answers, formats=RATE_FORMATS),),
                 tuple(f for f in figs if f.name == "choices")),
-        Section("Table 1", "", (Table("table1", "Table 1: run × template", table1, formats=METRIC_FORMATS),)),
+        Section("Table 1", "", (Table("table1", f"Table 1: run × template; {WILSON}", table1,
+                                      formats=METRIC_FORMATS),)),
         Section("Per attribute", EFFECTS_TEXT + (f" No metric available: {', '.join(none)}." if none else ""),
-                (Table("largest_effects", "Per run and metric: significant values and attributes, the largest |z|",
-                       tables.largest_effects(per_value, per_attr), formats=LARGEST_FORMATS),
-                 Table("omnibus", "Omnibus tests per attribute", per_attr, formats=P)),
+                (Table("largest_effects", "Per run and metric: values and attributes with p_holm below 0.05 (Holm "
+                       "over the values of one run, metric and attribute, and over the 8 attributes of one run and "
+                       f"metric), the largest |z|; {MEASURE}", largest, formats=LARGEST_FORMATS),
+                 Table("omnibus", f"Omnibus tests per attribute; {OMNIBUS_HOLM}; {MEASURE}", per_attr, formats=P)),
                 tuple(f for f in figs if f.name != "choices")),
         Section("Between templates", PAIRS_TEXT + " Every pair of templates of each run is in `template_pairs.csv`."),
     ]
 
 
-def _across(samples: dict[str, pd.DataFrame], per_value: pd.DataFrame, per_attr: pd.DataFrame) -> Section:
+def _across(samples: dict[str, pd.DataFrame], named: Measures, per_value: pd.DataFrame,
+            per_attr: pd.DataFrame) -> Section:
     """The comparison of two or more runs: CE accuracy, omnibus p_holm side by side and tests between runs."""
     names = list(samples)
-    accuracy = tables.stack({name: tables.ce_accuracy(s) for name, s in samples.items()})
+    accuracy = _with_run_measures({name: tables.ce_accuracy(s) for name, s in samples.items()}, named)
     omnibus = tables.side_by_side(per_attr, ["metric", "attribute"], "p_holm", names)
     shares = {c: "percent" for c in accuracy.columns if c.startswith("chose_")}
+    pairs = _with_measure(_with_measure(tables.run_pairs(samples), named, "a", "measure_a"), named, "b", "measure_b",
+                          after="measure_a")
     return Section("Across runs", "Every template pooled; every value's z side by side is in `compare_z.csv`. "
                    + PAIRS_TEXT, (
-                       Table("compare_ce", "CE accuracy and chosen labels per run", accuracy,
-                             formats={"ce_samples": "count", "ce_correct": "percent"} | shares),
-                       Table("compare_omnibus", "Omnibus p_holm per attribute, a column per run", omnibus,
-                             formats=dict.fromkeys(names, "p")),
-                       Table("run_pairs", "Tests between runs", tables.run_pairs(samples), formats=P)))
+                       Table("compare_ce", f"CE accuracy and chosen labels per run; {WILSON}", accuracy,
+                             formats={"ce_samples": "count", "ce_correct": "percent", "ce_correct_low": "percent",
+                                      "ce_correct_high": "percent"} | shares),
+                       Table("compare_omnibus", f"Omnibus p_holm per attribute, a column per run ({OMNIBUS_HOLM}; "
+                             "each run's measures in omnibus.csv)", omnibus, formats=dict.fromkeys(names, "p")),
+                       Table("run_pairs", f"Tests between runs; {PAIRS_HOLM}; `measure_a`, `measure_b`: the answer "
+                             "the metric reads in each run", pairs, formats=P)))
 
 
-def _files(samples: dict[str, pd.DataFrame], per_value: pd.DataFrame) -> list[Table]:
+def _files(samples: dict[str, pd.DataFrame], named: Measures, per_value: pd.DataFrame) -> list[Table]:
     """The long tables, written but not printed: every value's effect, template pairs, samples, and with several
     runs every value's z side by side."""
-    files = [Table("attributes", "Per-attribute effects", per_value, formats={"n": "count", "z": "signed"} | P),
-             Table("template_pairs", "Tests between templates",
-                   tables.stack({name: tables.template_pairs(s) for name, s in samples.items()}), formats=P),
-             Table("samples", "Every sample with its metrics", tables.stack(samples), formats=METRIC_FORMATS)]
+    template_pairs = _with_measure(tables.stack({name: tables.template_pairs(s) for name, s in samples.items()}),
+                                   named)
+    files = [Table("attributes", f"Per-attribute effects; {VALUES_HOLM}; {MEASURE}", per_value,
+                   formats={"n": "count", "z": "signed"} | P),
+             Table("template_pairs", f"Tests between templates; {PAIRS_HOLM}; {MEASURE}", template_pairs, formats=P),
+             Table("samples", "Every sample with its metrics (`ce_source`: where its CE answer came from)",
+                   tables.stack(samples), formats=METRIC_FORMATS)]
     if len(samples) > 1:
         z = tables.side_by_side(per_value, ["metric", "attribute", "value"], "z", list(samples))
-        files.append(Table("compare_z", "z per attribute value, a column per run", z,
-                           formats=dict.fromkeys(samples, "signed")))
+        files.append(Table("compare_z", "z per attribute value, a column per run (each run's measures in "
+                           "attributes.csv)", z, formats=dict.fromkeys(samples, "signed")))
     return files
 
 
@@ -142,14 +180,15 @@ def analysis(runs: Sequence[Run], options: AnalyzeOptions) -> Analysis:
     if era is None and options.era_model:
         era = HFEraScorer(parse_era_models(options.era_model), batch_size=options.era_batch_size)
     samples = {run.name: sample_metrics(run.rows, lexicon, era) for run in runs}
+    named = {run.name: measure_names(samples[run.name], run.config) for run in runs}
     effects = {name: tables.effects(s) for name, s in samples.items()}
-    per_value = tables.stack({name: values for name, (values, _) in effects.items()})
-    per_attr = tables.stack({name: omnibus for name, (_, omnibus) in effects.items()})
-    sections = _per_run(runs, samples, per_value, per_attr)
+    per_value = _with_measure(tables.stack({name: values for name, (values, _) in effects.items()}), named)
+    per_attr = _with_measure(tables.stack({name: omnibus for name, (_, omnibus) in effects.items()}), named)
+    sections = _per_run(runs, samples, named, per_value, per_attr)
     if len(runs) > 1:
-        sections.append(_across(samples, per_value, per_attr))
+        sections.append(_across(samples, named, per_value, per_attr))
     measures = {"vad_lexicon": None if lexicon is None else
                 {"source": lexicon.source, "sha256": lexicon.sha256, "scale": lexicon.scale, "demo": lexicon.demo,
                  "terms": len(lexicon.terms)}, "era_model": era_name}
     return Analysis("JaEm-ST: intersectional empathy", SOURCE, sections, _measures(lexicon, era_name),
-                    _files(samples, per_value), record={"measures": measures})
+                    _files(samples, named, per_value), record={"measures": measures})

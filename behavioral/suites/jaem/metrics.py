@@ -23,6 +23,18 @@ ANSWER_RULE = ("the CE answer is the letter parsed from the generated reply wher
                "probability of the gold letter")
 
 
+def measure_names(samples: pd.DataFrame, config: dict) -> dict[str, str | None]:
+    """What a run's metrics read, as tables name them: `ce_measure`, the CE answer (the letter of the greedy or
+    sampled generated reply, or the argmax of the scored distribution, by where its answers came from; both where a
+    run mixes them), and `gen_measure`, the generated reply that VAD and ERA read (None where the run lacks that
+    task)."""
+    decoded = "sampled" if config.get("temperature") else "greedy"
+    names = {"generate": f"letter of the {decoded} generated reply", "score": "argmax of the scored distribution"}
+    sources = sorted(samples["ce_source"].dropna().unique())
+    return {"ce_measure": ", ".join(names[s] for s in sources) or None,
+            "gen_measure": f"{decoded} generated reply" if samples["reply"].notna().any() else None}
+
+
 def _argmax(probs) -> str | None:
     return LETTERS[int(np.argmax(probs))] if probs is not None and len(probs) else None
 

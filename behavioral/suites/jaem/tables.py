@@ -1,6 +1,7 @@
 """The analysis tables as tidy frames, a `run` column naming each run: Table 1 (run × template), answer rates,
 per-attribute effects with their omnibus tests and the largest effect per metric, comparisons between templates and
-between runs, and the comparison across runs (CE accuracy, attribute effects side by side)."""
+between runs, and the comparison across runs (CE accuracy, attribute effects side by side). CE accuracy carries its
+Wilson interval over the CE samples and their number (our addition)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ from itertools import combinations
 
 import pandas as pd
 
-from behavioral.suites.jaem.dimensions import ATTRIBUTES
 from behavioral.analysis.multiplicity import holm
+from behavioral.analysis.proportion import item_share
+from behavioral.suites.jaem.dimensions import ATTRIBUTES
 from behavioral.suites.jaem.effects import METRICS, attribute_effects, compare
 from behavioral.suites.jaem.templates import LABELS
 
@@ -30,11 +32,22 @@ def stack(frames: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
     return frame[["run", *(c for c in frame.columns if c != "run")]]
 
 
+CE_ACCURACY = ("ce_correct", "ce_correct_low", "ce_correct_high", "ce_samples")
+GEN_METRICS = tuple(m for m in METRICS if m not in CE_ACCURACY)  # the metrics of generated replies
+
+
+def ce_correct(samples: pd.DataFrame) -> dict[str, float]:
+    """CE accuracy with its 95% Wilson interval over the CE samples (each one independent item) and their number."""
+    ce = samples[samples["ce_correct"].notna()]
+    return dict(zip(CE_ACCURACY, (*item_share(ce["ce_correct"], ce["sample_id"]), len(ce))))
+
+
 def table1(samples: pd.DataFrame) -> pd.DataFrame:
-    """Per template: samples, MC accuracy, mean V/A/D distances and IP/EX/ER labels (NaN unavailable)."""
-    rows = [{"template": template, "count": len(group), **{m: group[m].mean() for m in METRICS}}
-            for template, group in samples.groupby("template", sort=True)]
-    return pd.DataFrame(rows, columns=["template", "count", *METRICS])
+    """Per template: samples, MC accuracy with its Wilson interval over the CE samples and their number, mean V/A/D
+    distances and IP/EX/ER labels (NaN unavailable)."""
+    rows = [{"template": template, "count": len(group), **ce_correct(group),
+             **{m: group[m].mean() for m in GEN_METRICS}} for template, group in samples.groupby("template", sort=True)]
+    return pd.DataFrame(rows, columns=["template", "count", *CE_ACCURACY, *GEN_METRICS])
 
 
 def answer_rates(samples: pd.DataFrame) -> pd.DataFrame:
@@ -113,11 +126,12 @@ def run_pairs(runs: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
 
 
 def ce_accuracy(samples: pd.DataFrame) -> pd.DataFrame:
-    """One row: CE samples, the accuracy of choosing the Empathetic answer, the mean probability of the gold letter
-    (scored runs) and the share of answers per label, every template pooled."""
+    """One row: CE samples, the accuracy of choosing the Empathetic answer with its Wilson interval over them, the
+    mean probability of the gold letter (scored runs) and the share of answers per label, every template pooled."""
     ce = samples[samples["ce_correct"].notna()]
     shares = ce["ce_label"].value_counts(normalize=True) if len(ce) else pd.Series(dtype=float)
-    return pd.DataFrame([{"ce_samples": len(ce), "ce_correct": ce["ce_correct"].mean(), "p_gold": ce["p_gold"].mean(),
+    accuracy = ce_correct(ce)
+    return pd.DataFrame([{"ce_samples": accuracy.pop("ce_samples"), **accuracy, "p_gold": ce["p_gold"].mean(),
                           **{f"chose_{label.lower()}": float(shares.get(label, 0.0)) if len(ce) else float("nan")
                              for label in (*LABELS, "none")}}])
 

@@ -1,6 +1,7 @@
 """The scm analysis declared for behavioral.analysis: per run, fidelity to the human ratings, parity, quadrants and
-parse rates; across runs, the fidelity summary, Table 3 with a column per run and the quadrant agreement; figures
-1-5; the method and what was left out."""
+parse rates; across runs, the fidelity summary (with intervals over the groups, our addition), Table 3 with a column
+per run and the quadrant agreement; figures 1-5; the method and what was left out. Every table and figure names the
+measure each run is read by."""
 
 from __future__ import annotations
 
@@ -12,11 +13,20 @@ from behavioral.analysis import Analysis, Figure, Run, Section, Table
 from behavioral.analysis.formats import is_missing
 from behavioral.suites.scm import figures
 from behavioral.suites.scm.parity import THRESHOLD
-from behavioral.suites.scm.results import ALL_GROUPS, STATUSES, Results, compute
+from behavioral.suites.scm.results import ALL_GROUPS, FIDELITY, STATUSES, Results, compute
 from behavioral.suites.scm.traits import DIMENSIONS, TRAITS
 
 SEED = "004_50cddb5e32a56268.txt"
 RATES = dict.fromkeys(STATUSES, "percent")
+MEASURE = ("`measure`: samples, each generated reply's parsed rating (sampled at the run's temperature); score, the "
+           "scored distribution over A-E (its expected rating for quadrants)")
+INTERVALS = ("`_low`, `_high`: 95% percentile bootstrap interval over resamples of the shared groups, each with all "
+             "its cells (our addition; FPR, a ratio of the two extreme groups, has none)")
+
+
+def _read_by(results: Results) -> str:
+    """Which measure each run is read by, for a title."""
+    return "runs read by their measure: " + ", ".join(f"`{n}` by {m}" for n, m in results.measures.items())
 
 
 def table3(results: Results) -> pd.DataFrame:
@@ -83,7 +93,12 @@ def _notes(results: Results) -> list[str]:
             f"FPR (Eq. 2): min over groups of summed W1 over traits divided by the max; below {THRESHOLD} (the 4/5ths "
             "rule) flags a risk of epistemic injustice; 0/0 is 1, fewer than two groups —.",
             "Quadrants: a group's warmth and competence are the means of its cell means, high when strictly above the "
-            "source's mean over groups; a group without a rating on one dimension has no quadrant."]
+            "source's mean over groups; a group without a rating on one dimension has no quadrant.",
+            "Our addition: mean W1 and W1 per dimension carry a 95% percentile bootstrap interval over resamples of "
+            "the groups shared with humans (each drawn group with all its cells; `--bootstrap`, `--bootstrap-seed`). "
+            "It says how much the mean depends on which groups were rated; it does not cover the sampling of raters "
+            "or replies within a cell, the choice of traits or templates, and FPR (a ratio of the two extreme "
+            "groups) has none."]
 
 
 def _float(value) -> float | None:
@@ -104,56 +119,61 @@ def _summary_json(results: Results, summary: pd.DataFrame) -> dict:
 def analyze(runs: Sequence[Run], options) -> Analysis:
     """The declared tables, figures and report of `runs` (options: scm's AnalyzeOptions)."""
     results = compute(runs, options.human, options.measure)
-    summary = results.summary()
+    summary = results.summary().merge(results.intervals(options.bootstrap, options.seed), on="run", how="left")
+    read_by = _read_by(results)
     sections = []
     if results.human is not None:
         baseline = pd.DataFrame({"dimension": list(results.baseline), "w1": list(results.baseline.values())})
+        fidelity = [c for name in FIDELITY for c in (name, f"{name}_low", f"{name}_high")]
         sections += [
             Section("Fidelity (W1 on the 1-5 scale; Eq. 1)", tables=(
                 Table("fidelity_summary", "Fidelity per run: mean W1 over cells and per dimension, FPR over all "
-                      "groups, the groups and cells it shares with the human ratings.",
-                      summary[["run", "mean_w1", *(f"w1_{d}" for d in DIMENSIONS), "fpr", "shared_groups",
-                               "shared_cells"]], formats={"shared_groups": "count", "shared_cells": "count"}),
-                Table("baseline", "Inter-trait baseline (human): W1 between two traits of one dimension.", baseline)),
-                figures=(Figure("fig4_fidelity", "W1 per group and dimension against the inter-trait baseline",
-                                figures.fig4_fidelity(results)),
-                         Figure("fig5_traits", "W1 per trait", figures.fig5_traits(results)))),
+                      f"groups, the groups and cells it shares with the human ratings; {INTERVALS}; {MEASURE}.",
+                      summary[["run", "measure", *fidelity, "fpr", "shared_groups", "shared_cells"]],
+                      formats={"shared_groups": "count", "shared_cells": "count"}),
+                Table("baseline", "Inter-trait baseline (human ratings): W1 between two traits of one dimension.",
+                      baseline)),
+                figures=(Figure("fig4_fidelity", "W1 per group and dimension against the inter-trait baseline "
+                                f"({read_by})", figures.fig4_fidelity(results)),
+                         Figure("fig5_traits", f"W1 per trait ({read_by})", figures.fig5_traits(results)))),
             Section("Table 3: fidelity parity ratio", _parity_text(results), tables=(
                 Table("table3_fpr", f"Table 3. Fidelity parity ratio per attribute (below {THRESHOLD} flags a risk of "
-                      "epistemic injustice).", table3(results)),)),
+                      f"epistemic injustice; {read_by}; no interval over groups: a ratio of the two extreme groups).",
+                      table3(results)),)),
             Section("Quadrant agreement with humans (averaged over runs)",
                     "Humans and each run are placed in quadrants on the (group, trait) cells both rate, and only there "
                     "compared:\n\n" + "\n".join(_cells_line(n, c) for n, c in results.shared_cells.items()),
-                    tables=(Table("agreement", "Agreement with the human quadrant, averaged over runs.",
+                    tables=(Table("agreement", f"Agreement with the human quadrant, averaged over runs ({read_by}).",
                                   results.agreement_rates(), formats={"rate": "percent"}),
-                            *([Table("agreement_by_run", "Agreement with the human quadrant per run.",
+                            *([Table("agreement_by_run", f"Agreement with the human quadrant per run ({read_by}).",
                                      results.agreement_rates(by_run=True), formats={"rate": "percent"})]
                               if len(runs) > 1 else [])),
                     figures=() if results.agreement.empty else (
-                        Figure("fig3_agreement", "Agreement with the human quadrant by gender and by privilege",
-                               figures.fig3_agreement(results)),))]
+                        Figure("fig3_agreement", f"Agreement with the human quadrant by gender and by privilege "
+                               f"({read_by})", figures.fig3_agreement(results)),))]
     placed = () if results.quadrants.quadrant.isna().all() else (
-        Figure("fig1_quadrants", "Warmth against competence", figures.fig1_quadrants(results)),
-        Figure("fig2_assignments", "Quadrant of every group", figures.fig2_assignments(results)))
+        Figure("fig1_quadrants", f"Warmth against competence ({read_by})", figures.fig1_quadrants(results)),
+        Figure("fig2_assignments", f"Quadrant of every group ({read_by})", figures.fig2_assignments(results)))
     sections.append(Section("Quadrants", _quadrants_text(results), figures=placed))
     left_out = _left_out(results)
     if left_out:
         sections.append(Section("Left out", left_out))
     sections.append(Section("Parse rates", "Unparsed and ambiguous replies are excluded; per group in "
                                            "`parse_rates.csv`.", tables=(
-        Table("parse_rates_summary", "Share of replies parsed, unparsed and ambiguous per run.",
+        Table("parse_rates_summary", f"Share of replies parsed, unparsed and ambiguous per run ({MEASURE}).",
               summary[["run", "measure", *STATUSES]], formats=RATES),)))
     return Analysis(
         title="Stereotype content fidelity (seed 004)",
         source=f"Seed `{SEED}`: *Quantifying Risk of Epistemic Harm from the Use of AI Surrogates in Social Science "
                f"Research*; suite card `behavioral/suites/scm/README.md`.",
         sections=sections, notes=_notes(results),
-        files=[Table("fidelity", "W1 per run, group and trait.", results.fidelity),
-               Table("fpr", "FPR per run over all groups and per attribute.", results.fpr,
+        files=[Table("fidelity", f"W1 per run, group and trait ({read_by}).", results.fidelity),
+               Table("fpr", f"FPR per run over all groups and per attribute ({read_by}).", results.fpr,
                      formats={"n_groups": "count"}),
-               Table("quadrants", "Quadrants per source and cells.", results.quadrants),
-               Table("agreement_groups", "Human and run quadrant per group on their shared cells.", results.agreement),
-               Table("parse_rates", "Parse rates per run and group.", results.parse_rates,
+               Table("quadrants", f"Quadrants per source and cells ({read_by}).", results.quadrants),
+               Table("agreement_groups", f"Human and run quadrant per group on their shared cells ({read_by}).",
+                     results.agreement),
+               Table("parse_rates", f"Parse rates per run and group ({read_by}).", results.parse_rates,
                      formats={"n": "count", **RATES})],
         json={"summary.json": _summary_json(results, summary)},
         record={"group_set": results.group_set, "human": results.human})

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from behavioral.analysis import Run
-from behavioral.suites.scm.fidelity import fidelity, inter_trait_baseline
+from behavioral.suites.scm.fidelity import fidelity, group_intervals, inter_trait_baseline
 from behavioral.suites.scm.groups import GROUPS
 from behavioral.suites.scm.human import SHIPPED, load_human
 from behavioral.suites.scm.order import in_order
@@ -29,6 +29,7 @@ STATUSES = ("parsed", "unparsed", "ambiguous")
 QUADRANT_COLUMNS = ("source", "cells", "group", "warmth", "competence", "high_warmth", "high_competence", "quadrant",
                     "gender", "privileged", "agrees")
 AGREEMENT_COLUMNS = ("run", "group", "gender", "privileged", "quadrant_human", "quadrant_model", "agrees")
+FIDELITY = ("mean_w1", *(f"w1_{d}" for d in DIMENSIONS))  # the fidelity numbers with an interval over groups
 
 
 @dataclass
@@ -57,6 +58,13 @@ class Results:
             return agreement_rates(self.agreement)
         parts = [agreement_rates(part).assign(run=name) for name, part in self.agreement.groupby("run", sort=False)]
         return _concat(parts, ["run", "by", "level", "rate"])
+
+    def intervals(self, n_resamples: int = 1000, seed: int = 0) -> pd.DataFrame:
+        """Per run, the percentile intervals over resamples of its groups of mean W1 and W1 per dimension
+        (fidelity.group_intervals): run, <name>_low, <name>_high for each of FIDELITY (no rows without humans)."""
+        rows = [{"run": name, **group_intervals(part, n_resamples, seed)}
+                for name, part in self.fidelity.groupby("run", sort=False)]
+        return pd.DataFrame(rows, columns=["run", *(f"{n}_{end}" for n in FIDELITY for end in ("low", "high"))])
 
     def summary(self) -> pd.DataFrame:
         """One row per run: its measure, mean W1, W1 per dimension, FPR over all groups, the share of replies parsed,

@@ -47,17 +47,23 @@ class Options:
 
 @dataclass(frozen=True)
 class AnalyzeOptions:
-    """What an scm analysis compares the runs with, and what a `--mode both` run is read by."""
+    """What an scm analysis compares the runs with, what a `--mode both` run is read by, and how the fidelity
+    intervals resample the groups."""
 
     human: str | None = option(None, "us-stereotypes or a CSV of group,trait,rater,rating; none: us-stereotypes "
                                      "for that group set, no human ratings for the seed's groups", metavar="SOURCE")
     measure: str | None = option(None, "what a --mode both run is read by: its sampled replies or its answer-set "
                                        "scores; none: samples (generate and score runs are read by their own)",
                                  choices=MEASURES)
+    bootstrap: int = option(1000, "resamples of the groups (with replacement, each with all its cells) for the "
+                                  "intervals of mean W1 and W1 per dimension", metavar="N")
+    seed: int = option(0, "seed of the resamples", name="--bootstrap-seed", metavar="N")
 
     def __post_init__(self):
         if self.measure is not None and self.measure not in MEASURES:
             raise ValueError(f"unknown --measure {self.measure!r}; expected one of {', '.join(MEASURES)}")
+        if self.bootstrap < 1:
+            raise ValueError(f"--bootstrap must be at least 1, got {self.bootstrap}")
 
 
 class Scm(Suite):
