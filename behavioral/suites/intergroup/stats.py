@@ -13,6 +13,9 @@ from scipy import stats as _sps
 from behavioral.analysis.bootstrap import percentile_interval, resamples
 
 EXACT_LIMIT = 100_000  # the most outcomes an exact test enumerates (8! = 40,320 matchings; 2^16 = 65,536 sign patterns)
+# Independent random streams of one seed for the event-level test: drawn from the seed itself, the tie-breaks and the
+# sign flips would share their first numbers (and with them, a ranked event's sign), which inflates the test's size.
+TIE_STREAM, SIGN_STREAM = 1, 2
 
 
 @dataclass(frozen=True, eq=False)
@@ -289,7 +292,7 @@ def event_ranks(I: np.ndarray, same: np.ndarray, n_permutations: int = 10_000, s
     observed = kept[same].mean(axis=0) - kept[~same].mean(axis=0)
     tied = np.isclose(gaps, observed, rtol=1e-12, atol=1e-12)
     below = np.count_nonzero((gaps < observed) & ~tied, axis=0)
-    position = below + np.random.default_rng(seed).integers(0, np.count_nonzero(tied, axis=0))
+    position = below + np.random.default_rng([seed, TIE_STREAM]).integers(0, np.count_nonzero(tied, axis=0))
     return (position + 0.5) / len(gaps) - 0.5
 
 
@@ -309,7 +312,7 @@ def event_test(I: np.ndarray, same: np.ndarray, n_permutations: int = 10_000, se
     if exact:
         signs = 1 - 2 * ((np.arange(2 ** e)[:, None] >> np.arange(e)) & 1)
     else:
-        signs = np.random.default_rng(seed).choice([-1, 1], size=(n_permutations, e))
+        signs = np.random.default_rng([seed, SIGN_STREAM]).choice([-1, 1], size=(n_permutations, e))
     hits = np.count_nonzero(_at_least(signs @ ranks / e, float(ranks.mean())))
     p = hits / len(signs) if exact else (1 + hits) / (n_permutations + 1)
     return EventTest(ranks, float(p), 0 if exact else n_permutations)
