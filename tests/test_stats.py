@@ -502,6 +502,14 @@ def test_event_test_p_equals_a_brute_force_count_over_every_sign_pattern():
     assert test.p_min == 1 / 256 and test.p_value >= test.p_min
 
 
+def test_event_test_says_which_events_were_ranked_among_ties():
+    same = np.eye(5, dtype=bool)
+    I = np.random.default_rng(6).normal(50, 10, (5, 5, 8))
+    I[:, :, :3] = 85.0  # three events answered 85 in every cell: every matching ties, the rank is drawn at random
+    test = event_test(I, same)
+    assert test.tied.tolist() == [True] * 3 + [False] * 5 and test.tied_share == 3 / 8
+
+
 def test_event_test_p_is_floored_by_the_events_not_by_the_120_matchings_of_five_religions():
     same = np.eye(5, dtype=bool)
     I = np.random.default_rng(2).normal(50, 1, (5, 5, 12)) + 20 * same[:, :, None]

@@ -245,6 +245,12 @@ class EventTest:
     ranks: np.ndarray
     p_value: float
     n_draws: int  # sign patterns drawn; 0 where all 2^E were enumerated
+    tied: np.ndarray  # bool per kept event: the identity matching's gap tied another matching's (rank drawn at random)
+
+    @property
+    def tied_share(self) -> float:
+        """The share of events whose rank was drawn among ties: where it is high, p moves with the seed."""
+        return float(self.tied.mean())
 
     @property
     def exact(self) -> bool:
@@ -271,10 +277,16 @@ def _matching_gaps(I: np.ndarray, same: np.ndarray, rows: np.ndarray, cols: np.n
 
 
 def event_ranks(I: np.ndarray, same: np.ndarray, n_permutations: int = 10_000, seed: int = 0) -> np.ndarray:
+    """The centred ranks of `_ranks_and_ties`."""
+    return _ranks_and_ties(I, same, n_permutations, seed)[0]
+
+
+def _ranks_and_ties(I: np.ndarray, same: np.ndarray, n_permutations: int,
+                    seed: int) -> tuple[np.ndarray, np.ndarray]:
     """Per event kept by the exclusion, the centred rank of the identity matching's gap among the gaps of every
     matching (all n! where enumerable, else the identity and `n_permutations` row and column permutations, as in the
     authors' test), ties broken at random (seeded) so that the rank is uniform when the event's cells are
-    exchangeable, whatever the distribution of the answers."""
+    exchangeable, whatever the distribution of the answers; and per event whether the rank was drawn among ties."""
     I = _check_intensities(I)
     same = _check_same(I[:, :, 0], same)
     kept = I[:, :, exclusion_mask(I)]
@@ -292,8 +304,9 @@ def event_ranks(I: np.ndarray, same: np.ndarray, n_permutations: int = 10_000, s
     observed = kept[same].mean(axis=0) - kept[~same].mean(axis=0)
     tied = np.isclose(gaps, observed, rtol=1e-12, atol=1e-12)
     below = np.count_nonzero((gaps < observed) & ~tied, axis=0)
-    position = below + np.random.default_rng([seed, TIE_STREAM]).integers(0, np.count_nonzero(tied, axis=0))
-    return (position + 0.5) / len(gaps) - 0.5
+    n_tied = np.count_nonzero(tied, axis=0)  # the identity matching itself included
+    position = below + np.random.default_rng([seed, TIE_STREAM]).integers(0, n_tied)
+    return (position + 0.5) / len(gaps) - 0.5, n_tied > 1
 
 
 def event_test(I: np.ndarray, same: np.ndarray, n_permutations: int = 10_000, seed: int = 0) -> EventTest:
@@ -306,7 +319,7 @@ def event_test(I: np.ndarray, same: np.ndarray, n_permutations: int = 10_000, se
     patterns (the observed one included) whose mean is at least the observed mean (sampled beyond EXACT_LIMIT).
     Pass δ's I (without "a person").
     """
-    ranks = event_ranks(I, same, n_permutations, seed)
+    ranks, tied = _ranks_and_ties(I, same, n_permutations, seed)
     e = len(ranks)
     exact = 2 ** e <= EXACT_LIMIT
     if exact:
@@ -315,7 +328,7 @@ def event_test(I: np.ndarray, same: np.ndarray, n_permutations: int = 10_000, se
         signs = np.random.default_rng([seed, SIGN_STREAM]).choice([-1, 1], size=(n_permutations, e))
     hits = np.count_nonzero(_at_least(signs @ ranks / e, float(ranks.mean())))
     p = hits / len(signs) if exact else (1 + hits) / (n_permutations + 1)
-    return EventTest(ranks, float(p), 0 if exact else n_permutations)
+    return EventTest(ranks, float(p), 0 if exact else n_permutations, tied)
 
 
 def exclusion_mask(I: np.ndarray) -> np.ndarray:

@@ -54,9 +54,9 @@ def _event_test(a: SettingAnalysis) -> dict:
     """The sign-flip test over events: the identity matching's mean quantile among matchings, its p and floor."""
     test = a.event_test
     if test is None:
-        return {"events_quantile": math.nan, "p_events": math.nan, "p_events_min": math.nan}
+        return {"events_quantile": math.nan, "p_events": math.nan, "p_events_min": math.nan, "events_tied": math.nan}
     return {"events_quantile": _round(test.mean_quantile, 3), "p_events": _round(test.p_value, 5),
-            "p_events_min": float(f"{test.p_min:.3g}")}
+            "p_events_min": float(f"{test.p_min:.3g}"), "events_tied": _round(test.tied_share, 3)}
 
 
 def _holm(frame: pd.DataFrame) -> pd.DataFrame:
@@ -159,7 +159,9 @@ TABLES: dict[str, tuple[str, Callable[[SettingAnalysis], dict], Callable[[pd.Ser
         "(n_bootstrap that defined δ), the 95% percentile intervals of δ (delta_events_*) and gap_points "
         "(gap_points_*): the uncertainty from which events were sampled, which the permutation null conditions away; "
         "over events: that interval, and the sign-flip test of δ > 0 over events (p_events, floor p_events_min = "
-        "1/2^n_events; events_quantile: the share of matchings the identity matching's gap beats in the mean event); "
+        "1/2^n_events; events_quantile: the share of matchings the identity matching's gap beats in the mean event; "
+        "events_tied: the share of events where it tied another matching and its rank was drawn among the ties, so "
+        "that p moves with --permutation-seed); "
         "p_holm and p_events_holm: Holm-adjusted over the run's holm_family tests (every category and setting of the "
         "run with this measure), p_holm of the exact p where enumerated, else of the sampled p",
         _row_table2,
