@@ -18,7 +18,8 @@ FLAG = "flag"
 class Flag:
     """How a field appears on the command line: `--name` (default: the field's name with dashes), its help, the
     values a tuple field may take (`all` selects every one; compared after `fold`), a `read` that turns the flag's
-    text into the field's value (e.g. a file's contents), and a metavar."""
+    text into the field's value (e.g. a file's contents), a metavar, and the smallest value a number may take
+    (checked by `check_minimums`)."""
 
     help: str
     name: str | None = None
@@ -26,6 +27,7 @@ class Flag:
     fold: Callable[[str], str] = str
     read: Callable[[str], Any] | None = None
     metavar: str | None = None
+    minimum: int | float | None = None
 
 
 def option(default: Any, help: str, **flag: Any) -> Any:
@@ -79,6 +81,14 @@ def _dest(field: dataclasses.Field) -> str:
 def flag_name(field: dataclasses.Field) -> str:
     """The `--flag` of a field."""
     return field.metadata[FLAG].name or f"--{field.name.replace('_', '-')}"
+
+
+def check_minimums(options: Any) -> None:
+    """A ValueError naming the flag of the first field of `options` below its declared minimum (for __post_init__)."""
+    for field, flag, _ in _flags(type(options)):
+        value = getattr(options, field.name)
+        if flag.minimum is not None and value is not None and value < flag.minimum:
+            raise ValueError(f"{flag_name(field)} must be at least {flag.minimum}, got {value}")
 
 
 def _shown(value: Any) -> str:

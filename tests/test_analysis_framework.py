@@ -14,7 +14,7 @@ import pytest
 
 from behavioral import store
 from behavioral.analysis import Analysis, Figure, Section, Table, analyze, cell, markdown, new_figure
-from behavioral.options import add_flags, from_flags, option
+from behavioral.options import add_flags, check_minimums, from_flags, option
 from behavioral.output_folder import OutputFolderError
 from behavioral.suite import Suite
 from behavioral.suites import get_suite, names, registered
@@ -165,3 +165,20 @@ def test_runs_are_named_by_their_models_or_by_names_and_a_bad_out_is_refused(tmp
         with pytest.raises(OutputFolderError):
             analyze([a], a)  # a run directory is never an output folder
     assert not (tmp_path / "twice").exists()
+
+
+@dataclasses.dataclass(frozen=True)
+class _Counted:
+    resamples: int = option(100, "resamples", minimum=0)
+    limit: int | None = option(None, "limit", minimum=1)
+
+    def __post_init__(self):
+        check_minimums(self)
+
+
+def test_a_declared_minimum_is_checked_with_the_flag_name():
+    assert _Counted(resamples=0).resamples == 0 and _Counted(limit=None).limit is None  # None: the option is unset
+    with pytest.raises(ValueError, match=r"^--resamples must be at least 0, got -1$"):
+        _Counted(resamples=-1)
+    with pytest.raises(ValueError, match=r"^--limit must be at least 1, got 0$"):
+        _Counted(limit=0)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from behavioral.answer_space import AnswerSpec
-from behavioral.options import option
+from behavioral.options import check_minimums, option
 from behavioral.prompt import Prompt, Slot
 from behavioral.provenance import files_sha256
 from behavioral.suite import Answer, Suite, local_path
@@ -71,12 +71,11 @@ class AnalyzeOptions:
     """How GIEBench's analysis draws each shift's interval: resamples of the paired questions and their seed."""
 
     bootstrap: int = option(1000, "resamples of the paired questions (with replacement) for each shift's percentile "
-                                  "interval", metavar="N")
+                                  "interval", metavar="N", minimum=1)
     seed: int = option(0, "seed of the resamples", name="--bootstrap-seed", metavar="N")
 
     def __post_init__(self):
-        if self.bootstrap < 1:
-            raise ValueError(f"--bootstrap must be at least 1, got {self.bootstrap}")
+        check_minimums(self)
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from behavioral.answer_space import AnswerSpec
 from behavioral.prompt import Prompt
 from behavioral.run_reader import read_run
 from behavioral.analysis import Analysis, Run
-from behavioral.options import option
+from behavioral.options import check_minimums, option
 from behavioral.suite import Answer, CaptureSpec, Suite, local_path
 from behavioral.suites.intergroup import prompts
 from behavioral.suites.intergroup.answers import answer_decided, parse_intensity
@@ -64,22 +64,20 @@ class AnalyzeOptions:
 
     measure: str = option("intensity", "the rating each cell averages: the parsed reply's intensity (the paper's) "
                                        "or the expected intensity of the answer distribution", choices=MEASURES)
-    permutations: int = option(10_000, "permutations of the identity matching in δ's test", metavar="N")
+    permutations: int = option(10_000, "permutations of the identity matching in δ's test", metavar="N",
+                               minimum=1)
     round_cells: int | None = option(None, "round M⁰ cells to DECIMALS before z-scoring, as the authors' notebook "
                                            "does with 2; none: no rounding", metavar="DECIMALS")
     seed: int = option(0, "seed of the permutations and of the event resamples", name="--permutation-seed")
     bootstrap: int = option(1000, "resamples of the events (with replacement, the whole pipeline rerun on each) for "
-                                  "δ's interval over events; 0: none", metavar="N")
+                                  "δ's interval over events; 0: none", metavar="N", minimum=0)
 
     def __post_init__(self):
         if self.measure not in MEASURES:
             raise ValueError(f"unknown measure {self.measure!r}; expected one of {', '.join(MEASURES)}")
         if self.round_cells is not None and not 0 <= self.round_cells <= 15:
             raise ValueError(f"--round-cells must be a number of decimals in 0..15, got {self.round_cells}")
-        if self.permutations < 1:
-            raise ValueError(f"--permutations must be at least 1, got {self.permutations}")
-        if self.bootstrap < 0:
-            raise ValueError(f"--bootstrap must be at least 0, got {self.bootstrap}")
+        check_minimums(self)
 
 
 @dataclass(frozen=True)

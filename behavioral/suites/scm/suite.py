@@ -7,7 +7,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from behavioral.options import option
+from behavioral.options import check_minimums, option
 from behavioral.suite import Suite
 from behavioral.suites.scm.groups import GROUPS, group_set
 from behavioral.suites.scm.items import FIELDS, ScmItem, items
@@ -56,14 +56,13 @@ class AnalyzeOptions:
                                        "scores; none: samples (generate and score runs are read by their own)",
                                  choices=MEASURES)
     bootstrap: int = option(1000, "resamples of the groups (with replacement, each with all its cells) for the "
-                                  "intervals of mean W1 and W1 per dimension", metavar="N")
+                                  "intervals of mean W1 and W1 per dimension", metavar="N", minimum=1)
     seed: int = option(0, "seed of the resamples", name="--bootstrap-seed", metavar="N")
 
     def __post_init__(self):
         if self.measure is not None and self.measure not in MEASURES:
             raise ValueError(f"unknown --measure {self.measure!r}; expected one of {', '.join(MEASURES)}")
-        if self.bootstrap < 1:
-            raise ValueError(f"--bootstrap must be at least 1, got {self.bootstrap}")
+        check_minimums(self)
 
 
 class Scm(Suite):
