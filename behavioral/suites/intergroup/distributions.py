@@ -45,10 +45,15 @@ def _pooled(a: SettingAnalysis, dists: Distributions) -> dict[str, tuple[np.ndar
     return pooled
 
 
+def _mean(probs: np.ndarray) -> float:
+    """The mean rating of a distribution over 0..len-1: the expected intensity it gives."""
+    return float(probs @ np.arange(len(probs)))
+
+
 def _summary(probs: np.ndarray) -> dict:
     """Mean, mode and the mode's probability of a distribution over 0..len-1."""
     mode = int(np.argmax(probs))
-    return {"mean": float(probs @ np.arange(len(probs))), "mode": mode, "p_mode": float(probs[mode])}
+    return {"mean": _mean(probs), "mode": mode, "p_mode": float(probs[mode])}
 
 
 def tables(per_run: Mapping[str, tuple[Sequence[SettingAnalysis], Distributions]]) -> tuple[Table, Table] | None:
@@ -87,7 +92,7 @@ def figure(a: SettingAnalysis, dists: Distributions) -> Figure | None:
         return None
     same, names = a.category.in_group(), a.category.identities
     key = lambda p, x: dists[(a.category.name, a.setting, p, x)][0]
-    expected = np.array([[key(p, x) @ np.arange(len(key(p, x))) for x in names] for p in names])
+    expected = np.array([[_mean(key(p, x)) for x in names] for p in names])
     contrast = [expected[i][same[i]].mean() - expected[i][~same[i]].mean() for i in range(len(names))]
     top = int(np.argmax(np.abs(contrast)))
     row = {label: np.mean([key(names[top], x) for x, s in zip(names, same[top]) if s == inside], axis=0)
@@ -99,9 +104,8 @@ def figure(a: SettingAnalysis, dists: Distributions) -> Figure | None:
         shown = np.flatnonzero(np.max(list(parts.values()), axis=0) >= 1e-3)
         ratings = np.arange(shown.min(), shown.max() + 1)
         for k, (label, probs) in enumerate(parts.items()):
-            mean = probs @ np.arange(len(probs))
             ax.bar(ratings + (k - 0.5) * 0.4, probs[ratings], width=0.4, color=colormaps["tab10"](k),
-                   label=f"{label} (mean {mean:.1f})")
+                   label=f"{label} (mean {_mean(probs):.1f})")
         ax.set_xlabel("rating")
         ax.set_ylabel("mean probability")
         ax.set_title(title, fontsize=9)
