@@ -11,8 +11,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from behavioral.suites.intergroup.groups import get_category
-
 FOLDER = "activations"
 META = "meta.json"
 KINDS = ("persona", "experiencer", "final_mean", "final_sample")
@@ -95,53 +93,66 @@ class ActivationStore:
     def _select(self, kind: str, **where) -> tuple[np.ndarray, pd.DataFrame]:
         index, arrays = self._kind(kind)
         for column, value in where.items():
-            index = index[index[column] == value]
+            if column not in index.columns:
+                raise ActivationStoreError(f"{self.root}: {kind} activations have no field {column!r}; fields: "
+                                           f"{', '.join(c for c in index.columns if not c.startswith('_'))}")
+            values = list(value) if isinstance(value, (list, tuple, set, frozenset)) else [value]
+            index = index[index[column].isin(values)]
         if index.empty:
             raise ActivationStoreError(f"{self.root}: no {kind} activations for {where}")
         vectors = np.stack([arrays[s][r] for s, r in zip(index["_shard"], index["_row"])])
         return vectors, index.drop(columns=["_shard", "_row"]).reset_index(drop=True)
 
-    def _spans(self, kind: str, category: str, setting: str) -> tuple[np.ndarray, pd.DataFrame]:
-        """One row per key of a span kind (several processes may have stored the same key: the first is kept)."""
-        vectors, index = self._select(kind, category=category, setting=setting)
-        first = ~index.duplicated(self.meta["spans"][kind]["fields"]).to_numpy()
-        return vectors[first], index[first].reset_index(drop=True)
+    def slot_field(self, kind: str) -> str:
+        """The index field that holds a span kind's identity: the last of the fields that decide its prefix (the
+        slot's own value; CaptureSpec's rule)."""
+        spans = self.meta.get("spans", {})
+        if kind not in spans:
+            raise ActivationStoreError(f"{self.root}: no span kind {kind!r}; captured: {', '.join(spans) or 'none'}")
+        return spans[kind]["fields"][-1]
 
-    def persona(self, category: str, setting: str, reduction: str = "mean") -> tuple[np.ndarray, list[str]]:
-        """Persona vectors (layers × identities × d_model) in Table 1 order ("a person" first), and the identities."""
-        vectors, index = self._spans("persona", category, setting)
-        names = index[self.meta["spans"]["persona"]["slot"]]
-        order = {name: i for i, name in enumerate(get_category(category).with_unspecified)}
-        rows = sorted(range(len(index)), key=lambda i: order[names[i]])
-        r = REDUCTIONS.index(reduction)
-        return np.moveaxis(vectors[rows, r].astype(np.float32), 0, 1), [names[i] for i in rows]
+    def spans(self, kind: str, reduction: str = "mean", **where) -> tuple[np.ndarray, pd.DataFrame]:
+        """Span states (hooks × rows × d_model, float32) of one capture kind and the index of their prefix fields,
+        one row per key (the first stored where several processes stored it), in sorted key order. `where` selects
+        rows by field: a value or a list of values; `reduction` is ``mean`` or ``last`` over the span's tokens."""
+        if reduction not in REDUCTIONS:
+            raise ActivationStoreError(f"unknown reduction {reduction!r}; expected one of {', '.join(REDUCTIONS)}")
+        self.slot_field(kind)
+        vectors, index = self._select(kind, **where)
+        fields = self.meta["spans"][kind]["fields"]
+        first = ~index.duplicated(fields).to_numpy()
+        vectors, index = vectors[first], index[first].reset_index(drop=True)
+        order = index.sort_values(fields, kind="stable").index.to_numpy()
+        states = vectors[order, REDUCTIONS.index(reduction)].astype(np.float32)
+        return np.moveaxis(states, 0, 1), index.loc[order].reset_index(drop=True)
 
-    def experiencer(self, category: str, setting: str, reduction: str = "mean") -> tuple[np.ndarray, pd.DataFrame]:
-        """Experiencer vectors (layers × pairs × d_model) and the (perceiver, experiencer) of each pair."""
-        vectors, index = self._spans("experiencer", category, setting)
-        r = REDUCTIONS.index(reduction)
-        return np.moveaxis(vectors[:, r].astype(np.float32), 0, 1), index[["perceiver", "experiencer"]]
+    def identities(self, kind: str, reduction: str = "mean", **where) -> tuple[np.ndarray, list[str]]:
+        """One vector per identity of a span kind (hooks × identities × d_model): the mean over the selected rows
+        that hold that identity (e.g. one persona across settings), identities in sorted order."""
+        states, index = self.spans(kind, reduction, **where)
+        names = index[self.slot_field(kind)].to_numpy()
+        identities = sorted(set(names))
+        return np.stack([states[:, names == name].mean(1) for name in identities], axis=1), identities
 
-    def final(self, category: str, setting: str) -> tuple[np.ndarray, pd.DataFrame]:
-        """Per-cell means of the final-token state (layers × cells × d_model) in Table 1 order, with perceiver,
-        experiencer and prompt count; the shares of several processes are combined weighted by their counts."""
-        vectors, index = self._select("final_mean", category=category, setting=setting)
-        order = {name: i for i, name in enumerate(get_category(category).with_unspecified)}
+    def final(self, **where) -> tuple[np.ndarray, pd.DataFrame]:
+        """Per-cell means of the final-token state (hooks × cells × d_model) with the cell fields and prompt count,
+        cells in sorted order; the shares of several processes are combined weighted by their counts."""
+        vectors, index = self._select("final_mean", **where)
+        cell = list(self.meta["cell"])
         weights = index["count"].to_numpy(dtype=np.float64)
-        cells = sorted(set(zip(index["perceiver"], index["experiencer"])), key=lambda c: (order[c[0]], order[c[1]]))
+        groups = index.groupby(cell, sort=True).indices
         means, counts = [], []
-        for perceiver, experiencer in cells:
-            rows = np.flatnonzero((index["perceiver"] == perceiver) & (index["experiencer"] == experiencer))
+        for rows in groups.values():
             w = weights[rows]
             means.append(np.tensordot(w / w.sum(), vectors[rows].astype(np.float64), axes=1))
             counts.append(int(w.sum()))
-        labels = pd.DataFrame(cells, columns=["perceiver", "experiencer"]).assign(count=counts)
+        labels = pd.DataFrame(list(groups), columns=cell).assign(count=counts)
         return np.moveaxis(np.stack(means).astype(np.float32), 0, 1), labels
 
-    def final_samples(self, category: str, setting: str) -> tuple[np.ndarray, pd.DataFrame]:
-        """Single-prompt final-token states (layers × samples × d_model) with their item fields: per cell, the
+    def final_samples(self, **where) -> tuple[np.ndarray, pd.DataFrame]:
+        """Single-prompt final-token states (hooks × samples × d_model) with their item fields: per cell, the
         per_cell_samples items of smallest seeded rank, whichever processes ran them."""
-        vectors, index = self._select("final_sample", category=category, setting=setting)
+        vectors, index = self._select("final_sample", **where)
         cell = self.meta["cell"]
         keep = index.sort_values("sample_rank", kind="stable").groupby(cell, sort=False).head(
             self.meta["per_cell_samples"]).index.sort_values()
@@ -150,16 +161,10 @@ class ActivationStore:
 
 
 def _capture_advice(run_dir: Path) -> str:
-    """How to get an activation store for the run in `run_dir`: its suite's capture kinds, or that it has none."""
-    from behavioral.suites import get_suite, names  # the registry imports every suite
-
+    """How to get an activation store for the run in `run_dir` (its manifest names the suite)."""
     manifest = run_dir / "manifest.json"
     suite = json.loads(manifest.read_text()).get("config", {}).get("suite") if manifest.is_file() else None
-    if suite not in names():
-        return "rerun `empathy-gap run` with --capture into a new --out"
-    spec = get_suite(suite).capture
-    return (f"rerun `empathy-gap run {suite}` with --capture ({', '.join(spec.kinds)}) into a new --out" if spec
-            else f"suite {suite!r} cannot capture activations")
+    return f"rerun `empathy-gap run {suite or 'SUITE'}` with --capture into a new --out"
 
 
 def load(run_dir: str | Path) -> ActivationStore:

@@ -56,8 +56,9 @@ class Item(Protocol):
 @dataclass(frozen=True)
 class CaptureSpec:
     """Where a suite's identity activations live. `spans`: capture kind -> (prompt slot, the item fields that
-    decide the prompt up to the end of that slot, so one forward per distinct value serves every item); `cell`:
-    the item fields whose final-token states are pooled into one mean."""
+    decide the prompt up to the end of that slot, so one forward per distinct value serves every item; the last of
+    them holds the slot's own value, the identity the kind's states are read by); `cell`: the item fields whose
+    final-token states are pooled into one mean."""
 
     spans: Mapping[str, tuple[str, tuple[str, ...]]]
     cell: tuple[str, ...]
@@ -136,6 +137,12 @@ class Suite:
         """A run's stored rows as the suite's analysis reads them (`config`: the run's manifest config): the one place
         where the answer of a generate, score or both run is chosen. By default the stored rows."""
         return rows
+
+    def behaviour(self, run: Run) -> pd.DataFrame:
+        """Behaviour per identity of one run, for the mechanistic studies: columns `kind` (a capture span kind),
+        `identity` (the value its slot field holds in the activation index), then one float column per feature
+        (NaN where a feature does not apply to a kind). Each suite says what its features mean in its card."""
+        raise NotImplementedError(f"suite {self.name!r} declares no behaviour per identity")
 
     def analyze(self, runs: Sequence[Run], options: Any) -> Analysis:
         """The analysis of finished runs (`options`: an AnalyzeOptions): every run's tables, the comparison across
