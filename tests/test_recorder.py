@@ -14,6 +14,7 @@ from activations.spans import prompt_spans
 from behavioral import run as run_mod
 from behavioral.store import RunDirError
 from behavioral.suites.intergroup import Options
+from behavioral.suites.intergroup import activations as views
 from behavioral.suites.intergroup.corpus import embedded_events, sample_events
 from behavioral.suites.intergroup.groups import get_category
 from behavioral.suites.intergroup.prompts import build
@@ -47,10 +48,10 @@ def captured(tiny_model_dir, tmp_path_factory):
 def test_persona_and_experiencer_vectors_equal_captures_of_the_whole_prompt(captured, tiny_model, tiny_tokenizer):
     store = activation_store.load(captured)
     events = sample_events(embedded_events(), 3)
-    persona, names = store.persona("religion", SETTING)
+    persona, names = views.persona(store, "religion", SETTING)
     assert names == list(get_category("religion").with_unspecified)
     assert persona.shape == (3, 6, tiny_model.config.hidden_size)  # hook_embed + 2 layers
-    experiencer, pairs = store.experiencer("religion", SETTING, reduction="last")
+    experiencer, pairs = views.experiencer(store, "religion", SETTING, reduction="last")
     for i, name in enumerate(names):
         states, spans = _direct(tiny_model, tiny_tokenizer, name, "a Hindu", events[-1])  # another event
         span = spans["perceiver"]
@@ -64,9 +65,9 @@ def test_persona_and_experiencer_vectors_equal_captures_of_the_whole_prompt(capt
 def test_final_means_and_samples_equal_per_prompt_captures(captured, tiny_model, tiny_tokenizer):
     store = activation_store.load(captured)
     events = sample_events(embedded_events(), 3)
-    means, cells = store.final("religion", SETTING)
+    means, cells = views.final(store, "religion", SETTING)
     assert len(cells) == 36 and set(cells["count"]) == {3}
-    samples, sampled = store.final_samples("religion", SETTING)
+    samples, sampled = views.final_samples(store, "religion", SETTING)
     assert len(sampled) == 36 * 2
     for row in (0, 7, 35):
         perceiver, experiencer = cells.perceiver[row], cells.experiencer[row]
@@ -96,8 +97,8 @@ def test_a_kill_mid_run_resumes_to_the_same_activations(tiny_model_dir, tmp_path
     monkeypatch.setattr(run_mod.Runner, "rows", real_rows)
     resumed = tmp_path / "snapshot"
     run_mod.run(_config(tiny_model_dir), resumed, progress=False)
-    want, _ = activation_store.load(captured).final("religion", SETTING)
-    got, cells = activation_store.load(resumed).final("religion", SETTING)
+    want, _ = views.final(activation_store.load(captured), "religion", SETTING)
+    got, cells = views.final(activation_store.load(resumed), "religion", SETTING)
     assert set(cells["count"]) == {3}
     np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-3)
 

@@ -1,0 +1,45 @@
+"""Seed 000's views of the activation store: persona, experiencer and final-token states of one category and setting
+in Table 1 order ("a person" first), on the store's generic reads."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from activations.store import ActivationStore
+from behavioral.suites.intergroup.groups import get_category
+
+
+def _table1_rows(category: str, frame: pd.DataFrame, columns: tuple[str, ...]) -> list[int]:
+    """Row positions of `frame` sorted by its identity `columns` in Table 1 order."""
+    order = {name: i for i, name in enumerate(get_category(category).with_unspecified)}
+    keys = [tuple(order[frame[c].iloc[i]] for c in columns) for i in range(len(frame))]
+    return sorted(range(len(frame)), key=keys.__getitem__)
+
+
+def persona(store: ActivationStore, category: str, setting: str,
+            reduction: str = "mean") -> tuple[np.ndarray, list[str]]:
+    """Persona vectors (hooks × identities × d_model) in Table 1 order, and the identities."""
+    states, index = store.spans("persona", reduction, category=category, setting=setting)
+    rows = _table1_rows(category, index, ("perceiver",))
+    return states[:, rows], [index["perceiver"].iloc[i] for i in rows]
+
+
+def experiencer(store: ActivationStore, category: str, setting: str,
+                reduction: str = "mean") -> tuple[np.ndarray, pd.DataFrame]:
+    """Experiencer vectors (hooks × pairs × d_model) and the (perceiver, experiencer) of each pair, Table 1 order."""
+    states, index = store.spans("experiencer", reduction, category=category, setting=setting)
+    rows = _table1_rows(category, index, ("perceiver", "experiencer"))
+    return states[:, rows], index.iloc[rows][["perceiver", "experiencer"]].reset_index(drop=True)
+
+
+def final(store: ActivationStore, category: str, setting: str) -> tuple[np.ndarray, pd.DataFrame]:
+    """Per-cell final-token means (hooks × cells × d_model) in Table 1 order, with perceiver, experiencer, count."""
+    means, cells = store.final(category=category, setting=setting)
+    rows = _table1_rows(category, cells, ("perceiver", "experiencer"))
+    return means[:, rows], cells.iloc[rows][["perceiver", "experiencer", "count"]].reset_index(drop=True)
+
+
+def final_samples(store: ActivationStore, category: str, setting: str) -> tuple[np.ndarray, pd.DataFrame]:
+    """Single-prompt final-token states of one category and setting (see ActivationStore.final_samples)."""
+    return store.final_samples(category=category, setting=setting)
