@@ -1,5 +1,5 @@
 """The `empathy-gap` command: list the suites, run one into a run directory, import results made elsewhere, analyze
-run directories, or run the embedded demo (seed 000 on SmolLM2)."""
+run directories, run a mechanistic study on them (`interp`), or run the embedded demo (seed 000 on SmolLM2)."""
 
 from __future__ import annotations
 
@@ -93,6 +93,9 @@ def _parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
                                              "(the suite's own flags: empathy-gap analyze RUN_DIR --help)")
     analyze.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
     _add_analyze_options(analyze)
+    from behavioral.studies import cli as studies
+
+    studies.add_parser(sub, argv)
     demo = sub.add_parser("demo", help=f"run {DEMO_MODEL} in score mode on the embedded events, then analyze")
     demo.add_argument("--out", default="empathy-gap-demo")
     demo.add_argument("--limit-events", type=int, default=DEMO_EVENTS)
@@ -206,6 +209,10 @@ def _main(argv: list[str]) -> int:
             print(f"results in {get_suite(args.suite).import_results(args)}")
         elif args.command == "analyze":
             _analyze(argv, args)
+        elif args.command == "interp":
+            from behavioral.studies import cli as studies
+
+            studies.run(args)
         else:
             _demo(args)
     except (ValueError, OSError) as err:

@@ -10,7 +10,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from behavioral.analysis.report import REPORT, render
-from behavioral.analysis.runs import read_runs, suite_of
+from behavioral.analysis.runs import Run, read_runs, suite_of
+from behavioral.analysis.spec import Analysis
 from behavioral.output_folder import output_folder
 from behavioral.outputs import save_figure
 
@@ -26,10 +27,17 @@ def _write_tables(analysis, out: Path) -> None:
         (out / f"{table.name}.md").write_text(f"# {table.title}\n\n{note}{table.markdown()}")
 
 
-def _recorded(value):
+def recorded(value):
     """An option's value as the manifest records it: plain data as it is, an object (e.g. a scorer given from
     Python) by its type's name."""
     return value if isinstance(value, (str, int, float, bool, type(None), list, tuple, dict)) else type(value).__name__
+
+
+def runs_record(runs: Sequence[Run]) -> dict:
+    """What a manifest records of each run read: directory, configuration, model, provenance, completeness."""
+    return {r.name: {"run_dir": str(r.run_dir.resolve()), "config": r.config, "model": r.manifest.get("model"),
+                     "run_provenance": r.manifest.get("provenance"), "completeness": r.completeness.describe()}
+            for r in runs}
 
 
 def analyze(run_dirs: Sequence[str | Path], out: str | Path | None = None, options=None,
@@ -44,13 +52,18 @@ def analyze(run_dirs: Sequence[str | Path], out: str | Path | None = None, optio
         options = suite.AnalyzeOptions()
     runs = read_runs(suite, run_dirs, allow_partial, names)
     analysis = suite.analyze(runs, options)  # every number is computed before anything is written
-    settings = {f.name: _recorded(getattr(options, f.name)) for f in dataclasses.fields(options)} if options else {}
+    settings = {f.name: recorded(getattr(options, f.name)) for f in dataclasses.fields(options)} if options else {}
     record = {"suite": suite.name, "analysis": settings | {"allow_partial": allow_partial},
-              "runs": {r.name: {"run_dir": str(r.run_dir.resolve()), "config": r.config,
-                                "model": r.manifest.get("model"), "run_provenance": r.manifest.get("provenance"),
-                                "completeness": r.completeness.describe()} for r in runs}} | analysis.record
+              "runs": runs_record(runs)} | analysis.record
     final = Path(out) if out is not None else Path(run_dirs[0]) / ANALYSIS_DIR
-    with output_folder(final, f"analyze {suite.name}", record) as folder:
+    return write(analysis, runs, settings, record, final, f"analyze {suite.name}")
+
+
+def write(analysis: Analysis, runs: Sequence[Run], settings: dict, record: dict, final: str | Path,
+          command: str) -> Path:
+    """Write a declared analysis (tables, figures, JSON, report.md, manifest.json with `record`) into the staged
+    output folder `final` of `command`; returns report.md's path. Suites' analyses and the studies share it."""
+    with output_folder(final, command, record) as folder:
         _write_tables(analysis, folder.path)
         for figure in analysis.figures():
             path = folder.path / figure.name
@@ -58,4 +71,4 @@ def analyze(run_dirs: Sequence[str | Path], out: str | Path | None = None, optio
         for name, data in analysis.json.items():
             (folder.path / name).write_text(json.dumps(data, indent=2, default=str) + "\n")
         (folder.path / REPORT).write_text(render(analysis, runs, settings))
-    return final / REPORT
+    return Path(final) / REPORT

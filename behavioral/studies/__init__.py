@@ -1,0 +1,26 @@
+"""The mechanistic studies on run directories with capture (`empathy-gap interp STUDY`), by name: each a module here
+with a Study object, imported on first use."""
+
+from __future__ import annotations
+
+import importlib
+
+from behavioral.studies.study import Study, run_study
+
+# name -> module holding its STUDY
+STUDIES: dict[str, str] = {}
+
+
+def names() -> list[str]:
+    """The registered studies, in CLI order."""
+    return list(STUDIES)
+
+
+def get_study(name: str) -> Study:
+    """The study called `name`; an unknown name is a ValueError listing the known ones."""
+    if name not in STUDIES:
+        raise ValueError(f"unknown study {name!r}; expected one of {', '.join(STUDIES)}")
+    return importlib.import_module(STUDIES[name]).STUDY
+
+
+__all__ = ["STUDIES", "Study", "get_study", "names", "run_study"]
