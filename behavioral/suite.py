@@ -138,11 +138,24 @@ class Suite:
         where the answer of a generate, score or both run is chosen. By default the stored rows."""
         return rows
 
-    def behaviour(self, run: Run) -> pd.DataFrame:
-        """Behaviour per identity of one run, for the mechanistic studies: columns `kind` (a capture span kind),
-        `identity` (the value its slot field holds in the activation index), then one float column per feature
-        (NaN where a feature does not apply to a kind). Each suite says what its features mean in its card."""
+    def behaviour(self, run: Run, **where: Any) -> pd.DataFrame:
+        """Behaviour per identity of one run (its rows selected by field values in `where`, e.g. setting="P0S0T0"),
+        for the mechanistic studies: columns `kind` (a capture span kind), `identity` (the value its slot field
+        holds in the activation index), then one float column per feature (NaN where a feature does not apply to
+        an identity). Each suite says what its features mean in its card."""
         raise NotImplementedError(f"suite {self.name!r} declares no behaviour per identity")
+
+    def identity_set(self, kind: str, identities: Sequence[str]) -> tuple[list[str], list[str] | None]:
+        """The identities of a span kind a study compares, in the suite's order (e.g. a paper's table order, without
+        a baseline such as "a person"), and a grouping label per identity for cluster statistics (None: no grouping
+        beyond the identities). By default all, sorted, ungrouped."""
+        return sorted(identities), None
+
+    def cell_labels(self, cells: pd.DataFrame) -> pd.DataFrame:
+        """Labels the suite derives for rows of a final-token index (cells or samples), one column each, for probes
+        and steering (e.g. intergroup's `ingroup`: perceiver and experiencer in one group; NA where undefined), on
+        the same index. By default none."""
+        return pd.DataFrame(index=cells.index)
 
     def analyze(self, runs: Sequence[Run], options: Any) -> Analysis:
         """The analysis of finished runs (`options`: an AnalyzeOptions): every run's tables, the comparison across

@@ -8,7 +8,14 @@ import importlib
 from behavioral.studies.study import Study, run_study
 
 # name -> module holding its STUDY
-STUDIES: dict[str, str] = {}
+STUDIES: dict[str, str] = {
+    "clusters": "behavioral.studies.clusters",
+    "rsa": "behavioral.studies.rsa",
+    "probe": "behavioral.studies.probe",
+    "steer": "behavioral.studies.steer",
+    "patch": "behavioral.studies.patch",
+    "atlas": "behavioral.studies.atlas",
+}
 
 
 def names() -> list[str]:
