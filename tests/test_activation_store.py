@@ -1,0 +1,88 @@
+"""The generic activation store: reads by a capture spec's own fields, for any suite."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import activations.store as activation_store
+from activations.store import ActivationStoreError, write_meta, write_shard
+
+HOOKS = ["hook_embed", "blocks.0.hook_resid_post"]
+D = 3
+
+
+def _meta() -> dict:
+    return {"hooks": HOOKS, "layers": [0], "d_model": D, "kinds": ["group", "final"], "per_cell_samples": 1,
+            "dtype": "float16", "reductions": ["mean", "last"], "cell": ["template", "group"],
+            "spans": {"group": {"slot": "identity", "fields": ["template", "group"]}}}
+
+
+def _span_array(values: list[float]) -> np.ndarray:
+    """[rows, 2 reductions, hooks, d]: mean = v, last = -v, hook 1 = 10 v."""
+    out = np.zeros((len(values), 2, len(HOOKS), D), dtype=np.float32)
+    for i, v in enumerate(values):
+        out[i, 0] = [[v] * D, [10 * v] * D]
+        out[i, 1] = -out[i, 0]
+    return out
+
+
+@pytest.fixture
+def store(tmp_path):
+    write_meta(tmp_path, _meta())
+    # two processes' shards, out of order, one key stored twice (the first one stored is kept)
+    write_shard(tmp_path, "group", "r001-000001", _span_array([3.0, 1.0]),
+                pd.DataFrame({"template": ["b", "a"], "group": ["women", "women"]}))
+    write_shard(tmp_path, "group", "r000-000001", _span_array([2.0, 4.0, 9.0]),
+                pd.DataFrame({"template": ["a", "a", "b"], "group": ["men", "women", "women"]}))
+    means = np.stack([np.full((len(HOOKS), D), v, dtype=np.float32) for v in (1.0, 3.0, 5.0)])
+    write_shard(tmp_path, "final_mean", "r000-000001", means,
+                pd.DataFrame({"template": ["a", "a", "a"], "group": ["men", "men", "women"], "count": [1, 3, 2]}))
+    return activation_store.load(tmp_path)
+
+
+def test_spans_are_read_by_the_spec_fields_in_sorted_key_order(store):
+    states, index = store.spans("group")
+    assert list(zip(index.template, index.group)) == [("a", "men"), ("a", "women"), ("b", "women")]
+    # rank 1 stored ("b", "women") = 3 and ("a", "women") = 1 too: the first shard read (rank 0's) wins
+    np.testing.assert_allclose(states[0, :, 0], [2.0, 4.0, 9.0])
+    np.testing.assert_allclose(states[1, :, 0], [20.0, 40.0, 90.0])
+    last, _ = store.spans("group", "last", template="b")
+    np.testing.assert_allclose(last[0, :, 0], [-9.0])
+
+
+def test_where_takes_a_value_or_a_list(store):
+    _, one = store.spans("group", group="men")
+    _, two = store.spans("group", template=["a", "b"], group="women")
+    assert one.template.tolist() == ["a"] and two.template.tolist() == ["a", "b"]
+
+
+def test_identities_average_an_identity_over_its_prefixes(store):
+    assert store.slot_field("group") == "group"
+    vectors, names = store.identities("group")
+    assert names == ["men", "women"]
+    np.testing.assert_allclose(vectors[0, :, 0], [2.0, (4.0 + 9.0) / 2])
+
+
+def test_final_means_pool_shares_by_count(store):
+    means, cells = store.final()
+    assert cells.to_dict("list") == {"template": ["a", "a"], "group": ["men", "women"], "count": [4, 2]}
+    np.testing.assert_allclose(means[0, :, 0], [(1 * 1 + 3 * 3) / 4, 5.0])
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda s: s.spans("persona"), "no span kind 'persona'"),
+    (lambda s: s.spans("group", category="x"), "no field 'category'"),
+    (lambda s: s.spans("group", group="nobody"), "no group activations for"),
+    (lambda s: s.spans("group", "median"), "unknown reduction 'median'"),
+])
+def test_questions_the_store_cannot_answer_name_what_is_wrong(store, call, message):
+    with pytest.raises(ActivationStoreError, match=message):
+        call(store)
+
+
+def test_a_run_without_capture_says_how_to_get_one(tmp_path):
+    (tmp_path / "manifest.json").write_text('{"config": {"suite": "scm"}}')
+    with pytest.raises(ActivationStoreError, match=r"rerun `empathy-gap run scm` with --capture"):
+        activation_store.load(tmp_path)
