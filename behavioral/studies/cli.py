@@ -16,9 +16,10 @@ def add_parser(sub: argparse._SubParsersAction, argv: Sequence[str]) -> None:
     interp = sub.add_parser("interp", help="mechanistic studies of run directories with --capture "
                                            f"({', '.join(names())})")
     studies = interp.add_subparsers(dest="study", required=True, metavar="STUDY")
-    named = argv[1] if len(argv) > 1 and argv[:1] == ["interp"] else None
+    # a study's flags (and its imports) only where the command line asks for that study or for help on all
+    asked = argv[1] if argv[:1] == ["interp"] and len(argv) > 1 else ("-h" if argv[:1] == ["interp"] else None)
     for name in names():
-        study = get_study(name) if named in (name, None, "-h", "--help") else None
+        study = get_study(name) if asked in (name, "-h", "--help") else None
         p = studies.add_parser(name, help=study.description if study else None,
                                description=study.description if study else None)
         p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
