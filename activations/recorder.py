@@ -78,6 +78,12 @@ class Recorder:
     def _key(self, kind: str, item: Item) -> Key:
         return tuple(item.fields[f] for f in self.spec.spans[kind][1])
 
+    def _fresh(self, kind: str, item: Item) -> bool:
+        """True where the item's key of a span kind is not stored yet and its prompt marks the kind's slot (a prompt
+        that names no identity, e.g. GIEBench's Raw, has no span to store)."""
+        slot = self.spec.spans[kind][0]
+        return self._key(kind, item) not in self.stored[kind] and any(s.name == slot for s in item.prompt().slots)
+
     # --- planning and resume --------------------------------------------------------------------------------------
 
     def plan(self, units: Iterable[WorkUnit]) -> None:
@@ -91,7 +97,7 @@ class Recorder:
         """True where some of the unit's activations are not in the store yet (its rows may be)."""
         if "final" in self.kinds and any(self._cell(item) not in self._flushed for item in unit.items):
             return True
-        return any(self._key(kind, item) not in self.stored[kind] for kind in self.span_kinds for item in unit.items)
+        return any(self._fresh(kind, item) for kind in self.span_kinds for item in unit.items)
 
     # --- one batch --------------------------------------------------------------------------------------------------
 
@@ -103,7 +109,7 @@ class Recorder:
             fresh = {}
             for item in items:
                 key = self._key(kind, item)
-                if key not in self.stored[kind] and key not in fresh:
+                if key not in fresh and self._fresh(kind, item):
                     fresh[key] = item
             if fresh:
                 vectors = self._span_vectors(list(fresh.values()), self.spec.spans[kind][0])
