@@ -92,57 +92,82 @@ def hook_names(n_layers: int, layers: Sequence[int] | None = None) -> list[str]:
     return [hook_name(layer) for layer in (EMBED_LAYER, *chosen)]
 
 
-def parse_layers(spec: str, n_layers: int) -> list[int]:
-    """Layers from a CLI string: ``"all"`` or comma-separated indices such as ``"0,4,8"`` (sorted, deduplicated)."""
+LAYER_GRAMMAR = ("all, or a comma list of: embed; first, middle, last; block numbers (negative ones count back from "
+                 "the last block: -1 is the last); inclusive ranges a-b such as 0-5 or -4--1; hook names "
+                 "(hook_embed, blocks.3.hook_resid_post)")
+_RANGE = re.compile(r"(-?\d+)-(-?\d+)")
+
+
+def select_hooks(spec: str, hooks: Sequence[str], flag: str = "--layers", held: str = "captured") -> list[str]:
+    """The hooks of `hooks` a layer spec names, in `hooks` order, each once: the one layer grammar (LAYER_GRAMMAR).
+
+    Block numbers, ranges and first/middle/last refer to the blocks of `hooks` (a negative number counts back from
+    the last of them); a range ``a-b`` is inclusive and names the blocks of `hooks` between a and b. ValueError
+    naming `flag`, the entry, and the blocks `held` (what `hooks` are: "captured", "available").
+    """
     text = spec.strip().lower()
     if text == "all":
-        return list(range(n_layers))
-    valid = f"valid layers are 0..{n_layers - 1} or 'all'"
-    parts = [p.strip() for p in text.split(",")]
-    if not text or any(not p for p in parts):
-        raise ValueError(f"malformed layer list {spec!r}: {valid}")
-    layers = set()
-    for part in parts:
-        try:
-            layer = int(part)
-        except ValueError:
-            raise ValueError(f"malformed layer {part!r} in {spec!r}: {valid}") from None
-        if not 0 <= layer < n_layers:
-            raise ValueError(f"layer {layer} out of range in {spec!r}: {valid}")
-        layers.add(layer)
-    return sorted(layers)
-
-
-def select_hooks(spec: str, hooks: Sequence[str], flag: str = "--layers") -> list[str]:
-    """The hooks of a capture named by a CLI string, in capture order: ``all``, or a comma list of ``embed``,
-    ``first``/``middle``/``last`` (of the captured blocks) and block numbers (negative ones count back from the last
-    captured block); ValueError naming `flag` and the entry that is not captured."""
-    if spec.strip().lower() == "all":
         return list(hooks)
-    blocks = [h for h in hooks if h != EMBED_HOOK]
-    by_layer = {hook_layer(h): h for h in blocks}
-    chosen = set()
-    for part in (s.strip() for s in spec.split(",")):
-        if part == "embed":
-            if EMBED_HOOK not in hooks:
-                raise ValueError(f"{flag} embed: the capture holds no token embeddings")
-            chosen.add(EMBED_HOOK)
-        elif part in ("first", "middle", "last"):
-            if not blocks:
-                raise ValueError(f"{flag} {part}: the capture holds no block outputs")
-            chosen.add(blocks[{"first": 0, "middle": len(blocks) // 2, "last": -1}[part]])
-        else:
-            try:
-                layer = int(part)
-            except ValueError:
-                raise ValueError(f"{flag}: unknown entry {part!r}; expected all, or a comma list of embed, first, "
-                                 "middle, last and block numbers") from None
-            if -len(blocks) <= layer < 0:
-                layer = sorted(by_layer)[layer]
-            if layer not in by_layer:
-                raise ValueError(f"{flag}: block {part} was not captured; captured: {sorted(by_layer)}")
-            chosen.add(by_layer[layer])
+    blocks = sorted(hook_layer(h) for h in hooks if h != EMBED_HOOK)
+    chosen: set[str] = set()
+    for part in (p.strip() for p in text.split(",")):
+        chosen.update(_entry(part, EMBED_HOOK in hooks, blocks, flag, held))
     return [h for h in hooks if h in chosen]
+
+
+def parse_layers(spec: str, n_layers: int, flag: str = "--layers") -> list[int]:
+    """The decoder layers (sorted, each once) a layer spec names over a model of `n_layers` blocks, by
+    `select_hooks`; ``embed`` adds none, capture always keeps hook_embed."""
+    named = select_hooks(spec, hook_names(n_layers), flag, "available")
+    return [hook_layer(h) for h in named if h != EMBED_HOOK]
+
+
+def _entry(part: str, has_embed: bool, blocks: list[int], flag: str, held: str) -> list[str]:
+    """The hooks one comma-separated entry of a layer spec names (`select_hooks`)."""
+    if part in ("embed", EMBED_HOOK):
+        if not has_embed:
+            raise ValueError(f"{flag} {part}: no token embeddings were {held}")
+        return [EMBED_HOOK]
+    if part in ("first", "middle", "last"):
+        if not blocks:
+            raise ValueError(f"{flag} {part}: no block outputs were {held}")
+        return [hook_name(blocks[{"first": 0, "middle": len(blocks) // 2, "last": -1}[part]])]
+    name = _RESID_POST.fullmatch(part)
+    if name is not None:
+        return [hook_name(_block(name.group(1), blocks, flag, held))]
+    span = _RANGE.fullmatch(part)
+    if span is None:
+        return [hook_name(_block(part, blocks, flag, held))]
+    low, high = (_block(end, blocks, flag, held, part) for end in span.groups())
+    inside = [hook_name(b) for b in blocks if low <= b <= high]
+    if not inside:
+        raise ValueError(f"{flag}: range {part} names no block {held} (a-b is inclusive, a <= b); "
+                         f"{held}: {_listing(blocks)}")
+    return inside
+
+
+def _block(text: str, blocks: list[int], flag: str, held: str, span: str | None = None) -> int:
+    """The block number `text` names, a negative one counting back from the last of `blocks`: one of `blocks`, or
+    for an end of the range `span`, between the first and the last."""
+    try:
+        number = int(text)
+    except ValueError:
+        raise ValueError(f"{flag}: unknown entry {text!r}; expected {LAYER_GRAMMAR}; "
+                         f"blocks {held}: {_listing(blocks)}") from None
+    if -len(blocks) <= number < 0:
+        number = blocks[number]
+    found = (bool(blocks) and blocks[0] <= number <= blocks[-1]) if span else number in blocks
+    if not found:
+        of = f" (an end of range {span})" if span else ""
+        raise ValueError(f"{flag}: block {text}{of} was not {held}; {held}: {_listing(blocks)}")
+    return number
+
+
+def _listing(blocks: list[int]) -> str:
+    """Sorted block numbers as ``0..29`` where they run without a gap, else as a list."""
+    if len(blocks) > 2 and blocks == list(range(blocks[0], blocks[-1] + 1)):
+        return f"{blocks[0]}..{blocks[-1]}"
+    return str(blocks) if blocks else "none"
 
 
 def _index(layer) -> int | None:
@@ -249,6 +274,10 @@ def gather(hidden: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
 
 # --- the hook primitive -------------------------------------------------------------------------------------------
 
+class _StopForward(Exception):
+    """Raised by the last point of a stopping ResidualHooks: the forward ends there, and the block's exit ends it."""
+
+
 class ResidualHooks:
     """Context manager: forward hooks on residual-stream points that keep their output, edit it, or both.
 
@@ -260,16 +289,19 @@ class ResidualHooks:
     names in that order. `edit(layer, hidden)` returns the hidden states the model goes on with (it may not modify
     `hidden` in place); with `retain` each point's (edited) states are kept by hook name, detached, and with
     `positions` [B, P] (or [P]) only those tokens. A module called more than once inside the block (generation)
-    is edited every time and keeps its last call; ``calls[layer]`` counts the forwards through each point. Every
-    hook is removed on exit, also when the block raises.
+    is edited every time and keeps its last call; ``calls[layer]`` counts the forwards through each point. With
+    `stop` (baukit's TraceDict(stop=True)) the last point ends the forward, so later layers and the LM head never
+    run; the block's exit swallows that stop, and the model's output is lost. Every hook is removed on exit, also
+    when the block raises.
     """
 
     def __init__(self, model: nn.Module, layers: Sequence[int], edit: Edit | None = None, retain: bool = True,
-                 positions: torch.Tensor | None = None):
+                 positions: torch.Tensor | None = None, stop: bool = False):
         blocks = decoder_layers(model)
         self.layers = check_layers(layers, len(blocks), embed=True)
         self.names = [hook_name(layer) for layer in self.layers]
         self.edit, self.retain = edit, retain
+        self.stop_at = max(self.layers) if stop and self.layers else None
         if positions is not None:
             positions = torch.as_tensor(positions, dtype=torch.long)
             if positions.ndim not in (1, 2):
@@ -292,6 +324,8 @@ class ResidualHooks:
             if self.retain:
                 kept = hidden.detach()
                 self.activations[name] = kept if self.positions is None else gather(kept, self.positions)
+            if layer == self.stop_at:
+                raise _StopForward
             return output
         return hook
 
@@ -310,8 +344,9 @@ class ResidualHooks:
         while self._handles:
             self._handles.pop().remove()
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, kind, error, trace) -> bool:
         self.remove()
+        return kind is not None and issubclass(kind, _StopForward)
 
     def __getitem__(self, name: str) -> torch.Tensor:
         return self.activations[name]
@@ -331,13 +366,15 @@ class ResidualTrace(ResidualHooks):
     ...     model(input_ids=ids, attention_mask=mask)
     >>> trace.stacked().shape  # [3, B, P, d]: hook_embed, blocks.0.hook_resid_post, blocks.3.hook_resid_post
 
-    ``positions`` [B, P] (or [P], the same for every row) indexes the sequence of the forward's input.
+    ``positions`` [B, P] (or [P], the same for every row) indexes the sequence of the forward's input; `stop` ends
+    the forward after the last chosen layer (ResidualHooks).
     """
 
-    def __init__(self, model: nn.Module, layers: Sequence[int] | None = None, positions: torch.Tensor | None = None):
+    def __init__(self, model: nn.Module, layers: Sequence[int] | None = None, positions: torch.Tensor | None = None,
+                 stop: bool = False):
         n = n_layers_of(model)
         chosen = range(n) if layers is None else check_layers(layers, n)
-        super().__init__(model, [EMBED_LAYER, *chosen], positions=positions)
+        super().__init__(model, [EMBED_LAYER, *chosen], positions=positions, stop=stop)
 
 
 def _accepts(model: nn.Module, name: str) -> bool:
@@ -354,12 +391,15 @@ def resid_post(model: nn.Module, input_ids: torch.Tensor, attention_mask: torch.
 
     ``forward_kwargs`` go to the model unchanged (position_ids, a 4-D additive mask as ``attention_mask``,
     past_key_values), so the engine's batch layout works; ``positions`` then index the tokens of this forward.
-    Without a cache no KV cache is built, and only the last position's logits are computed where the model allows.
+    Without a cache the forward stops after the last chosen layer (no later layer, final norm or LM head runs) and
+    builds no KV cache; with one, every layer runs, so the cache stays whole, and only the last position's logits
+    are computed where the model allows.
     """
-    if "past_key_values" not in forward_kwargs:
+    stop = "past_key_values" not in forward_kwargs
+    if stop:
         forward_kwargs.setdefault("use_cache", False)
-    if "logits_to_keep" not in forward_kwargs and _accepts(model, "logits_to_keep"):
+    elif "logits_to_keep" not in forward_kwargs and _accepts(model, "logits_to_keep"):
         forward_kwargs["logits_to_keep"] = 1
-    with torch.inference_mode(), ResidualTrace(model, layers, positions) as trace:
+    with torch.inference_mode(), ResidualTrace(model, layers, positions, stop) as trace:
         model(input_ids=input_ids, attention_mask=attention_mask, **forward_kwargs)
     return trace.stacked()

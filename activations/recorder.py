@@ -18,7 +18,7 @@ import torch
 from activations.capture import ResidualTrace, decoder_layers, hook_names, parse_layers, resid_post
 from activations.spans import prompt_spans
 from activations.store import FOLDER, REDUCTIONS, indexed_keys, write_meta, write_shard
-from behavioral.engine import left_pad, pad_token_id
+from behavioral.engine import halving_on_oom, left_pad, pad_token_id
 from behavioral.suite import CaptureSpec, Item
 from behavioral.work import WorkUnit
 
@@ -122,28 +122,35 @@ class Recorder:
             self.flush()
 
     def _span_vectors(self, items: Sequence[Item], slot: str) -> np.ndarray:
-        """[items, 2 (mean, last), hooks, d]: states over the slot's span, from the prompt cut right after it."""
-        out = []
-        for start in range(0, len(items), self.batch_size):
-            cut, spans = [], []
-            for item in items[start:start + self.batch_size]:
-                ids, token_spans = prompt_spans(self.tokenizer, item.prompt(), self.chat_format)
-                s = token_spans[slot]
-                cut.append(ids[:s.end])
-                spans.append((s.start, s.end))
-            ids, mask = left_pad(cut, pad_token_id(self.tokenizer), self.device)
-            width = ids.shape[1]
-            longest = max(e - s for s, e in spans)
-            positions = torch.tensor([[width - (e - s) + min(i, e - s - 1) for i in range(longest)] for s, e in spans],
-                                     device=self.device)
-            states = resid_post(self.model, ids, attention_mask=mask, positions=positions, layers=self.layers,
-                                position_ids=(mask.long().cumsum(1) - 1).clamp(min=0))  # [hooks, B, P, d]
-            lengths = torch.tensor([e - s for s, e in spans], device=self.device)
-            valid = (torch.arange(longest, device=self.device)[None, :] < lengths[:, None]).float()
-            mean = (states.float() * valid[None, :, :, None]).sum(2) / lengths[None, :, None]
-            last = states[:, torch.arange(len(spans)), lengths - 1].float()
-            out.append(torch.stack([mean, last], dim=2).permute(1, 2, 0, 3).cpu().numpy())
-        return np.concatenate(out)
+        """[items, 2 (mean, last), hooks, d]: states over the slot's span, from the prompt cut right after it; in
+        batches of batch_size, halved on CUDA out-of-memory as the engine's are (the halved size is kept)."""
+        chunks = [list(items[k:k + self.batch_size]) for k in range(0, len(items), self.batch_size)]
+        return np.stack(halving_on_oom(lambda chunk: self._span_batch(chunk, slot), chunks, self._halve))
+
+    def _halve(self, size: int) -> None:
+        """Keep the batch size an out-of-memory halving left, for the batches that follow."""
+        self.batch_size = size
+
+    def _span_batch(self, items: Sequence[Item], slot: str) -> np.ndarray:
+        """`_span_vectors` of one batch, in one forward that stops after the last captured layer."""
+        cut, spans = [], []
+        for item in items:
+            ids, token_spans = prompt_spans(self.tokenizer, item.prompt(), self.chat_format)
+            s = token_spans[slot]
+            cut.append(ids[:s.end])
+            spans.append((s.start, s.end))
+        ids, mask = left_pad(cut, pad_token_id(self.tokenizer), self.device)
+        width = ids.shape[1]
+        longest = max(e - s for s, e in spans)
+        positions = torch.tensor([[width - (e - s) + min(i, e - s - 1) for i in range(longest)] for s, e in spans],
+                                 device=self.device)
+        states = resid_post(self.model, ids, attention_mask=mask, positions=positions, layers=self.layers,
+                            position_ids=(mask.long().cumsum(1) - 1).clamp(min=0))  # [hooks, B, P, d]
+        lengths = torch.tensor([e - s for s, e in spans], device=self.device)
+        valid = (torch.arange(longest, device=self.device)[None, :] < lengths[:, None]).float()
+        mean = (states.float() * valid[None, :, :, None]).sum(2) / lengths[None, :, None]
+        last = states[:, torch.arange(len(spans)), lengths - 1].float()
+        return torch.stack([mean, last], dim=2).permute(1, 2, 0, 3).cpu().numpy()
 
     def _fold(self, item: Item, state: torch.Tensor) -> None:
         cell = self._cell(item)

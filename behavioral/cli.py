@@ -49,7 +49,10 @@ def _add_run_options(p, suite: Suite) -> None:
     p.add_argument("--trust-remote-code", action="store_true")
     p.add_argument("--capture", default="", help="residual-stream capture: a comma list of the suite's capture "
                                                  "kinds (intergroup: persona, experiencer, final) or all")
-    p.add_argument("--layers", default="all", help="layers to capture: all or a comma list such as 0,4,8")
+    p.add_argument("--layers", default="all",
+                   help="blocks to capture (hook_embed always is): all, or a comma list of block numbers (negative "
+                        "ones count back from the last), inclusive ranges a-b, first/middle/last and hook names, "
+                        "such as 0,4,8 or 0-5,-1; write --layers=-4--1 for a value that starts with -")
     p.add_argument("--per-cell-samples", type=int, default=0,
                    help="single-prompt final-token states kept per cell (seeded), besides the per-cell means")
     p.add_argument("--store-probs", action="store_true",

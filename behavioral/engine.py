@@ -21,6 +21,7 @@ from behavioral.answer_space import AnswerTrie, Scores
 END_OF_TURN = ("<|eot_id|>", "<|im_end|>", "<end_of_turn>", "<|end|>", "<|endoftext|>")
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 
 class EngineError(ValueError):
@@ -110,6 +111,29 @@ def shared_prefix_length(batch: Sequence[Sequence[int]]) -> int:
     while n < limit and all(ids[n] == first[n] for ids in batch):
         n += 1
     return n
+
+
+def halving_on_oom(run: Callable[[list[T]], Sequence[R]], chunks: Sequence[list[T]],
+                   on_halve: Callable[[int], None] | None = None) -> list[R]:
+    """run(chunk)'s results over `chunks`, in order; a chunk that runs CUDA out of memory is split in half and
+    retried, as Engine batches are (a chunk of one re-raises), and on_halve(the halved size) is told."""
+    out: list[R] = []
+    pending = list(chunks)
+    while pending:
+        chunk = pending.pop(0)
+        try:
+            results = run(chunk)
+        except torch.cuda.OutOfMemoryError:
+            if len(chunk) == 1:
+                raise
+            torch.cuda.empty_cache()
+            half = len(chunk) // 2
+            if on_halve is not None:
+                on_halve(half)
+            pending[:0] = [chunk[:half], chunk[half:]]
+            continue
+        out.extend(results)
+    return out
 
 
 class PrefixCache:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import torch
 
 from activations.capture import EMBED_LAYER, hook_names, n_layers_of, resid_post
+from behavioral.engine import halving_on_oom
 from interp.patch_spec import PatchError
 
 Ids = tuple[int, ...]
@@ -55,17 +56,19 @@ def source_states(model, prompts: Sequence[Sequence[int]], layers: Iterable[int]
                   upto: Sequence[int | None] | None = None, batch_size: int = 16,
                   on_forward: Callable[[], None] | None = None) -> SourceStates:
     """hook_embed and blocks.{l}.hook_resid_post of every prompt, keeping the first ``upto[i]`` positions of prompt
-    i (None: all): one forward per batch of `prefix_batches` (all layers at once); `on_forward` is called after
-    each."""
+    i (None: all): one forward per batch of `prefix_batches` (all layers at once, stopping after the last), a batch
+    halved on CUDA out-of-memory as the engine's are; `on_forward` is called after each forward."""
     blocks = [layer for layer in sorted(set(layers)) if layer != EMBED_LAYER]
     names = tuple(hook_names(n_layers_of(model), blocks))
     cut = prefixes(prompts, upto)
     device = next(model.parameters()).device
-    done: dict[Ids, torch.Tensor] = {}
-    for chunk in prefix_batches(cut, batch_size):
+
+    def forward(chunk: list[Ids]) -> tuple[torch.Tensor, ...]:
         stacked = resid_post(model, torch.tensor(chunk, device=device), layers=blocks)  # [H, b, T, d]
-        for j, ids in enumerate(chunk):
-            done[ids] = stacked[:, j]
         if on_forward is not None:
             on_forward()
+        return stacked.unbind(1)
+
+    batches = prefix_batches(cut, batch_size)
+    done = dict(zip([ids for chunk in batches for ids in chunk], halving_on_oom(forward, batches)))
     return SourceStates((EMBED_LAYER, *blocks), names, tuple(done[ids] for ids in cut))

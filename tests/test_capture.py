@@ -14,7 +14,7 @@ from activations.capture import (
     EMBED_HOOK, EMBED_LAYER, ResidualHooks, ResidualTrace, decoder_layers, embedding, hook_layer, hook_name,
     hook_names, parse_layers, resid_post, select_hooks,
 )
-from behavioral.engine import Batch, Engine, left_pad
+from behavioral.engine import Batch, Engine, halving_on_oom, left_pad
 
 TEXTS = ["Hi.", "How much joy did the person feel while experiencing the event?", "a person from Iran"]
 TOL = 1e-5
@@ -101,19 +101,33 @@ def test_hook_layer_refuses_unknown_names(bad):
 
 @pytest.mark.parametrize("spec, expected", [
     ("all", list(range(30))), ("ALL ", list(range(30))), ("0,4,8", [0, 4, 8]), ("8, 0,4,4", [0, 4, 8]),
-    ("29", [29]), ("0", [0]),
+    ("29", [29]), ("0", [0]), ("-1", [29]), ("-30", [0]), ("0-3", [0, 1, 2, 3]), ("5-5,1", [1, 5]),
+    ("-3--1", [27, 28, 29]), ("0--29", [0, 1]), ("first,middle,last", [0, 15, 29]), ("embed", []),
+    ("hook_embed,2", [2]), ("blocks.7.hook_resid_post, 7", [7]),
 ])
 def test_parse_layers(spec, expected):
     assert parse_layers(spec, 30) == expected
 
 
-@pytest.mark.parametrize("spec, word", [
-    ("30", "30"), ("-1", "-1"), ("0,x", "'x'"), ("", "''"), ("1,,2", "'1,,2'"), ("1.5", "'1.5'"), ("al", "'al'"),
+@pytest.mark.parametrize("spec, message", [
+    ("30", "--layers: block 30 was not available; available: 0..29"),
+    ("-31", "--layers: block -31 was not available"),
+    ("0,x", "--layers: unknown entry 'x'; expected all, or a comma list of"),
+    ("", "--layers: unknown entry ''"), ("1,,2", "--layers: unknown entry ''"), ("1.5", "unknown entry '1.5'"),
+    ("al", "unknown entry 'al'"), ("0:5", "unknown entry '0:5'"), ("blocks.30.hook_resid_post", "block 30 was not"),
+    ("25-30", "--layers: block 30 (an end of range 25-30) was not available; available: 0..29"),
+    ("5-2", "--layers: range 5-2 names no block available (a-b is inclusive, a <= b); available: 0..29"),
 ])
-def test_parse_layers_errors(spec, word):
+def test_parse_layers_errors(spec, message):
     with pytest.raises(ValueError) as err:
         parse_layers(spec, 30)
-    assert word in str(err.value) and "0..29" in str(err.value)
+    assert message in str(err.value) and "0..29" in str(err.value)
+
+
+def test_old_run_specs_keep_their_layers():
+    """A resumed run re-reads the spec its manifest recorded: "all" and comma lists name what they always did."""
+    assert parse_layers("all", 4) == [0, 1, 2, 3] and parse_layers("0,2", 4) == [0, 2]
+    assert hook_names(4, parse_layers("all", 4)) == hook_names(4)
 
 
 CAPTURED = [EMBED_HOOK, "blocks.0.hook_resid_post", "blocks.4.hook_resid_post", "blocks.8.hook_resid_post"]
@@ -121,7 +135,8 @@ CAPTURED = [EMBED_HOOK, "blocks.0.hook_resid_post", "blocks.4.hook_resid_post", 
 
 @pytest.mark.parametrize("spec, layers", [
     ("all", [-1, 0, 4, 8]), ("embed", [-1]), ("first,last", [0, 8]), ("middle", [4]), ("8,0", [0, 8]),
-    ("-1", [8]), ("-3,embed", [-1, 0]), ("4, 4", [4]),
+    ("-1", [8]), ("-3,embed", [-1, 0]), ("4, 4", [4]), ("0-5", [0, 4]), ("-2--1", [4, 8]), ("5-8", [8]),
+    ("hook_embed,blocks.4.hook_resid_post", [-1, 4]),
 ])
 def test_select_hooks_names_captured_hooks_in_capture_order(spec, layers):
     assert select_hooks(spec, CAPTURED) == [hook_name(layer) for layer in layers]
@@ -131,8 +146,11 @@ def test_select_hooks_names_captured_hooks_in_capture_order(spec, layers):
     ("7", CAPTURED, "--probe-layers: block 7 was not captured; captured: [0, 4, 8]"),
     ("-4", CAPTURED, "--probe-layers: block -4 was not captured"),
     ("top", CAPTURED, "--probe-layers: unknown entry 'top'"),
-    ("embed", CAPTURED[1:], "--probe-layers embed: the capture holds no token embeddings"),
-    ("last", CAPTURED[:1], "--probe-layers last: the capture holds no block outputs"),
+    ("1-3", CAPTURED, "--probe-layers: range 1-3 names no block captured"),
+    ("0-9", CAPTURED, "--probe-layers: block 9 (an end of range 0-9) was not captured; captured: [0, 4, 8]"),
+    ("embed", CAPTURED[1:], "--probe-layers embed: no token embeddings were captured"),
+    ("last", CAPTURED[:1], "--probe-layers last: no block outputs were captured"),
+    ("0", CAPTURED[:1], "--probe-layers: block 0 was not captured; captured: none"),
 ])
 def test_select_hooks_names_the_flag_and_the_entry_it_refuses(spec, hooks, message):
     with pytest.raises(ValueError) as err:
@@ -277,6 +295,92 @@ def test_hooks_removed_on_exit_and_on_exception(tiny_model):
     with pytest.raises(IndexError):  # an exception inside the hooked forward itself
         resid_post(tiny_model, ids, positions=torch.tensor([[7]]))
     assert hooks(tiny_model) == before
+
+
+@pytest.fixture(scope="module")
+def four_layers():
+    """A random 4-layer Llama in fp32 and a counter of the forwards through each decoder layer and the LM head."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(LlamaConfig(vocab_size=50, hidden_size=32, intermediate_size=64, num_hidden_layers=4,
+                                         num_attention_heads=4, num_key_value_heads=2)).eval()
+    calls = {}
+    for name, module in [*enumerate(model.model.layers), ("head", model.lm_head)]:
+        module.register_forward_pre_hook(lambda m, a, name=name: calls.__setitem__(name, calls.get(name, 0) + 1))
+    return model, calls
+
+
+def test_resid_post_stops_after_the_last_chosen_layer(four_layers):
+    """Capturing blocks 0..1 of 4 runs 2 decoder layers and no head, with the states of the whole forward."""
+    model, calls = four_layers
+    ids, mask = left_pad([[3, 4, 5, 6, 7], [8, 9, 10]], 0, "cpu")
+    with torch.inference_mode(), ResidualTrace(model, [0, 1]) as whole:
+        model(input_ids=ids, attention_mask=mask)
+    assert calls == {0: 1, 1: 1, 2: 1, 3: 1, "head": 1}
+    calls.clear()
+    before = hooks(model)
+    stopped = resid_post(model, ids, mask, layers=[0, 1])
+    assert calls == {0: 1, 1: 1} and hooks(model) == before
+    assert torch.equal(stopped, whole.stacked())
+    calls.clear()
+    assert torch.equal(resid_post(model, ids, mask, layers=[])[0], whole["hook_embed"]) and calls == {}
+
+
+def test_a_stopping_trace_keeps_what_it_reached_and_ends_the_block(four_layers):
+    model, calls = four_layers
+    ids = torch.tensor([[3, 4, 5]])
+    calls.clear()
+    with torch.inference_mode(), ResidualTrace(model, [2], stop=True) as trace:
+        model(input_ids=ids)
+        raise AssertionError("the forward went on past the stop")
+    assert calls == {0: 1, 1: 1, 2: 1} and trace.calls == {EMBED_LAYER: 1, 2: 1}
+    assert trace.stacked().shape == (2, 1, 3, 32)
+
+
+def test_a_forward_with_a_cache_runs_every_layer(four_layers):
+    """resid_post with past_key_values runs the whole model, so the cache it extends stays whole."""
+    from transformers import DynamicCache
+
+    model, calls = four_layers
+    cache = DynamicCache(config=model.config)
+    calls.clear()
+    resid_post(model, torch.tensor([[3, 4, 5]]), layers=[0], past_key_values=cache, use_cache=True)
+    assert calls == {0: 1, 1: 1, 2: 1, 3: 1, "head": 1} and cache.get_seq_length() == 3
+
+
+def test_source_states_stop_and_halve_on_out_of_memory(four_layers, monkeypatch):
+    """Patch sources of block 1 run blocks 0..1 only; a batch above 2 prefixes runs out of memory and is halved as
+    the engine's are, into the states of the unbatched forwards."""
+    from interp import patch_sources
+
+    model, calls = four_layers
+    prompts = [(3, 4, 5, i) for i in range(5)]
+    alone = patch_sources.source_states(model, prompts, [1], batch_size=1)
+    real, sizes, ticks = patch_sources.resid_post, [], []
+
+    def small_memory(model, ids, **kwargs):
+        sizes.append(ids.shape[0])
+        if ids.shape[0] > 2:
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory")
+        return real(model, ids, **kwargs)
+
+    monkeypatch.setattr(patch_sources, "resid_post", small_memory)
+    calls.clear()
+    halved = patch_sources.source_states(model, prompts, [1], batch_size=5, on_forward=lambda: ticks.append(1))
+    assert sizes == [5, 2, 3, 1, 2] and len(ticks) == 3 and calls == {0: 3, 1: 3}
+    assert all(torch.allclose(h, a, atol=1e-6) for h, a in zip(halved.states, alone.states))
+
+
+def test_halving_on_oom_gives_up_on_a_single_item():
+    def never(chunk):
+        raise torch.cuda.OutOfMemoryError("CUDA out of memory")
+
+    halves = []
+    with pytest.raises(torch.cuda.OutOfMemoryError):
+        halving_on_oom(never, [[1, 2, 3, 4]], on_halve=halves.append)
+    assert halves == [2, 1]
+    assert halving_on_oom(lambda chunk: [x * 10 for x in chunk], [[1, 2], [3]]) == [10, 20, 30]
 
 
 def test_resid_post_with_engine_layout(tiny_model, tiny_tokenizer):

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+import activations.recorder as recorder_mod
 import activations.store as activation_store
 from activations.capture import resid_post
 from activations.spans import prompt_spans
@@ -18,6 +19,7 @@ from behavioral.suites.intergroup import activations as views
 from behavioral.suites.intergroup.corpus import embedded_events, sample_events
 from behavioral.suites.intergroup.groups import get_category
 from behavioral.suites.intergroup.prompts import build
+from behavioral.suites.intergroup.suite import Intergroup, IntergroupItem
 
 SETTING = "P0S0T0"
 
@@ -129,3 +131,51 @@ def test_a_run_without_capture_registers_no_hook(tiny_model_dir, tmp_path, monke
 def test_loading_a_run_without_activations_says_so(tmp_path):
     with pytest.raises(activation_store.ActivationStoreError, match="--capture"):
         activation_store.load(tmp_path)
+
+
+def _span_recorder(model, tokenizer, out, batch_size: int, layers: str = "all") -> recorder_mod.Recorder:
+    return recorder_mod.Recorder(model, tokenizer, "system", out, Intergroup.capture, ("persona",), layers, 0, 0,
+                                 batch_size)
+
+
+def _persona_items(n: int) -> list[IntergroupItem]:
+    event = embedded_events()[0]
+    names = get_category("religion").with_unspecified[:n]
+    return [IntergroupItem(SETTING, "religion", name, "a Hindu", event) for name in names]
+
+
+def test_span_forwards_stop_after_the_last_captured_layer(tiny_model, tiny_tokenizer, tmp_path):
+    """Capturing block 0 of 2 runs one decoder layer and no head, with the values of a capture of every layer."""
+    items = _persona_items(3)
+    every = _span_recorder(tiny_model, tiny_tokenizer, tmp_path / "all", 4)._span_vectors(items, "perceiver")
+    calls = []
+    modules = [*tiny_model.model.layers, tiny_model.lm_head]
+    handles = [m.register_forward_pre_hook(lambda m, a, i=i: calls.append(i)) for i, m in enumerate(modules)]
+    try:
+        first = _span_recorder(tiny_model, tiny_tokenizer, tmp_path / "0", 4, "0")._span_vectors(items, "perceiver")
+    finally:
+        for handle in handles:
+            handle.remove()
+    assert calls == [0] and first.shape == (3, 2, 2, 64)  # one forward through block 0 only
+    np.testing.assert_array_equal(first, every[:, :, :2])
+
+
+def test_span_forwards_halve_their_batch_on_out_of_memory(tiny_model, tiny_tokenizer, tmp_path, monkeypatch):
+    """A batch above 2 prompts runs out of memory: it is halved as the engine's are, into the values of prompts
+    run one by one, and the smaller size stays."""
+    items = _persona_items(6)
+    alone = _span_recorder(tiny_model, tiny_tokenizer, tmp_path / "alone", 1)._span_vectors(items, "perceiver")
+    real, sizes = recorder_mod.resid_post, []
+
+    def small_memory(model, ids, **kwargs):
+        sizes.append(ids.shape[0])
+        if ids.shape[0] > 2:
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory")
+        return real(model, ids, **kwargs)
+
+    monkeypatch.setattr(recorder_mod, "resid_post", small_memory)
+    recorder = _span_recorder(tiny_model, tiny_tokenizer, tmp_path / "halved", 6)
+    halved = recorder._span_vectors(items, "perceiver")
+    assert sizes == [6, 3, 1, 2, 3, 1, 2] and recorder.batch_size == 1
+    assert halved.shape == alone.shape == (6, 2, 3, 64)
+    np.testing.assert_allclose(halved, alone, rtol=1e-5, atol=1e-5)
