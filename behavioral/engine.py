@@ -281,21 +281,17 @@ class Engine:
     def _batched(self, fn: Callable[[list[int]], list[T]], prompts: Sequence[list[int]], extra: int) -> list[T]:
         """fn(indices) on length-sorted batches of prompt indices; results in prompt order, each with its final-token
         state where a tracer is active."""
+        def run(chunk: list[int]) -> list[tuple[int, T]]:
+            results = fn(chunk)  # the tracer holds this forward's states until the next one
+            return [(i, r if self._trace is None else replace(r, state=self._trace[j]))
+                    for j, (i, r) in enumerate(zip(chunk, results))]
+
+        def halved(size: int) -> None:
+            self.batch_size = max(1, size)
+
         out: list[T | None] = [None] * len(prompts)
-        pending = self._chunks(prompts, extra)
-        while pending:
-            chunk = pending.pop(0)
-            try:
-                results = fn(chunk)
-            except torch.cuda.OutOfMemoryError:
-                if len(chunk) == 1:
-                    raise
-                torch.cuda.empty_cache()
-                self.batch_size = max(1, len(chunk) // 2)
-                pending[:0] = [chunk[:self.batch_size], chunk[self.batch_size:]]
-                continue
-            for j, (i, r) in enumerate(zip(chunk, results)):
-                out[i] = r if self._trace is None else replace(r, state=self._trace[j])
+        for i, r in halving_on_oom(run, self._chunks(prompts, extra), halved):
+            out[i] = r
         return out  # type: ignore[return-value]
 
     def generate(self, prompts: Sequence[list[int]], until: Sequence[Until | None] | None = None,
