@@ -55,6 +55,21 @@ def accuracy(results: pd.DataFrame) -> pd.DataFrame:
                                       "accuracy_low", "accuracy_high", "accuracy_paper", "p_correct"])
 
 
+def by_identity(results: pd.DataFrame) -> pd.DataFrame:
+    """Rows per identity (the group of the questions, which their unswapped COT and ID prompts name), sorted:
+    accuracy_cot, accuracy_id, accuracy_raw (accuracy's Overall over that group's questions) and shift_cot, shift_id
+    = accuracy(type) − accuracy(raw) as shift defines them; NaN where the rows hold no prompt of a type. `results`:
+    the rows of one run and mode."""
+    acc = accuracy(results.assign(run=results["identity"]))  # accuracy per identity: the identity stands as the run
+    overall = acc[acc["category"] == OVERALL].pivot(index="run", columns="prompt_type", values="accuracy")
+    overall = overall.reindex(columns=list(PROMPT_TYPES)).sort_index()
+    out = pd.DataFrame({"identity": overall.index.to_numpy(),
+                        **{f"accuracy_{t}": overall[t].to_numpy(dtype=float) for t in PROMPT_TYPES}})
+    for t in SWAP_TYPES:
+        out[f"shift_{t}"] = out[f"accuracy_{t}"] - out["accuracy_raw"]
+    return out
+
+
 def mcnemar_exact(plus: int, minus: int) -> float:
     """Exact two-sided McNemar p-value of `plus` items gained against `minus` lost (1.0 when none changed)."""
     return 1.0 if plus + minus == 0 else float(binomtest(plus, plus + minus, 0.5).pvalue)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import random
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -15,7 +15,7 @@ from behavioral.answer_space import AnswerSpec
 from behavioral.options import check_minimums, option
 from behavioral.prompt import Prompt, Slot
 from behavioral.provenance import files_sha256
-from behavioral.suite import Answer, Suite, local_path
+from behavioral.suite import Answer, CaptureSpec, Suite, local_path
 from behavioral.suites.giebench.categories import CATEGORIES
 from behavioral.suites.giebench.items import (
     DEFAULT_ITEMS, RELEASE_FILES, GieItem, default_items, load_jsonl, load_release,
@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
 FIELDS = ("question_id", "prompt_type", "category", "identity", "swap_to", "correct")
 MAX_NEW_TOKENS = 1024  # the authors allowed 8192
+USER = "user"  # the capture kind of the group a COT or ID prompt names as the user's
 
 
 @dataclass(frozen=True)
@@ -117,14 +118,41 @@ class GieRunItem:
                 "identity": self.item.identity, "swap_to": self.swap_to, "correct": self.item.correct[self.base_type]}
 
     def prompt(self) -> Prompt:
+        """The sole user message; the group it names is marked as slot `identity` (the item's own group) or, in a
+        swap, `swap_to` (the field that holds the group named instead); a Raw prompt names none."""
         text = self.item.prompt(self.base_type, self.swap_to)
         named = self.swap_to or self.item.identity
         span = identity_span(text, named) if self.base_type != "raw" else None
-        slots = (Slot("identity", 0, *span),) if span else ()
+        slots = (Slot("swap_to" if self.swap_to else "identity", 0, *span),) if span else ()
         return Prompt(({"role": "user", "content": text},), slots)
 
     def parse(self, text: str) -> Answer:
         return Answer(parse_verdict(text))
+
+
+def check_shared_opening(items: Sequence[GieItem], prompt_types: Sequence[str], source: str) -> None:
+    """Refuse a capture of `user` spans from items whose COT (or ID) prompts differ before the group they name: the
+    spans are computed once per prompt type and group, which is right only where every prompt of a type opens alike
+    (the template does; the release's verbatim prompts are checked here)."""
+    for t in (t for t in prompt_types if t in SWAP_TYPES):
+        openings: dict[str, str] = {}
+        for item in items:
+            text = item.prompt(t)
+            openings.setdefault(text[:identity_span(text, item.identity)[0]], item.item_id)
+        if len(openings) > 1:
+            first, other = list(openings.values())[:2]
+            raise ValueError(f"{source}: the {t} prompts of items {first} and {other} differ before the group they "
+                             f"name; --capture {USER} needs the prompts of a type to open alike (capture final only)")
+
+
+def selected(rows: pd.DataFrame, where: Mapping[str, object]) -> pd.DataFrame:
+    """The rows whose columns hold the values of `where` (a value or a list of values per column)."""
+    for column, value in where.items():
+        if column not in rows.columns:
+            raise ValueError(f"no column {column!r} to select by; columns: {', '.join(rows.columns)}")
+        values = list(value) if isinstance(value, (list, tuple, set, frozenset)) else [value]
+        rows = rows[rows[column].isin(values)]
+    return rows
 
 
 def sample_items(items: Sequence[GieItem], n: int | None, seed: int) -> list[GieItem]:
@@ -152,6 +180,10 @@ class GieBench(Suite):
     name = "giebench"
     description = "seed 001: pick the answer that fits a user's group (COT, ID, Raw prompts), accuracy and shifts"
     fields = FIELDS
+    # `user`: the group an unswapped COT or ID prompt names, decided up to its end by the prompt type and the group
+    # (every prompt of a type opens alike; Raw and swap prompts have no `identity` slot). A final-token cell pools
+    # the questions of one group under one prompt type.
+    capture = CaptureSpec(spans={USER: ("identity", ("prompt_type", "identity"))}, cell=("prompt_type", "identity"))
     Options = Options
     AnalyzeOptions = AnalyzeOptions
     run_defaults = {"max_new_tokens": MAX_NEW_TOKENS}
@@ -170,6 +202,8 @@ class GieBench(Suite):
         sampled = sample_items(items, options.limit_items, config.seed)
         if not sampled:
             raise ValueError(f"{source}: no items in categories {', '.join(options.categories)}")
+        if USER in config.capture:
+            check_shared_opening(sampled, options.prompt_types, source)
         swaps = resolve_swaps(options.swap, (i.identity for i in sampled))
         return Data(options, tuple(sampled), tuple(swaps), source, digest)
 
@@ -199,6 +233,18 @@ class GieBench(Suite):
 
     def view(self, rows: pd.DataFrame, config: dict) -> pd.DataFrame:
         return view(rows, config)
+
+    def behaviour(self, run: Run, **where) -> pd.DataFrame:
+        """Per group of kind `user`: accuracy under COT, ID and Raw on its questions and the shifts from Raw
+        (metrics.by_identity); a `both` run is read by its generated verdicts unless `where` picks mode="score"."""
+        from behavioral.suites.giebench.metrics import by_identity
+
+        rows = selected(run.rows, where)
+        if rows["mode"].nunique() > 1:
+            rows = rows[rows["mode"] == "generate"]
+        out = by_identity(rows)
+        out.insert(0, "kind", USER)
+        return out
 
     def analyze(self, runs: Sequence[Run], options: AnalyzeOptions | None = None) -> Analysis:
         from behavioral.suites.giebench.analysis import analyze

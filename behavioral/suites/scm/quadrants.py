@@ -35,19 +35,25 @@ def _high(score: pd.Series) -> pd.Series:
     return (score > score.mean()).astype("boolean").mask(score.isna())
 
 
+def scores(df: pd.DataFrame) -> pd.DataFrame:
+    """Per rated group (in order of appearance): warmth and competence, each the mean of the group's cell means over
+    the dimension's traits (ratings, or expected values of a score-mode frame); NaN where it has no rating of one."""
+    cells = _rated(df).groupby(["group", "trait"], sort=False).rating.mean().reset_index()
+    cells["dimension"] = cells.trait.map(TRAITS)
+    means = cells.pivot_table(index="group", columns="dimension", values="rating", aggfunc="mean", sort=False)
+    means = means.reindex(columns=[WARMTH, COMPETENCE])
+    return pd.DataFrame({"group": means.index.to_numpy(), "warmth": means[WARMTH].to_numpy(dtype=float),
+                         "competence": means[COMPETENCE].to_numpy(dtype=float)})
+
+
 def quadrants(df: pd.DataFrame) -> pd.DataFrame:
-    """Per group (the suite's order): warmth and competence (the mean of the group's cell means over the
-    dimension's traits; ratings, or expected values of a score-mode frame), high_warmth, high_competence,
-    quadrant, gender, privileged. A group without a rating on one dimension has no quadrant (missing, never low);
-    a frame without a rating on one dimension is a ValueError."""
+    """Per group (the suite's order): warmth and competence (scores), high_warmth, high_competence, quadrant,
+    gender, privileged. A group without a rating on one dimension has no quadrant (missing, never low); a frame
+    without a rating on one dimension is a ValueError."""
     gap = dimension_gap(df)
     if gap is not None:
         raise ValueError(f"quadrants need warmth and competence ratings; {gap}")
-    cells = _rated(df).groupby(["group", "trait"], sort=False).rating.mean().reset_index()
-    cells["dimension"] = cells.trait.map(TRAITS)
-    scores = cells.pivot_table(index="group", columns="dimension", values="rating", aggfunc="mean", sort=False)
-    out = pd.DataFrame({"group": scores.index, "warmth": scores[WARMTH].to_numpy(),
-                        "competence": scores[COMPETENCE].to_numpy()})
+    out = scores(df)
     out["high_warmth"] = _high(out.warmth)
     out["high_competence"] = _high(out.competence)
     known = out.high_warmth.notna() & out.high_competence.notna()

@@ -3,22 +3,25 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from behavioral.options import check_minimums, option
-from behavioral.suite import Suite
+from behavioral.suite import CaptureSpec, Suite
 from behavioral.suites.scm.groups import GROUPS, group_set
 from behavioral.suites.scm.items import FIELDS, ScmItem, items
 from behavioral.suites.scm.prompts import TEMPLATES, check_template
-from behavioral.suites.scm.runs import MEASURES, view
+from behavioral.suites.scm.quadrants import scores
+from behavioral.suites.scm.runs import MEASURES, measure_of, ratings, view
 from behavioral.suites.scm.traits import TRAITS, check_trait
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from behavioral.analysis import Analysis, Run
+
+GROUP = "group"  # the capture kind of the group a question asks about
 
 
 @dataclass(frozen=True)
@@ -71,6 +74,10 @@ class Scm(Suite):
     name = "scm"
     description = "seed 004: stereotype content A-E ratings of groups × traits, W1 fidelity to humans, FPR, quadrants"
     fields = FIELDS
+    # `group`: the group a question asks about, decided up to its end by the phrasing (template), the trait (which
+    # some phrasings put first) and the group. A final-token cell pools one group's question on one trait over the
+    # phrasings.
+    capture = CaptureSpec(spans={GROUP: ("identity", ("template", "trait", "group"))}, cell=("group", "trait"))
     Options = Options
     AnalyzeOptions = AnalyzeOptions
     # the seed's sampling: raw text, temperature 1, two samples per template (its two runs); replies are short (a
@@ -106,10 +113,31 @@ class Scm(Suite):
         """A run's rows as the analysis reads them (runs.view)."""
         return view(rows, config)
 
+    def behaviour(self, run: Run, **where) -> pd.DataFrame:
+        """Per group of kind `group` (each group of the rows, in the suite's order): its warmth and competence
+        scores (quadrants.scores) from the ratings of the run's measure (a `both` run: its samples), of the rows
+        `where` selects; NaN where it has no rating of a dimension."""
+        rows = selected(run.rows, where)
+        rated = ratings(rows, measure_of(run.config["mode"], None, run.run_dir))
+        groups = rows["group"].drop_duplicates()
+        out = scores(rated).set_index("group").reindex(groups).reset_index()
+        out.insert(0, "kind", GROUP)
+        return out.rename(columns={"group": "identity"})
+
     def analyze(self, runs: Sequence[Run], options: AnalyzeOptions) -> Analysis:
         from behavioral.suites.scm.analysis import analyze
 
         return analyze(runs, options)
+
+
+def selected(rows: pd.DataFrame, where: Mapping[str, object]) -> pd.DataFrame:
+    """The rows whose columns hold the values of `where` (a value or a list of values per column)."""
+    for column, value in where.items():
+        if column not in rows.columns:
+            raise ValueError(f"no column {column!r} to select by; columns: {', '.join(rows.columns)}")
+        values = list(value) if isinstance(value, (list, tuple, set, frozenset)) else [value]
+        rows = rows[rows[column].isin(values)]
+    return rows
 
 
 SUITE = Scm()
