@@ -1,16 +1,17 @@
-"""Identity embeddings and their cultural clusters: 2-D projections (t-SNE, UMAP) and cluster statistics per layer.
+"""Identity embeddings and their clusters: 2-D projections (t-SNE, UMAP) and cluster statistics per layer, on arrays
+of identity vectors and one grouping label per identity (which suite they come from is the caller's business).
 
-Distances. Persona vectors share a large common component (every nationality persona reads "a person from ..."), so
-the per-layer analyses centre the vectors over the identities (subtract their mean) and use the **cosine** distance by
-default; `metric="euclidean"` is the alternative. Silhouette and k-nearest-neighbour accuracy use the same distance.
+Distances. Identity vectors of one template share a large common component (e.g. every persona of a nationality
+prompt reads "a person from ..."), so the per-layer analyses centre the vectors over the identities (subtract their
+mean) and use the **cosine** distance by default; `metric="euclidean"` is the alternative. Silhouette and k-nearest-neighbour accuracy use the same distance.
 
 Statistics (`cluster_stats`):
 
 - silhouette: the mean silhouette coefficient (as `sklearn.metrics.silhouette_score`; a point alone in its cluster
   scores 0);
 - knn_accuracy: leave-one-out k-nearest-neighbour accuracy (each point's label predicted by the majority of its k
-  nearest other points; a tie goes to the tied label whose member is nearest). A point alone in its cluster (Germany,
-  France among the Inglehart-Welzel zones) can never be predicted right: `knn_ceiling` is the best reachable accuracy;
+  nearest other points; a tie goes to the tied label whose member is nearest). A point alone in its cluster (e.g.
+  Germany among the Inglehart-Welzel zones) can never be predicted right: `knn_ceiling` is the best reachable accuracy;
 - p-values: one-sided, against the same statistic under random relabellings (the labels permuted over the points,
   cluster sizes kept): p = (1 + #{null >= observed}) / (n_permutations + 1).
 """
@@ -27,68 +28,18 @@ from matplotlib import colormaps
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from scipy.spatial.distance import pdist, squareform
+from tqdm import tqdm
 
 from activations.capture import EMBED_LAYER, hook_layer
+from behavioral.analysis.multiplicity import holm, max_statistic
 from behavioral.optional import require
 from behavioral.outputs import label_points, save_figure
-from behavioral.suites.intergroup.groups import UNSPECIFIED, get_category
 
 METHODS = ("tsne", "umap")
+METHOD_TITLES = {"tsne": "t-SNE", "umap": "UMAP"}
 METRICS = ("cosine", "euclidean")
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">", "h", "p")
 _CHUNK = 2_000_000  # permutations × points × labels handled at once
-
-
-# --- vectors from the activation store --------------------------------------------------------------------------
-
-
-def identity_vectors(
-    store,
-    category: str,
-    setting: str,
-    span: str = "persona",
-    reduction: str = "mean",
-    perceiver: str = UNSPECIFIED,
-    drop_unspecified: bool = True,
-) -> tuple[np.ndarray, list[str]]:
-    """Identity vectors (layers × identities × d_model) of one category and setting, in Table 1 order.
-
-    span="persona": the persona span of each identity's system prompt. span="experiencer": the experiencer span of
-    each identity as seen by `perceiver` (default "a person", the unspecified persona), or averaged over every
-    perceiver with perceiver="mean". `drop_unspecified` leaves "a person" out (as the paper's Figure 4 does).
-    """
-    names = list(get_category(category).with_unspecified)
-    if span == "persona":
-        vectors, identities = store.persona(category, setting, reduction)
-    elif span == "experiencer":
-        states, pairs = store.experiencer(category, setting, reduction)
-        rows, identities = [], []
-        for name in names:
-            if perceiver == "mean":
-                chosen = np.flatnonzero(pairs["experiencer"].to_numpy() == name)
-            else:
-                chosen = np.flatnonzero((pairs["experiencer"].to_numpy() == name)
-                                        & (pairs["perceiver"].to_numpy() == perceiver))
-            if len(chosen):
-                rows.append(states[:, chosen].mean(1))
-                identities.append(name)
-        if not rows:
-            raise ValueError(f"{category}/{setting}: no experiencer vectors for perceiver {perceiver!r}")
-        vectors = np.stack(rows, axis=1)
-    else:
-        raise ValueError(f"unknown span {span!r}; expected persona or experiencer")
-    if drop_unspecified and identities and identities[0] == UNSPECIFIED:
-        vectors, identities = vectors[:, 1:], list(identities[1:])
-    return vectors, list(identities)
-
-
-def category_labels(category: str, identities: Sequence[str]) -> list[str] | None:
-    """Cluster labels of identities: Inglehart-Welzel zones for nationality, the four groups for race; None where
-    the category has no grouping beyond the identities themselves (religion)."""
-    cat = get_category(category)
-    mapping = cat.zone_of if cat.zone_of is not None else cat.group_of
-    labels = [mapping[i] for i in identities]
-    return labels if len(set(labels)) < len(labels) else None
 
 
 # --- projections ------------------------------------------------------------------------------------------------
@@ -270,57 +221,44 @@ def cluster_stats(
 
 
 def layer_stats(
-    store_or_array,
-    labels: Sequence | Mapping[str, str] | None = None,
-    *,
-    category: str | None = None,
-    setting: str | None = None,
-    span: str = "persona",
-    reduction: str = "mean",
+    vectors: np.ndarray,
+    labels: Sequence,
     hooks: Sequence[str] | None = None,
+    *,
     metric: str = "cosine",
     center: bool = True,
     k: int = 3,
     n_permutations: int = 1000,
     seed: int = 0,
+    progress: bool = False,
 ) -> pd.DataFrame:
-    """`cluster_stats` per layer: one row per hook (hook, layer, then the statistics).
+    """`cluster_stats` per layer of `vectors` [layers × points × d] against one label per point, with family-wise
+    adjusted p-values across the layers, so a study may report the best layer without a multiplicity bias.
 
-    `store_or_array` is an activation store (then `category` and `setting` pick the identity vectors of `span`,
-    "a person" left out, and `labels` defaults to the category's zones or groups; a mapping names each identity's
-    label) or an array [layers × n × d] with one label per point (`hooks` names its layers; default layer_0, ...).
-    Vectors are centred over the points of each layer (`center`) and compared by `metric`; every layer is tested
-    against the same label permutations.
+    One row per layer (`hooks` names them; default layer_0, ...): hook, layer, the statistics, then
+    silhouette_p_fwe, silhouette_p_holm, knn_p_fwe and knn_p_holm. Vectors are centred over the points of each layer
+    (`center`) and compared by `metric`. Every layer is tested against the same label permutations, so `_p_fwe` is
+    the max-statistic adjustment (the largest statistic of any layer under each permutation) and `_p_holm` Holm's.
     """
-    if isinstance(store_or_array, np.ndarray):
-        vectors = store_or_array
-        names = None
-        hooks = list(hooks) if hooks is not None else [f"layer_{i}" for i in range(len(vectors))]
-    else:
-        if category is None or setting is None:
-            raise ValueError("layer_stats on an activation store needs category and setting")
-        vectors, names = identity_vectors(store_or_array, category, setting, span, reduction)
-        hooks = list(store_or_array.hooks)
-        if labels is None:
-            labels = category_labels(category, names)
-            if labels is None:
-                raise ValueError(f"category {category!r} has no grouping of its identities to test clusters against")
-    if labels is None:
-        raise ValueError("layer_stats on an array needs labels")
-    if isinstance(labels, Mapping):
-        if names is None:
-            raise ValueError("labels as a mapping need identity names; pass a sequence with an array")
-        labels = [labels[name] for name in names]
     vectors = np.asarray(vectors)
     if vectors.ndim != 3:
         raise ValueError(f"expected layers × points × features, got shape {vectors.shape}")
+    hooks = list(hooks) if hooks is not None else [f"layer_{i}" for i in range(len(vectors))]
     if len(hooks) != len(vectors):
         raise ValueError(f"{len(hooks)} hook names for {len(vectors)} layers")
-    rows = []
-    for hook, layer, X in zip(hooks, layer_numbers(hooks), vectors):
-        stats = cluster_stats(X, labels, n_permutations, seed, k, metric, center)
+    rows, nulls = [], {"silhouette": [], "knn": []}
+    layers = tqdm(zip(hooks, layer_numbers(hooks), vectors), total=len(hooks), desc="cluster statistics",
+                  unit="layer", disable=not progress)
+    for hook, layer, X in layers:
+        stats = cluster_stats(X, labels, n_permutations, seed, k, metric, center, return_null=True)
+        nulls["silhouette"].append(stats.pop("null_silhouette"))
+        nulls["knn"].append(stats.pop("null_knn"))
         rows.append({"hook": hook, "layer": layer, **stats})
-    return pd.DataFrame(rows)
+    table = pd.DataFrame(rows)
+    for name, statistic in (("silhouette", "silhouette"), ("knn", "knn_accuracy")):
+        table[f"{name}_p_fwe"] = max_statistic(table[statistic].to_numpy(dtype=float), np.vstack(nulls[name]))
+        table[f"{name}_p_holm"] = holm(table[f"{name}_p"])
+    return table
 
 
 def layer_numbers(hooks: Sequence[str]) -> list[int]:
@@ -383,6 +321,35 @@ def plot_projection(
     return fig
 
 
+def plot_projection_grid(panels: Sequence[tuple[str, str, np.ndarray]], labels: Sequence[str],
+                         names: Sequence[str] | None = None, title: str | None = None) -> Figure:
+    """(method, source, points) panels in a grid: rows the methods, columns the sources (e.g. layers, then
+    behaviour), one legend of labels, so one figure compares every projection of the same identities."""
+    methods = list(dict.fromkeys(m for m, _, _ in panels))
+    sources = list(dict.fromkeys(s for _, s, _ in panels))
+    fig = Figure(figsize=(4.2 * len(sources) + 2, 4.0 * len(methods)))
+    axes = fig.subplots(len(methods), len(sources), squeeze=False)
+    for method, source, points in panels:
+        plot_projection(points, labels, names, title=f"{METHOD_TITLES[method]}, {source}",
+                        ax=axes[methods.index(method), sources.index(source)], legend=False)
+    handles, texts = axes[0, -1].get_legend_handles_labels()
+    fig.legend(handles, texts, fontsize=8, loc="center right", frameon=False)
+    if title:
+        fig.suptitle(title, fontsize=11)
+    fig.tight_layout(rect=(0, 0, 1 - 1.9 / fig.get_figwidth(), 1))
+    return fig
+
+
+def short_names(names: Sequence[str]) -> list[str]:
+    """Point labels for a plot: the names without the words they all begin with (e.g. "a person from"), where
+    every name keeps a word."""
+    words = [name.split(" ") for name in names]
+    shared = 0
+    while all(len(w) > shared + 1 and w[shared] == words[0][shared] for w in words):
+        shared += 1
+    return [" ".join(w[shared:]) for w in words]
+
+
 def layer_ticks(ax: Axes, layers: Sequence[int]) -> None:
     """Label a layer axis: at most about 8 ticks, the last layer kept, ``emb`` for the embeddings."""
     layers = list(layers)
@@ -408,10 +375,10 @@ def plot_against_null(ax: Axes, layers: np.ndarray, values, p, null_mean, null_q
 
 
 def plot_layer_stats(df: pd.DataFrame, title: str | None = None, reference: Mapping[str, float] | None = None,
-                     alpha: float = 0.05, out: str | Path | None = None) -> Figure:
+                     alpha: float = 0.05, out: str | Path | None = None, reference_label: str = "behaviour") -> Figure:
     """Silhouette and LOO kNN accuracy across layers, each with its permutation null (mean and 95th percentile);
-    filled markers where p < `alpha`. `reference` (keys silhouette, knn_accuracy) draws a dashed line, e.g. the
-    statistics of the behavioral rows of M. `out` saves PNG and PDF."""
+    filled markers where p < `alpha`. `reference` (keys silhouette, knn_accuracy) draws a dashed line named
+    `reference_label`, e.g. the statistics of the identities' behaviour. `out` saves PNG and PDF."""
     fig = Figure(figsize=(10, 3.8))
     axes = fig.subplots(1, 2)
     x = df["layer"].to_numpy()
@@ -422,7 +389,7 @@ def plot_layer_stats(df: pd.DataFrame, title: str | None = None, reference: Mapp
         if col == "knn_accuracy" and "knn_ceiling" in df:
             ax.axhline(df["knn_ceiling"].iloc[0], color="gray", linestyle=":", linewidth=1, label="ceiling")
         if reference is not None and col in reference:
-            ax.axhline(reference[col], color="C3", linestyle="--", linewidth=1, label="behavior (rows of M)")
+            ax.axhline(reference[col], color="C3", linestyle="--", linewidth=1, label=reference_label)
         ax.set_ylabel(name)
     axes[1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
     if title:

@@ -1,5 +1,5 @@
-"""Linear probes on final-token states: is "in-group" (perceiver and experiencer share a group) or the perceiver's
-group linearly readable at each layer? Cross-validated logistic regression with a label-shuffled control.
+"""Linear probes on final-token states: is a label of the prompt (e.g. whether perceiver and experiencer share a
+group) linearly readable at each layer? Cross-validated logistic regression with a label-shuffled control.
 
 The probe is ``StandardScaler`` then ``LogisticRegression`` (balanced class weights) in one pipeline, scored by
 stratified k-fold cross-validation (optionally grouped, so that no cell or event of a test fold was seen in
@@ -22,14 +22,11 @@ from sklearn.model_selection import StratifiedGroupKFold, StratifiedKFold, cross
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from threadpoolctl import threadpool_limits
+from tqdm import tqdm
 
-from activations.capture import hook_layer
-from activations.store import ActivationStore
 from behavioral.outputs import save_figure
-from behavioral.suites.intergroup.groups import UNSPECIFIED, get_category
+from interp.clusters import layer_numbers
 
-TARGETS = ("ingroup", "perceiver_group")
-SPLITS = ("sample", "cell", "event")
 SCORING = ("accuracy", "balanced_accuracy")
 
 
@@ -87,55 +84,30 @@ def probe(X: np.ndarray, y, cv: int = 5, seed: int = 0, groups=None, n_shuffles:
     return out
 
 
-def probe_labels(category: str, cells: pd.DataFrame, target: str) -> tuple[np.ndarray, np.ndarray]:
-    """(keep mask, labels) of sample rows for a target; rows with "a person" on either side are dropped."""
-    if target not in TARGETS:
-        raise ValueError(f"unknown probe target {target!r}; expected one of {', '.join(TARGETS)}")
-    cat = get_category(category)
-    keep = ((cells["perceiver"] != UNSPECIFIED) & (cells["experiencer"] != UNSPECIFIED)).to_numpy()
-    p = cells["perceiver"].map(cat.group_of)
-    if target == "ingroup":
-        labels = (p == cells["experiencer"].map(cat.group_of)).to_numpy()
-    else:
-        labels = p.fillna(UNSPECIFIED).to_numpy()
-    return keep, labels[keep]
+def layer_probes(samples: np.ndarray, y, hooks: Sequence[str], groups=None, cv: int = 5, seed: int = 0,
+                 n_shuffles: int = 3, C: float = 1.0, progress: bool = False) -> pd.DataFrame:
+    """One `probe` per layer of `samples` [layers × n × d] predicting the labels `y` (one per sample), with the same
+    folds (`groups`: no group in both train and test) and seed at every layer, so layers compare on equal terms.
 
-
-def layer_probes(store: ActivationStore, category: str, setting: str, target: str = "ingroup", cv: int = 5,
-                 seed: int = 0, split: str = "sample", n_shuffles: int = 3, C: float = 1.0,
-                 hooks: Sequence[str] | None = None) -> pd.DataFrame:
-    """One probe per hook (``hook_embed``, then each captured layer; `hooks` picks some of them) on the final-token
-    samples of a category and setting; "a person" cells are left out.
-
-    `target`: ``ingroup`` (perceiver and experiencer in the same group) or ``perceiver_group``. `split`: ``sample``
-    (plain stratified folds), ``cell`` (no (perceiver, experiencer) cell in both train and test: the probe must
-    generalize to unseen pairs) or ``event`` (no event in both).
+    One row per layer: hook, layer, then the probe's and its shuffled-label control's scores (see `probe`).
     """
-    if split not in SPLITS:
-        raise ValueError(f"unknown split {split!r}; expected one of {', '.join(SPLITS)}")
-    samples, cells = store.final_samples(category, setting)
-    keep, y = probe_labels(category, cells, target)
-    kept = cells[keep]
-    groups = None
-    if split == "cell":
-        groups = (kept["perceiver"] + "|" + kept["experiencer"]).to_numpy()
-    elif split == "event":
-        groups = kept["event_id"].to_numpy()
-    unknown = sorted(set(hooks or ()) - set(store.hooks))
-    if unknown:
-        raise ValueError(f"hooks {unknown} were not captured; captured: {', '.join(store.hooks)}")
+    samples = np.asarray(samples)
+    hooks = list(hooks)
+    if samples.ndim != 3 or len(samples) != len(hooks):
+        raise ValueError(f"samples must be layers × samples × d with one hook name per layer, got shape "
+                         f"{samples.shape} for {len(hooks)} hooks")
     rows = []
-    for i, hook in enumerate(store.hooks):
-        if hooks is not None and hook not in hooks:
-            continue
-        result = probe(samples[i][keep], y, cv=cv, seed=seed, groups=groups, n_shuffles=n_shuffles, C=C)
-        rows.append({"category": category, "setting": setting, "target": target, "split": split, "hook": hook,
-                     "layer": hook_layer(hook)} | result)
+    layers = tqdm(zip(hooks, layer_numbers(hooks), samples), total=len(hooks), desc="probes", unit="layer",
+                  disable=not progress)
+    for hook, layer, X in layers:
+        rows.append({"hook": hook, "layer": layer} | probe(X, y, cv=cv, seed=seed, groups=groups,
+                                                           n_shuffles=n_shuffles, C=C))
     return pd.DataFrame(rows)
 
 
-def probe_figure(table: pd.DataFrame, metric: str = "balanced_accuracy") -> Figure:
-    """Accuracy vs layer with the shuffled-label control, one panel per target (rows) and split (columns)."""
+def probe_figure(table: pd.DataFrame, metric: str = "balanced_accuracy", title: str | None = None) -> Figure:
+    """Accuracy vs layer with the shuffled-label control, one panel per target (rows) and split (columns) of a table
+    of `layer_probes` rows with `target` and `split` columns; `title` over them all (e.g. the run and selection)."""
     targets = list(dict.fromkeys(table["target"]))
     splits = list(dict.fromkeys(table["split"]))
     fig = Figure(figsize=(4.5 * len(splits), 3.2 * len(targets)), layout="constrained")
@@ -154,15 +126,15 @@ def probe_figure(table: pd.DataFrame, metric: str = "balanced_accuracy") -> Figu
             ax.set_ylim(0, 1.02)
             ax.set_xlabel("layer (−1: embedding)")
             ax.set_ylabel(metric.replace("_", " "))
-            first = part.iloc[0] if len(part) else None
-            where = f"{first['category']} {first['setting']}, " if first is not None else ""
-            ax.set_title(f"{target} ({where}split by {split})", fontsize=9)
+            ax.set_title(f"{target} (split by {split})", fontsize=9)
             if i == 0 and j == 0:
                 ax.legend(fontsize=7)
+    if title:
+        fig.suptitle(title, fontsize=10)
     return fig
 
 
-def plot_probes(table: pd.DataFrame, out_dir: str | Path, name: str = "probes",
-                metric: str = "balanced_accuracy") -> list[Path]:
+def plot_probes(table: pd.DataFrame, out_dir: str | Path, name: str = "probes", metric: str = "balanced_accuracy",
+                title: str | None = None) -> list[Path]:
     """The probe figure as PNG and PDF; returns the paths."""
-    return save_figure(probe_figure(table, metric), out_dir, name)
+    return save_figure(probe_figure(table, metric, title), out_dir, name)

@@ -1,11 +1,11 @@
-"""Representational similarity between identity vectors and behavior.
+"""Representational similarity between identity vectors and behaviour.
 
-Per layer, the distance matrix of the persona vectors (cosine, after centring over identities, by default) is
-compared with the distance matrix of the perceivers' rows of M (euclidean by default: how differently two perceivers
-rate every experiencer). The RSA score is the Spearman correlation over the upper triangle (pairs i < j); its
+Per layer, the distance matrix of the identity vectors (cosine, after centring over identities, by default) is
+compared with the distance matrix of the identities' behaviour rows (euclidean by default: e.g. how differently two
+personas rate every experiencer). The RSA score is the Spearman correlation over the upper triangle (pairs i < j); its
 Mantel p-value permutes the identities of one matrix (rows and columns together) and is one-sided for a positive
 association: p = (1 + #{null >= r}) / (n_permutations + 1). The partial Mantel test does the same with a control
-matrix (e.g. how much two personas differ in token count) partialled out of both.
+matrix (e.g. how much two identities differ in token count) partialled out of both.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 from scipy.spatial.distance import pdist, squareform
 from scipy.stats import rankdata
+from tqdm import tqdm
 
 from behavioral.analysis.multiplicity import holm, max_statistic
 from behavioral.outputs import save_figure
@@ -147,8 +148,8 @@ def difference_matrix(values: Sequence[float]) -> np.ndarray:
 
 
 def layer_rsa(
-    persona: np.ndarray,
-    M_rows: np.ndarray,
+    vectors: np.ndarray,
+    behaviour: np.ndarray,
     hooks: Sequence[str] | None = None,
     metric: str = "cosine",
     behavior_metric: str = "euclidean",
@@ -156,37 +157,40 @@ def layer_rsa(
     n_permutations: int = 1000,
     seed: int = 0,
     control: np.ndarray | None = None,
+    progress: bool = False,
 ) -> pd.DataFrame:
-    """RSA per layer between persona vectors [layers × n × d] and behavior rows [n × columns] (the same n identities
-    in the same order, e.g. the perceivers' rows of M without "a person").
+    """RSA per layer between identity vectors [layers × n × d] and behaviour rows [n × features] (the same n
+    identities in the same order, e.g. the personas' rows of a rating matrix).
 
     One row per layer: hook, layer, rsa (Spearman r), p (Mantel, one-sided), p_fwe, p_holm, null_mean, null_q95, n,
-    metric, behavior_metric, n_permutations. Persona vectors are centred over the identities of each layer
+    metric, behavior_metric, n_permutations. Identity vectors are centred over the identities of each layer
     (`center`); every layer is tested against the same permutations, so p_fwe is the max-statistic family-wise
     adjustment over the layers (the largest r of any layer under each permutation), p_holm Holm's over the layers.
-    `control`, an [n × n] distance matrix such as `difference_matrix(persona token counts)`, adds the partial Mantel
-    test with it partialled out: partial_rsa, partial_p, partial_p_fwe, partial_p_holm, partial_null_mean,
+    `control`, an [n × n] distance matrix such as `difference_matrix(token counts)`, adds the partial Mantel test
+    with it partialled out: partial_rsa, partial_p, partial_p_fwe, partial_p_holm, partial_null_mean,
     partial_null_q95.
     """
-    persona = np.asarray(persona)
-    M_rows = np.asarray(M_rows)
-    if persona.ndim != 3:
-        raise ValueError(f"persona vectors must be layers × identities × d_model, got shape {persona.shape}")
-    if M_rows.ndim != 2 or len(M_rows) != persona.shape[1]:
-        raise ValueError(f"behavior rows of shape {M_rows.shape} for {persona.shape[1]} identities")
-    hooks = list(hooks) if hooks is not None else [f"layer_{i}" for i in range(len(persona))]
-    if len(hooks) != len(persona):
-        raise ValueError(f"{len(hooks)} hook names for {len(persona)} layers")
-    D_behavior = distance_matrix(M_rows, behavior_metric)
+    vectors = np.asarray(vectors)
+    behaviour = np.asarray(behaviour)
+    if vectors.ndim != 3:
+        raise ValueError(f"identity vectors must be layers × identities × d_model, got shape {vectors.shape}")
+    if behaviour.ndim != 2 or len(behaviour) != vectors.shape[1]:
+        raise ValueError(f"behaviour rows of shape {behaviour.shape} for {vectors.shape[1]} identities")
+    hooks = list(hooks) if hooks is not None else [f"layer_{i}" for i in range(len(vectors))]
+    if len(hooks) != len(vectors):
+        raise ValueError(f"{len(hooks)} hook names for {len(vectors)} layers")
+    D_behaviour = distance_matrix(behaviour, behavior_metric)
     rows, nulls = [], {"": [], "partial_": []}
-    for hook, layer, X in zip(hooks, layer_numbers(hooks), persona):
-        D_persona = distance_matrix(X, metric, center)
-        r, p, null = mantel(D_persona, D_behavior, n_permutations, seed, return_null=True)
-        row = {"hook": hook, "layer": layer, "rsa": r, "p": p, **_null_summary(null), "n": persona.shape[1],
+    layers = tqdm(zip(hooks, layer_numbers(hooks), vectors), total=len(hooks), desc="RSA", unit="layer",
+                  disable=not progress)
+    for hook, layer, X in layers:
+        D_vectors = distance_matrix(X, metric, center)
+        r, p, null = mantel(D_vectors, D_behaviour, n_permutations, seed, return_null=True)
+        row = {"hook": hook, "layer": layer, "rsa": r, "p": p, **_null_summary(null), "n": vectors.shape[1],
                "metric": metric, "behavior_metric": behavior_metric, "n_permutations": n_permutations}
         nulls[""].append(null)
         if control is not None:
-            r, p, null = partial_mantel(D_persona, D_behavior, control, n_permutations, seed, return_null=True)
+            r, p, null = partial_mantel(D_vectors, D_behaviour, control, n_permutations, seed, return_null=True)
             row |= {"partial_rsa": r, "partial_p": p} | {f"partial_{k}": v for k, v in _null_summary(null).items()}
             nulls["partial_"].append(null)
         rows.append(row)
@@ -205,7 +209,7 @@ def _null_summary(null: np.ndarray) -> dict[str, float]:
 
 def plot_rsa(df: pd.DataFrame, title: str | None = None, alpha: float = 0.05,
              out: str | Path | None = None) -> Figure:
-    """Spearman r between persona and behavior distances across layers, with the Mantel null's mean and 95th
+    """Spearman r between identity and behaviour distances across layers, with the Mantel null's mean and 95th
     percentile; filled markers where p < `alpha`; the partial Mantel curve beside it where `df` has one. `out` (a path
     without suffix) saves PNG and PDF."""
     partial = "partial_rsa" in df
@@ -214,7 +218,7 @@ def plot_rsa(df: pd.DataFrame, title: str | None = None, alpha: float = 0.05,
     layers = df["layer"].to_numpy()
     plot_against_null(axes[0], layers, df["rsa"], df["p"], df["null_mean"], df["null_q95"], alpha,
                       "RSA (Spearman r)", "Mantel p")
-    axes[0].set_ylabel("Spearman r, persona vs behavior")
+    axes[0].set_ylabel("Spearman r, identities vs behaviour")
     if partial:
         plot_against_null(axes[1], layers, df["partial_rsa"], df["partial_p"], df["partial_null_mean"],
                           df["partial_null_q95"], alpha, "partial RSA", "partial Mantel p")

@@ -1,5 +1,5 @@
-"""Identity-embedding clusters: planted clusters recovered, random labels not, projections deterministic, and the
-nationality cluster script end to end on a synthetic run directory."""
+"""Identity-embedding clusters: planted clusters recovered, random labels not, the family-wise correction across
+layers, projections deterministic, and the nationality example script end to end on a synthetic run directory."""
 
 from __future__ import annotations
 
@@ -14,11 +14,11 @@ from sklearn.model_selection import LeaveOneOut, cross_val_predict
 from sklearn.neighbors import KNeighborsClassifier
 
 from activations import store as activation_store
+from behavioral.analysis.multiplicity import holm
 from behavioral.suites.intergroup import SUITE
 from behavioral.suites.intergroup.groups import get_category
 from interp import clusters
 from tests.test_analysis import make_run
-
 
 
 def planted(n_clusters: int = 4, per: int = 6, d: int = 20, spread: float = 0.3, seed: int = 0):
@@ -85,6 +85,15 @@ def test_layer_stats_one_row_per_layer() -> None:
     assert list(df.hook) == hooks and list(df.layer) == [-1, 0, 1]
     assert df.silhouette.iloc[0] < df.silhouette.iloc[2]
     assert df.silhouette_p.iloc[0] > 0.05 and df.silhouette_p.iloc[2] < 0.05
+    # across layers: the max statistic over the same 100 permutations, and Holm over the 3 layers
+    for name, statistic in (("silhouette", "silhouette"), ("knn", "knn_accuracy")):
+        nulls = np.vstack([clusters.cluster_stats(X, labels, 100, 0, center=True, return_null=True)[f"null_{name}"]
+                           for X in layers])
+        assert df[f"{name}_p_fwe"].tolist() == pytest.approx(
+            [(1 + np.sum(nulls.max(axis=0) >= v - 1e-12)) / 101 for v in df[statistic]])
+        assert df[f"{name}_p_holm"].tolist() == pytest.approx(holm(df[f"{name}_p"]).tolist())
+        assert (df[f"{name}_p_fwe"] >= df[f"{name}_p"]).all()
+    assert df.silhouette_p_fwe.iloc[2] < 0.05  # the planted layer survives the correction
     with pytest.raises(ValueError, match="distinct labels"):
         clusters.layer_stats(layers, [f"x{i}" for i in range(20)], n_permutations=10)
 
@@ -96,6 +105,14 @@ def test_projection_is_deterministic_for_a_seed(method: str) -> None:
     b = clusters.project(X, method, seed=0, metric="cosine", center=True)
     assert a.shape == (21, 2) and np.isfinite(a).all()
     np.testing.assert_array_equal(a, b)
+
+
+def test_short_names_drop_the_words_every_name_begins_with() -> None:
+    assert clusters.short_names(["a person from the United States", "a person from Japan"]) == [
+        "the United States", "Japan"]
+    assert clusters.short_names(["a Muslim", "a Jew"]) == ["Muslim", "Jew"]
+    assert clusters.short_names(["a white person", "an Asian"]) == ["a white person", "an Asian"]
+    assert clusters.short_names(["a person", "a person from Japan"]) == ["person", "person from Japan"]
 
 
 def test_adapted_neighbourhoods() -> None:
@@ -125,66 +142,36 @@ def synthetic_capture_run(run_dir: Path, setting: str = "P0S1T0", d: int = 16) -
     return hooks
 
 
-def test_identity_vectors_from_store(tmp_path: Path) -> None:
-    hooks = synthetic_capture_run(tmp_path / "run")
-    acts = activation_store.load(tmp_path / "run")
-    vectors, names = clusters.identity_vectors(acts, "nationality", "P0S1T0")
-    assert vectors.shape == (3, 21, 16) and names == list(get_category("nationality").identities)
-    df = clusters.layer_stats(acts, category="nationality", setting="P0S1T0", n_permutations=100)
-    assert list(df.hook) == hooks
-    assert df.silhouette_p.iloc[2] < 0.05 and df.knn_accuracy.iloc[2] > df.knn_accuracy.iloc[0]
-
-    cat = get_category("nationality")  # experiencer vectors: value = 100 * perceiver index + experiencer index
-    pairs = [(p, x) for p in cat.with_unspecified for x in cat.with_unspecified]
-    code = {n: i for i, n in enumerate(cat.with_unspecified)}
-    values = np.array([100 * code[p] + code[x] for p, x in pairs], dtype=float) / 64
-    array = np.broadcast_to(values[:, None, None, None], (len(pairs), 2, 3, 16))
-    index = pd.DataFrame({"setting": "P0S1T0", "category": "nationality",
-                          "perceiver": [p for p, _ in pairs], "experiencer": [x for _, x in pairs]})
-    activation_store.write_shard(tmp_path / "run", "experiencer", "P0S1T0--nationality", array, index)
-    seen, names = clusters.identity_vectors(acts, "nationality", "P0S1T0", span="experiencer")
-    assert names == list(cat.identities) and seen.shape == (3, 21, 16)
-    np.testing.assert_allclose(seen[0, :, 0], np.arange(1, 22) / 64, rtol=1e-3)  # seen by "a person" (index 0)
-    mean, _ = clusters.identity_vectors(acts, "nationality", "P0S1T0", span="experiencer", perceiver="mean")
-    np.testing.assert_allclose(mean[1, :, 3], (100 * 10.5 + np.arange(1, 22)) / 64, rtol=1e-3)
-
-
-def test_script_end_to_end(tmp_path: Path, capsys, tiny_model_dir: Path, load_experiment) -> None:
+def test_example_script_end_to_end(tmp_path: Path, capsys, tiny_model_dir: Path, load_experiment) -> None:
     synthetic_capture_run(tmp_path / "run")
     manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
     manifest["config"]["model"] = str(tiny_model_dir)  # the tokenizer that counts the personas' tokens
     (tmp_path / "run" / "manifest.json").write_text(json.dumps(manifest))
     out = tmp_path / "out"
-    argv = ["--run", str(tmp_path / "run"), "--out", str(out), "--n-permutations", "50", "--layers", "last"]
+    argv = ["--run", str(tmp_path / "run"), "--out", str(out), "--n-permutations", "50", "--layers", "last",
+            "--methods", "tsne"]
     assert load_experiment("nationality_clusters").main(argv) == 0
     printed = capsys.readouterr().out
-    stems = ["proj_tsne_behavior", "proj_umap_behavior", "proj_tsne_persona_blocks_1_hook_resid_post",
-             "proj_umap_persona_blocks_1_hook_resid_post", "projection_grid_persona", "cluster_stats_persona",
-             "rsa_persona"]
-    for stem in stems:
-        for fmt in ("png", "pdf"):
-            path = out / "figures" / f"{stem}.{fmt}"
-            assert path.stat().st_size > 0 and str(path) in printed
-    for name in ("cluster_stats_persona", "cluster_stats_behavior", "rsa_persona", "projections"):
-        assert (out / "tables" / f"{name}.csv").is_file() and str(out / "tables" / f"{name}.csv") in printed
-    stats = pd.read_csv(out / "tables" / "cluster_stats_persona.csv")
+    assert f"wrote {out / 'clusters_persona' / 'report.md'}" in printed and "rsa: " in printed
+    stats = pd.read_csv(out / "clusters_persona" / "cluster_stats.csv")
     assert list(stats.layer) == [-1, 0, 1] and stats.silhouette.iloc[2] > 0.3 and stats.knn_p.iloc[2] < 0.05
-    table = pd.read_csv(out / "tables" / "rsa_persona.csv")
-    assert len(table) == 3 and table.rsa.between(-1, 1).all() and table.p.between(0, 1).all()
-    assert table.partial_rsa.between(-1, 1).all() and table.partial_p.between(0, 1).all()
-    assert "partial" in printed and "token-count difference vs behavior distance" in printed
-    counts = pd.read_csv(out / "tables" / "token_counts_persona.csv").set_index("identity").tokens
-    assert list(counts.index) == list(get_category("nationality").identities) and counts.min() >= 4
+    assert stats.knn_p_fwe.iloc[2] < 0.05  # the planted zones survive the correction across layers
+    identities = pd.read_csv(out / "clusters_persona" / "identities.csv")
+    cat = get_category("nationality")
+    assert identities.identity.tolist() == list(cat.identities)
+    assert identities.label.tolist() == [cat.zone_of[n] for n in cat.identities]
+    projections = pd.read_csv(out / "clusters_persona" / "projections.csv")
+    assert set(projections.source) == {"persona, layer 1", "behaviour"} and set(projections.method) == {"tsne"}
+    table = pd.read_csv(out / "rsa_persona" / "rsa.csv")
+    assert len(table) == 3 and table.rsa.between(-1, 1).all() and table.partial_p.between(0, 1).all()
+    counts = pd.read_csv(out / "rsa_persona" / "token_counts.csv").set_index("identity").tokens
+    assert list(counts.index) == list(cat.identities) and counts.min() >= 4
     assert counts["a person from the United States"] > counts["a person from Japan"]
-    manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest["run_manifest"]["config"]["model"] == str(tiny_model_dir)
-    assert manifest["args"]["n_permutations"] == 50 and manifest["measure"] == "expected_intensity"
-    assert "package_versions" in manifest["provenance"] and manifest["setting"] == "P0S1T0"
-    assert manifest["projected_hooks"] == ["blocks.1.hook_resid_post"]
-    assert not (out / "figures" / "proj_tsne_persona_blocks_0_hook_resid_post.png").exists()
+    manifest = json.loads((out / "rsa_persona" / "manifest.json").read_text())
+    assert manifest["options"]["where"] == ["category=nationality", "setting=P0S1T0"]
 
 
-def test_script_fails_with_a_message(tmp_path: Path, capsys, load_experiment) -> None:
+def test_example_script_fails_with_a_message(tmp_path: Path, capsys, load_experiment) -> None:
     script = load_experiment("nationality_clusters")
     make_run(tmp_path / "run", categories=("nationality",), settings=("P0S1T0",))  # no activations
     assert script.main(["--run", str(tmp_path / "run"), "--out", str(tmp_path / "out")]) == 2

@@ -87,9 +87,9 @@ def final_samples(store, category: str) -> tuple[np.ndarray, pd.DataFrame]:
 
 
 class _OldStoreAPI:
-    """The store as interp.clusters, interp.probes and interp.steering still read it (the removed
-    persona/experiencer/final/final_samples(category, setting)), supplied by the adapters above; anything else goes
-    to the store itself. Drop it (pass the store) once those modules read the generic store."""
+    """The store as interp.steering still reads it (the removed persona/experiencer/final/final_samples(category,
+    setting)), supplied by the adapters above; anything else goes to the store itself. Drop it (pass the store) once
+    that module reads the generic store."""
 
     def __init__(self, store):
         self._store = store
@@ -116,27 +116,35 @@ class _OldStoreAPI:
 
 def identity_vectors(store, category: str, span: str, reduction: str, perceiver: str) -> tuple[np.ndarray, list[str]]:
     """Old: interp.clusters.identity_vectors(store, category, SETTING, span, reduction, perceiver) ("a person" left
-    out; perceiver "a person" or "mean" for the experiencer span)."""
-    from interp import clusters
+    out; perceiver "a person" or "mean" for the experiencer span). New: behavioral.studies.identities.read_identities
+    on the store's rows of the category and setting (and of the perceiver, unless "mean"), in the suite's order."""
+    from behavioral.studies.identities import read_identities
+    from behavioral.suites.intergroup import SUITE
 
-    return clusters.identity_vectors(_OldStoreAPI(store), category, SETTING, span, reduction, perceiver)
+    where = {"category": category, "setting": SETTING}
+    if span == "experiencer" and perceiver != "mean":
+        where["perceiver"] = perceiver
+    read = read_identities(store, SUITE, span, reduction, where)
+    return read.vectors, read.names
 
 
 def category_labels(category: str, identities: list[str]) -> list[str] | None:
-    """Old: interp.clusters.category_labels(category, identities)."""
-    from interp import clusters
+    """Old: interp.clusters.category_labels(category, identities). New: the intergroup suite's identity_set
+    grouping."""
+    from behavioral.suites.intergroup import SUITE
 
-    return clusters.category_labels(category, identities)
+    return SUITE.identity_set("persona", identities)[1]
 
 
 def layer_stats(store, category: str, span: str) -> pd.DataFrame:
     """Old: interp.clusters.layer_stats(store, labels, category=, setting=SETTING, span=, n_permutations=, seed=), the
-    labels the category's groups (race) or RELIGION_LABELS (religion has no grouping)."""
+    labels the category's groups (race) or RELIGION_LABELS (religion has no grouping). New: layer_stats on the
+    identity vectors with their labels."""
     from interp import clusters
 
-    labels = None if category == "race" else RELIGION_LABELS
-    return clusters.layer_stats(_OldStoreAPI(store), labels, category=category, setting=SETTING, span=span,
-                                n_permutations=N_PERMUTATIONS, seed=SEED)
+    vectors, names = identity_vectors(store, category, span, "mean", "a person")
+    labels = category_labels(category, names) if category == "race" else [RELIGION_LABELS[n] for n in names]
+    return clusters.layer_stats(vectors, labels, store_hooks(store), n_permutations=N_PERMUTATIONS, seed=SEED)
 
 
 def behaviour_matrix(run_dir: Path, category: str) -> np.ndarray:
@@ -166,11 +174,15 @@ def difference_matrix(values) -> np.ndarray:
 
 
 def layer_probes(store, category: str, target: str, split: str) -> pd.DataFrame:
-    """Old: interp.probes.layer_probes(store, category, SETTING, target, cv=2, seed=SEED, split=, n_shuffles=1)."""
-    from interp import probes
+    """Old: interp.probes.layer_probes(store, category, SETTING, target, cv=2, seed=SEED, split=, n_shuffles=1). New:
+    behavioral.studies.probe.probe_table with the intergroup suite's labels (split "event" is the field event_id)."""
+    from behavioral.studies.probe import probe_table
+    from behavioral.suites.intergroup import SUITE
 
-    return probes.layer_probes(_OldStoreAPI(store), category, SETTING, target, cv=2, seed=SEED, split=split,
-                               n_shuffles=1)
+    split_by = "event_id" if split == "event" else split
+    table = probe_table(store, SUITE, {"category": category, "setting": SETTING}, [target], [split_by],
+                        store_hooks(store), cv=2, seed=SEED, n_shuffles=1)
+    return table.assign(category=category, setting=SETTING, split=split)
 
 
 def ingroup_direction(store, category: str, unit: bool) -> np.ndarray:

@@ -1,11 +1,7 @@
-"""Probes: high accuracy on separable data, chance on shuffled labels, deterministic for a seed, per layer from a
-synthetic store of final-token samples."""
+"""Probes: high accuracy on separable data, chance on shuffled labels, deterministic for a seed, per layer on arrays
+and, through the probe study's table, on a synthetic store of final-token samples with the suite's labels."""
 
 from __future__ import annotations
-
-import importlib.util
-import json
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -13,11 +9,10 @@ import pytest
 
 import activations.store as activation_store
 from activations.capture import hook_names
-from behavioral.run import RunConfig
+from behavioral.studies.probe import probe_table
 from behavioral.suites.intergroup import SUITE
 from behavioral.suites.intergroup.groups import get_category
 from interp import probes
-from tests.test_analysis import make_run
 
 SETTING = "P0S1T0"
 CELL = SUITE.capture.cell
@@ -86,71 +81,41 @@ def _synthetic_sample_store(root, d: int = 24, per_cell: int = 4, seed: int = 0)
                                        "per_cell_samples": per_cell})
 
 
-def test_layer_probes_find_the_planted_signals_layer_by_layer(tmp_path):
+def test_layer_probes_find_a_planted_signal_layer_by_layer():
+    rng = np.random.default_rng(2)
+    X, y = _separable(80)
+    samples = np.stack([rng.normal(size=X.shape), X])  # noise, then the separable layer
+    hooks = ["hook_embed", "blocks.0.hook_resid_post"]
+    groups = np.repeat(np.arange(16), 5)
+    table = probes.layer_probes(samples, y, hooks, groups, cv=4, seed=1, n_shuffles=2)
+    assert list(table.hook) == hooks and list(table.layer) == [-1, 0]
+    for i in range(2):  # each layer is `probe` on its own states, with the same folds and seed
+        assert table.iloc[i].drop(["hook", "layer"]).to_dict() == probes.probe(samples[i], y, 4, 1, groups, 2)
+    assert table.balanced_accuracy_mean.iloc[1] > 0.95 and table.balanced_accuracy_mean.iloc[0] < 0.75
+    with pytest.raises(ValueError, match="one hook name per layer"):
+        probes.layer_probes(samples, y, hooks[:1])
+
+
+def test_probe_table_reads_the_suites_labels_and_finds_the_planted_signals(tmp_path):
     _synthetic_sample_store(tmp_path)
     store = activation_store.load(tmp_path)
-    ingroup = probes.layer_probes(store, "religion", SETTING, "ingroup", split="cell", n_shuffles=2)
-    assert list(ingroup["hook"]) == store.hooks and list(ingroup["layer"]) == [-1, 0, 1]
-    assert (ingroup["n"] == 25 * 4).all() and (ingroup["n_classes"] == 2).all()
-    balanced = ingroup.set_index("layer")["balanced_accuracy_mean"]
+    where = {"category": "religion", "setting": SETTING}
+    table = probe_table(store, SUITE, where, None, ["event_id"], store.hooks, n_shuffles=2)
+    assert list(dict.fromkeys(table.target)) == ["ingroup", "perceiver_group"]  # the suite's labels by default
+    assert set(table.split) == {"event_id"} and (table.n == 25 * 4).all()
+    ingroup = probe_table(store, SUITE, where, ["ingroup"], ["cell"], store.hooks, n_shuffles=2).set_index("layer")
+    assert list(ingroup.hook) == store.hooks and (ingroup.n_classes == 2).all()
+    balanced = ingroup["balanced_accuracy_mean"]
     assert balanced[0] > 0.9 and balanced[-1] < 0.75 and balanced[1] < 0.75
     assert (ingroup["control_balanced_accuracy_mean"] < 0.7).all()
-    perceiver = probes.layer_probes(store, "religion", SETTING, "perceiver_group", n_shuffles=2)
-    accuracy = perceiver.set_index("layer")["accuracy_mean"]
-    assert (perceiver["n_classes"] == 5).all() and accuracy[1] > 0.9 and accuracy[0] < 0.5
+    perceiver = table[table.target == "perceiver_group"].set_index("layer")
+    assert (perceiver["n_classes"] == 5).all() and perceiver.accuracy_mean[1] > 0.9 and perceiver.accuracy_mean[0] < 0.5
     assert (perceiver["control_accuracy_mean"] < 0.4).all()
-    paths = probes.plot_probes(pd.concat([ingroup, perceiver]), tmp_path / "figures")
+    fields = probe_table(store, SUITE, where, ["experiencer"], ["sample"], store.hooks[:1], n_shuffles=0)
+    assert fields.n.tolist() == [6 * 6 * 4] and fields.n_classes.tolist() == [6]  # an index field: every row
+    paths = probes.plot_probes(table, tmp_path / "figures", title="religion")
     assert [p.suffix for p in paths] == [".png", ".pdf"] and all(p.stat().st_size > 0 for p in paths)
-    with pytest.raises(ValueError, match="target"):
-        probes.layer_probes(store, "religion", SETTING, "experiencer")
-
-
-def _capture_run(tmp_path: Path) -> Path:
-    """A score-mode religion run whose manifest says final-token capture, with a synthetic sample store."""
-    run_dir = make_run(tmp_path / "run", categories=("religion",), mode="score", settings=(SETTING,))
-    manifest = json.loads((run_dir / "manifest.json").read_text())
-    manifest["config"] |= {"capture": ["final"], "model": str(tmp_path / "no-such-model")}  # never loaded
-    (run_dir / "manifest.json").write_text(json.dumps(manifest))
-    _synthetic_sample_store(run_dir)
-    return run_dir
-
-
-def _gap_steering():
-    path = Path(__file__).parents[1] / "experiments" / "gap_steering.py"
-    spec = importlib.util.spec_from_file_location("gap_steering", path)
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
-    return script
-
-
-def test_gap_steering_probes_only_needs_no_model(tmp_path, capsys):
-    run_dir = _capture_run(tmp_path)
-    script = _gap_steering()
-    out = tmp_path / "out"
-    argv = ["--run", str(run_dir), "--out", str(out), "--probes-only", "--probe-layers", "embed,0", "--n-shuffles", "1",
-            "--probe-splits", "cell"]
-    assert script.main(argv) == 0
-    table = pd.read_csv(out / "probes.csv")
-    assert sorted(set(table["layer"])) == [-1, 0] and set(table["target"]) == set(probes.TARGETS)
-    ingroup = table[table["target"] == "ingroup"].set_index("layer")["balanced_accuracy_mean"]
-    assert ingroup[0] > 0.9 and ingroup[-1] < 0.75
-    recorded = json.loads((out / "manifest.json").read_text())
-    assert recorded["steer_config"] is None and recorded["probed_hooks"] == hook_names(2)[:2]
-    assert not (out / "steering.csv").exists() and str(out / "probes.csv") in capsys.readouterr().out
-    assert script.main([*argv[:-4], "--probe-layers", "7"]) == 2
-    assert "--probe-layers: block 7 was not captured" in capsys.readouterr().err
-
-
-def test_gap_steering_steers_a_sample_of_the_runs_events_when_asked(tmp_path):
-    run_dir = _capture_run(tmp_path)
-    script = _gap_steering()
-    stored = RunConfig.from_run_dir(run_dir).options.limit_events
-
-    def steered(*flags):
-        return script.base_config(run_dir, script.parse_args(["--run", str(run_dir), "--out", "o", *flags]))
-
-    assert steered().options.limit_events == stored
-    config = steered("--limit-events", "1")
-    assert config.options.limit_events == 1 and config.capture == () and config.options.categories == ("religion",)
-    with pytest.raises(ValueError, match="--limit-events must be a positive number of events, got 0"):
-        steered("--limit-events", "0")
+    with pytest.raises(ValueError, match="--target 'mood': expected a field of the final-token index"):
+        probe_table(store, SUITE, where, ["mood"], ["sample"], store.hooks)
+    with pytest.raises(ValueError, match="--split 'colour': expected sample, cell or a field"):
+        probe_table(store, SUITE, where, ["ingroup"], ["colour"], store.hooks)

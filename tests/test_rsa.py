@@ -92,7 +92,7 @@ def test_layer_rsa_follows_the_planted_relation(tmp_path: Path) -> None:
     assert df.p_fwe.iloc[2] < 0.01  # the planted layer survives the correction
     rsa.plot_rsa(df, "test", out=tmp_path / "rsa")
     assert (tmp_path / "rsa.png").stat().st_size > 0 and (tmp_path / "rsa.pdf").is_file()
-    with pytest.raises(ValueError, match="behavior rows"):
+    with pytest.raises(ValueError, match="behaviour rows"):
         rsa.layer_rsa(persona, behavior[:5])
 
 

@@ -191,6 +191,25 @@ class Intergroup(Suite):
 
         return analysis(runs, options)
 
+    def identity_set(self, kind: str, identities: Sequence[str]) -> tuple[list[str], list[str] | None]:
+        """Table 1 order without "a person"; grouped by Inglehart-Welzel zone (nationality) or group (race) within one
+        category (see identities.identity_set)."""
+        from behavioral.suites.intergroup.identities import identity_set
+
+        return identity_set(identities)
+
+    def cell_labels(self, cells: pd.DataFrame) -> pd.DataFrame:
+        """`ingroup` and `perceiver_group` of each row (see identities.cell_labels)."""
+        from behavioral.suites.intergroup.identities import cell_labels
+
+        return cell_labels(cells)
+
+    def behaviour(self, run: Run, **where) -> pd.DataFrame:
+        """Rows (persona) and columns (experiencer) of M per identity (see identities.behaviour)."""
+        from behavioral.suites.intergroup.identities import behaviour
+
+        return behaviour(run, **where)
+
 
 def view(rows: pd.DataFrame) -> pd.DataFrame:
     """Stored intergroup rows under seed 000's names: unit_id, the item fields, response, intensity (the parsed
