@@ -147,6 +147,18 @@ def emotion_table(attempts: pd.DataFrame, cis: bool = False, cycles: int = 1000,
     return table(c, statistics(c), bootstrap(c, cycles, alpha, seed) if cis else None)
 
 
+def emotion_shares(attempts: pd.DataFrame) -> pd.DataFrame:
+    """p(emotion | gender) as `emotion_table` gives it, a row per gender of the attempts (GENDERS order) and a column
+    per emotion; NaN for a gender none of whose attempts named an emotion."""
+    with np.errstate(invalid="ignore"):  # score mode's soft means of genders absent from `attempts`, unused here
+        table = emotion_table(attempts)
+    wide = table.pivot(index="gender", columns="emotion", values="p")
+    detected = table.groupby("gender")["count"].sum()
+    genders = [g for g in GENDERS if g in set(attempts["gender"])]
+    wide = wide.mask(detected.reindex(wide.index) == 0, axis=0).reindex(index=genders, columns=list(EMOTIONS))
+    return wide.reset_index().rename_axis(columns=None)
+
+
 def table(c: Counts, point: dict[str, float], cis: dict[str, tuple[float, float]] | None) -> pd.DataFrame:
     """The p(e|g) rows of precomputed statistics (and CIs)."""
     total = c.detected.sum(axis=0)

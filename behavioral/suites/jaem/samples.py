@@ -11,14 +11,18 @@ from functools import cached_property
 
 import numpy as np
 
+from behavioral.prompt import Prompt, Slot
 from behavioral.suites.jaem.dimensions import ATTRIBUTES, PRONOUN_FORMS
 from behavioral.suites.jaem.errors import JaemInputError
-from behavioral.suites.jaem.templates import GOLD, LABELS, PRONOUN_FORM_SLOTS, Template, fill
+from behavioral.suites.jaem.templates import (
+    GOLD, LABELS, PRONOUN_FORM_SLOTS, Mark, Template, fill, fill_marked, slot_attribute,
+)
 
 FULL_DIMS: tuple[str, ...] = ("sexuality", "pronoun", "age")
 REPEATS = 3
 LETTERS = "ABCDE"
 LAYOUTS = ("sections", "released")
+Marked = tuple[str, list[Mark]]  # a text and where its slots were filled in it
 # The authors' CE[0] prompt with the template's names in place of Jane and Carl.
 CE_PROMPT = ("Out of the given answers A-E choose the one that shows the deepest understanding of {SPEAKER}'s "
              "situation, not necessarily the most empathetic. Output *ONLY* the letter, do not provide reasoning. "
@@ -51,13 +55,22 @@ class Sample:
 
     @cached_property
     def context(self) -> str:
-        return fill(self.template.context, self.attributes)
+        return self._context[0]
 
     @cached_property
     def conversation(self) -> str:
         """The filled turns, one per line, ending with the listener's empty turn `Listener:`."""
-        return "\n".join(f"{t.name}: {fill(t.text, self.attributes)}" if t.text else f"{t.name}:"
-                         for t in self.template.turns)
+        return self._conversation[0]
+
+    @cached_property
+    def _context(self) -> Marked:
+        return fill_marked(self.template.context, self.attributes)
+
+    @cached_property
+    def _conversation(self) -> Marked:
+        turns = [_concat([(f"{t.name}:", []), fill_marked(t.text, self.attributes)], " ") if t.text
+                 else (f"{t.name}:", []) for t in self.template.turns]
+        return _concat(turns, "\n")
 
     @cached_property
     def speaker_text(self) -> str:
@@ -71,24 +84,54 @@ class Sample:
     def ce_messages(self, layout: str = "sections") -> list[dict]:
         """The multiple-choice prompt as one user message: instruction, context, conversation and answers A-E
         (`released`: without section headings, as the authors' code)."""
-        prompt = CE_PROMPT.format(SPEAKER=self.template.speaker, LISTENER=self.template.listener)
-        answers = "\n".join(f"{letter}: {text}" for letter, text in zip(LETTERS, self.options()))
-        return [{"role": "user", "content": _join([prompt], [*self._body(layout), ("Answers:", answers)], layout)}]
+        return list(self.prompt("ce", layout).messages)
 
     def gen_messages(self, layout: str = "sections") -> list[dict]:
         """The free-generation prompt: context and conversation only, ending with the listener's empty turn."""
-        return [{"role": "user", "content": _join([], self._body(layout), layout)}]
+        return list(self.prompt("gen", layout).messages)
 
-    def _body(self, layout: str) -> list[tuple[str, str]]:
+    def prompt(self, task: str, layout: str = "sections") -> Prompt:
+        """The `ce` prompt (`ce_messages`) or the `gen` one (`gen_messages`), with the first slot of each attribute
+        in the context and conversation marked, named after the attribute: the identity spans of a capture. Only
+        the first is marked (a slot is located once); the answers, shown after both, are never marked."""
         if layout not in LAYOUTS:
             raise JaemInputError(f"unknown layout {layout!r}; expected one of {', '.join(LAYOUTS)}")
-        return [("Context:", self.context), ("Conversation:", self.conversation)]
+        body = [("Context:", self._context), ("Conversation:", self._conversation)]
+        if task == "ce":
+            instruction = CE_PROMPT.format(SPEAKER=self.template.speaker, LISTENER=self.template.listener)
+            answers = "\n".join(f"{letter}: {text}" for letter, text in zip(LETTERS, self.options()))
+            text, marks = _join([instruction], [*body, ("Answers:", (answers, []))], layout)
+        else:
+            text, marks = _join([], body, layout)
+        return Prompt(({"role": "user", "content": text},), first_slots(marks))
 
 
-def _join(head: list[str], sections: list[tuple[str, str]], layout: str) -> str:
+def _concat(parts: Sequence[Marked], sep: str) -> Marked:
+    """Texts joined by `sep`, each one's marks moved to where it lands in the whole."""
+    texts, marks, pos = [], [], 0
+    for text, part_marks in parts:
+        marks += [(name, start + pos, end + pos) for name, start, end in part_marks]
+        texts.append(text)
+        pos += len(text) + len(sep)
+    return sep.join(texts), marks
+
+
+def _join(head: list[str], sections: list[tuple[str, Marked]], layout: str) -> Marked:
     """Blocks separated by blank lines, each section under its heading unless the layout is `released`."""
-    blocks = head + [text if layout == "released" else f"{heading}\n{text}" for heading, text in sections]
-    return "\n\n".join(blocks)
+    blocks = [(text, []) for text in head]
+    blocks += [body if layout == "released" else _concat([(heading, []), body], "\n") for heading, body in sections]
+    return _concat(blocks, "\n\n")
+
+
+def first_slots(marks: Sequence[Mark]) -> tuple[Slot, ...]:
+    """The first filled slot of each attribute (agreement slots write none), as a Slot of message 0 named after the
+    attribute."""
+    first: dict[str, Slot] = {}
+    for name, start, end in marks:
+        attribute = slot_attribute(name)
+        if attribute is not None and attribute not in first:
+            first[attribute] = Slot(attribute, 0, start, end)
+    return tuple(first.values())
 
 
 def build_samples(templates: Sequence[Template], dimensions: Mapping[str, Sequence[str]], seed: int = 0,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING
@@ -13,10 +13,11 @@ from behavioral.answer_space import AnswerSpec
 from behavioral.options import option
 from behavioral.prompt import Prompt
 from behavioral.provenance import files_sha256
-from behavioral.suite import Answer, Suite, local_path
+from behavioral.suite import Answer, CaptureSpec, Suite, local_path
 from behavioral.suites.jaem import metrics
 from behavioral.suites.jaem.answers import cut_reply, letter_decided, parse_letter, reply_decided
 from behavioral.suites.jaem.dimensions import ATTRIBUTES, PROJECT_DIMENSIONS, load_dimensions
+from behavioral.suites.jaem.effects import by_value
 from behavioral.suites.jaem.era import EraScorer, parse_era_models
 from behavioral.suites.jaem.errors import JaemInputError
 from behavioral.suites.jaem.samples import FULL_DIMS, LAYOUTS, LETTERS, REPEATS, Sample, build_samples
@@ -29,6 +30,13 @@ TASKS = ("ce", "gen")
 FIELDS = ("task", "template", "sample_id", *ATTRIBUTES, "options", "gold_letter", "speaker", "speaker_text")
 LETTER_SPEC = AnswerSpec.choices({letter: (letter, f" {letter}") for letter in LETTERS})
 GEN_TOKENS = 160
+
+
+def span_fields(attribute: str) -> tuple[str, ...]:
+    """The fields that decide a prompt up to the end of `attribute`'s first slot: the task (a CE prompt opens with
+    its instruction), the template and every attribute, `attribute` last. Templates order their slots freely (the
+    project's open with age, race and sexuality, the authors' with the pronoun), so any attribute may come first."""
+    return ("task", "template", *(a for a in ATTRIBUTES if a != attribute), attribute)
 
 
 @dataclass(frozen=True)
@@ -124,8 +132,7 @@ class JaemItem:
                 "speaker_text": s.speaker_text}
 
     def prompt(self) -> Prompt:
-        messages = self.sample.ce_messages(self.layout) if self.task == "ce" else self.sample.gen_messages(self.layout)
-        return Prompt(tuple(messages))
+        return self.sample.prompt(self.task, self.layout)
 
     def parse(self, text: str) -> Answer:
         if self.task == "ce":
@@ -144,6 +151,9 @@ class Jaem(Suite):
     name = "jaem"
     description = "seed 002: JaEm-ST intersectional empathy (CE multiple choice; AE via VAD, ERA via classifiers)"
     fields = FIELDS
+    # one kind per attribute: its first slot in the context and conversation (span_fields). A final-token cell pools
+    # the repeats of one cell of the default grid (task, template and the default --full-dims).
+    capture = CaptureSpec(spans={a: (a, span_fields(a)) for a in ATTRIBUTES}, cell=("task", "template", *FULL_DIMS))
     Options = Options
     AnalyzeOptions = AnalyzeOptions
     run_defaults = {"max_new_tokens": GEN_TOKENS}
@@ -174,10 +184,25 @@ class Jaem(Suite):
         """Stored rows with the CE answer chosen by the suite's one rule (metrics.view)."""
         return metrics.view(rows)
 
+    def behaviour(self, run: Run, **where) -> pd.DataFrame:
+        """Per value of each attribute (kind: the attribute): CE accuracy, its z and mean p_gold (effects.by_value)
+        over the samples of the rows `where` selects (columns of the view, e.g. template="seed_tomatoes")."""
+        return by_value(metrics.sample_metrics(selected(run.rows, where)), ATTRIBUTES)
+
     def analyze(self, runs: Sequence[Run], options: AnalyzeOptions) -> Analysis:
         from behavioral.suites.jaem.analysis import analysis
 
         return analysis(runs, options)
+
+
+def selected(rows: pd.DataFrame, where: Mapping[str, object]) -> pd.DataFrame:
+    """The rows whose columns hold the values of `where` (a value or a list of values per column)."""
+    for column, value in where.items():
+        if column not in rows.columns:
+            raise ValueError(f"no column {column!r} to select by; columns: {', '.join(rows.columns)}")
+        values = list(value) if isinstance(value, (list, tuple, set, frozenset)) else [value]
+        rows = rows[rows[column].isin(values)]
+    return rows
 
 
 SUITE = Jaem()

@@ -177,21 +177,44 @@ def project_templates() -> list[Template]:
     return [parse_template(e.read_text(encoding="utf-8"), e.name) for e in entries]
 
 
+Mark = tuple[str, int, int]  # (slot name as written, start, end) of one filled slot
+
+
+def slot_attribute(name: str) -> str | None:
+    """The attribute whose value a slot writes: VALUE_SLOTS' for value slots, pronoun for pronoun forms; None for an
+    agreement slot, which writes a verb form, not the value."""
+    if name in VALUE_SLOTS:
+        return VALUE_SLOTS[name]
+    return "pronoun" if name in PRONOUN_FORM_SLOTS else None
+
+
 def fill(text: str, attributes: Mapping[str, str]) -> str:
     """`text` with every slot replaced: attribute values verbatim, pronoun forms (capitalised for `{Subj}`...),
     `{singular|plural}` agreement (plural for a plural pronoun such as they)."""
+    return fill_marked(text, attributes)[0]
+
+
+def fill_marked(text: str, attributes: Mapping[str, str]) -> tuple[str, list[Mark]]:
+    """`fill`, and where each slot was filled in the result (so the identity spans of a prompt can be marked)."""
+    out, marks, length, pos = [], [], 0, 0
+    for match in _SLOT.finditer(text):
+        literal, value = text[pos:match.start()], _slot_value(match.group(1), attributes)
+        length += len(literal)
+        marks.append((match.group(1), length, length + len(value)))
+        out += [literal, value]
+        length, pos = length + len(value), match.end()
+    return "".join(out) + text[pos:], marks
+
+
+def _slot_value(name: str, attributes: Mapping[str, str]) -> str:
+    """What one slot is filled with (see `fill`)."""
     pronoun = attributes["pronoun"]
-
-    def value(match: re.Match) -> str:
-        name = match.group(1)
-        if "|" in name:
-            return name.split("|")[1 if pronoun in PLURAL_PRONOUNS else 0]
-        if name in VALUE_SLOTS:
-            return attributes[VALUE_SLOTS[name]]
-        if pronoun not in PRONOUN_FORMS:
-            raise JaemInputError(f"slot {{{name}}} needs the forms of pronoun {pronoun!r}; the project knows those "
-                                 f"of {', '.join(PRONOUN_FORMS)}")
-        form = PRONOUN_FORMS[pronoun][PRONOUN_SLOTS[name.upper()]]
-        return form.capitalize() if name[0].isupper() and not name.isupper() else form
-
-    return _SLOT.sub(value, text)
+    if "|" in name:
+        return name.split("|")[1 if pronoun in PLURAL_PRONOUNS else 0]
+    if name in VALUE_SLOTS:
+        return attributes[VALUE_SLOTS[name]]
+    if pronoun not in PRONOUN_FORMS:
+        raise JaemInputError(f"slot {{{name}}} needs the forms of pronoun {pronoun!r}; the project knows those "
+                             f"of {', '.join(PRONOUN_FORMS)}")
+    form = PRONOUN_FORMS[pronoun][PRONOUN_SLOTS[name.upper()]]
+    return form.capitalize() if name[0].isupper() and not name.isupper() else form
