@@ -11,6 +11,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from behavioral.selection import select_rows
+
 FOLDER = "activations"
 META = "meta.json"
 KINDS = ("persona", "experiencer", "final_mean", "final_sample")
@@ -92,12 +94,10 @@ class ActivationStore:
 
     def _select(self, kind: str, **where) -> tuple[np.ndarray, pd.DataFrame]:
         index, arrays = self._kind(kind)
-        for column, value in where.items():
-            if column not in index.columns:
-                raise ActivationStoreError(f"{self.root}: {kind} activations have no field {column!r}; fields: "
-                                           f"{', '.join(c for c in index.columns if not c.startswith('_'))}")
-            values = list(value) if isinstance(value, (list, tuple, set, frozenset)) else [value]
-            index = index[index[column].isin(values)]
+        try:
+            index = select_rows(index, where, f"{self.root}: {kind} activations")
+        except ValueError as err:
+            raise ActivationStoreError(str(err)) from None
         if index.empty:
             raise ActivationStoreError(f"{self.root}: no {kind} activations for {where}")
         vectors = np.stack([arrays[s][r] for s, r in zip(index["_shard"], index["_row"])])

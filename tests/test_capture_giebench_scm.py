@@ -221,5 +221,5 @@ def test_scm_behaviour_is_warmth_and_competence_per_group_as_the_mean_of_cell_me
                                   [[(4 + 2) / 2, 4], [2, math.nan], [math.nan, math.nan]])
     f01 = scm.SUITE.behaviour(_run(_scm_rows(), "generate"), template="f01").set_index("identity")
     assert f01.loc["White people", ["warmth", "competence"]].tolist() == [(5 + 2) / 2, 4]
-    with pytest.raises(ValueError, match="no column 'setting'"):
+    with pytest.raises(ValueError, match="no field 'setting'"):
         scm.SUITE.behaviour(_run(_scm_rows(), "generate"), setting="x")

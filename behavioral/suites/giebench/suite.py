@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import random
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -16,6 +16,7 @@ from behavioral.options import check_minimums, option
 from behavioral.prompt import Prompt, Slot
 from behavioral.provenance import files_sha256
 from behavioral.suite import Answer, CaptureSpec, Suite, local_path
+from behavioral.selection import select_rows
 from behavioral.suites.giebench.categories import CATEGORIES
 from behavioral.suites.giebench.items import (
     DEFAULT_ITEMS, RELEASE_FILES, GieItem, default_items, load_jsonl, load_release,
@@ -145,16 +146,6 @@ def check_shared_opening(items: Sequence[GieItem], prompt_types: Sequence[str], 
                              f"name; --capture {USER} needs the prompts of a type to open alike (capture final only)")
 
 
-def selected(rows: pd.DataFrame, where: Mapping[str, object]) -> pd.DataFrame:
-    """The rows whose columns hold the values of `where` (a value or a list of values per column)."""
-    for column, value in where.items():
-        if column not in rows.columns:
-            raise ValueError(f"no column {column!r} to select by; columns: {', '.join(rows.columns)}")
-        values = list(value) if isinstance(value, (list, tuple, set, frozenset)) else [value]
-        rows = rows[rows[column].isin(values)]
-    return rows
-
-
 def sample_items(items: Sequence[GieItem], n: int | None, seed: int) -> list[GieItem]:
     """A seeded sample of `n` items stratified by category: each category shuffled, then taken in turn."""
     if n is None or n >= len(items):
@@ -239,7 +230,7 @@ class GieBench(Suite):
         (metrics.by_identity); a `both` run is read by its generated verdicts unless `where` picks mode="score"."""
         from behavioral.suites.giebench.metrics import by_identity
 
-        rows = selected(run.rows, where)
+        rows = select_rows(run.rows, where, "the run's rows")
         if rows["mode"].nunique() > 1:
             rows = rows[rows["mode"] == "generate"]
         out = by_identity(rows)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -14,6 +14,7 @@ from behavioral.answer_space import AnswerSpec
 from behavioral.options import option
 from behavioral.prompt import Prompt
 from behavioral.suite import Answer, CaptureSpec, Suite, local_path
+from behavioral.selection import select_rows
 from behavioral.suites.isear import attempts
 from behavioral.suites.isear.attempts import of_mode
 from behavioral.suites.isear.evaluator import evaluate, nltk_version
@@ -169,7 +170,7 @@ class Isear(Suite):
         `both` run is read by its generated replies unless `where` picks its scored ones."""
         from behavioral.suites.isear.metrics import emotion_shares
 
-        attempts = selected(run.rows, where)
+        attempts = select_rows(run.rows, where, "the run's rows")
         modes = set(attempts["mode"])
         shares = emotion_shares(of_mode(attempts, "generate" if "generate" in modes else "score"))
         return shares.rename(columns={"gender": "identity"}).assign(kind=GENDER)[["kind", "identity", *EMOTIONS]]
@@ -179,16 +180,6 @@ class Isear(Suite):
         from behavioral.suites.isear.analysis import analyze
 
         return analyze(runs, options)
-
-
-def selected(rows: pd.DataFrame, where: Mapping[str, object]) -> pd.DataFrame:
-    """The rows whose columns hold the values of `where` (a value or a list of values per column)."""
-    for column, value in where.items():
-        if column not in rows.columns:
-            raise ValueError(f"no column {column!r} to select by; columns: {', '.join(rows.columns)}")
-        values = list(value) if isinstance(value, (list, tuple, set, frozenset)) else [value]
-        rows = rows[rows[column].isin(values)]
-    return rows
 
 
 SUITE = Isear()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING
@@ -14,6 +14,7 @@ from behavioral.options import option
 from behavioral.prompt import Prompt
 from behavioral.provenance import files_sha256
 from behavioral.suite import Answer, CaptureSpec, Suite, local_path
+from behavioral.selection import select_rows
 from behavioral.suites.jaem import metrics
 from behavioral.suites.jaem.answers import cut_reply, letter_decided, parse_letter, reply_decided
 from behavioral.suites.jaem.dimensions import ATTRIBUTES, PROJECT_DIMENSIONS, load_dimensions
@@ -187,22 +188,12 @@ class Jaem(Suite):
     def behaviour(self, run: Run, **where) -> pd.DataFrame:
         """Per value of each attribute (kind: the attribute): CE accuracy, its z and mean p_gold (effects.by_value)
         over the samples of the rows `where` selects (columns of the view, e.g. template="seed_tomatoes")."""
-        return by_value(metrics.sample_metrics(selected(run.rows, where)), ATTRIBUTES)
+        return by_value(metrics.sample_metrics(select_rows(run.rows, where, "the run's rows")), ATTRIBUTES)
 
     def analyze(self, runs: Sequence[Run], options: AnalyzeOptions) -> Analysis:
         from behavioral.suites.jaem.analysis import analysis
 
         return analysis(runs, options)
-
-
-def selected(rows: pd.DataFrame, where: Mapping[str, object]) -> pd.DataFrame:
-    """The rows whose columns hold the values of `where` (a value or a list of values per column)."""
-    for column, value in where.items():
-        if column not in rows.columns:
-            raise ValueError(f"no column {column!r} to select by; columns: {', '.join(rows.columns)}")
-        values = list(value) if isinstance(value, (list, tuple, set, frozenset)) else [value]
-        rows = rows[rows[column].isin(values)]
-    return rows
 
 
 SUITE = Jaem()

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from behavioral.options import check_minimums, option
 from behavioral.suite import CaptureSpec, Suite
+from behavioral.selection import select_rows
 from behavioral.suites.scm.groups import GROUPS, group_set
 from behavioral.suites.scm.items import FIELDS, ScmItem, items
 from behavioral.suites.scm.prompts import TEMPLATES, check_template
@@ -117,7 +118,7 @@ class Scm(Suite):
         """Per group of kind `group` (each group of the rows, in the suite's order): its warmth and competence
         scores (quadrants.scores) from the ratings of the run's measure (a `both` run: its samples), of the rows
         `where` selects; NaN where it has no rating of a dimension."""
-        rows = selected(run.rows, where)
+        rows = select_rows(run.rows, where, "the run's rows")
         rated = ratings(rows, measure_of(run.config["mode"], None, run.run_dir))
         groups = rows["group"].drop_duplicates()
         out = scores(rated).set_index("group").reindex(groups).reset_index()
@@ -128,16 +129,6 @@ class Scm(Suite):
         from behavioral.suites.scm.analysis import analyze
 
         return analyze(runs, options)
-
-
-def selected(rows: pd.DataFrame, where: Mapping[str, object]) -> pd.DataFrame:
-    """The rows whose columns hold the values of `where` (a value or a list of values per column)."""
-    for column, value in where.items():
-        if column not in rows.columns:
-            raise ValueError(f"no column {column!r} to select by; columns: {', '.join(rows.columns)}")
-        values = list(value) if isinstance(value, (list, tuple, set, frozenset)) else [value]
-        rows = rows[rows[column].isin(values)]
-    return rows
 
 
 SUITE = Scm()

@@ -1,0 +1,20 @@
+"""Selecting rows by field values, one rule for run rows and activation indexes: a value or a list of values per
+field."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import pandas as pd
+
+
+def select_rows(frame: pd.DataFrame, where: Mapping[str, object], what: str = "the rows") -> pd.DataFrame:
+    """The rows of `frame` whose columns hold the values of `where` (a value or a list of values per column); a
+    column `frame` lacks is a ValueError naming `what` and the columns it has."""
+    for column, value in where.items():
+        if column not in frame.columns:
+            fields = ", ".join(c for c in frame.columns if not str(c).startswith("_"))
+            raise ValueError(f"{what} have no field {column!r}; fields: {fields}")
+        values = list(value) if isinstance(value, (list, tuple, set, frozenset)) else [value]
+        frame = frame[frame[column].isin(values)]
+    return frame
