@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from behavioral.analysis import Run
+from behavioral.selection import select_rows
 from behavioral.suites.intergroup import stats
 from behavioral.suites.intergroup.analysis import intensity_tensor
 from behavioral.suites.intergroup.groups import CATEGORIES, UNSPECIFIED, Category
@@ -70,17 +71,6 @@ def rates_matrix(rows: pd.DataFrame, category: Category, event_ids: tuple[str, .
         return None
 
 
-def _values(value: Any) -> list:
-    return list(value) if isinstance(value, (list, tuple, set, frozenset)) else [value]
-
-
-def _select(rows: pd.DataFrame, chosen: dict[str, list], fields: Sequence[str]) -> pd.DataFrame:
-    for field in fields:
-        if field in chosen:
-            rows = rows[rows[field].isin(chosen[field])]
-    return rows
-
-
 def behaviour(run: Run, **where: Any) -> pd.DataFrame:
     """Behaviour per identity of a run: for kind `persona`, the persona's row of M (feature `rates X (category,
     setting)` per experiencer X); for kind `experiencer`, the identity's column of M (`rated by P (category,
@@ -92,10 +82,11 @@ def behaviour(run: Run, **where: Any) -> pd.DataFrame:
     unknown = sorted(set(where) - set(known))
     if unknown:
         raise ValueError(f"intergroup behaviour: unknown field {unknown[0]!r}; expected one of {', '.join(known)}")
-    chosen = {field: _values(value) for field, value in where.items()}
-    rows = _select(run.rows, chosen, EVENT_FIELDS)
+    chosen = {field: value for field, value in where.items() if field in EVENT_FIELDS + BLOCK_FIELDS}
+    rows = select_rows(run.rows, {f: v for f, v in chosen.items() if f in EVENT_FIELDS}, "the run's rows")
     event_ids = tuple(sorted(rows["event_id"].unique()))  # the run's events, as the analysis places them
-    rows, measure = _select(rows, chosen, BLOCK_FIELDS), measure_of(run.config)
+    rows = select_rows(rows, {f: v for f, v in chosen.items() if f in BLOCK_FIELDS}, "the run's rows")
+    measure = measure_of(run.config)
     records = []
     for category in CATEGORIES.values():
         for setting in SETTING_NAMES:
@@ -104,8 +95,8 @@ def behaviour(run: Run, **where: Any) -> pd.DataFrame:
             if M is None:
                 continue
             names = category.with_unspecified
-            kept = {field: [i for i, name in enumerate(names) if name in chosen.get(field, names)]
-                    for field in CELL_FIELDS}
+            kept = {field: select_rows(pd.DataFrame({field: names}), {f: where[f] for f in (field,) if f in where}
+                                       ).index.tolist() for field in CELL_FIELDS}
             where_read = f"({category.name}, {setting})"
             for i in kept["perceiver"]:
                 for j in kept["experiencer"]:
