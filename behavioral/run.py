@@ -253,11 +253,10 @@ class Runner:
                 idx = [i for i, item in enumerate(items) if item.answers == spec and scored[i] is None]
                 for i, score in zip(idx, self.engine.score([ids[i] for i in idx], self.trie(spec))):
                     scored[i] = score
-        states = None
-        if mode == "score" and all(s is not None and s.state is not None for s in scored):
-            states = [s.state for s in scored]
-        elif mode != "score" and generated[0][0] is not None and generated[0][0].state is not None:
-            states = [g[0].state for g in generated]
+        # each prompt's final-token state from its first forward: its scoring in score mode (an open-ended item
+        # of a score run is generated), else its first reply
+        first = [scored[i] if mode == "score" and scored[i] is not None else generated[i][0] for i in range(len(items))]
+        states = [f.state for f in first] if all(f is not None and f.state is not None for f in first) else None
         means = dict(zip(accumulate((len(u.items) for u in units), initial=0), unit_means(units, scored)))
         rows = [result_row(unit_of[i], item, s, generated[i][s], scored[i], self.config.store_probs,
                            means.get(i) if s == 0 else None)

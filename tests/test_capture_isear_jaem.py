@@ -32,13 +32,13 @@ FORMATS = {"chat": SYSTEM, "plain": PLAIN}
 
 
 def _config(suite: str, model_dir: Path, prompt_format: str) -> run_mod.RunConfig:
-    """A small capture of every span kind and the final token on the CPU: isear scored, jaem generated (a score-mode
-    run traces no final state of an open item, such as jaem's gen)."""
+    """A small score-mode capture of every span kind and the final token on the CPU (jaem's batches mix scored CE
+    items with generated gen items: every item's final state is kept)."""
     if suite == "isear":
-        options, kinds, mode = isear.Options(events="project", sample_k=3), ("gender",), "score"
+        options, kinds = isear.Options(events="project", sample_k=3), ("gender",)
     else:
-        options, kinds, mode = jaem.Options(limit=1), ATTRIBUTES, "generate"
-    return run_mod.RunConfig(suite=suite, model=str(model_dir), options=options, mode=mode, device="cpu",
+        options, kinds = jaem.Options(limit=1), ATTRIBUTES
+    return run_mod.RunConfig(suite=suite, model=str(model_dir), options=options, mode="score", device="cpu",
                              dtype="fp32", batch_size=4, unit_size=4, capture=(*kinds, "final"), max_new_tokens=2,
                              prompt_format=prompt_format)
 
