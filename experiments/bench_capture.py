@@ -14,10 +14,10 @@ import time
 from pathlib import Path
 
 from behavioral import models
+from behavioral.estimate import estimate_run
 from behavioral.run import RunConfig, run
 from behavioral.store import read_results
 from behavioral.suites.intergroup import SUITE, Options
-from interp.progress import estimate_run
 
 REAL_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "data" / "crowd-envent"
 

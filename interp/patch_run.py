@@ -23,9 +23,8 @@ import torch
 
 from activations.capture import ResidualHooks, n_layers_of
 from behavioral.answer_space import AnswerTrie, Scores
-from behavioral.prompt import Prompt
 from interp.patch_sources import SourceStates, prefix_batches, prefixes, source_states
-from interp.patch_spec import PatchError, PatchPrompt, PatchSpec, align, as_patch_prompts
+from interp.patch_spec import PatchError, PatchPrompt, PatchSpec, align
 from interp.progress import ForwardBar
 
 Pairs = tuple[tuple[int, tuple[int, ...]], ...]  # (target position, source positions) as `align` gives them
@@ -176,16 +175,13 @@ def run_jobs(engine, prompts: Sequence[PatchPrompt], jobs: Sequence[Job], trie: 
     return out
 
 
-def patched_scores(engine, targets: Sequence[PatchPrompt | Prompt], sources: Sequence[PatchPrompt | Prompt],
-                   spec: PatchSpec | Sequence[PatchSpec], trie: AnswerTrie,
-                   chat_format: str | None = None) -> list[PatchScores]:
-    """Scores of each target patched from the source at the same index: one spec for all, or one per target.
-    Targets and sources are PatchPrompts or seed-000 Prompts (rendered in `chat_format`, None: the tokenizer's)."""
+def patched_scores(engine, targets: Sequence[PatchPrompt], sources: Sequence[PatchPrompt],
+                   spec: PatchSpec | Sequence[PatchSpec], trie: AnswerTrie) -> list[PatchScores]:
+    """Scores of each target patched from the source at the same index: one spec for all, or one per target."""
     if len(targets) != len(sources):
         raise PatchError(f"{len(targets)} targets but {len(sources)} sources; expected one source per target")
     specs = [spec] * len(targets) if isinstance(spec, PatchSpec) else list(spec)
     if len(specs) != len(targets):
         raise PatchError(f"{len(specs)} specs for {len(targets)} targets; expected one spec, or one per target")
-    items = as_patch_prompts(engine.tokenizer, [*targets, *sources], chat_format)
     n = len(targets)
-    return run_jobs(engine, items, [Job(i, n + i, s) for i, s in enumerate(specs)], trie)
+    return run_jobs(engine, [*targets, *sources], [Job(i, n + i, s) for i, s in enumerate(specs)], trie)

@@ -1,4 +1,7 @@
-"""What a persona patch replaces and where: the spec, the prompts with the spans patching needs, the alignment rules.
+"""What a patch replaces and where: the spec, the prompts with the spans patching needs, the alignment rules.
+
+The patched span is the one slot of a prompt the caller names (intergroup: the perceiver, its persona); the position
+groups call it the persona (``persona_end``, ``persona_mean``), whichever slot it is.
 
 Layers are residual-stream points (activations.capture): ``EMBED_LAYER`` (-1) is ``hook_embed``, the residual stream
 before block 0; ``l`` is ``blocks.{l}.hook_resid_post``, the output of decoder layer ``l``. A patch at layer ``l``
@@ -7,7 +10,7 @@ positions have already read the target's values at layers <= l.
 
 Position alignment (each target position receives one source position, or the mean of several), per position group:
 
-- ``persona_end`` (n): the last ``n`` tokens of the two persona spans, paired from the spans' ends
+- ``persona_end`` (n): the last ``n`` tokens of the two patched spans, paired from the spans' ends
   (``activations.spans.align_from_end``); ``n=None`` pairs as many as the shorter span has. The first tokens of a
   longer target persona keep the target's values ("a person from Iran" <- "a person": " from Iran" <- " a person").
 - ``persona_mean``: every target persona position receives the mean of the source persona span's values (per layer).
@@ -21,7 +24,7 @@ Position alignment (each target position receives one source position, or the me
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from activations.capture import EMBED_LAYER
@@ -29,11 +32,8 @@ from activations.spans import SpanError, TokenSpan, align_from_end, encode_with_
 from behavioral import chat
 from behavioral.answer_space import AnswerTrie
 from behavioral.prompt import Prompt
-from behavioral.suites.intergroup import prompts as intergroup_prompts
-from behavioral.suites.intergroup.corpus import Event
-from behavioral.suites.intergroup.settings import get_setting
 
-PERSONA = "persona"  # the perceiver slot, as patching calls it
+PERSONA = "persona"  # the patched slot's span, as the position groups call it
 SYSTEM_GROUP = "system"  # the position group from the persona to the end of the system text (not a chat format)
 POSITION_GROUPS = ("persona_end", "persona_mean", SYSTEM_GROUP, "all")
 
@@ -77,8 +77,8 @@ class PatchSpec:
 
 @dataclass(frozen=True)
 class PatchPrompt:
-    """Token ids of one rendered prompt and its spans: persona, experiencer, final, and system (persona start to the
-    last token of the system text)."""
+    """Token ids of one rendered prompt and its spans: its other slots', persona (the patched slot), final, and system
+    (persona start to the last token of the system text)."""
 
     ids: tuple[int, ...]
     spans: Mapping[str, TokenSpan] = field(compare=False)
@@ -87,47 +87,37 @@ class PatchPrompt:
         return len(self.ids)
 
 
-def encode(tokenizer, prompt: Prompt, chat_format: str | None = None) -> PatchPrompt:
-    """Render and tokenize a seed-000 `prompt` as the suite does (`chat_format` None: the tokenizer's, as
-    behavioral.chat.detect_format finds it), with its persona, experiencer, final and system spans."""
+def encode(tokenizer, prompt: Prompt, slot: str, chat_format: str | None = None) -> PatchPrompt:
+    """Render and tokenize `prompt` as a run does (`chat_format` None: the tokenizer's, as
+    behavioral.chat.detect_format finds it), with the spans of its slots, `final`, the patched `slot`'s span as
+    ``persona`` and ``system`` (from that span to the last token of the system text); a slot the prompt lacks is a
+    SpanError naming it."""
     chat_format = chat_format or chat.detect_format(tokenizer)
     text, rendered = chat.render(tokenizer, prompt, chat_format)
     special = chat_format == chat.PLAIN
     ids, offsets = encode_with_offsets(tokenizer, text, special)
     spans = token_spans(tokenizer, text, rendered, ids, special)
-    perceiver = spans.pop("perceiver")
-    persona = spans[PERSONA] = TokenSpan(PERSONA, perceiver.start, perceiver.end)
+    if slot not in spans:
+        names = ", ".join(s.name for s in prompt.slots) or "none"
+        raise SpanError(f"the prompt has no slot {slot!r} to patch; its slots: {names}")
+    patched = spans.pop(slot)
+    persona = spans[PERSONA] = TokenSpan(PERSONA, patched.start, patched.end)
     # The system text is message 0 of the original prompt; folded or plain, it opens message 0 of the rendered one.
     at = text.find(rendered.messages[0]["content"])
     end = at + len(prompt.messages[0]["content"])
     inside = [i for i, (a, b) in enumerate(offsets) if b > a and a < end]
     if at < 0 or not inside or inside[-1] < persona.last:
-        raise SpanError("cannot locate the end of the system text after the persona in the rendered prompt")
+        raise SpanError(f"cannot locate the end of the system text after slot {slot!r} in the rendered prompt")
     spans[SYSTEM_GROUP] = TokenSpan(SYSTEM_GROUP, persona.start, inside[-1] + 1)
     return PatchPrompt(tuple(ids), spans)
-
-
-def build(tokenizer, setting: str, perceiver: str, experiencer: str, event: Event,
-          chat_format: str | None = None) -> PatchPrompt:
-    """The suite's prompt for (setting, perceiver, experiencer, event), encoded for patching."""
-    narrative = event.narrative(get_setting(setting).narrative_form)
-    prompt = intergroup_prompts.build(setting, perceiver, experiencer, event.emotion, narrative)
-    return encode(tokenizer, prompt, chat_format)
-
-
-def as_patch_prompts(tokenizer, items: Sequence[PatchPrompt | Prompt], chat_format: str | None) -> list[PatchPrompt]:
-    """PatchPrompts as given, Prompts encoded in `chat_format` (None: the tokenizer's)."""
-    if any(not isinstance(p, PatchPrompt) for p in items):
-        chat_format = chat_format or chat.detect_format(tokenizer)
-    return [p if isinstance(p, PatchPrompt) else encode(tokenizer, p, chat_format) for p in items]
 
 
 _TRIES: dict = {}
 
 
-def get_trie(tokenizer, setting: str) -> AnswerTrie:
-    """The answer trie of `setting`'s scale for `tokenizer` (cached; 11 nodes for the 0..10 scale, 101 for 0..100)."""
-    key = (id(tokenizer), get_setting(setting).max_rating)
+def answer_trie(tokenizer, max_rating: int) -> AnswerTrie:
+    """The answer trie of the 0..`max_rating` scale for `tokenizer` (cached; 11 nodes for 0..10, 101 for 0..100)."""
+    key = (id(tokenizer), int(max_rating))
     if key not in _TRIES:
         _TRIES[key] = (tokenizer, AnswerTrie.for_scale(tokenizer, key[1]))  # the tokenizer kept alive: ids stay unique
     return _TRIES[key][1]

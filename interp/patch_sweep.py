@@ -5,16 +5,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from matplotlib.figure import Figure
 
 from activations.capture import EMBED_LAYER
 from behavioral.answer_space import AnswerTrie
-from behavioral.outputs import save_figure
 from interp.patch_run import Job, PatchScores, run_jobs
-from interp.patch_spec import PatchError, PatchPrompt, PatchSpec, as_patch_prompts
+from interp.patch_spec import PatchError, PatchPrompt, PatchSpec
 
 SWEEP_POSITION_GROUPS = ("persona_end:1", "persona_end", "persona_mean", "system")
 METRICS = ("expected", "expected_clean", "expected_source", "delta_expected", "greedy_clean", "greedy",
@@ -44,8 +43,8 @@ def _metrics(clean: PatchScores, patched: PatchScores, source: PatchScores) -> d
     }
 
 
-def evaluate(engine, targets: Sequence, sources: Sequence, specs: Sequence[Sequence[PatchSpec]], trie: AnswerTrie,
-             meta: Sequence[Mapping] | None = None, chat_format: str | None = None,
+def evaluate(engine, targets: Sequence[PatchPrompt], sources: Sequence[PatchPrompt],
+             specs: Sequence[Sequence[PatchSpec]], trie: AnswerTrie, meta: Sequence[Mapping] | None = None,
              progress: str | None = None) -> pd.DataFrame:
     """One row per (target i, spec in specs[i]) patched from sources[i]: prompt, layer (the deepest patched layer),
     layers (all of them, comma-separated), positions, meta[i]'s columns, then the metrics (see `sweep`). Clean targets
@@ -53,8 +52,7 @@ def evaluate(engine, targets: Sequence, sources: Sequence, specs: Sequence[Seque
     if not len(targets) == len(sources) == len(specs):
         raise PatchError(f"{len(targets)} targets, {len(sources)} sources and {len(specs)} spec lists; expected "
                          "one source and one list of specs per target")
-    items = as_patch_prompts(engine.tokenizer, [*targets, *sources], chat_format)
-    distinct, idx = _unique(items)
+    distinct, idx = _unique([*targets, *sources])
     n = len(targets)
     clean_jobs = sorted(set(idx))
     wanted = [(i, spec) for i in range(n) for spec in specs[i]]
@@ -72,9 +70,9 @@ def evaluate(engine, targets: Sequence, sources: Sequence, specs: Sequence[Seque
     return pd.DataFrame(rows, columns=[*SWEEP_COLUMNS[:3], "layers", *extra, *SWEEP_COLUMNS[3:]])
 
 
-def sweep(engine, targets: Sequence, sources: Sequence, layers: Iterable[int], trie: AnswerTrie,
-          groups: Sequence[str] = SWEEP_POSITION_GROUPS, meta: Sequence[Mapping] | None = None,
-          chat_format: str | None = None, progress: str | None = None) -> pd.DataFrame:
+def sweep(engine, targets: Sequence[PatchPrompt], sources: Sequence[PatchPrompt], layers: Iterable[int],
+          trie: AnswerTrie, groups: Sequence[str] = SWEEP_POSITION_GROUPS, meta: Sequence[Mapping] | None = None,
+          progress: str | None = None) -> pd.DataFrame:
     """Layer × position-group sweep: each target patched from its source at ONE layer and one group at a time.
 
     Columns (SWEEP_COLUMNS, then meta's): prompt (index into targets), layer, positions (group label), expected
@@ -87,7 +85,7 @@ def sweep(engine, targets: Sequence, sources: Sequence, layers: Iterable[int], t
     starts a number).
     """
     specs = [PatchSpec.parse(g, (layer,)) for layer in layers for g in groups]
-    return evaluate(engine, targets, sources, [specs] * len(targets), trie, meta, chat_format, progress)
+    return evaluate(engine, targets, sources, [specs] * len(targets), trie, meta, progress)
 
 
 def summarize(frame: pd.DataFrame, by: Sequence[str] = ("layer", "positions")) -> pd.DataFrame:
@@ -109,11 +107,8 @@ def layer_label(layer) -> str:
     return "embed" if layer == EMBED_LAYER else str(layer)
 
 
-def plot_heatmap(summary: pd.DataFrame, out_dir: str | Path, stem: str = "patching_heatmap",
-                 value: str = "frac_closed", title: str | None = None) -> list[Path]:
-    """Layer (rows) × position group (columns) heatmap of `value` from `summarize`; saved as PNG and PDF."""
-    from matplotlib.figure import Figure
-
+def heatmap_figure(summary: pd.DataFrame, value: str = "frac_closed", title: str | None = None) -> Figure:
+    """Layer (rows) × position group (columns) heatmap of `value` from `summarize`."""
     grid = summary.pivot_table(index="layer", columns="positions", values=value, aggfunc="mean", sort=False)
     grid = grid.reindex(columns=list(dict.fromkeys(summary["positions"])))
     grid = grid.sort_index()
@@ -134,4 +129,4 @@ def plot_heatmap(summary: pd.DataFrame, out_dir: str | Path, stem: str = "patchi
     fig.colorbar(im, ax=ax, label=value)
     ax.set_title(title or f"patching: {value}")
     fig.tight_layout()
-    return save_figure(fig, out_dir, stem)
+    return fig

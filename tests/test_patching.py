@@ -1,20 +1,20 @@
 """Activation patching of the persona on the tiny fp32 Llama: sanity checks that cannot pass by accident, alignment
-rules, batching, the engine left as found, the forward-count bound, and the documented table columns."""
+rules, batching, the engine left as found, the forward-count bound, the documented table columns, and intergroup's
+δ-by-layer experiment (its prompts, swap sources and gap table)."""
 
 from __future__ import annotations
 
-import json
 import math
-import re
 
 import numpy as np
 import pytest
 import torch
 
 from activations.capture import ResidualTrace
-from activations.spans import TokenSpan
+from activations.spans import SpanError, TokenSpan
 from behavioral import chat
 from behavioral.engine import Engine
+from behavioral.suites.intergroup import patching as IP
 from behavioral.suites.intergroup import prompts
 from behavioral.suites.intergroup.corpus import Event
 from behavioral.suites.intergroup.groups import get_category
@@ -37,11 +37,11 @@ def engine(tiny_model, tiny_tokenizer):
 
 @pytest.fixture(scope="module")
 def trie(tiny_tokenizer):
-    return P.get_trie(tiny_tokenizer, SETTING)
+    return IP.setting_trie(tiny_tokenizer, SETTING)
 
 
 def prompt(tok, perceiver, experiencer="a Jew", event=EVENTS[0]):
-    return P.build(tok, SETTING, perceiver, experiencer, event)
+    return IP.build(tok, SETTING, perceiver, experiencer, event)
 
 
 def same_length_pair(tok):
@@ -221,11 +221,11 @@ def test_sweep_columns_and_metrics(engine, trie, tiny_tokenizer):
     assert len(summary) == 3 * len(P.SWEEP_POSITION_GROUPS)
 
 
-def test_patched_gap(tiny_model, tiny_tokenizer, trie, tmp_path):
+def test_patched_gap(tiny_model, tiny_tokenizer, trie):
     engine = Engine(tiny_model, tiny_tokenizer, batch_size=64)
-    frame = P.patched_gap_prompts(engine, "religion", SETTING, EVENTS[:1], [0], positions="system")
-    table = P.gap_table(frame, "religion")
-    assert list(table.columns) == list(P.GAP_COLUMNS)
+    frame = IP.patched_gap_prompts(engine, "religion", SETTING, EVENTS[:1], [0], positions="system")
+    table = IP.gap_table(frame, "religion")
+    assert list(table.columns) == list(IP.GAP_COLUMNS)
     assert list(zip(table["mode"], table["layer"])) == [("person", 0), ("swap", 0)]
     assert (table["n_prompts"] == 25).all()
     # δ_unpatched is δ of the plain suite scores (z-scoring magnifies the prefix cache's ~1e-7 differences).
@@ -238,9 +238,22 @@ def test_patched_gap(tiny_model, tiny_tokenizer, trie, tmp_path):
     assert (table["delta_patched"] != table["delta_unpatched"]).all()
     swap = frame[frame["mode"] == "swap"]
     assert (swap["source_perceiver"] != swap["perceiver"]).all()
-    paths = P.plot_gap_by_layer(table, tmp_path) + P.plot_heatmap(P.summarize(frame, ("layer", "mode")).rename(
-        columns={"mode": "positions"}), tmp_path)
-    assert sorted(p.suffix for p in paths) == [".pdf", ".pdf", ".png", ".png"] and all(p.stat().st_size for p in paths)
+    lines = {line.get_label(): list(line.get_ydata()) for line in IP.gap_figure(table).axes[0].get_lines()}
+    assert lines["persona ← \"a person\""] == [table["delta_patched"].iloc[0]]
+    heatmap = P.heatmap_figure(P.summarize(frame, ("layer", "mode")).rename(columns={"mode": "positions"}))
+    assert heatmap.axes[0].get_images()[0].get_array().shape == (1, 2)  # layer 0 × the two modes
+    with pytest.raises(P.PatchError, match="unknown mode 'both'; expected one of person, swap"):
+        IP.patched_gap_prompts(engine, "religion", SETTING, EVENTS[:1], [0], modes=("both",))
+
+
+def test_the_in_group_sweep_patches_each_in_group_prompt_from_its_swap_source(tiny_tokenizer):
+    religion = get_category("religion")
+    targets, sources, meta = IP.ingroup_sweep_prompts(tiny_tokenizer, religion, SETTING, EVENTS)
+    assert len(targets) == len(sources) == len(meta) == 5 * 2
+    assert [(m["perceiver"], m["source_perceiver"], m["event_id"]) for m in meta[:2]] == [
+        (religion.identities[0], IP.swap_source(religion, religion.identities[0], religion.identities[0]), "joy-t1"),
+        (religion.identities[0], IP.swap_source(religion, religion.identities[0], religion.identities[0]), "fear-t2")]
+    assert targets[0].ids == prompt(tiny_tokenizer, religion.identities[0], religion.identities[0]).ids
 
 
 # --- alignment, spans, answers ------------------------------------------------------------------------------------
@@ -273,12 +286,15 @@ def test_system_span(tiny_tokenizer, template):
     fmt = chat.detect_format(tok)
     assert fmt == (chat.SYSTEM if template is None else chat.FOLDED)
     p = prompts.build(SETTING, "a person from Iran", "a Jew", "joy", "I won.")
-    enc = P.encode(tok, p, fmt)
+    enc = P.encode(tok, p, "perceiver", fmt)
     system, persona = enc.spans["system"], enc.spans["persona"]
     assert system.start == persona.start
     text = tok.decode(list(enc.ids[system.start:system.end]))
     assert text.strip().startswith("a person from Iran") and text.endswith("No explanation is needed.")
     assert "needed" not in tok.decode(list(enc.ids[system.end:system.end + 1]))
+    assert "experiencer" in enc.spans and "perceiver" not in enc.spans  # the patched slot is the persona
+    with pytest.raises(SpanError, match="the prompt has no slot 'speaker' to patch; its slots: perceiver, experiencer"):
+        P.encode(tok, p, "speaker", fmt)
 
 
 def test_answer_logprobs_match_the_scores(engine, trie, tiny_tokenizer):
@@ -306,40 +322,7 @@ def test_source_states_one_forward_per_distinct_prompt(tiny_model, monkeypatch):
 
 def test_swap_source():
     religion, race = get_category("religion"), get_category("race")
-    assert P.swap_source(religion, "a Jew", "a Muslim") == "a Muslim"
-    assert P.swap_source(religion, "a Muslim", "a Muslim") == "a Jew"
-    assert P.swap_source(race, "a white person", "a Caucasian") == "a black person"
-    assert race.group_of[P.swap_source(race, "a Latina", "a Latino")] != "Hispanic"
-
-
-def test_persona_patching_script_tells_its_cost_before_the_work(tiny_model_dir, tmp_path, capsys, monkeypatch,
-                                                                load_experiment):
-    """The experiment prints its plan (prompts, then each phase's forwards, as many as then run) and an estimate
-    before the bulk of the work, and writes its tables and figures, each titled with its own number of events."""
-    script = load_experiment("persona_patching")
-    titles = []
-    for name in ("plot_heatmap", "plot_gap_by_layer"):
-        plot = getattr(script.P, name)
-        monkeypatch.setattr(script.P, name, lambda *a, plot=plot, **k: titles.append(k.get("title", a[-1]))
-                            or plot(*a, **k))
-    out = tmp_path / "out"
-    argv = ["--model", str(tiny_model_dir), "--out", str(out), "--layers", "0,1", "--layer-step", "1",
-            "--limit-events", "2", "--sweep-events", "1", "--sweep-groups", "system", "--batch-size", "16",
-            "--dtype", "fp32"]
-    assert script.main(argv) == 0
-    printed = capsys.readouterr()
-    text = printed.out + printed.err
-    assert "plan: headline 2 modes × 5² cells × 2 events × 2 layers = 200 patched prompts" in text
-    assert titles[0].endswith("· 2 events") and all(t.endswith("· 1 event") for t in titles[1:]) and len(titles) == 3
-    manifest = json.loads((out / "manifest.json").read_text())
-    for phase in ("headline", "sweep"):
-        planned = int(re.search(rf"{phase}: (\d+) forwards planned", text).group(1))
-        assert planned == manifest["forwards"][f"{phase}_forwards"]
-        assert f"{phase}: one main forward took" in text
-    assert text.index("headline: one main forward took") < text.index("sweep: ")  # the estimate comes early
-    assert manifest["resolved"]["setting"] == "P0S1T0" and manifest["resolved"]["layers"] == [0, 1]
-    files = manifest["output"]["files"]
-    assert all((out / name).stat().st_size > 0 for name in files) and f"wrote {out / files[0]}" in text
-    assert {"tables/delta_by_layer.csv", "tables/sweep_summary.csv", "figures/delta_by_layer.png"} <= set(files)
-    assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()) == sorted(
-        [*files, "manifest.json"])  # nothing else in --out
+    assert IP.swap_source(religion, "a Jew", "a Muslim") == "a Muslim"
+    assert IP.swap_source(religion, "a Muslim", "a Muslim") == "a Jew"
+    assert IP.swap_source(race, "a white person", "a Caucasian") == "a black person"
+    assert race.group_of[IP.swap_source(race, "a Latina", "a Latino")] != "Hispanic"

@@ -86,34 +86,6 @@ def final_samples(store, category: str) -> tuple[np.ndarray, pd.DataFrame]:
     return store.final_samples(category=category, setting=SETTING)
 
 
-class _OldStoreAPI:
-    """The store as interp.steering still reads it (the removed persona/experiencer/final/final_samples(category,
-    setting)), supplied by the adapters above; anything else goes to the store itself. Drop it (pass the store) once
-    that module reads the generic store."""
-
-    def __init__(self, store):
-        self._store = store
-
-    def __getattr__(self, name):
-        return getattr(self._store, name)
-
-    def persona(self, category: str, setting: str, reduction: str = "mean"):
-        assert setting == SETTING
-        return persona_vectors(self._store, category, reduction)
-
-    def experiencer(self, category: str, setting: str, reduction: str = "mean"):
-        assert setting == SETTING
-        return experiencer_vectors(self._store, category, reduction)
-
-    def final(self, category: str, setting: str):
-        assert setting == SETTING
-        return final_means(self._store, category)
-
-    def final_samples(self, category: str, setting: str):
-        assert setting == SETTING
-        return final_samples(self._store, category)
-
-
 def identity_vectors(store, category: str, span: str, reduction: str, perceiver: str) -> tuple[np.ndarray, list[str]]:
     """Old: interp.clusters.identity_vectors(store, category, SETTING, span, reduction, perceiver) ("a person" left
     out; perceiver "a person" or "mean" for the experiencer span). New: behavioral.studies.identities.read_identities
@@ -186,10 +158,11 @@ def layer_probes(store, category: str, target: str, split: str) -> pd.DataFrame:
 
 
 def ingroup_direction(store, category: str, unit: bool) -> np.ndarray:
-    """Old: interp.steering.ingroup_direction(store, category, SETTING, unit=unit) -> [hooks, d]."""
-    from interp import steering
+    """Old: interp.steering.ingroup_direction(store, category, SETTING, unit=unit) -> [hooks, d]. New: the intergroup
+    steering protocol's ingroup_direction (interp.steering.mean_difference over the suite's in-group label)."""
+    from behavioral.suites.intergroup import steering
 
-    return steering.ingroup_direction(_OldStoreAPI(store), category, SETTING, unit=unit)
+    return steering.ingroup_direction(store, category, SETTING, unit=unit)
 
 
 def load_model():
@@ -215,14 +188,15 @@ def pinned_event(event_id: str):
 
 def steered_scores(engine, store, perceiver: str, experiencer: str, event, layer: int, coef: float) -> tuple[dict, dict]:
     """Old: the engine's score of one patching prompt (interp.patching.build / get_trie) plain, then inside
-    interp.steering.steer(model, layer, coef × the unit religion in-group direction's row of that layer)."""
+    interp.steering.steer(model, layer, coef × the unit religion in-group direction's row of that layer). New: the
+    prompt and trie from the intergroup patching protocol (build, setting_trie)."""
     from behavioral import chat
-    from interp import patching as P
+    from behavioral.suites.intergroup import patching as P
     from interp import steering
 
     tokenizer = engine.tokenizer
     target = P.build(tokenizer, SETTING, perceiver, experiencer, event, chat.detect_format(tokenizer))
-    trie = P.get_trie(tokenizer, SETTING)
+    trie = P.setting_trie(tokenizer, SETTING)
     direction = ingroup_direction(store, "religion", unit=True)[steering.hook_row(store_hooks(store), layer)]
 
     def score() -> dict:
@@ -238,8 +212,9 @@ def steered_scores(engine, store, perceiver: str, experiencer: str, event, layer
 
 def patched_gap(engine, setting: str, event, layers: list[int], positions: str) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Old: interp.patching.patched_gap_prompts(engine, "religion", setting, [event], layers, positions=) and
-    interp.patching.gap_table(frame, "religion") -> (per-prompt frame, δ table)."""
-    from interp import patching as P
+    interp.patching.gap_table(frame, "religion") -> (per-prompt frame, δ table). New: the same functions of the
+    intergroup patching protocol."""
+    from behavioral.suites.intergroup import patching as P
 
     frame = P.patched_gap_prompts(engine, "religion", setting, [event], layers, positions=positions)
     return frame, P.gap_table(frame, "religion")

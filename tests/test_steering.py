@@ -1,6 +1,6 @@
 """Steering: coefficient 0 (and projecting out a zero direction) reproduces the unsteered run exactly, a nonzero
-coefficient acts on every forward (generation included), hooks never outlive the block, and the in-group direction
-of a synthetic store is recovered."""
+coefficient acts on every forward (generation included), hooks never outlive the block, the mean difference is the
+count-weighted pooled one, and intergroup's in-group direction of a synthetic store is recovered."""
 
 from __future__ import annotations
 
@@ -17,13 +17,14 @@ from behavioral import chat, models
 from behavioral import run as run_mod
 from behavioral.answer_space import AnswerTrie
 from behavioral.engine import Engine
+from behavioral.estimate import RunEstimate
 from behavioral.store import RunDirError, read_manifest
 from behavioral.suites.intergroup import Options, prompts, results
+from behavioral.suites.intergroup import steering as protocol
 from behavioral.suites.intergroup.corpus import embedded_events
 from behavioral.suites.intergroup.groups import get_category
 from behavioral.suites.intergroup.rewrite import CACHE as REWRITES
 from interp import steering
-from interp.progress import RunEstimate
 
 SETTING = "P0S1T0"  # the 0..10 scale: a small answer trie keeps the tests fast
 
@@ -218,7 +219,7 @@ def test_a_sweep_runs_coefficient_zero_once_and_every_other_coefficient_at_every
          "delta": 0.5 if c.layer is None else (c.coef or 0.0) + 10 * c.layer + c.random,
          "ci_low": -0.2, "ci_high": 0.2, "refusal_rate": 0.0, "non_numeric_mass": 0.0, "mean_rating": 50.0, "note": ""}
         for c in controlled])
-    delta_panel = steering.sweep_figure(summary, "religion", SETTING).axes[0]
+    delta_panel = protocol.sweep_figure(summary, "religion", SETTING).axes[0]
     curves = {line.get_label(): list(zip(line.get_xdata(), line.get_ydata())) for line in delta_panel.get_lines()}
     assert curves["layer 1"] == [(-1.0, 9.0), (0.0, 10.0), (1.0, 11.0)]  # its own zero run
     assert curves["layer 2"] == [(-1.0, 19.0), (0.0, 0.5), (1.0, 21.0)]  # the unsteered point at 0
@@ -226,7 +227,7 @@ def test_a_sweep_runs_coefficient_zero_once_and_every_other_coefficient_at_every
     assert [y for _, y in points] == [10.0, 11.0, 20.0, 21.0]  # projections (x) and their random controls (o)
     assert "projection of a random direction" in [t.get_text() for t in delta_panel.get_legend().get_texts()]
     summary.loc[summary["condition"] == "L2 +1", "delta"] = np.nan  # every cell the same answer
-    delta_panel = steering.sweep_figure(summary, "religion", SETTING).axes[0]
+    delta_panel = protocol.sweep_figure(summary, "religion", SETTING).axes[0]
     marks = [c for c in delta_panel.collections if c.get_label() == "δ undefined (all cells equal)"]
     assert len(marks) == 1 and marks[0].get_offsets()[:, 0].tolist() == [1.0]
     assert "δ undefined (all cells equal)" in [t.get_text() for t in delta_panel.get_legend().get_texts()]
@@ -241,16 +242,17 @@ def test_steering_sweep_reports_delta_and_rates_and_coefficient_zero_matches(tin
     rewrites.write_text("")
     conditions = steering.sweep_conditions([1], [0.0, 8.0])
     rows = steering.run_conditions(config, tmp_path / "sweep", loaded, {0: direction, 1: direction}, conditions,
-                                   rewrites=rewrites, progress=True)
+                                   protocol.read_rows, (REWRITES,), rewrites.parent, progress=True)
     assert list(dict.fromkeys(rows["condition"])) == ["unsteered", "L1 +0", "L1 +8"]
     assert all((tmp_path / "sweep" / c.folder / REWRITES).is_file() for c in conditions)
     assert len(rows) == 3 * 36  # 36 cells of one event each
     assert "steering: 3 runs × 36 prompts in 3 batches; the first (12 prompts)" in capsys.readouterr().out
-    check = steering.zero_coefficient_check(rows)
+    check = steering.zero_coefficient_check(rows, protocol.KEY, protocol.RESULT_COLUMNS)
     assert check["identical"].all() and len(check) == 1
-    again = steering.run_conditions(config, tmp_path / "sweep", loaded, {1: direction}, conditions)  # resumed
+    again = steering.run_conditions(config, tmp_path / "sweep", loaded, {1: direction}, conditions,
+                                    protocol.read_rows)  # resumed
     pd.testing.assert_frame_equal(again, rows)
-    summary = steering.summarize(rows, n_permutations=200)
+    summary = protocol.summarize(rows, n_permutations=200)
     assert set(summary["measure"]) == {"intensity", "expected_intensity"}
     assert len(summary) == 6
     expected = summary[summary["measure"] == "expected_intensity"].set_index("condition")
@@ -259,8 +261,8 @@ def test_steering_sweep_reports_delta_and_rates_and_coefficient_zero_matches(tin
     assert len(exact) and np.allclose(exact, exact.round())
     assert expected.loc["L1 +0", "delta_change"] == 0 and expected.loc["L1 +0", "non_numeric_mass_change"] == 0
     assert expected.loc["L1 +8", "delta_change"] != 0 and expected.loc["L1 +8", "mean_rating_change"] != 0
-    paths = steering.plot_sweep(summary, tmp_path)
-    assert [p.suffix for p in paths] == [".png", ".pdf"] and all(p.stat().st_size > 0 for p in paths)
+    (name, title, figure), = protocol.figures(summary)
+    assert name == f"steering_religion_{SETTING}" and len(figure.axes) == 2 * 4  # two measures × four panels
 
 
 def _synthetic_final_store(root, d: int = 32, n_hooks: int = 3, seed: int = 0):
@@ -279,20 +281,37 @@ def _synthetic_final_store(root, d: int = 32, n_hooks: int = 3, seed: int = 0):
             cells.append((SETTING, "religion", p, x))
             vectors.append(v)
             counts.append(int(rng.integers(1, 6)))
-    index = pd.DataFrame(cells, columns=["setting", "category", "perceiver", "experiencer"]).assign(count=counts)
+    cell = ["setting", "category", "perceiver", "experiencer"]
+    index = pd.DataFrame(cells, columns=cell).assign(count=counts)
     half = len(index) // 2  # two shards, as two processes would write
     for key, rows in (("r000-000001", slice(0, half)), ("r001-000001", slice(half, None))):
         activation_store.write_shard(root, "final_mean", key, np.stack(vectors[rows]),
                                      index.iloc[rows].reset_index(drop=True))
-    activation_store.write_meta(root, {"hooks": hook_names(n_hooks - 1), "layers": None, "d_model": d})
+    activation_store.write_meta(root, {"hooks": hook_names(n_hooks - 1), "layers": None, "d_model": d, "cell": cell})
     return offsets, index, np.stack(vectors).astype(np.float16).astype(np.float64)
+
+
+def test_mean_difference_is_the_count_weighted_pooled_difference_and_needs_both_sides():
+    means = np.arange(2 * 4 * 3, dtype=np.float64).reshape(2, 4, 3) ** 1.5  # hooks × cells × d
+    counts = np.array([1, 3, 2, 5])
+    inside, outside = np.array([True, True, False, False]), np.array([False, False, True, False])  # cell 3 in neither
+    got = steering.mean_difference(means, counts, inside, outside)
+    np.testing.assert_allclose(got, (1 * means[:, 0] + 3 * means[:, 1]) / 4 - means[:, 2], rtol=1e-12)
+    unit = steering.unit_rows(np.vstack([got[0], np.zeros(3)]))
+    np.testing.assert_allclose(unit[0], got[0] / np.linalg.norm(got[0]))
+    assert not unit[1].any()  # a zero row stays zero
+    with pytest.raises(ValueError, match="needs cells on both sides, got 0 inside and 1 outside"):
+        steering.mean_difference(means, counts, np.zeros(4, bool), outside)
+    table = steering.direction_table(got.astype(np.float32), means, ["hook_embed", "blocks.0.hook_resid_post"])
+    assert table["layer"].tolist() == [-1, 0] and np.isnan(table["cos_previous_layer"].iloc[0])
+    np.testing.assert_allclose(table["mean_state_norm"], np.linalg.norm(means.mean(axis=1), axis=1))
 
 
 def test_ingroup_direction_recovers_a_planted_offset(tmp_path):
     offsets, index, vectors = _synthetic_final_store(tmp_path)
     store = activation_store.load(tmp_path)
-    direction = steering.ingroup_direction(store, "religion", SETTING)
-    assert direction.shape == offsets.shape
+    direction = protocol.ingroup_direction(store, "religion", SETTING)
+    assert direction.shape == offsets.shape and direction.dtype == np.float32
     cos = (direction * offsets).sum(1) / np.linalg.norm(direction, axis=1) / np.linalg.norm(offsets, axis=1)
     assert cos.min() > 0.99
     # exactly the count-weighted pooled difference
@@ -305,9 +324,19 @@ def test_ingroup_direction_recovers_a_planted_offset(tmp_path):
         return (w[mask, None, None] * vectors[mask]).sum(0) / w[mask].sum()
 
     np.testing.assert_allclose(direction, pooled(inside.to_numpy()) - pooled(outside.to_numpy()), rtol=1e-5, atol=1e-5)
-    unit = steering.ingroup_direction(store, "religion", SETTING, unit=True)
+    unit = protocol.ingroup_direction(store, "religion", SETTING, unit=True)
     np.testing.assert_allclose(np.linalg.norm(unit, axis=1), 1.0, rtol=1e-6)
     picked = steering.layer_directions(direction, store.hooks, [1, 0])
     assert list(picked) == [1, 0] and np.array_equal(picked[1], direction[2])
     with pytest.raises(activation_store.ActivationStoreError, match="layer 7"):
         steering.layer_directions(direction, store.hooks, [7])
+
+
+def test_the_protocol_reads_one_category_and_setting_defaulting_to_the_runs_first():
+    config = {"options": {"categories": ["race", "religion"], "settings": ["P0S1T0"]}}
+    assert protocol.block(config, {}) == {"category": "race", "setting": "P0S1T0"}
+    assert protocol.block(config, {"category": "religion"}) == {"category": "religion", "setting": "P0S1T0"}
+    with pytest.raises(ValueError, match="--where category: expected one value"):
+        protocol.block(config, {"category": ["race", "religion"]})
+    with pytest.raises(ValueError, match="--where perceiver: an intergroup steering or patching study selects"):
+        protocol.block(config, {"perceiver": "a Jew"})

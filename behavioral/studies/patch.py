@@ -1,0 +1,98 @@
+"""The patching study (`empathy-gap interp patch RUN_DIR`): which layers carry the suite's measure? The run's model
+scores the suite's prompts while one slot's residual-stream states at one layer come from another prompt; the
+prompts, the slot and the measure are the suite's patching protocol's (only intergroup has one: its persona, δ)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from activations.capture import LAYER_GRAMMAR
+from behavioral.analysis.runs import Run
+from behavioral.analysis.spec import Analysis, Section, Table
+from behavioral.engine import Engine
+from behavioral.options import check_minimums, option
+from behavioral.studies.identities import parse_where
+from behavioral.studies.rerun import load_model, one_run, suite_protocol
+from behavioral.studies.study import Study
+from interp.patch_spec import SYSTEM_GROUP, PatchSpec
+from interp.patch_sweep import SWEEP_POSITION_GROUPS
+
+PROTOCOLS = {"intergroup": "behavioral.suites.intergroup.patching"}  # suite -> module of its patching protocol
+
+
+class PatchingProtocol(Protocol):
+    """What a suite's patching module provides (the module itself is the protocol)."""
+
+    def plan(self, run: Run, where: Mapping, options: "Options") -> str:
+        """What the study will compute on the run, without the model; bad options are a ValueError here."""
+
+    def analyze(self, run: Run, engine: Engine, where: Mapping, options: "Options",
+                progress: bool) -> tuple[list[Section], list[Table], dict]:
+        """The report sections, the tables written but not printed, and what the manifest records."""
+
+
+@dataclass(frozen=True)
+class Options:
+    """What is patched (the slice, events, layers, position group, modes), the sweep, and how the run's model is
+    loaded."""
+
+    where: tuple[str, ...] = option((), "the slice patched, FIELD=VALUE (intergroup: one category and one setting, "
+                                        "any of the suite's; default the run's first)", metavar="FIELD=VALUE")
+    limit_events: int = option(1, "events patched: a seeded sample of the run's corpus (the run's seed), stratified "
+                                  "by emotion", metavar="N", minimum=1)
+    layers: str = option("all", f"decoder layers patched, one at a time: {LAYER_GRAMMAR}", metavar="LAYERS")
+    layer_step: int = option(5, "keep every K-th of --layers", metavar="K", minimum=1)
+    positions: str = option(SYSTEM_GROUP, "position group of the headline: persona_end[:N], persona_mean, system or "
+                                          "all", metavar="GROUP")
+    modes: tuple[str, ...] = option(("person", "swap"), "what the slot is patched with (intergroup: person, the "
+                                                        "persona \"a person\"; swap, in-group <-> out-group)",
+                                    name="--mode", metavar="MODE")
+    sweep_groups: tuple[str, ...] = option(SWEEP_POSITION_GROUPS, "position groups of the layer × group sweep",
+                                           name="--sweep-group", metavar="GROUP")
+    sweep_events: int = option(1, "events of the sweep (the first N patched; 0: no sweep)", metavar="N", minimum=0)
+    device: str = option("auto", "device of the model", metavar="DEVICE")
+    dtype: str | None = option(None, "dtype of the model (default: the run's)", metavar="DTYPE")
+    batch_size: int = option(32, "prompts per forward", metavar="N", minimum=1)
+    trust_remote_code: bool = option(False, "let the model folder run its own code (never taken from a manifest)")
+
+    def __post_init__(self):
+        check_minimums(self)
+        for flag, group in (("--positions", self.positions), *(("--sweep-group", g) for g in self.sweep_groups)):
+            try:
+                PatchSpec.parse(group)
+            except ValueError as err:
+                raise ValueError(f"{flag}: {err}") from None
+        if not self.modes:
+            raise ValueError("--mode: none given; expected person, swap or both")
+        parse_where(self.where)
+
+
+class PatchStudy(Study):
+    """Patching one slot at one layer at a time, with the suite's prompts and measure."""
+
+    name = "patch"
+    description = ("activation patching: at each layer alone, the suite's slot (intergroup: the persona) takes "
+                   "another prompt's states; the suite's measure after patching (intergroup: δ by layer) and a "
+                   "layer × position-group sweep")
+    Options = Options
+
+    def plan(self, runs: Sequence[Run], options: Options) -> str:
+        run = one_run(runs, self.name)
+        protocol: PatchingProtocol = suite_protocol(run, PROTOCOLS, "persona patching")
+        return protocol.plan(run, parse_where(options.where), options)
+
+    def analyze(self, runs: Sequence[Run], options: Options, progress: bool = True) -> Analysis:
+        run = one_run(runs, self.name)
+        protocol: PatchingProtocol = suite_protocol(run, PROTOCOLS, "persona patching")
+        model, tokenizer, info = load_model(run, options.device, options.dtype, options.trust_remote_code)
+        engine = Engine(model, tokenizer, options.batch_size)
+        sections, files, record = protocol.analyze(run, engine, parse_where(options.where), options, progress)
+        method = [f"Patched forwards through interp.patching on {info['model']} ({info['dtype']}, {info['device']}), "
+                  f"{options.batch_size} prompts a forward; source states from one forward per distinct prefix."]
+        return Analysis("Patching: which layers carry the measure", "empathy-gap interp patch (interp.patching)",
+                        sections, method, files, record=record | {"model": info})
+
+
+STUDY = PatchStudy()

@@ -1,0 +1,348 @@
+"""Seed 000's patching protocol (`empathy-gap interp patch` on an intergroup run): which layers carry the empathy gap
+δ? For each layer, every perceiver's persona is patched (one layer at a time) with "a person" (mode ``person``) or
+with an in-group <-> out-group swap (mode ``swap``), the matrix of expected intensities is rebuilt and δ recomputed;
+a layer × position-group sweep follows on in-group prompts patched from an out-group persona."""
+
+from __future__ import annotations
+
+import math
+import tempfile
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+
+from activations.capture import n_layers_of, parse_layers
+from behavioral import chat
+from behavioral.analysis import Run
+from behavioral.analysis.spec import Figure as ReportFigure
+from behavioral.analysis.spec import Section, Table
+from behavioral.answer_space import AnswerTrie
+from behavioral.run import RunConfig
+from behavioral.suites.intergroup import prompts
+from behavioral.suites.intergroup.corpus import Event
+from behavioral.suites.intergroup.groups import UNSPECIFIED, Category, get_category
+from behavioral.suites.intergroup.settings import get_setting
+from behavioral.suites.intergroup.stats import empathy_gap, permutation_test, zscore
+from behavioral.suites.intergroup.steering import block, slice_config
+from behavioral.suites.intergroup.suite import SUITE
+from interp.patch_spec import SYSTEM_GROUP, PatchError, PatchPrompt, PatchSpec, answer_trie, encode
+from interp.patch_sweep import evaluate, heatmap_figure, summarize, sweep
+
+SLOT = "perceiver"  # the patched slot: the persona
+GAP_MODES = ("person", "swap")  # the persona patched in: "a person", or the in-group <-> out-group swap
+GAP_COLUMNS = ("mode", "layer", "positions", "delta_unpatched", "delta_patched", "delta_change", "delta_removed",
+               "p_unpatched", "p_patched", "null_ci_low", "null_ci_high", "gap_raw_unpatched", "gap_raw_patched",
+               "mean_expected", "mean_delta_expected", "n_prompts")
+N_PERMUTATIONS = 2000
+
+
+# --- prompts ------------------------------------------------------------------------------------------------------
+
+def build(tokenizer, setting: str, perceiver: str, experiencer: str, event: Event,
+          chat_format: str | None = None) -> PatchPrompt:
+    """The suite's prompt for (setting, perceiver, experiencer, event), encoded for patching its persona."""
+    narrative = event.narrative(get_setting(setting).narrative_form)
+    prompt = prompts.build(setting, perceiver, experiencer, event.emotion, narrative)
+    return encode(tokenizer, prompt, SLOT, chat_format)
+
+
+def setting_trie(tokenizer, setting: str) -> AnswerTrie:
+    """The answer trie of `setting`'s scale for `tokenizer` (cached by the scale's maximum)."""
+    return answer_trie(tokenizer, get_setting(setting).max_rating)
+
+
+def swap_source(category: Category, perceiver: str, experiencer: str) -> str:
+    """The persona swapped in for cell (perceiver, experiencer): the experiencer itself (in-group) where the cell is
+    out-group; where it is in-group, the first identity after the perceiver (cyclically, in Table 1 order) outside
+    the experiencer's group."""
+    group = category.group_of
+    if group[perceiver] != group[experiencer]:
+        return experiencer
+    names = category.identities
+    start = names.index(perceiver)
+    for k in range(1, len(names) + 1):
+        other = names[(start + k) % len(names)]
+        if group[other] != group[experiencer]:
+            return other
+    raise PatchError(f"category {category.name!r} has a single group: no out-group persona to swap in")
+
+
+def check_modes(modes: Sequence[str]) -> None:
+    """A PatchError naming the first mode that is not one of GAP_MODES."""
+    for mode in modes:
+        if mode not in GAP_MODES:
+            raise PatchError(f"unknown mode {mode!r}; expected one of {', '.join(GAP_MODES)}")
+
+
+def _category(category: str | Category) -> Category:
+    return get_category(category) if isinstance(category, str) else category
+
+
+def patched_gap_prompts(engine, category: str | Category, setting: str, events: Sequence[Event],
+                        layers: Iterable[int], positions: str = SYSTEM_GROUP, modes: Sequence[str] = GAP_MODES,
+                        chat_format: str | None = None, progress: str | None = None) -> pd.DataFrame:
+    """Per-prompt rows of the headline experiment, for every perceiver × experiencer (no "a person") × event:
+    mode ``person`` patches the persona with "a person" (same experiencer and event), mode ``swap`` with
+    ``swap_source`` (in-group <-> out-group), at each layer alone, position group `positions`.
+    Columns: mode, perceiver, experiencer, event_id, source_perceiver and the sweep columns."""
+    category = _category(category)
+    check_modes(modes)
+    chat_format = chat_format or chat.detect_format(engine.tokenizer)
+    layers = list(layers)
+    targets, sources, specs, meta = [], [], [], []
+    for mode in modes:
+        for p in category.identities:
+            for x in category.identities:
+                a = UNSPECIFIED if mode == "person" else swap_source(category, p, x)
+                for e in events:
+                    targets.append(build(engine.tokenizer, setting, p, x, e, chat_format))
+                    sources.append(build(engine.tokenizer, setting, a, x, e, chat_format))
+                    specs.append([PatchSpec.parse(positions, (layer,)) for layer in layers])
+                    meta.append({"mode": mode, "perceiver": p, "experiencer": x, "event_id": e.event_id,
+                                 "source_perceiver": a})
+    return evaluate(engine, targets, sources, specs, setting_trie(engine.tokenizer, setting), meta, progress)
+
+
+def ingroup_sweep_prompts(tokenizer, category: str | Category, setting: str, events: Sequence[Event],
+                          chat_format: str | None = None) -> tuple[list[PatchPrompt], list[PatchPrompt], list[dict]]:
+    """Targets, sources and meta rows of the sweep: each in-group prompt (X perceives X) patched from the persona
+    ``swap_source`` gives it (out-group), per event."""
+    category = _category(category)
+    targets, sources, meta = [], [], []
+    for x in category.identities:
+        a = swap_source(category, x, x)
+        for e in events:
+            targets.append(build(tokenizer, setting, x, x, e, chat_format))
+            sources.append(build(tokenizer, setting, a, x, e, chat_format))
+            meta.append({"perceiver": x, "experiencer": x, "event_id": e.event_id, "source_perceiver": a})
+    return targets, sources, meta
+
+
+# --- δ after patching ---------------------------------------------------------------------------------------------
+
+def _matrix(frame: pd.DataFrame, category: Category, column: str) -> np.ndarray:
+    """M0[p, x]: mean of `column` over events, perceivers and experiencers without "a person" (Table 1 order)."""
+    names = list(category.identities)
+    M0 = frame.pivot_table(index="perceiver", columns="experiencer", values=column, aggfunc="mean")
+    return M0.reindex(index=names, columns=names).to_numpy(dtype=float)
+
+
+def _gap_stats(M0: np.ndarray, same: np.ndarray) -> tuple[float, float, float, float, float]:
+    """δ (z-scored), its one-sided permutation p (exact over every matching where the test can enumerate them, as for
+    the 5 religions; else sampled) and null 95% interval, and the raw in-group minus out-group difference of M0 in
+    intensity points; NaN where undefined (all cells equal, a cell missing)."""
+    raw = float(M0[same].mean() - M0[~same].mean()) if np.isfinite(M0).all() else math.nan
+    try:
+        M = zscore(M0)
+    except ValueError:
+        return math.nan, math.nan, math.nan, math.nan, raw
+    test = permutation_test(M, same, N_PERMUTATIONS, seed=0)
+    p = test.p_value if test.p_exact is None else test.p_exact
+    return empathy_gap(M, same), p, test.ci_low, test.ci_high, raw
+
+
+def gap_table(frame: pd.DataFrame, category: str | Category) -> pd.DataFrame:
+    """δ per (mode, layer) from patched_gap_prompts rows: M0[p, x] = mean expected intensity over events, z-scored
+    without "a person" (behavioral.suites.intergroup.stats), δ_patched from the patched matrix beside δ_unpatched
+    from the clean one.
+
+    delta_removed = 1 - δ_patched / δ_unpatched (1: the gap is gone, 2: reversed); p_unpatched / p_patched: one-sided
+    permutation p-values of each δ, exact over all n! matchings where every identity is its own group and n! is
+    small enough (stats.EXACT_LIMIT), else sampled (rows and columns permuted, N_PERMUTATIONS, seed 0);
+    null_ci_low/high: the 95% interval of the unpatched matrix's permutation null (δ values that arise with no
+    in/out-group structure); gap_raw_*: mean in-group minus mean out-group cell of M0 in intensity points (not
+    z-scored, so not inflated when patching shrinks the matrix's spread)."""
+    category = _category(category)
+    same = category.in_group()
+    rows = []
+    for (mode, layer, positions), part in frame.groupby(["mode", "layer", "positions"], sort=False):
+        d0, p0, lo, hi, r0 = _gap_stats(_matrix(part, category, "expected_clean"), same)
+        d1, p1, _, _, r1 = _gap_stats(_matrix(part, category, "expected"), same)
+        rows.append({"mode": mode, "layer": layer, "positions": positions, "delta_unpatched": d0,
+                     "delta_patched": d1, "delta_change": d1 - d0,
+                     "delta_removed": 1 - d1 / d0 if d0 else math.nan, "p_unpatched": p0, "p_patched": p1,
+                     "null_ci_low": lo, "null_ci_high": hi, "gap_raw_unpatched": r0, "gap_raw_patched": r1,
+                     "mean_expected": part["expected"].mean(), "mean_delta_expected": part["delta_expected"].mean(),
+                     "n_prompts": len(part)})
+    return pd.DataFrame(rows, columns=list(GAP_COLUMNS))
+
+
+def patched_gap(engine, category: str | Category, setting: str, events: Sequence[Event], layers: Iterable[int],
+                positions: str = SYSTEM_GROUP, modes: Sequence[str] = GAP_MODES, chat_format: str | None = None,
+                progress: str | None = None) -> pd.DataFrame:
+    """The headline: for each layer, patch every perceiver's persona with "a person" (and, separately, swap in-group
+    and out-group personas), rebuild M0 and recompute δ. Columns GAP_COLUMNS: one row per (mode, layer)."""
+    frame = patched_gap_prompts(engine, category, setting, events, layers, positions, modes, chat_format, progress)
+    return gap_table(frame, category)
+
+
+def run_delta(run: Run, category: str, setting: str) -> float | None:
+    """δ of a run's score-mode expected intensities for one category and setting (None if absent or undefined)."""
+    rows = run.rows
+    rows = rows[(rows["category"] == category) & (rows["setting"] == setting) & rows["expected_intensity"].notna()]
+    rows = rows[(rows["perceiver"] != UNSPECIFIED) & (rows["experiencer"] != UNSPECIFIED)]
+    if rows.empty:
+        return None
+    cat = get_category(category)
+    try:
+        return empathy_gap(zscore(_matrix(rows, cat, "expected_intensity")), cat.in_group())
+    except ValueError:
+        return None
+
+
+def gap_figure(table: pd.DataFrame, title: str | None = None) -> Figure:
+    """δ_patched against layer, one line per mode, with δ_unpatched dashed and its permutation null shaded."""
+    fig = Figure(figsize=(6, 3.5))
+    ax = fig.add_subplot()
+    labels = {"person": 'persona ← "a person"', "swap": "in-group ↔ out-group persona"}
+    for mode, part in table.groupby("mode", sort=False):
+        part = part.sort_values("layer")
+        ax.plot(part["layer"], part["delta_patched"], marker="o", label=labels.get(mode, mode))
+    if len(table):
+        first = table.iloc[0]
+        ax.axhline(float(first["delta_unpatched"]), color="k", ls="--", lw=1, label="δ unpatched")
+        if np.isfinite(first["null_ci_low"]):
+            ax.axhspan(float(first["null_ci_low"]), float(first["null_ci_high"]), color="grey", alpha=0.15,
+                       label="95% permutation null (unpatched)")
+    ax.axhline(0, color="grey", lw=0.5)
+    ax.set_xlabel("patched layer (resid_post)")
+    ax.set_ylabel("δ (patched matrix)")
+    ax.legend(fontsize=8)
+    ax.set_title(title or "empathy gap δ after patching the persona at one layer")
+    fig.tight_layout()
+    return fig
+
+
+# --- the study's protocol -----------------------------------------------------------------------------------------
+
+GAP_TEXT = (
+    "For each layer alone, every perceiver's persona is patched at the position group shown (`system`: from the "
+    "persona to the end of the system text) with the states of another prompt: mode `person` takes them from the "
+    "same prompt with \"a person\" as the persona, mode `swap` from the prompt whose persona is of the other side "
+    "(the experiencer for an out-group cell; for an in-group cell the next identity outside the experiencer's "
+    "group). M⁰ is rebuilt from the patched expected intensities and δ recomputed (z-scored without \"a person\"); "
+    "`delta_unpatched` is the same computation on the unpatched prompts. `p_*` are one-sided permutation p-values "
+    "(exact over every matching where the test enumerates them), `null_ci_*` the unpatched null's 95% interval, and "
+    "`gap_raw_*` the in-group minus out-group difference of M⁰ in intensity points.")
+SWEEP_TEXT = (
+    "Each in-group prompt (X perceives X) is patched from the prompt whose persona is out-group, one layer and one "
+    "position group at a time. `frac_closed` is the share of the source-target difference in expected intensity the "
+    "patch closes (a ratio of sums over the prompts); `delta_expected` the mean change.")
+LIMITS_TEXT = (
+    "- A layer whose patch removes δ carries persona information the answer needs from there on; it does not show "
+    "where the gap is computed, and a patch at the last layers changes nothing later by construction.\n"
+    "- The numbers are expected intensities of one answer scale on few events (the defaults: one); δ of so few "
+    "events has a wide null, shown by `null_ci_*`.\n"
+    "- Prompts are rendered in the tokenizer's own chat format (recorded); a run made with another prompt format "
+    "rated other prompts.")
+
+
+def study_config(run: Run, selection: Mapping[str, str], limit_events: int) -> RunConfig:
+    """The run's configuration narrowed to the patched category, setting and a seeded sample of events."""
+    get_category(selection["category"])
+    get_setting(selection["setting"])
+    return slice_config(RunConfig.from_run_dir(run.run_dir), selection, limit_events)
+
+
+def plan(run: Run, where: Mapping, options) -> str:
+    """What the patching study will compute on `run` (no model needed); bad options are a ValueError here, before
+    the model loads."""
+    try:
+        check_modes(options.modes)
+    except PatchError as err:
+        raise ValueError(f"--mode: {err}") from None
+    selection = block(run.config, where)
+    config = study_config(run, selection, options.limit_events)
+    n = len(get_category(selection["category"]).identities)
+    events = len(SUITE.dataset(config).events)
+    sweep_text = (f"; sweep: {n} in-group prompts × {min(options.sweep_events, events)} events × those layers × "
+                  f"{len(options.sweep_groups)} position groups" if options.sweep_events and options.sweep_groups
+                  else "")
+    return (f"{run.name}: {selection['category']} {selection['setting']}, {events} events of the run's corpus (seed "
+            f"{config.seed}); headline: {len(options.modes)} modes × {n}² cells × {events} events × the layers of "
+            f"--layers {options.layers} (every {options.layer_step}) at {options.positions}{sweep_text}.")
+
+
+def _events(run: Run, config: RunConfig, engine) -> list[Event]:
+    """The sampled events, prepared as the suite's run prepares them (T2 rewrites: the run's cache, extended in a
+    temporary folder where it lacks one)."""
+    with tempfile.TemporaryDirectory() as folder:
+        for name in SUITE.caches:
+            if (run.run_dir / name).is_file():
+                (Path(folder) / name).write_bytes((run.run_dir / name).read_bytes())
+        data = SUITE.prepare(SUITE.dataset(config), config, engine.model, engine.tokenizer, Path(folder))
+    return list(data.events)
+
+
+def analyze(run: Run, engine, where: Mapping, options, progress: bool) -> tuple[list[Section], list[Table], dict]:
+    """The headline δ by layer and the in-group sweep on `run`'s model (the `engine`): report sections, tables
+    written but not printed, and what the manifest records."""
+    selection = block(run.config, where)
+    category, setting = get_category(selection["category"]), selection["setting"]
+    events = _events(run, study_config(run, selection, options.limit_events), engine)
+    layers = parse_layers(options.layers, n_layers_of(engine.model))[::options.layer_step]
+    chat_format = chat.detect_format(engine.tokenizer)
+    n = len(category.identities)
+    if progress:
+        n_prompts = len(options.modes) * n * n * len(events) * len(layers)
+        print(f"plan: headline {len(options.modes)} modes × {n}² cells × {len(events)} events × {len(layers)} "
+              f"layers = {n_prompts} patched prompts; answer tree of {len(setting_trie(engine.tokenizer, setting))} "
+              "nodes", flush=True)
+
+    def title(k: int) -> str:
+        return f"{run.name} · {category.title} · {setting} · {k} event" + ("s" if k != 1 else "")
+
+    seconds: dict[str, float] = {}
+    start = time.perf_counter()
+    frame = patched_gap_prompts(engine, category, setting, events, layers, options.positions, options.modes,
+                                chat_format, progress="headline" if progress else None)
+    table = gap_table(frame, category)
+    seconds["headline"] = time.perf_counter() - start
+    figure = gap_figure(table, f"δ by patched layer ({options.positions})\n{title(len(events))}")
+    sections = [Section("δ by patched layer", GAP_TEXT,
+                        (Table("delta_by_layer", "δ after patching the persona at one layer", table,
+                               {"n_prompts": "count"}),),
+                        (ReportFigure("figures/delta_by_layer", "δ by patched layer", figure),))]
+    files = [Table("gap_prompts", "Every patched prompt of the headline", frame)]
+    sweep_events = events[:options.sweep_events] if options.sweep_groups else []
+    if sweep_events:
+        start = time.perf_counter()
+        targets, sources, meta = ingroup_sweep_prompts(engine.tokenizer, category, setting, sweep_events, chat_format)
+        rows = sweep(engine, targets, sources, layers, setting_trie(engine.tokenizer, setting),
+                     options.sweep_groups, meta, progress="sweep" if progress else None)
+        seconds["sweep"] = time.perf_counter() - start
+        sections.append(_sweep_section(summarize(rows), f"in-group prompt ← out-group persona\n"
+                                                        f"{title(len(sweep_events))}"))
+        files.append(Table("sweep", "Every prompt of the sweep", rows))
+    sections.append(Section("What these numbers cannot show", LIMITS_TEXT))
+    record = {"category": category.name, "setting": setting, "layers": layers, "modes": list(options.modes),
+              "positions": options.positions, "sweep_groups": list(options.sweep_groups) if sweep_events else [],
+              "events": [e.event_id for e in events], "chat_format": chat_format,
+              "seconds": {k: round(v, 1) for k, v in seconds.items()}, "result": _result(run, table, category, setting)}
+    return sections, files, record
+
+
+def _sweep_section(summary: pd.DataFrame, subtitle: str) -> Section:
+    """The sweep's section: its summary table and the two heatmaps."""
+    frac = heatmap_figure(summary, "frac_closed", f"fraction of in/out-group difference closed\n{subtitle}")
+    delta = heatmap_figure(summary, "delta_expected", f"Δ expected intensity\n{subtitle}")
+    return Section("In-group prompts patched from an out-group persona", SWEEP_TEXT,
+                   (Table("sweep_summary", "Layer × position group", summary, {"n": "count"}),),
+                   (ReportFigure("figures/sweep_frac_closed", "Fraction of the difference closed", frac),
+                    ReportFigure("figures/sweep_delta_expected", "Change of the expected intensity", delta)))
+
+
+def _result(run: Run, table: pd.DataFrame, category: Category, setting: str) -> dict:
+    """The headline in numbers: δ unpatched and its p, the run's own δ, each mode's layer of the largest change."""
+    result = {"delta_unpatched": float(table["delta_unpatched"].iloc[0]) if len(table) else math.nan,
+              "p_unpatched": float(table["p_unpatched"].iloc[0]) if len(table) else math.nan,
+              "delta_run": run_delta(run, category.name, setting)}
+    for mode, part in table.groupby("mode", sort=False):
+        best = part.loc[part["delta_change"].abs().idxmax()]
+        result[f"{mode}_largest_change"] = {"layer": int(best["layer"]), "delta_patched": float(best["delta_patched"]),
+                                            "delta_change": float(best["delta_change"])}
+    return result
