@@ -32,7 +32,7 @@ from behavioral.studies.steer import PROTOCOLS
 from behavioral.studies.study import read_study_runs
 
 COMMAND = "study gap_steering"
-CAPTURE_DIR, STEERING_DIR, STEER_DIR, PROBE_DIR = "capture", "steering", "steer", "probe"
+CAPTURE_DIR, STEER_DIR, PROBE_DIR = "capture", "steer", "probe"
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -102,7 +102,7 @@ def studies(args: argparse.Namespace, run_dir: Path) -> None:
         options = steer.Options(where=where, layers=args.layers, coefs=tuple(comma_values(args.coefs)),
                                 unit=args.unit, project=args.project, random_control=args.random_control,
                                 limit_events=args.limit_events, permutations=args.n_permutations, seed=args.seed,
-                                runs_dir=str(args.out / STEERING_DIR), device=args.device, dtype=args.dtype,
+                                device=args.device, dtype=args.dtype,
                                 batch_size=args.batch_size, trust_remote_code=args.trust_remote_code)
         run_study(steer, [run_dir], options, args.out / STEER_DIR)
     probe = get_study("probe")
@@ -114,7 +114,7 @@ def studies(args: argparse.Namespace, run_dir: Path) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     try:
-        check_output_folder(args.out, COMMAND, keep=(CAPTURE_DIR, STEERING_DIR, STEER_DIR, PROBE_DIR))
+        check_output_folder(args.out, COMMAND, keep=(CAPTURE_DIR, STEER_DIR, PROBE_DIR))
         studies(args, capture_run(args) if args.model else args.run)
     except (ValueError, OSError) as err:  # bad input: one line, exit 2
         print(f"gap_steering: error: {err}", file=sys.stderr)

@@ -56,10 +56,9 @@ def _csv(frame: pd.DataFrame, tmp_path: Path) -> pd.DataFrame:
 
 @pytest.mark.slow
 def test_steer_study_through_the_cli_equals_the_direct_calls(run_dir, loaded, tmp_path, capsys):
-    out, runs = tmp_path / "out", tmp_path / "runs"
+    out = tmp_path / "out"
     assert main(["interp", "steer", str(run_dir), "--out", str(out), *RELIGION, "--layers", "last", "--coef=0,8",
-                 "--unit", "--limit-events", "1", "--permutations", "50", "--device", "cpu", "--runs-dir",
-                 str(runs)]) == 0
+                 "--unit", "--limit-events", "1", "--permutations", "50", "--device", "cpu"]) == 0
     printed = capsys.readouterr().out
     assert (f"steer: intergroup model: the direction of category=religion, setting={SETTING} from its final-token "
             "cells (ingroup true minus false, unit norm); 3 reruns of that slice (1 event) at layers [1]") in printed
@@ -84,7 +83,7 @@ def test_steer_study_through_the_cli_equals_the_direct_calls(run_dir, loaded, tm
     np.testing.assert_array_equal(steered["expected_intensity"],
                                   protocol.read_rows(direct).sort_values(list(protocol.KEY))["expected_intensity"])
     conditions = steering.sweep_conditions([1], [0.0, 8.0])
-    resumed = steering.run_conditions(config, runs, loaded, {1: direction[-1]}, conditions, protocol.read_rows)
+    resumed = steering.run_conditions(config, out / "runs", loaded, {1: direction[-1]}, conditions, protocol.read_rows)
     pd.testing.assert_frame_equal(pd.read_csv(out / "steering.csv"),
                                   _csv(protocol.summarize(resumed, 50, 0), tmp_path))
     check = pd.read_csv(out / "zero_coefficient_check.csv")
@@ -148,8 +147,7 @@ def test_patch_study_through_run_study_equals_the_direct_calls(run_dir, loaded, 
 ])
 def test_bad_input_exits_2_with_one_line_and_writes_nothing(run_dir, tmp_path, capsys, argv, message):
     out = tmp_path / "new" / "out"
-    runs = ["--runs-dir", str(tmp_path / "new" / "runs")] if argv[0] == "steer" else []
-    assert main(["interp", argv[0], str(run_dir), "--out", str(out), *runs, *argv[1:]]) == 2
+    assert main(["interp", argv[0], str(run_dir), "--out", str(out), *argv[1:]]) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
     assert not (tmp_path / "new").exists()

@@ -12,7 +12,7 @@ from pathlib import Path
 from behavioral.analysis.report import REPORT, render
 from behavioral.analysis.runs import Run, read_runs, suite_of
 from behavioral.analysis.spec import Analysis
-from behavioral.output_folder import output_folder
+from behavioral.output_folder import OutputFolder, output_folder
 from behavioral.outputs import save_figure
 
 ANALYSIS_DIR = "analysis"
@@ -56,19 +56,18 @@ def analyze(run_dirs: Sequence[str | Path], out: str | Path | None = None, optio
     record = {"suite": suite.name, "analysis": settings | {"allow_partial": allow_partial},
               "runs": runs_record(runs)} | analysis.record
     final = Path(out) if out is not None else Path(run_dirs[0]) / ANALYSIS_DIR
-    return write(analysis, runs, settings, record, final, f"analyze {suite.name}")
+    with output_folder(final, f"analyze {suite.name}", record) as folder:
+        write(analysis, runs, settings, folder)
+    return final / REPORT
 
 
-def write(analysis: Analysis, runs: Sequence[Run], settings: dict, record: dict, final: str | Path,
-          command: str) -> Path:
-    """Write a declared analysis (tables, figures, JSON, report.md, manifest.json with `record`) into the staged
-    output folder `final` of `command`; returns report.md's path. Suites' analyses and the studies share it."""
-    with output_folder(final, command, record) as folder:
-        _write_tables(analysis, folder.path)
-        for figure in analysis.figures():
-            path = folder.path / figure.name
-            save_figure(figure.figure, path.parent, path.name)
-        for name, data in analysis.json.items():
-            (folder.path / name).write_text(json.dumps(data, indent=2, default=str) + "\n")
-        (folder.path / REPORT).write_text(render(analysis, runs, settings))
-    return Path(final) / REPORT
+def write(analysis: Analysis, runs: Sequence[Run], settings: dict, folder: OutputFolder) -> None:
+    """Write a declared analysis (tables, figures, JSON files, report.md) into a command's staged output folder;
+    suites' analyses and the studies share it."""
+    _write_tables(analysis, folder.path)
+    for figure in analysis.figures():
+        path = folder.path / figure.name
+        save_figure(figure.figure, path.parent, path.name)
+    for name, data in analysis.json.items():
+        (folder.path / name).write_text(json.dumps(data, indent=2, default=str) + "\n")
+    (folder.path / REPORT).write_text(render(analysis, runs, settings))

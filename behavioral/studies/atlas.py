@@ -332,7 +332,7 @@ class AtlasStudy(Study):
                 f"({hooks[0]}..{hooks[-1]}); {options.permutations} permutations (seed {options.seed}); "
                 f"map {options.identity_map}.")
 
-    def analyze(self, runs: Sequence[Run], options: Options, progress: bool = True) -> Analysis:
+    def analyze(self, runs: Sequence[Run], options: Options, out: Path, progress: bool = True) -> Analysis:
         loaded = load_sources(tuple(runs), options)
         result = atlas(loaded.sources, loaded.mapping, loaded.behaviour, options.permutations, options.seed,
                        progress)

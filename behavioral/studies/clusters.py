@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -189,7 +190,7 @@ class ClustersStudy(Study):
                          + ("" if r.behaviour is None else f" and of {len(r.features)} behaviour features"))
         return "; ".join(parts) + f". {options.permutations} permutations (seed {options.seed})."
 
-    def analyze(self, runs: Sequence[Run], options: Options, progress: bool = True) -> Analysis:
+    def analyze(self, runs: Sequence[Run], options: Options, out: Path, progress: bool = True) -> Analysis:
         reads = read(tuple(runs), options)
         several = len(runs) > 1
         stats, behaviour, projections, described, figures, notes = [], [], [], [], [], []

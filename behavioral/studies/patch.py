@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol
 
 from activations.capture import LAYER_GRAMMAR
@@ -83,7 +84,7 @@ class PatchStudy(Study):
         protocol: PatchingProtocol = suite_protocol(run, PROTOCOLS, "persona patching")
         return protocol.plan(run, parse_where(options.where), options)
 
-    def analyze(self, runs: Sequence[Run], options: Options, progress: bool = True) -> Analysis:
+    def analyze(self, runs: Sequence[Run], options: Options, out: Path, progress: bool = True) -> Analysis:
         run = one_run(runs, self.name)
         protocol: PatchingProtocol = suite_protocol(run, PROTOCOLS, "persona patching")
         model, tokenizer, info = load_model(run, options.device, options.dtype, options.trust_remote_code)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -150,7 +151,7 @@ class ProbeStudy(Study):
         return (f"{'; '.join(parts)}; targets {targets}; splits {', '.join(options.splits)}; {options.cv}-fold, "
                 f"{options.n_shuffles} label shuffles (seed {options.seed}).")
 
-    def analyze(self, runs: Sequence[Run], options: Options, progress: bool = True) -> Analysis:
+    def analyze(self, runs: Sequence[Run], options: Options, out: Path, progress: bool = True) -> Analysis:
         where, frames, figures = parse_where(options.where), [], []
         for run in runs:
             store = load(run.run_dir)

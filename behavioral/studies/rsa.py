@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -135,7 +136,7 @@ class RSAStudy(Study):
         control = "token-count partial Mantel too" if options.control == "tokens" else "no control"
         return "; ".join(parts) + f". {options.permutations} permutations (seed {options.seed}); {control}."
 
-    def analyze(self, runs: Sequence[Run], options: Options, progress: bool = True) -> Analysis:
+    def analyze(self, runs: Sequence[Run], options: Options, out: Path, progress: bool = True) -> Analysis:
         reads = read(tuple(runs), options)
         several = len(runs) > 1
         tables, tokens, confounds, figures = [], [], [], []

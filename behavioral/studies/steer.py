@@ -23,14 +23,14 @@ from behavioral.options import check_minimums, option
 from behavioral.run import RunConfig
 from behavioral.studies.identities import WHERE_HELP, parse_where, suite_of, where_text
 from behavioral.studies.rerun import load_model, one_run, suite_protocol
-from behavioral.studies.study import INTERP_DIR, Study
+from behavioral.studies.study import Study
 from interp.steering import (
     Condition, direction_table, layer_directions, mean_difference, run_conditions, sweep_conditions, unit_rows,
     zero_coefficient_check,
 )
 
 PROTOCOLS = {"intergroup": "behavioral.suites.intergroup.steering"}  # suite -> module of its steering protocol
-RUNS_DIR = "steer_runs"  # under RUN_DIR/interp: the steered run directories, kept and resumed
+RUNS_DIR = "runs"  # in the output folder: the steered run directories, kept and resumed
 
 
 class SteeringProtocol(Protocol):
@@ -81,9 +81,6 @@ class Options:
                                       minimum=1)
     permutations: int = option(10_000, "permutations of the identity matching in δ's test", metavar="N", minimum=1)
     seed: int = option(0, "seed of the permutations", name="--permutation-seed", metavar="N")
-    runs_dir: str | None = option(None, "folder of the steered run directories, one per steering, resumed on a "
-                                        f"rerun (default RUN_DIR/{INTERP_DIR}/{RUNS_DIR}; other options need another "
-                                        "folder: a run directory made otherwise is refused)", metavar="DIR")
     device: str = option("auto", "device of the model", metavar="DEVICE")
     dtype: str | None = option(None, "dtype of the model (default: the run's)", metavar="DTYPE")
     batch_size: int = option(32, "prompts per forward of the reruns", metavar="N", minimum=1)
@@ -139,11 +136,6 @@ def conditions(options: Options, layers: Sequence[int]) -> list[Condition]:
     return sweep_conditions(layers, sorted(set(options.coefs) | {0.0}), options.project, options.random_control)
 
 
-def runs_dir(run: Run, options: Options) -> Path:
-    """Where the steered run directories go."""
-    return Path(options.runs_dir) if options.runs_dir else run.run_dir / INTERP_DIR / RUNS_DIR
-
-
 DIRECTION_TEXT = (
     "Per captured layer, the direction is the count-weighted mean final-token state of the selected cells the suite "
     "labels `{label}` minus that of the cells it labels otherwise (cells without the label, e.g. intergroup's "
@@ -171,6 +163,7 @@ class SteerStudy(Study):
     """Steering along the direction a suite's cell label gives, with the suite's steered reruns and measures."""
 
     name = "steer"
+    keep = (RUNS_DIR,)
     description = ("steering: rerun the run's slice with its final-token direction (the suite's label, intergroup: "
                    "in-group minus out-group) added or projected out at chosen layers; the suite's measures per "
                    "steering, the zero-coefficient check, a random-direction control")
@@ -186,11 +179,12 @@ class SteerStudy(Study):
         events = f"{n} event{'s' if n != 1 else ''}" if n else "the run's events"
         return (f"{run.name}: the direction of {where_text(selection)} from its final-token cells ({protocol.LABEL} "
                 f"true minus false{', unit norm' if options.unit else ''}); {len(steerings)} reruns of that slice "
-                f"({events}) at layers {layers} into {runs_dir(run, options)}: "
+                f"({events}) at layers {layers} into the output folder's {RUNS_DIR}/ (resumed on a rerun with the "
+                f"same options): "
                 f"{', '.join(c.label for c in steerings)}; the model {run.config['model']} is loaded as the run "
                 "recorded it and one batch is timed first.")
 
-    def analyze(self, runs: Sequence[Run], options: Options, progress: bool = True) -> Analysis:
+    def analyze(self, runs: Sequence[Run], options: Options, out: Path, progress: bool = True) -> Analysis:
         run = one_run(runs, self.name)
         protocol: SteeringProtocol = suite_protocol(run, PROTOCOLS, "steering")
         selection = protocol.block(run.config, parse_where(options.where))
@@ -203,7 +197,7 @@ class SteerStudy(Study):
                                      device=options.device, batch_size=options.batch_size, capture=(),
                                      per_cell_samples=0, dtype=options.dtype or stored.dtype)
         steerings = conditions(options, layers)
-        rows = run_conditions(config, runs_dir(run, options), loaded,
+        rows = run_conditions(config, out / RUNS_DIR, loaded,
                               layer_directions(found.used, store.hooks, layers), steerings, protocol.read_rows,
                               suite_of(run).caches, run.run_dir, progress)
         summary = protocol.summarize(rows, options.permutations, options.seed)
@@ -225,7 +219,7 @@ class SteerStudy(Study):
         notes = [] if reproduces else ["Coefficient 0 did NOT reproduce the unsteered rerun exactly (see "
                                        "zero_coefficient_check.csv): the steered numbers are suspect."]
         record = {"selection": selection, "layers": layers, "coefficients": sorted(set(options.coefs) | {0.0}),
-                  "runs_dir": str(runs_dir(run, options)), "steer_config": dataclasses.asdict(config),
+                  "runs_dir": RUNS_DIR, "steer_config": dataclasses.asdict(config),
                   "model": loaded[2], "zero_coefficient_reproduces_unsteered": reproduces}
         return Analysis("Steering along the suite's direction", "empathy-gap interp steer (interp.steering)",
                         sections, notes,

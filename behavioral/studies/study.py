@@ -11,7 +11,9 @@ from typing import Any
 
 from behavioral.analysis.runs import Run, file_stem, model_name, read_runs
 from behavioral.analysis.spec import Analysis
+from behavioral.analysis.report import REPORT
 from behavioral.analysis.write import recorded, runs_record, write
+from behavioral.output_folder import output_folder
 from behavioral.run_labels import run_labels
 from behavioral.store import read_manifest
 
@@ -25,13 +27,15 @@ class Study:
     name: str = ""
     description: str = ""
     Options: type | None = None
+    keep: tuple[str, ...] = ()  # sub-folders of the output folder the study makes and resumes (e.g. reruns)
 
     def plan(self, runs: Sequence[Run], options: Any) -> str:
         """What the study will compute, in one paragraph (counts, forwards, an estimate): printed before the work."""
         raise NotImplementedError
 
-    def analyze(self, runs: Sequence[Run], options: Any, progress: bool = True) -> Analysis:
-        """The study's tables, figures and report sections for the runs; bad input raises ValueError naming it."""
+    def analyze(self, runs: Sequence[Run], options: Any, out: Path, progress: bool = True) -> Analysis:
+        """The study's tables, figures and report sections for the runs (`out`: the output folder, where the
+        sub-folders in `keep` go); bad input raises ValueError naming it."""
         raise NotImplementedError
 
 
@@ -61,9 +65,12 @@ def run_study(study: Study, run_dirs: Sequence[str | Path], options: Any = None,
     if options is None and study.Options is not None:
         options = study.Options()
     runs = read_study_runs(run_dirs, names, allow_partial)
-    print(f"{study.name}: {study.plan(runs, options)}", flush=True)
-    analysis = study.analyze(runs, options, progress)
     settings = {f.name: recorded(getattr(options, f.name)) for f in dataclasses.fields(options)} if options else {}
-    record = {"study": study.name, "options": settings, "runs": runs_record(runs)} | analysis.record
     final = Path(out) if out is not None else Path(run_dirs[0]) / INTERP_DIR / study.name
-    return write(analysis, runs, settings, record, final, f"interp {study.name}")
+    record = {"study": study.name, "options": settings, "runs": runs_record(runs)}
+    with output_folder(final, f"interp {study.name}", record, keep=study.keep) as folder:
+        print(f"{study.name}: {study.plan(runs, options)}", flush=True)
+        analysis = study.analyze(runs, options, final, progress)
+        folder.record.update(analysis.record)
+        write(analysis, runs, settings, folder)
+    return final / REPORT
