@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib.util
+import json
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -16,6 +18,7 @@ NO_SYSTEM = (
     "{% endif %}<start_of_turn>{{ m['role'] }}\n{{ m['content'] }}<end_of_turn>\n{% endfor %}"
     "{% if add_generation_prompt %}<start_of_turn>model\n{% endif %}"
 )
+PINNED = Path(__file__).resolve().parent / "data" / "pinned_capture"  # tests/test_pinned_mechanisms.py's run
 SLOW_FIXTURES = {"smollm2"}  # a test that loads the real model is slow without a mark of its own
 
 
@@ -104,3 +107,14 @@ def _load_experiment(name: str):
 def load_experiment() -> Callable[[str], object]:
     """A loader of the study scripts in experiments/ by name."""
     return _load_experiment
+
+
+@pytest.fixture(scope="module")
+def pinned_run(tmp_path_factory) -> Path:
+    """A copy of the pinned tiny intergroup capture run, its manifest pointing at the pinned tiny model."""
+    path = tmp_path_factory.mktemp("pinned") / "run"
+    shutil.copytree(PINNED / "run", path)
+    manifest = json.loads((path / "manifest.json").read_text())
+    manifest["config"]["model"] = str(PINNED / "model")
+    (path / "manifest.json").write_text(json.dumps(manifest))
+    return path

@@ -20,6 +20,7 @@ import pandas as pd
 import pytest
 
 from activations import store as activation_store
+from behavioral.suites.intergroup import activations as views
 from behavioral.suites.intergroup.groups import get_category
 
 DATA = Path(__file__).resolve().parent / "data" / "pinned_capture"
@@ -41,8 +42,7 @@ PROBE_RUNS = {"religion_ingroup_sample": ("religion", "ingroup", "sample"),
 # --- adapters: the only code to change when an API moves -----------------------------------------------------------
 #
 # Reads of the activation store. The old ActivationStore.persona/experiencer/final/final_samples(category, setting)
-# are gone; the generic store reads by the capture spec's fields (rows in sorted key order), so the adapters put the
-# rows back in Table 1 order ("a person" first), which is the order the old methods returned and the pins hold.
+# are intergroup's views on the generic store now (Table 1 order, "a person" first, as the pins hold).
 
 def load_store(run_dir: Path):
     """Old: activations.store.load(run_dir)."""
@@ -54,36 +54,24 @@ def store_hooks(store) -> list[str]:
     return list(store.hooks)
 
 
-def _table1_rows(category: str, frame: pd.DataFrame, columns: tuple[str, ...]) -> list[int]:
-    order = {name: i for i, name in enumerate(get_category(category).with_unspecified)}
-    keys = [tuple(order[frame[c].iloc[i]] for c in columns) for i in range(len(frame))]
-    return sorted(range(len(frame)), key=keys.__getitem__)
-
-
 def persona_vectors(store, category: str, reduction: str) -> tuple[np.ndarray, list[str]]:
     """Old: store.persona(category, SETTING, reduction) -> (hooks × identities × d, identities in Table 1 order)."""
-    states, index = store.spans("persona", reduction, category=category, setting=SETTING)
-    rows = _table1_rows(category, index, ("perceiver",))
-    return states[:, rows], [index["perceiver"].iloc[i] for i in rows]
+    return views.persona(store, category, SETTING, reduction)
 
 
 def experiencer_vectors(store, category: str, reduction: str) -> tuple[np.ndarray, pd.DataFrame]:
     """Old: store.experiencer(category, SETTING, reduction) -> (hooks × pairs × d, perceiver/experiencer frame)."""
-    states, index = store.spans("experiencer", reduction, category=category, setting=SETTING)
-    rows = _table1_rows(category, index, ("perceiver", "experiencer"))
-    return states[:, rows], index.iloc[rows][["perceiver", "experiencer"]].reset_index(drop=True)
+    return views.experiencer(store, category, SETTING, reduction)
 
 
 def final_means(store, category: str) -> tuple[np.ndarray, pd.DataFrame]:
     """Old: store.final(category, SETTING) -> (hooks × cells × d, perceiver/experiencer/count frame)."""
-    means, cells = store.final(category=category, setting=SETTING)
-    rows = _table1_rows(category, cells, ("perceiver", "experiencer"))
-    return means[:, rows], cells.iloc[rows][["perceiver", "experiencer", "count"]].reset_index(drop=True)
+    return views.final(store, category, SETTING)
 
 
 def final_samples(store, category: str) -> tuple[np.ndarray, pd.DataFrame]:
     """Old: store.final_samples(category, SETTING) -> (hooks × samples × d, item fields per sample)."""
-    return store.final_samples(category=category, setting=SETTING)
+    return views.final_samples(store, category, SETTING)
 
 
 def identity_vectors(store, category: str, span: str, reduction: str, perceiver: str) -> tuple[np.ndarray, list[str]]:

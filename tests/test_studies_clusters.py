@@ -6,7 +6,6 @@ against hand computations; bad input exits 2 with one line and writes nothing.""
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -26,23 +25,17 @@ from behavioral.suites.intergroup.analysis import load_analyses
 from behavioral.suites.intergroup.groups import get_category
 from behavioral.suites.intergroup.suite import AnalyzeOptions
 from interp import clusters, probes, rsa
+from tests.conftest import PINNED
 from tests.test_analysis import make_run
 
-PINNED = Path(__file__).resolve().parent / "data" / "pinned_capture"
 SETTING = "P0S0T0"
 RACE = ("--where", "category=race", "--where", f"setting={SETTING}")
 N = 40  # permutations
 
 
 @pytest.fixture(scope="module")
-def run_dir(tmp_path_factory) -> Path:
-    """The pinned capture run, its manifest pointing at the pinned tiny model."""
-    path = tmp_path_factory.mktemp("studies") / "run"
-    shutil.copytree(PINNED / "run", path)
-    manifest = json.loads((path / "manifest.json").read_text())
-    manifest["config"]["model"] = str(PINNED / "model")
-    (path / "manifest.json").write_text(json.dumps(manifest))
-    return path
+def run_dir(pinned_run) -> Path:
+    return pinned_run
 
 
 def race_personas(run_dir: Path) -> tuple[np.ndarray, list[str], list[str], list[str]]:

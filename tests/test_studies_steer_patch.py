@@ -25,22 +25,16 @@ from behavioral.suites.intergroup import steering as protocol
 from behavioral.suites.intergroup.corpus import embedded_events, sample_events
 from interp import patching as P
 from interp import steering
+from tests.conftest import PINNED
 from tests.test_analysis import make_run
 
-PINNED = Path(__file__).resolve().parent / "data" / "pinned_capture"
 SETTING = "P0S0T0"  # the pinned run's
 RELIGION = ("--where", "category=religion", "--where", f"setting={SETTING}")
 
 
 @pytest.fixture(scope="module")
-def run_dir(tmp_path_factory) -> Path:
-    """The pinned capture run, its manifest pointing at the pinned tiny model."""
-    path = tmp_path_factory.mktemp("studies") / "run"
-    shutil.copytree(PINNED / "run", path)
-    manifest = json.loads((path / "manifest.json").read_text())
-    manifest["config"]["model"] = str(PINNED / "model")
-    (path / "manifest.json").write_text(json.dumps(manifest))
-    return path
+def run_dir(pinned_run) -> Path:
+    return pinned_run
 
 
 @pytest.fixture(scope="module")
