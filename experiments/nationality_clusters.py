@@ -117,7 +117,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                                                   trust_remote_code=args.trust_remote_code),
                       args.out / f"rsa_{span}", allow_partial=args.allow_partial)
     except (ValueError, OSError) as exc:  # bad input: one line, exit 2
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"nationality_clusters: error: {exc}", file=sys.stderr)
         return 2
     for folder in folders:
         print(f"wrote {args.out / folder / 'report.md'}")

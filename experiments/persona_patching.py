@@ -79,25 +79,26 @@ def resolve(args: argparse.Namespace) -> RunConfig:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the example; bad input raises ValueError (the `__main__` block prints it in one line, exit 2)."""
+    """Run the example; bad input is one line on stderr and exit status 2."""
     args = parse_args(argv)
-    config = resolve(args)
-    check_output_folder(args.out, COMMAND, keep=(RUN_DIR, PATCH_DIR))
-    run_dir = args.run if args.run is not None else run(config, args.out / RUN_DIR)
-    study = get_study("patch")
-    options = study.Options(where=(f"category={args.category}", f"setting={args.setting}"),
-                            limit_events=args.limit_events, layers=args.layers, layer_step=args.layer_step,
-                            positions=args.positions, modes=tuple(comma_values(args.modes)),
-                            sweep_groups=tuple(comma_values(args.sweep_groups)), sweep_events=args.sweep_events,
-                            device=args.device, dtype=args.dtype, batch_size=args.batch_size,
-                            trust_remote_code=args.trust_remote_code)
-    print(f"wrote {run_study(study, [run_dir], options, args.out / PATCH_DIR)}")
+    try:
+        config = resolve(args)
+        check_output_folder(args.out, COMMAND, keep=(RUN_DIR, PATCH_DIR))
+        run_dir = args.run if args.run is not None else run(config, args.out / RUN_DIR)
+        study = get_study("patch")
+        options = study.Options(where=(f"category={args.category}", f"setting={args.setting}"),
+                                limit_events=args.limit_events, layers=args.layers, layer_step=args.layer_step,
+                                positions=args.positions, modes=tuple(comma_values(args.modes)),
+                                sweep_groups=tuple(comma_values(args.sweep_groups)), sweep_events=args.sweep_events,
+                                device=args.device, dtype=args.dtype, batch_size=args.batch_size,
+                                trust_remote_code=args.trust_remote_code)
+        report = run_study(study, [run_dir], options, args.out / PATCH_DIR)
+    except (ValueError, OSError) as err:  # bad input: unknown names, missing files, unloadable models
+        print(f"persona_patching: error: {err}", file=sys.stderr)
+        return 2
+    print(f"wrote {report}")
     return 0
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except (ValueError, OSError) as err:  # bad input: unknown names, missing files, unloadable models
-        print(f"error: {err}", file=sys.stderr)
-        sys.exit(2)
+    sys.exit(main())
