@@ -82,6 +82,9 @@ class ActivationStore:
         shards = sorted(self.root.glob(f"{kind}--*.parquet"))
         if kind == "final_sample":  # a kill between a sample shard and its mean shard: the cells were recomputed
             shards = [s for s in shards if (self.root / s.name.replace(kind, "final_mean", 1)).is_file()]
+        if not shards and kind == "final_sample" and not self.meta.get("per_cell_samples"):
+            raise ActivationStoreError(f"{self.root}: no single-prompt final-token samples; the run kept none "
+                                       "(--per-cell-samples 0): rerun with --per-cell-samples K into a new --out")
         if not shards:
             raise ActivationStoreError(f"{self.root}: no {kind} activations; was the run made with --capture?")
         frames, arrays = [], []

@@ -82,6 +82,13 @@ def test_questions_the_store_cannot_answer_name_what_is_wrong(store, call, messa
         call(store)
 
 
+def test_a_capture_without_samples_says_which_flag_keeps_them(store):
+    store.meta["per_cell_samples"] = 0
+    with pytest.raises(ActivationStoreError, match=r"no single-prompt final-token samples; the run kept none "
+                                                   r"\(--per-cell-samples 0\)"):
+        store.final_samples()
+
+
 def test_a_run_without_capture_says_how_to_get_one(tmp_path):
     (tmp_path / "manifest.json").write_text('{"config": {"suite": "scm"}}')
     with pytest.raises(ActivationStoreError, match=r"rerun `empathy-gap run scm` with --capture"):
