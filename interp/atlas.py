@@ -150,6 +150,10 @@ def _tested(observed: np.ndarray, null: np.ndarray, k: int, larger: bool = True)
     """Per-hook p (one-sided, towards `larger` or smaller values), p_fwe (max statistic over the hooks), p_floor
     (the smallest p the test can give: 1 / k! for k concepts, 1 / (permutations + 1)) and the null's mean and
     5th/95th percentiles, from observed[hooks] and null[hooks, permutations]."""
+    if null.shape[1] == 0:  # one concept: there is nothing to relabel
+        nan = np.full(len(observed), np.nan)
+        return {"value": observed, "p": nan, "p_fwe": nan, "p_floor": np.ones(len(observed)), "null_mean": nan,
+                "null_q05": nan, "null_q95": nan}
     sign = 1.0 if larger else -1.0
     p = [p_value(sign * o, sign * n) if np.isfinite(o) else np.nan for o, n in zip(observed, null)]
     floor = max(1 / math.factorial(k), 1 / (null.shape[1] + 1))
@@ -264,8 +268,6 @@ def _pair(a: str, b: str, prepared: Mapping[str, _Prepared], hooks: Sequence[str
         statistics.insert(0, ("mean_cosine", cos.mean(1), null_cos, True, np.nan))
     for statistic, observed, null, larger, chance in statistics:
         tested = _tested(observed, null, k, larger)
-        if k < 2:
-            tested |= {key: np.full(len(hooks), np.nan) for key in ("p", "p_fwe")}
         tables["closeness"].append(_frame(keys | {"statistic": statistic, "n_concepts": k, "chance": chance},
                                           hooks, tested, CLOSENESS_COLUMNS))
     if first and k >= MIN_RSA:

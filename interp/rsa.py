@@ -4,11 +4,15 @@ Per layer, the distance matrix of the identity vectors (cosine, after centring o
 compared with the distance matrix of the identities' behaviour rows (euclidean by default: e.g. how differently two
 personas rate every experiencer). The RSA score is the Spearman correlation over the upper triangle (pairs i < j); its
 Mantel p-value permutes the identities of one matrix (rows and columns together) and is one-sided for a positive
-association: p = (1 + #{null >= r}) / (n_permutations + 1). The partial Mantel test does the same with a control
+association: p = (1 + #{null >= r}) / (permutations + 1), over every relabelling where there are no more than
+n_permutations + 1 of them (then exact, floor 1 / n!). The partial Mantel test does the same with a control
 matrix (e.g. how much two identities differ in token count) partialled out of both.
 """
 
 from __future__ import annotations
+
+import itertools
+import math
 
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -74,7 +78,11 @@ def rsa(D1: np.ndarray, D2: np.ndarray) -> float:
 
 
 def mantel_permutations(n: int, n_permutations: int, seed: int) -> np.ndarray:
-    """[n_permutations, n] seeded permutations of the points, as `mantel` draws them."""
+    """The relabellings of the points `mantel` compares with ([permutations, n]): every one but the identity where
+    n! - 1 <= n_permutations, so the p-value (1 + #{null >= observed}) / (len(null) + 1) is the exact one, whose
+    floor is 1 / n! (a sample would put p below it); else n_permutations seeded draws."""
+    if math.factorial(n) - 1 <= n_permutations:
+        return np.array(list(itertools.permutations(range(n)))[1:], dtype=np.int64).reshape(-1, n)
     rng = np.random.default_rng(seed)
     return rng.permuted(np.tile(np.arange(n), (n_permutations, 1)), axis=1)
 

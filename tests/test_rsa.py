@@ -164,3 +164,21 @@ def test_layer_rsa_with_a_control(tmp_path: Path) -> None:
     for ax in fig.axes:  # both panels on one scale that holds every curve
         low, high = ax.get_ylim()
         assert low <= df[["rsa", "partial_rsa"]].min().min() and high >= df[["rsa", "partial_rsa"]].max().max()
+
+
+def test_mantel_enumerates_every_relabelling_where_they_are_few_so_p_is_exact():
+    from itertools import permutations
+
+    from scipy.stats import spearmanr
+
+    X = np.random.default_rng(3).normal(size=(5, 4))
+    D1 = rsa.distance_matrix(X, "euclidean")
+    D2 = D1 + np.random.default_rng(4).normal(scale=0.3, size=D1.shape)
+    D2 = (D2 + D2.T) / 2
+    np.fill_diagonal(D2, 0)
+    iu = np.triu_indices(5, 1)
+    r, p = rsa.mantel(D1, D2, n_permutations=1000)
+    every = [spearmanr(D1[iu], D2[np.ix_(q, q)][iu])[0] for q in map(list, permutations(range(5)))]
+    assert p == pytest.approx(np.mean(np.array(every) >= r - 1e-12))  # the exact p over all 5! relabellings
+    assert p >= 1 / 120
+    assert len(rsa.mantel_permutations(5, 119, 0)) == 119 and len(rsa.mantel_permutations(5, 118, 0)) == 118
