@@ -118,3 +118,15 @@ def pinned_run(tmp_path_factory) -> Path:
     manifest["config"]["model"] = str(PINNED / "model")
     (path / "manifest.json").write_text(json.dumps(manifest))
     return path
+
+
+def oom_above(forward: Callable, limit: int, sizes: list[int]) -> Callable:
+    """A stand-in for `forward(model, ids, **kwargs)` that runs CUDA out of memory on batches larger than `limit`,
+    recording every batch size it is given in `sizes`."""
+    def forward_or_oom(model, ids, **kwargs):
+        sizes.append(ids.shape[0])
+        if ids.shape[0] > limit:
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory")
+        return forward(model, ids, **kwargs)
+
+    return forward_or_oom

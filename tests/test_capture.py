@@ -15,6 +15,7 @@ from activations.capture import (
     hook_names, parse_layers, resid_post, select_hooks,
 )
 from behavioral.engine import Batch, Engine, halving_on_oom, left_pad
+from tests.conftest import oom_above
 
 TEXTS = ["Hi.", "How much joy did the person feel while experiencing the event?", "a person from Iran"]
 TOL = 1e-5
@@ -359,13 +360,7 @@ def test_source_states_stop_and_halve_on_out_of_memory(four_layers, monkeypatch)
     alone = patch_sources.source_states(model, prompts, [1], batch_size=1)
     real, sizes, ticks = patch_sources.resid_post, [], []
 
-    def small_memory(model, ids, **kwargs):
-        sizes.append(ids.shape[0])
-        if ids.shape[0] > 2:
-            raise torch.cuda.OutOfMemoryError("CUDA out of memory")
-        return real(model, ids, **kwargs)
-
-    monkeypatch.setattr(patch_sources, "resid_post", small_memory)
+    monkeypatch.setattr(patch_sources, "resid_post", oom_above(real, 2, sizes))
     calls.clear()
     halved = patch_sources.source_states(model, prompts, [1], batch_size=5, on_forward=lambda: ticks.append(1))
     assert sizes == [5, 2, 3, 1, 2] and len(ticks) == 3 and calls == {0: 3, 1: 3}

@@ -20,6 +20,7 @@ from behavioral.suites.intergroup.corpus import embedded_events, sample_events
 from behavioral.suites.intergroup.groups import get_category
 from behavioral.suites.intergroup.prompts import build
 from behavioral.suites.intergroup.suite import Intergroup, IntergroupItem
+from tests.conftest import oom_above
 
 SETTING = "P0S0T0"
 
@@ -167,13 +168,7 @@ def test_span_forwards_halve_their_batch_on_out_of_memory(tiny_model, tiny_token
     alone = _span_recorder(tiny_model, tiny_tokenizer, tmp_path / "alone", 1)._span_vectors(items, "perceiver")
     real, sizes = recorder_mod.resid_post, []
 
-    def small_memory(model, ids, **kwargs):
-        sizes.append(ids.shape[0])
-        if ids.shape[0] > 2:
-            raise torch.cuda.OutOfMemoryError("CUDA out of memory")
-        return real(model, ids, **kwargs)
-
-    monkeypatch.setattr(recorder_mod, "resid_post", small_memory)
+    monkeypatch.setattr(recorder_mod, "resid_post", oom_above(real, 2, sizes))
     recorder = _span_recorder(tiny_model, tiny_tokenizer, tmp_path / "halved", 6)
     halved = recorder._span_vectors(items, "perceiver")
     assert sizes == [6, 3, 1, 2, 3, 1, 2] and recorder.batch_size == 1
