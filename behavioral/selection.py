@@ -8,6 +8,11 @@ from collections.abc import Mapping
 import pandas as pd
 
 
+def values_of(value: object) -> list:
+    """A selection's values for one field: the list, tuple or set given, or the single value."""
+    return list(value) if isinstance(value, (list, tuple, set, frozenset)) else [value]
+
+
 def select_rows(frame: pd.DataFrame, where: Mapping[str, object], what: str = "the rows") -> pd.DataFrame:
     """The rows of `frame` whose columns hold the values of `where` (a value or a list of values per column); a
     column `frame` lacks is a ValueError naming `what` and the columns it has."""
@@ -15,6 +20,5 @@ def select_rows(frame: pd.DataFrame, where: Mapping[str, object], what: str = "t
         if column not in frame.columns:
             fields = ", ".join(c for c in frame.columns if not str(c).startswith("_"))
             raise ValueError(f"{what} have no field {column!r}; fields: {fields}")
-        values = list(value) if isinstance(value, (list, tuple, set, frozenset)) else [value]
-        frame = frame[frame[column].isin(values)]
+        frame = frame[frame[column].isin(values_of(value))]
     return frame

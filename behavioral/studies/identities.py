@@ -11,6 +11,7 @@ import numpy as np
 
 from activations.store import ActivationStore
 from behavioral.analysis.runs import Run
+from behavioral.selection import values_of
 from behavioral.suite import Suite
 
 WHERE_HELP = ("select activations by an index field, FIELD=VALUE (e.g. category=nationality); a field given twice "
@@ -31,7 +32,7 @@ def parse_where(entries: Sequence[str]) -> dict[str, str | list[str]]:
 
 def where_text(where: dict) -> str:
     """A selection as titles and plans print it: ``category=race, setting=P0S0T0``, or ``all rows``."""
-    return ", ".join(f"{k}={','.join(v) if isinstance(v, list) else v}" for k, v in where.items()) or "all rows"
+    return ", ".join(f"{k}={','.join(map(str, values_of(v)))}" for k, v in where.items()) or "all rows"
 
 
 def suite_of(run: Run) -> Suite:
@@ -107,7 +108,7 @@ def slot_tokens(run: Run, kind: str, names: Sequence[str], where: dict, trust_re
 
     suite, config = suite_of(run), RunConfig.from_run_dir(run.run_dir)
     slot, fields = suite.capture.spans[kind]
-    selected = {field: set(value) if isinstance(value, list) else {value} for field, value in where.items()}
+    selected = {field: set(values_of(value)) for field, value in where.items()}
     wanted, first = set(names), {}
     data = suite.prepare(suite.dataset(config), config, None, None, run.run_dir)
     for _, items in suite.groups(data):
