@@ -4,8 +4,10 @@ with a Study object, imported on first use."""
 from __future__ import annotations
 
 import importlib
+from typing import TYPE_CHECKING
 
-from behavioral.studies.study import Study, run_study
+if TYPE_CHECKING:
+    from behavioral.studies.study import Study
 
 # name -> module holding its STUDY
 STUDIES: dict[str, str] = {
@@ -23,11 +25,20 @@ def names() -> list[str]:
     return list(STUDIES)
 
 
-def get_study(name: str) -> Study:
+def get_study(name: str) -> "Study":
     """The study called `name`; an unknown name is a ValueError listing the known ones."""
     if name not in STUDIES:
         raise ValueError(f"unknown study {name!r}; expected one of {', '.join(STUDIES)}")
     return importlib.import_module(STUDIES[name]).STUDY
+
+
+def __getattr__(name: str):
+    """`Study` and `run_study`, imported on first use so that the CLI's parser does not load the analysis stack."""
+    if name in ("Study", "run_study"):
+        from behavioral.studies import study
+
+        return getattr(study, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = ["STUDIES", "Study", "get_study", "names", "run_study"]
