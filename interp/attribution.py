@@ -1,0 +1,395 @@
+"""Attribution patching (AtP; Nanda 2023, Kramár et al. 2024): a first-order estimate of the effect of every
+(layer, position) activation patch on a scalar metric, from one clean forward and backward and one corrupted forward
+per prompt pair, beside the exact activation-patching map on the same grid that validates it.
+
+Nodes are residual-stream points (activations.capture): ``EMBED_LAYER`` (-1, hook_embed) and
+``blocks.{l}.hook_resid_post``, at prompt positions only (as interp.patch_run patches them; the answer-trie tokens
+score mode appends read the prompt through attention). Patching node (l, t) of the clean prompt with position s of
+the corrupted one overwrites the output of layer l at t, so later layers read the corrupted value there; AtP
+estimates the change of the metric as
+
+    AtP(l, t) = (a_corr[l, s] - a_clean[l, t]) · ∂metric/∂a_clean[l, t],
+
+exact where the metric is linear in that state (`exact_map` computes the real change, one patched forward a node).
+
+The grid (`grid`): the two prompts must be the same tokens outside the patched slot (its span is ``PERSONA`` of
+interp.patch_spec.encode). Positions before the slot are then the same states in both prompts (causal attention) and
+have no effect; from the slot on, positions are paired from the slot's end as patch_spec's ``persona_end`` and
+``system`` groups pair them: the last tokens of the two slots from their ends (the first tokens of a longer clean
+slot keep their values and are no node), then every token after the slot with its counterpart the same distance
+after the corrupted slot. `scope` ends the grid at the slot's end (``slot``), at the end of the system text
+(``system``) or at the prompt's end (``prompt``).
+
+The metric is the suite's outcome as score mode reads it from the same tree-masked forward the engine scores with
+(``Engine._tree_forward``, every prompt token in it): `expected_metric`, the expected value over the answer set
+(interp.patch_run's ``PatchScores.expected``; intergroup: the expected intensity), or `logp_metric`, the
+log-probability of writing one answer and ending it there (``PatchScores.logp``), so AtP, `exact_map` and the
+patching study measure one quantity.
+
+AtP* (Kramár et al. 2024) adds two fixes to AtP:
+
+- the QK fix for attention saturation recomputes the attention softmax exactly when a query or key node is patched.
+  It is a fix for attention-score nodes: a residual-stream node feeds every later sub-layer, there is no one softmax
+  of its own to recompute, and the fix does not apply to the nodes here;
+- GradDrop against cancellation between paths: for each block l, the gradient is taken with the gradient through
+  block l's own contribution to the residual stream stopped (its output read as input + (output - input).detach(),
+  so the forward is unchanged), and the node's score is (1 / (L - 1)) Σ_l |AtP_drop l|, a magnitude. It applies to
+  residual-stream nodes and is implemented (`attribute(graddrop=True)`: L more forwards and backwards per pair). It
+  assumes block l reads block l - 1's output unchanged (Llama, Qwen2, Mistral, SmolLM2; models that scale or add to
+  the embedding before block 0, Gemma and GPT-2, rescale the embedding node's gradient when block 0 is dropped).
+
+Gradients never reach the model's parameters: they are switched off for the backward (`frozen`) and their flags come
+back afterwards.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import torch
+from scipy.stats import spearmanr
+
+from activations.capture import EMBED_LAYER, ResidualHooks, check_layers, n_layers_of
+from behavioral.analysis.bootstrap import LEVEL, percentile_interval, resamples
+from behavioral.answer_space import AnswerTrie
+from behavioral.engine import Batch
+from interp.patch_sources import prefix_batches, prefixes, source_states
+from interp.patch_spec import PERSONA, SYSTEM_GROUP, PatchError, PatchPrompt
+
+SCOPES = ("slot", "system", "prompt")
+NODE_COLUMNS = ("pair", "layer", "position", "source_position", "offset", "from_end")
+Metric = Callable[[torch.Tensor], torch.Tensor]  # tree logits [B, 1 + trie nodes, V] -> [B]
+
+
+# --- the metric ---------------------------------------------------------------------------------------------------
+
+def expected_metric(trie: AnswerTrie) -> Metric:
+    """The expected value over the answer set (score mode's ``expected``; intergroup: the expected intensity)."""
+    values = trie.spec.values
+    if values is None:
+        raise ValueError("the answer set has no values to take an expectation of; expected a valued scale, or "
+                         "logp_metric")
+
+    def metric(logits: torch.Tensor) -> torch.Tensor:
+        _, logp = trie.answer_logprobs(logits)
+        return torch.softmax(logp, dim=-1) @ torch.tensor(values, dtype=logp.dtype, device=logp.device)
+    return metric
+
+
+def logp_metric(trie: AnswerTrie, label) -> Metric:
+    """The log-probability of writing answer `label` and ending it there (``PatchScores.logp``)."""
+    if label not in trie.spec.names:
+        raise ValueError(f"answer {label!r} is not in the answer set; expected one of {list(trie.spec.names)}")
+    index = trie.spec.names.index(label)
+    return lambda logits: trie.answer_logprobs(logits)[1][:, index]
+
+
+@dataclass(frozen=True)
+class Pair:
+    """A clean prompt and its corrupted counterpart (the patched slot's span as ``PERSONA`` in both), the answer trie
+    both are scored with, and the metric read from the clean prompt's tree logits."""
+
+    clean: PatchPrompt
+    corrupted: PatchPrompt
+    trie: AnswerTrie
+    metric: Metric
+
+
+# --- the grid -----------------------------------------------------------------------------------------------------
+
+def grid(clean: PatchPrompt, corrupted: PatchPrompt, scope: str = "prompt") -> list[tuple[int, int]]:
+    """(clean position, corrupted position) of every node position, in clean order (module docstring); a PatchError
+    (a ValueError) where the prompts differ outside the slot or the scope is unknown."""
+    if scope not in SCOPES:
+        raise PatchError(f"unknown scope {scope!r}; expected one of {', '.join(SCOPES)}")
+    if PERSONA not in clean.spans or PERSONA not in corrupted.spans:
+        raise PatchError("a prompt of the pair has no patched slot span; expected prompts from "
+                         "interp.patch_spec.encode (or a PatchPrompt with a 'persona' span)")
+    a, b = clean.spans[PERSONA], corrupted.spans[PERSONA]
+    if clean.ids[:a.start] != corrupted.ids[:b.start]:
+        raise PatchError(f"the clean and corrupted prompts differ before the slot (tokens 0..{a.start} and "
+                         f"0..{b.start}); expected prompts that differ in the slot only")
+    if clean.ids[a.end:] != corrupted.ids[b.end:]:
+        raise PatchError(f"the clean and corrupted prompts differ after the slot ({len(clean) - a.end} and "
+                         f"{len(corrupted) - b.end} tokens after it); expected prompts that differ in the slot only")
+    if scope == SYSTEM_GROUP and SYSTEM_GROUP not in clean.spans:
+        raise PatchError("scope 'system' needs the system span of interp.patch_spec.encode; this prompt has none")
+    end = {"slot": a.end, SYSTEM_GROUP: clean.spans.get(SYSTEM_GROUP, a).end, "prompt": len(clean)}[scope]
+    n = min(len(a), len(b))
+    inside = [(a.end - n + i, b.end - n + i) for i in range(n)]
+    return inside + [(t, b.end + t - a.end) for t in range(a.end, end)]
+
+
+def _layers(model, layers: Sequence[int] | None) -> list[int]:
+    """The grid's layers: `layers` checked (EMBED_LAYER allowed), sorted; None: hook_embed and every block."""
+    n = n_layers_of(model)
+    return sorted(set(check_layers(layers, n, embed=True))) if layers is not None else [EMBED_LAYER, *range(n)]
+
+
+# --- forwards -----------------------------------------------------------------------------------------------------
+
+def tree_logits(engine, prompts: Sequence[Sequence[int]], trie: AnswerTrie) -> torch.Tensor:
+    """[B, 1 + len(trie), V]: the logits Engine.score reads (after each prompt and its prefill, then after every trie
+    node) from the engine's tree-masked forward with every prompt token in it; differentiable where grad is on."""
+    rows = [list(p) + list(trie.prefill) for p in prompts]
+    with engine.hooked(share_prefix=False):
+        return engine._tree_forward(Batch(engine, rows), trie, use_cache=False).logits
+
+
+@contextlib.contextmanager
+def frozen(model) -> Iterator[None]:
+    """Inside the block the model's parameters do not require grad (a backward reaches the residual states only, and
+    no parameter gradient is built or kept); each parameter's flag comes back on exit, also when the block raises."""
+    params = list(model.parameters())
+    flags = [p.requires_grad for p in params]
+    try:
+        for p in params:
+            p.requires_grad_(False)
+        yield
+    finally:
+        for p, flag in zip(params, flags):
+            p.requires_grad_(flag)
+
+
+def clean_gradients(engine, pair: Pair, layers: Sequence[int],
+                    drop: int | None = None) -> tuple[float, torch.Tensor, torch.Tensor]:
+    """(metric, states, gradients) of the clean prompt, states and ∂metric/∂state [len(layers), T, d] (float32 at
+    least) at its T prompt positions, from one forward and one backward; with `drop` (a block), the gradient through
+    that block's own contribution to the residual stream is stopped (GradDrop)."""
+    model = engine.model
+    kept: dict[int, torch.Tensor] = {}
+
+    def keep(layer: int, hidden: torch.Tensor) -> torch.Tensor:
+        if layer == EMBED_LAYER:  # the graph starts here: no parameter requires grad
+            hidden = hidden.detach().requires_grad_(True)
+        elif layer == drop:
+            before = kept[layer - 1]
+            hidden = before + (hidden - before).detach()
+        kept[layer] = hidden
+        return hidden
+
+    n = len(pair.clean)
+    with frozen(model), torch.inference_mode(False), torch.enable_grad():
+        with ResidualHooks(model, [EMBED_LAYER, *range(n_layers_of(model))], edit=keep, retain=False):
+            logits = tree_logits(engine, [pair.clean.ids], pair.trie)
+        value, upstream = _metric_gradient(pair.metric, logits.detach())
+        grads = torch.autograd.grad(logits, [kept[layer] for layer in layers], grad_outputs=upstream)
+    states = torch.stack([_wide(kept[layer][0, :n].detach()) for layer in layers])
+    return value.item(), states, torch.stack([_wide(g[0, :n]) for g in grads])
+
+
+def _metric_gradient(metric: Metric, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(metric summed over rows, its gradient with respect to `logits`), the backward through the metric apart from
+    the model's: answer_logprobs writes into a tensor it saved for the backward, which autograd copies instead of
+    refusing only under a dispatch mode that slows every operation, so only the metric runs under it."""
+    logits = logits.requires_grad_(True)
+    with torch.autograd.graph.allow_mutation_on_saved_tensors():
+        value = metric(logits).sum()
+        (grad,) = torch.autograd.grad(value, [logits])
+    return value.detach(), grad
+
+
+def _wide(x: torch.Tensor) -> torch.Tensor:
+    """`x` in float32 at least (float64 stays float64)."""
+    return x.to(torch.promote_types(x.dtype, torch.float32))
+
+
+def _source_cost(ids: Sequence[Sequence[int]], upto: Sequence[int], batch_size: int) -> tuple[int, int]:
+    """(forwards, prompts) `source_states` runs for these prompts cut at `upto`: one forward per batch of distinct
+    prefixes."""
+    cut = prefixes(ids, upto)
+    return len(prefix_batches(cut, batch_size)), len(set(cut))
+
+
+# --- the maps -----------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class NodeMap:
+    """One method's map: `nodes` one row per (pair, layer, position) (NODE_COLUMNS, then the method's values),
+    `pairs` one row per pair (metric_clean, n_nodes, seconds), and its cost: model forwards (batched calls),
+    prompts through the model, backward passes and wall seconds."""
+
+    nodes: pd.DataFrame
+    pairs: pd.DataFrame
+    forwards: int
+    prompts: int
+    backwards: int
+    seconds: float
+
+
+def _node_rows(i: int, pair: Pair, layers: Sequence[int], nodes: Sequence[tuple[int, int]],
+               values: dict[str, np.ndarray]) -> pd.DataFrame:
+    """The node rows of pair `i`: layer-major, positions in grid order; `values` name -> [layers, positions]."""
+    last = pair.clean.spans[PERSONA].last
+    t = np.array([p for p, _ in nodes])
+    frame = pd.DataFrame({
+        "pair": i, "layer": np.repeat(layers, len(nodes)), "position": np.tile(t, len(layers)),
+        "source_position": np.tile([s for _, s in nodes], len(layers)), "offset": np.tile(t - last, len(layers)),
+        "from_end": np.tile(len(pair.clean) - 1 - t, len(layers))})
+    for name, v in values.items():
+        frame[name] = v.reshape(-1)
+    return frame
+
+
+def _chunks(items: Sequence, size: int) -> Iterator[Sequence]:
+    for k in range(0, len(items), size):
+        yield items[k:k + size]
+
+
+def attribute(engine, pairs: Sequence[Pair], layers: Sequence[int] | None = None, scope: str = "prompt",
+              graddrop: bool = False) -> NodeMap:
+    """The AtP map of every pair: column ``atp`` (and ``graddrop``, AtP*'s GradDrop magnitude, with `graddrop`).
+    Corrupted states come from one forward per distinct corrupted prefix (interp.patch_sources, `engine.batch_size`
+    pairs at a time), then each pair's clean prompt takes one forward and one backward (L more with `graddrop`)."""
+    layers = _layers(engine.model, layers)
+    n_blocks = n_layers_of(engine.model)
+    if graddrop and n_blocks < 2:
+        raise ValueError(f"GradDrop averages over L - 1 dropped layers; the model has {n_blocks} block")
+    blocks = [layer for layer in layers if layer != EMBED_LAYER]
+    frames, rows = [], []
+    forwards = prompts = backwards = 0
+    start = time.perf_counter()
+    for chunk_start, chunk in zip(range(0, len(pairs), engine.batch_size), _chunks(pairs, engine.batch_size)):
+        nodes = [grid(p.clean, p.corrupted, scope) for p in chunk]
+        upto = [max(s for _, s in g) + 1 for g in nodes]
+        ids = [p.corrupted.ids for p in chunk]
+        cache = source_states(engine.model, ids, blocks, upto, engine.batch_size)
+        f, n = _source_cost(ids, upto, engine.batch_size)
+        forwards, prompts = forwards + f, prompts + n
+        for j, (pair, g) in enumerate(zip(chunk, nodes)):
+            began = time.perf_counter()
+            t, s = [a for a, _ in g], [b for _, b in g]
+            value, states, grads = clean_gradients(engine, pair, layers)
+            corrupted = torch.stack([cache.get(j, layer)[s] for layer in layers]).to(states.device, states.dtype)
+            diff = corrupted - states[:, t]
+            values = {"atp": (diff * grads[:, t]).sum(-1).cpu().numpy(),
+                      "patch_norm": diff.norm(dim=-1).cpu().numpy()}
+            if graddrop:
+                dropped = [clean_gradients(engine, pair, layers, drop=block)[2] for block in range(n_blocks)]
+                values["graddrop"] = (sum((diff * d[:, t]).sum(-1).abs() for d in dropped) /
+                                      (n_blocks - 1)).cpu().numpy()
+            passes = 1 + (n_blocks if graddrop else 0)
+            forwards, prompts, backwards = forwards + passes, prompts + passes, backwards + passes
+            i = chunk_start + j
+            frames.append(_node_rows(i, pair, layers, g, values))
+            rows.append({"pair": i, "metric_clean": value, "n_nodes": len(layers) * len(g),
+                         "seconds": time.perf_counter() - began})
+    return NodeMap(_concat(frames), pd.DataFrame(rows), forwards, prompts, backwards, time.perf_counter() - start)
+
+
+
+
+def _patched_metrics(engine, pair: Pair, jobs: Sequence[tuple[int, int, int] | None], layers: Sequence[int],
+                     cache) -> list[float]:
+    """The metric of the clean prompt once per job, in one forward: a job (layer index, clean position, corrupted
+    position) patches that node, None patches nothing."""
+    edits: dict[int, tuple[list[int], list[int], list[torch.Tensor]]] = {}
+    for row, job in enumerate(jobs):
+        if job is not None:
+            k, t, s = job
+            rs, ts, vs = edits.setdefault(layers[k], ([], [], []))
+            rs.append(row)
+            ts.append(t)
+            vs.append(cache.get(0, layers[k])[s])
+
+    def write(layer: int, hidden: torch.Tensor) -> torch.Tensor:
+        rs, ts, vs = edits[layer]
+        hidden = hidden.clone()
+        hidden[rs, ts] = torch.stack(vs).to(hidden.device, hidden.dtype)
+        return hidden
+
+    with torch.inference_mode(), ResidualHooks(engine.model, list(edits), edit=write, retain=False):
+        logits = tree_logits(engine, [pair.clean.ids] * len(jobs), pair.trie)
+        return pair.metric(logits).double().cpu().tolist()
+
+
+def _concat(frames: Sequence[pd.DataFrame]) -> pd.DataFrame:
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=list(NODE_COLUMNS))
+
+
+def exact_map(engine, pairs: Sequence[Pair], layers: Sequence[int] | None = None, scope: str = "prompt") -> NodeMap:
+    """The activation-patching map on `attribute`'s grid: column ``exact``, the metric with one node patched minus
+    the clean metric. Per pair: its corrupted states from one forward, then the clean prompt once per node (and once
+    unpatched), `engine.batch_size` rows a forward, each row patching one node."""
+    layers = _layers(engine.model, layers)
+    blocks = [layer for layer in layers if layer != EMBED_LAYER]
+    frames, rows = [], []
+    forwards = prompts = 0
+    start = time.perf_counter()
+    for i, pair in enumerate(pairs):
+        began = time.perf_counter()
+        g = grid(pair.clean, pair.corrupted, scope)
+        cache = source_states(engine.model, [pair.corrupted.ids], blocks, [max(s for _, s in g) + 1],
+                              engine.batch_size)
+        jobs = [None, *((k, t, s) for k in range(len(layers)) for t, s in g)]
+        values = [v for chunk in _chunks(jobs, engine.batch_size)
+                  for v in _patched_metrics(engine, pair, chunk, layers, cache)]
+        forwards += 1 + math.ceil(len(jobs) / engine.batch_size)
+        prompts += 1 + len(jobs)
+        exact = (np.array(values[1:]) - values[0]).reshape(len(layers), len(g))
+        frames.append(_node_rows(i, pair, layers, g, {"exact": exact}))
+        rows.append({"pair": i, "metric_clean": values[0], "n_nodes": len(jobs) - 1,
+                     "seconds": time.perf_counter() - began})
+    return NodeMap(_concat(frames), pd.DataFrame(rows), forwards, prompts, 0, time.perf_counter() - start)
+
+
+# --- reading the maps ---------------------------------------------------------------------------------------------
+
+def top_k_sizes(n_nodes: int, ks: Sequence[int] = (10,), fractions: Sequence[float] = (0.05,)) -> list[int]:
+    """The k of each top-k comparison: each of `ks` and ceil(fraction × n_nodes), each at most n_nodes, in order."""
+    sizes = [min(k, n_nodes) for k in ks] + [min(n_nodes, max(1, math.ceil(f * n_nodes))) for f in fractions]
+    return list(dict.fromkeys(sizes))
+
+
+def recovered(estimate: np.ndarray, exact: np.ndarray, k: int) -> float:
+    """The share of the k nodes of largest |exact| effect that are among the k of largest |estimate| (ties broken by
+    node order)."""
+    top = lambda v: set(np.argsort(-np.abs(np.asarray(v, dtype=float)), kind="stable")[:k].tolist())  # noqa: E731
+    return len(top(estimate) & top(exact)) / k
+
+
+def agreement(estimate: np.ndarray, exact: np.ndarray, ks: Sequence[int] = (10,),
+              fractions: Sequence[float] = (0.05,)) -> dict[str, float]:
+    """How well an estimated map ranks the nodes as the exact one does: Spearman's rank correlation of the signed
+    effects (NaN where either map is constant) and, per k of `top_k_sizes`, the share of the exact top k recovered
+    (``top{k}``); ``n_nodes``."""
+    estimate, exact = np.asarray(estimate, dtype=float), np.asarray(exact, dtype=float)
+    if estimate.shape != exact.shape or estimate.ndim != 1:
+        raise ValueError(f"maps of {estimate.shape} and {exact.shape} nodes; expected two equal 1-d maps")
+    constant = np.ptp(estimate) == 0 or np.ptp(exact) == 0 if len(exact) else True
+    out = {"n_nodes": len(exact), "spearman": math.nan if constant else float(spearmanr(estimate, exact).statistic)}
+    for k in top_k_sizes(len(exact), ks, fractions) if len(exact) else []:
+        out[f"top{k}"] = recovered(estimate, exact, k)
+    return out
+
+
+def summarize(nodes: pd.DataFrame, value: str, unit: str, by: Sequence[str] = ("layer", "offset"),
+              n_resamples: int = 1000, seed: int = 0, level: float = LEVEL) -> pd.DataFrame:
+    """Per node group (`by`): the mean of `value` over the pairs that have the node, n_pairs, n_units (the distinct
+    values of column `unit`, e.g. events) and the percentile interval of that mean over units drawn with replacement
+    (ci_low, ci_high; NaN with fewer than 2 units)."""
+    by = list(by)
+    units, unit_index = np.unique(nodes[unit].astype(str), return_inverse=True)
+    groups = nodes.groupby(by, sort=True).ngroup().to_numpy()
+    n_groups = groups.max() + 1 if len(groups) else 0
+    sums = np.zeros((len(units), n_groups))
+    counts = np.zeros((len(units), n_groups))
+    np.add.at(sums, (unit_index, groups), nodes[value].to_numpy(dtype=float))
+    np.add.at(counts, (unit_index, groups), 1)
+    out = nodes.groupby(by, sort=True).agg(mean=(value, "mean"), n_pairs=(value, "size")).reset_index()
+    out["n_units"] = (counts > 0).sum(0)
+    low = high = np.full(n_groups, np.nan)
+    if len(units) >= 2:
+        draws = resamples(len(units), n_resamples, seed)
+        weight = np.stack([np.bincount(d, minlength=len(units)) for d in draws]).astype(float)  # [R, units]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            means = (weight @ sums) / (weight @ counts)
+        low, high = np.array([percentile_interval(means[:, g], level) for g in range(n_groups)]).T
+    out["ci_low"], out["ci_high"] = low, high
+    return out

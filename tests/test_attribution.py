@@ -1,0 +1,172 @@
+"""Attribution patching (interp.attribution): exact where the metric is linear in the patched state, close to
+activation patching on the tiny model's persona positions, its exact map equal to interp.patching's patched forward,
+no gradient left in the model, one ValueError for prompts that differ outside the slot; the map's summary and the
+agreement measures on planted arrays."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from torch import nn
+
+from behavioral.engine import Engine
+from behavioral.suites.intergroup import patching as IP
+from behavioral.suites.intergroup.corpus import embedded_events, sample_events
+from interp import attribution as A
+from interp.patch_spec import PatchError, PatchSpec
+from interp.patch_sweep import evaluate
+
+SETTING = "P0S0T0"
+
+
+@pytest.fixture(scope="module")
+def event():
+    return sample_events(embedded_events(), 2, 0)
+
+
+def _pair(tokenizer, event, clean="a Muslim", corrupted="a person", experiencer="a Muslim", metric=None):
+    trie = IP.setting_trie(tokenizer, SETTING)
+    prompts = [IP.build(tokenizer, SETTING, p, experiencer, event) for p in (clean, corrupted)]
+    return A.Pair(*prompts, trie, metric or A.expected_metric(trie))
+
+
+class _Mix(nn.Module):
+    """A linear block: each position adds a linear map of the mean of the states it may attend to."""
+
+    def __init__(self, d: int):
+        super().__init__()
+        self.proj = nn.Linear(d, d, bias=False)
+
+    def forward(self, hidden, allowed):
+        mean = allowed @ hidden / allowed.sum(-1, keepdim=True)
+        return hidden + self.proj(mean)
+
+
+class _LinearLM(nn.Module):
+    """A causal LM whose logits are linear in every residual-stream state (no norm, no softmax), laid out as the
+    hooks and the engine expect (model.embed_tokens, model.layers, lm_head)."""
+
+    def __init__(self, vocab: int, d: int = 16, n_layers: int = 3):
+        super().__init__()
+        torch.manual_seed(0)
+        self.model = nn.Module()
+        self.model.embed_tokens = nn.Embedding(vocab, d)
+        self.model.layers = nn.ModuleList(_Mix(d) for _ in range(n_layers))
+        self.lm_head = nn.Linear(d, vocab, bias=False)
+        self.double()
+
+    def forward(self, input_ids, attention_mask=None, logits_to_keep=0, **_):
+        n = input_ids.shape[1]
+        causal = torch.ones(n, n, dtype=torch.bool).tril()[None].expand(len(input_ids), n, n)
+        allowed = (causal if attention_mask is None else attention_mask[:, 0] == 0).to(self.lm_head.weight.dtype)
+        hidden = self.model.embed_tokens(input_ids)
+        for layer in self.model.layers:
+            hidden = layer(hidden, allowed)
+        return SimpleNamespace(logits=self.lm_head(hidden)[:, -logits_to_keep:])
+
+
+def test_atp_equals_activation_patching_where_the_metric_is_linear_in_the_state(tiny_tokenizer, event):
+    engine = Engine(_LinearLM(len(tiny_tokenizer)), tiny_tokenizer, 64)
+    linear = lambda logits: 3 * logits[:, 0, 5] - logits[:, 2, 9]  # noqa: E731
+    pair = _pair(tiny_tokenizer, event[0], corrupted="a Jew", metric=linear)
+    atp, exact = A.attribute(engine, [pair], scope="slot"), A.exact_map(engine, [pair], scope="slot")
+    assert len(atp.nodes) == 4 * 5  # hook_embed and 3 blocks × the 5 last tokens of "a Muslim" and "a Jew"
+    assert np.abs(exact.nodes["exact"]).max() > 1e-3  # the patches do move the metric
+    np.testing.assert_allclose(atp.nodes["atp"], exact.nodes["exact"], rtol=1e-9, atol=1e-12)
+    assert (atp.forwards, atp.backwards) == (2, 1)  # one corrupted and one clean forward, one backward
+
+
+@pytest.mark.slow
+def test_atp_ranks_the_persona_patches_as_activation_patching_on_the_tiny_model(tiny_model, tiny_tokenizer, event):
+    # the persona's tokens and the system text after them, which reads them: ~230 nodes a pair
+    engine = Engine(tiny_model, tiny_tokenizer, 128)
+    pairs = [_pair(tiny_tokenizer, event[0], corrupted=c) for c in ("a person", "a Jew")]
+    atp, exact = A.attribute(engine, pairs, scope="system"), A.exact_map(engine, pairs, scope="system")
+    pd.testing.assert_frame_equal(atp.nodes[list(A.NODE_COLUMNS)], exact.nodes[list(A.NODE_COLUMNS)])
+    np.testing.assert_allclose(atp.pairs["metric_clean"], exact.pairs["metric_clean"], rtol=1e-6)
+    score = A.agreement(atp.nodes["atp"], exact.nodes["exact"])
+    assert score["spearman"] > 0.9 and score["top10"] >= 0.7, score
+    assert (atp.forwards, atp.prompts) == (4, 4)  # two corrupted prompts of two lengths, two clean ones
+    assert exact.prompts == 4 + len(exact.nodes)  # and one row per node
+
+
+def test_exact_map_is_the_patching_forward_of_interp_patching(tiny_model, tiny_tokenizer, event):
+    engine = Engine(tiny_model, tiny_tokenizer, 16)
+    pair = _pair(tiny_tokenizer, event[0], corrupted="a Jew")
+    exact = A.exact_map(engine, [pair], scope="slot")
+    assert exact.pairs["metric_clean"][0] == pytest.approx(engine.score([list(pair.clean.ids)], pair.trie)[0].expected)
+    # the last persona token alone is persona_end:1 of the patching sweep
+    specs = [PatchSpec.parse("persona_end:1", (layer,)) for layer in (-1, 0, 1)]
+    swept = evaluate(engine, [pair.clean], [pair.corrupted], [specs], pair.trie)
+    last = exact.nodes[exact.nodes["offset"] == 0]
+    np.testing.assert_allclose(last["exact"], swept["delta_expected"], atol=1e-9)
+
+
+def test_gradients_never_reach_the_model(tiny_model, tiny_tokenizer, event):
+    engine = Engine(tiny_model, tiny_tokenizer, 16)
+    params = list(tiny_model.parameters())
+    params[0].requires_grad_(False)  # a mix of flags comes back as it was
+    before = {k: v.clone() for k, v in tiny_model.state_dict().items()}
+    try:
+        A.attribute(engine, [_pair(tiny_tokenizer, event[0])], scope="slot", graddrop=True)
+        assert [p.requires_grad for p in params] == [False] + [True] * (len(params) - 1)
+        assert all(p.grad is None for p in params)
+        assert all(torch.equal(v, before[k]) for k, v in tiny_model.state_dict().items())
+    finally:
+        params[0].requires_grad_(True)
+
+
+def test_graddrop_of_a_last_layer_node_is_its_atp_over_l_minus_1_times_l(tiny_model, tiny_tokenizer, event):
+    # no block is downstream of the last block's output, so every dropped gradient is the full one
+    engine = Engine(tiny_model, tiny_tokenizer, 16)
+    nodes = A.attribute(engine, [_pair(tiny_tokenizer, event[0])], scope="slot", graddrop=True).nodes
+    last = nodes[nodes["layer"] == 1]
+    np.testing.assert_allclose(last["graddrop"], 2 * last["atp"].abs(), rtol=1e-5)
+
+
+def test_prompts_that_differ_outside_the_slot_are_one_value_error(tiny_tokenizer, event):
+    pair = _pair(tiny_tokenizer, event[0])
+    other = _pair(tiny_tokenizer, event[1])  # another event: the tokens after the persona differ
+    with pytest.raises(ValueError, match="differ after the slot .* expected prompts that differ in the slot only"):
+        A.grid(pair.clean, other.corrupted)
+    with pytest.raises(ValueError, match="unknown scope 'middle'; expected one of slot, system, prompt"):
+        A.grid(pair.clean, pair.corrupted, "middle")
+
+
+def test_the_grid_pairs_from_the_slots_end_as_patch_spec_does(tiny_tokenizer, event):
+    pair = _pair(tiny_tokenizer, event[0])
+    a, b = pair.clean.spans["persona"], pair.corrupted.spans["persona"]
+    nodes = A.grid(pair.clean, pair.corrupted, "prompt")
+    n = min(len(a), len(b))
+    assert nodes[:n] == [(a.end - n + i, b.end - n + i) for i in range(n)]
+    assert nodes[-1] == (len(pair.clean) - 1, len(pair.corrupted) - 1)
+    assert len(A.grid(pair.clean, pair.corrupted, "slot")) == n
+    assert A.grid(pair.clean, pair.corrupted, "system")[-1][0] == pair.clean.spans["system"].last
+
+
+def test_summary_recovers_a_planted_node_with_an_interval_over_units():
+    rng = np.random.default_rng(0)
+    rows = [{"pair": 2 * u + k, "event": f"e{u}", "layer": layer, "offset": 0,
+             "atp": (1.0 if layer == 3 else 0.0) + rng.normal(0, 0.1)}
+            for u in range(8) for k in range(2) for layer in range(5)]
+    out = A.summarize(pd.DataFrame(rows), "atp", "event", n_resamples=500)
+    planted = out.set_index("layer").loc[3]
+    assert planted["ci_low"] < planted["mean"] < planted["ci_high"] and planted["ci_low"] > 0.8
+    assert (out.set_index("layer").drop(3)["ci_high"] < 0.3).all()
+    assert out["n_pairs"].tolist() == [16] * 5 and out["n_units"].tolist() == [8] * 5
+    one = A.summarize(pd.DataFrame(rows).assign(event="e0"), "atp", "event")
+    assert one["ci_low"].isna().all()  # one event: no interval
+
+
+def test_agreement_counts_the_top_nodes_recovered():
+    exact = np.array([5.0, -4.0, 0.1, 0.2, 3.0] + [0.0] * 15)
+    estimate = np.array([4.0, 0.0, 0.1, 0.2, -6.0] + [0.0] * 15)
+    out = A.agreement(estimate, exact, ks=(2, 3), fractions=(0.05,))
+    assert out["top2"] == 0.5 and out["top3"] == pytest.approx(2 / 3) and out["top1"] == 0.0  # 5 vs -6
+    assert A.top_k_sizes(4630, ks=(10,)) == [10, 232]
+    with pytest.raises(ValueError, match="expected two equal 1-d maps"):
+        A.agreement(estimate, exact[:3])
