@@ -135,13 +135,14 @@ def difference_matrix(values) -> np.ndarray:
 
 def layer_probes(store, category: str, target: str, split: str) -> pd.DataFrame:
     """Old: interp.probes.layer_probes(store, category, SETTING, target, cv=2, seed=SEED, split=, n_shuffles=1). New:
-    behavioral.studies.probe.probe_table with the intergroup suite's labels (split "event" is the field event_id)."""
+    behavioral.studies.probe.probe_table with the intergroup suite's labels (split "event" is the field event_id),
+    without the control task the old call did not have."""
     from behavioral.studies.probe import probe_table
     from behavioral.suites.intergroup import SUITE
 
     split_by = "event_id" if split == "event" else split
     table = probe_table(store, SUITE, {"category": category, "setting": SETTING}, [target], [split_by],
-                        store_hooks(store), cv=2, seed=SEED, n_shuffles=1)
+                        store_hooks(store), cv=2, seed=SEED, n_shuffles=1, matchings=0)
     return table.assign(category=category, setting=SETTING, split=split)
 
 

@@ -100,10 +100,15 @@ def test_probe_table_reads_the_suites_labels_and_finds_the_planted_signals(tmp_p
     _synthetic_sample_store(tmp_path)
     store = activation_store.load(tmp_path)
     where = {"category": "religion", "setting": SETTING}
-    table = probe_table(store, SUITE, where, None, ["event_id"], store.hooks, n_shuffles=2)
-    assert list(dict.fromkeys(table.target)) == ["ingroup", "perceiver_group"]  # the suite's labels by default
+    table = probe_table(store, SUITE, where, None, ["event_id"], store.hooks, n_shuffles=2, matchings=2)
+    derived = ["ingroup", "perceiver_group", "experiencer_group", "same_name"]
+    assert list(dict.fromkeys(table.target)) == derived  # the suite's labels by default
+    by_target = table.groupby("target")["matchings"].first()
+    assert by_target["ingroup"] == by_target["same_name"] == 2  # equalities of two fields get the control task
+    assert by_target[["perceiver_group", "experiencer_group"]].isna().all()  # the others have none defined
     assert set(table.split) == {"event_id"} and (table.n == 25 * 4).all()
-    ingroup = probe_table(store, SUITE, where, ["ingroup"], ["cell"], store.hooks, n_shuffles=2).set_index("layer")
+    ingroup = probe_table(store, SUITE, where, ["ingroup"], ["cell"], store.hooks, n_shuffles=2,
+                          matchings=0).set_index("layer")
     assert list(ingroup.hook) == store.hooks and (ingroup.n_classes == 2).all()
     balanced = ingroup["balanced_accuracy_mean"]
     assert balanced[0] > 0.9 and balanced[-1] < 0.75 and balanced[1] < 0.75

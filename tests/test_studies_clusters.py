@@ -201,7 +201,7 @@ def test_probe_study_through_the_cli_equals_layer_probes_on_hand_labels(run_dir,
     out = tmp_path / "out"
     assert main(["interp", "probe", str(run_dir), "--out", str(out), "--where", "category=race", "--target",
                  "ingroup", "--split", "cell,event_id", "--layers", "embed,last", "--cv", "2", "--n-shuffles", "1",
-                 "--no-progress"]) == 0
+                 "--matchings", "0", "--no-progress"]) == 0
     table = pd.read_csv(out / "probes.csv")
     store = activation_store.load(run_dir)
     samples, index = store.final_samples(category="race")

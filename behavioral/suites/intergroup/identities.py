@@ -1,6 +1,6 @@
 """Seed 000's identities for the mechanistic studies: which identities a study compares and how they are grouped
-(Table 1 order, Inglehart-Welzel zones, race groups), the labels of final-token rows (in-group, the perceiver's
-group), and behaviour per identity (rows and columns of M). The Intergroup suite's study hooks call these."""
+(Table 1 order, Inglehart-Welzel zones, race groups), the labels of final-token rows (in-group, each side's group,
+the same name), and behaviour per identity (rows and columns of M). The Intergroup suite's study hooks call these."""
 
 from __future__ import annotations
 
@@ -46,13 +46,19 @@ def identity_set(identities: Sequence[str]) -> tuple[list[str], list[str] | None
 
 def cell_labels(cells: pd.DataFrame) -> pd.DataFrame:
     """Per row of a final-token index: `ingroup` (perceiver and experiencer in one group: the same race group, the
-    same country, the same religion) and `perceiver_group` (the perceiver's group), both NA on rows with "a person"
+    same country, the same religion), `perceiver_group` and `experiencer_group` (each side's group; ingroup is their
+    equality) and `same_name` (the same identity string on both sides, which in religion and nationality is exactly
+    ingroup and in race a part of it: a probe of it is the duplicate-string reading), all NA on rows with "a person"
     on either side, where no in-group relation is defined (the probes compare named identities only)."""
     named = (cells["perceiver"] != UNSPECIFIED) & (cells["experiencer"] != UNSPECIFIED)
     perceiver = cells["perceiver"].map(GROUP_OF)
-    ingroup = (perceiver == cells["experiencer"].map(GROUP_OF)).astype("boolean")
+    experiencer = cells["experiencer"].map(GROUP_OF)
+    ingroup = (perceiver == experiencer).astype("boolean")
+    same_name = (cells["perceiver"] == cells["experiencer"]).astype("boolean")
     return pd.DataFrame({"ingroup": ingroup.where(named, pd.NA),
-                         "perceiver_group": perceiver.astype("string").where(named, pd.NA)}, index=cells.index)
+                         "perceiver_group": perceiver.astype("string").where(named, pd.NA),
+                         "experiencer_group": experiencer.astype("string").where(named, pd.NA),
+                         "same_name": same_name.where(named, pd.NA)}, index=cells.index)
 
 
 def measure_of(config: dict) -> str:
