@@ -341,10 +341,9 @@ def exact_map(engine, pairs: Sequence[Pair], layers: Sequence[int] | None = None
 
 # --- reading the maps ---------------------------------------------------------------------------------------------
 
-def top_k_sizes(n_nodes: int, ks: Sequence[int] = (10,), fractions: Sequence[float] = (0.05,)) -> list[int]:
-    """The k of each top-k comparison: each of `ks` and ceil(fraction × n_nodes), each at most n_nodes, in order."""
-    sizes = [min(k, n_nodes) for k in ks] + [min(n_nodes, max(1, math.ceil(f * n_nodes))) for f in fractions]
-    return list(dict.fromkeys(sizes))
+def top_k(n_nodes: int, k: int | None = None, fraction: float | None = None) -> int:
+    """The k of a top-k comparison: `k`, or ceil(`fraction` × n_nodes) (at least 1), at most n_nodes."""
+    return min(n_nodes, k if k is not None else max(1, math.ceil(fraction * n_nodes)))
 
 
 def recovered(estimate: np.ndarray, exact: np.ndarray, k: int) -> float:
@@ -356,16 +355,21 @@ def recovered(estimate: np.ndarray, exact: np.ndarray, k: int) -> float:
 
 def agreement(estimate: np.ndarray, exact: np.ndarray, ks: Sequence[int] = (10,),
               fractions: Sequence[float] = (0.05,)) -> dict[str, float]:
-    """How well an estimated map ranks the nodes as the exact one does: Spearman's rank correlation of the signed
-    effects (NaN where either map is constant) and, per k of `top_k_sizes`, the share of the exact top k recovered
-    (``top{k}``); ``n_nodes``."""
+    """How well an estimated map ranks the nodes as the exact one does: ``n_nodes``; ``spearman``, the rank
+    correlation of the signed effects (NaN where either map is constant); per k of `ks`, ``top{k}``, the share of
+    the exact top k recovered; per fraction f (``{100 f}pct``), the same with k = ceil(f × n_nodes): ``top_{..}pct``
+    and that k, ``k_{..}pct``."""
     estimate, exact = np.asarray(estimate, dtype=float), np.asarray(exact, dtype=float)
     if estimate.shape != exact.shape or estimate.ndim != 1:
         raise ValueError(f"maps of {estimate.shape} and {exact.shape} nodes; expected two equal 1-d maps")
-    constant = np.ptp(estimate) == 0 or np.ptp(exact) == 0 if len(exact) else True
-    out = {"n_nodes": len(exact), "spearman": math.nan if constant else float(spearmanr(estimate, exact).statistic)}
-    for k in top_k_sizes(len(exact), ks, fractions) if len(exact) else []:
-        out[f"top{k}"] = recovered(estimate, exact, k)
+    n = len(exact)
+    constant = not n or np.ptp(estimate) == 0 or np.ptp(exact) == 0
+    out = {"n_nodes": n, "spearman": math.nan if constant else float(spearmanr(estimate, exact).statistic)}
+    for k in ks:
+        out[f"top{k}"] = recovered(estimate, exact, top_k(n, k)) if n else math.nan
+    for f in fractions:
+        name, k = f"{100 * f:g}pct", top_k(n, fraction=f)
+        out[f"top_{name}"], out[f"k_{name}"] = (recovered(estimate, exact, k) if n else math.nan), k
     return out
 
 
@@ -373,7 +377,7 @@ def summarize(nodes: pd.DataFrame, value: str, unit: str, by: Sequence[str] = ("
               n_resamples: int = 1000, seed: int = 0, level: float = LEVEL) -> pd.DataFrame:
     """Per node group (`by`): the mean of `value` over the pairs that have the node, n_pairs, n_units (the distinct
     values of column `unit`, e.g. events) and the percentile interval of that mean over units drawn with replacement
-    (ci_low, ci_high; NaN with fewer than 2 units)."""
+    (ci_low, ci_high; NaN where the node has fewer than 2 units)."""
     by = list(by)
     units, unit_index = np.unique(nodes[unit].astype(str), return_inverse=True)
     groups = nodes.groupby(by, sort=True).ngroup().to_numpy()
@@ -391,5 +395,6 @@ def summarize(nodes: pd.DataFrame, value: str, unit: str, by: Sequence[str] = ("
         with np.errstate(invalid="ignore", divide="ignore"):
             means = (weight @ sums) / (weight @ counts)
         low, high = np.array([percentile_interval(means[:, g], level) for g in range(n_groups)]).T
-    out["ci_low"], out["ci_high"] = low, high
+    alone = out["n_units"].to_numpy() < 2  # a node of one unit has no interval, however many the others have
+    out["ci_low"], out["ci_high"] = np.where(alone, np.nan, low), np.where(alone, np.nan, high)
     return out

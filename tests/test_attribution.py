@@ -160,13 +160,17 @@ def test_summary_recovers_a_planted_node_with_an_interval_over_units():
     assert out["n_pairs"].tolist() == [16] * 5 and out["n_units"].tolist() == [8] * 5
     one = A.summarize(pd.DataFrame(rows).assign(event="e0"), "atp", "event")
     assert one["ci_low"].isna().all()  # one event: no interval
+    some = pd.DataFrame(rows).assign(layer=lambda f: np.where((f["event"] == "e0") & (f["layer"] == 0), 9, f["layer"]))
+    assert A.summarize(some, "atp", "event").set_index("layer").loc[9, ["ci_low", "ci_high"]].isna().all()
 
 
 def test_agreement_counts_the_top_nodes_recovered():
     exact = np.array([5.0, -4.0, 0.1, 0.2, 3.0] + [0.0] * 15)
     estimate = np.array([4.0, 0.0, 0.1, 0.2, -6.0] + [0.0] * 15)
-    out = A.agreement(estimate, exact, ks=(2, 3), fractions=(0.05,))
-    assert out["top2"] == 0.5 and out["top3"] == pytest.approx(2 / 3) and out["top1"] == 0.0  # 5 vs -6
-    assert A.top_k_sizes(4630, ks=(10,)) == [10, 232]
+    out = A.agreement(estimate, exact, ks=(2, 3), fractions=(0.05, 0.25))
+    assert out["top2"] == 0.5 and out["top3"] == pytest.approx(2 / 3)
+    assert (out["k_5pct"], out["top_5pct"]) == (1, 0.0)  # 5 against -6
+    assert (out["k_25pct"], out["top_25pct"]) == (5, 1.0)
+    assert A.top_k(4630, fraction=0.05) == 232 and A.top_k(4, k=10) == 4
     with pytest.raises(ValueError, match="expected two equal 1-d maps"):
         A.agreement(estimate, exact[:3])

@@ -16,6 +16,7 @@ STUDIES: dict[str, str] = {
     "probe": "behavioral.studies.probe",
     "steer": "behavioral.studies.steer",
     "patch": "behavioral.studies.patch",
+    "attribution": "behavioral.studies.attribution",
     "atlas": "behavioral.studies.atlas",
 }
 

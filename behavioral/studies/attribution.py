@@ -1,0 +1,499 @@
+"""The attribution-patching study (`empathy-gap interp attribution RUN_DIR`): which (layer, position) residual-stream
+states of an identity slot carry the suite's outcome? For prompt pairs that differ in the slot only, AtP
+(interp.attribution) estimates the effect of patching each state of the corrupted prompt into the clean one, for a
+whole layer × position map at the cost of two forwards and a backward a pair; with --validate K, activation patching
+of every node of K pairs measures how well the estimate ranks them, and what each costs.
+
+Pairs: intergroup's persona as the patching study's modes define them (clean: an in-group prompt, X perceives X;
+corrupted: the persona "a person", mode person, or the out-group persona the swap puts in, mode swap; the metric is
+the expected intensity); any other suite's identity slot (a span kind of its capture spec, the slot's value in the
+kind's last field) through its items: the clean item and the item whose slot field alone holds another value (--source,
+or the next identity in the suite's order that the item's context has); the metric is the expected value where the
+answer set has values, else the log-probability of the clean prompt's greedy answer."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure as MplFigure
+
+from activations.capture import LAYER_GRAMMAR, hook_layer, hook_names, n_layers_of, select_hooks
+from activations.spans import prompt_spans
+from behavioral import chat
+from behavioral.analysis.runs import Run
+from behavioral.analysis.spec import Analysis, Figure, Section, Table
+from behavioral.answer_space import AnswerTrie
+from behavioral.engine import Engine
+from behavioral.options import check_minimums, option
+from behavioral.run import RunConfig
+from behavioral.selection import select_rows
+from behavioral.studies.identities import parse_where, span_kind, suite_of, where_text
+from behavioral.studies.rerun import load_model, one_run
+from behavioral.studies.study import Study, scope
+from interp import attribution as atp
+from interp.patch_spec import PERSONA, PatchPrompt
+
+GENERIC_MODE = "counterfactual"  # the mode column of another slot's pairs
+KS, FRACTIONS = (10,), (0.05,)  # the top-k comparisons: 10 nodes and 5% of the nodes
+
+
+@dataclass(frozen=True)
+class Options:
+    """What is attributed (the slice, the slot and its counterfactual, the pairs), the map's grid, the validation,
+    and how the run's model is loaded."""
+
+    where: tuple[str, ...] = option((), "the slice, FIELD=VALUE (intergroup's persona: one category and one "
+                                        "setting, default the run's first; another slot: item fields, a field "
+                                        "given twice selects either value)", metavar="FIELD=VALUE")
+    kind: str | None = option(None, "the capture span kind whose slot is patched (default the suite's first: "
+                                    "intergroup's persona)", metavar="KIND")
+    modes: tuple[str, ...] = option(("person", "swap"), "intergroup's persona: the corrupted persona (person: \"a "
+                                                        "person\"; swap: the out-group persona)", name="--mode",
+                                    metavar="MODE")
+    source: str | None = option(None, "another slot: the value of every corrupted prompt's slot (default the next "
+                                      "identity in the suite's order that the clean item's context has)",
+                                metavar="VALUE")
+    limit_events: int = option(1, "intergroup's persona: events, a seeded sample of the run's corpus; another slot: "
+                                  "clean items, a seeded sample", metavar="N", minimum=1)
+    layers: str = option("all", f"layers of the map: {LAYER_GRAMMAR}", metavar="LAYERS")
+    positions: str = option("prompt", "positions of the map, from the slot's tokens on: slot (to the slot's end), "
+                                      "system (to the end of the system text) or prompt (to the prompt's end)",
+                            metavar="SCOPE")
+    validate: int = option(0, "activation-patch every node of the first K pairs of each mode as well, and compare "
+                              "(one forward row a node)", metavar="K", minimum=0)
+    graddrop: bool = option(False, "AtP*'s GradDrop magnitudes too (L more forwards and backwards a pair)")
+    top: int = option(20, "nodes of largest mean |AtP| listed in the report, per mode", metavar="N", minimum=1)
+    n_bootstrap: int = option(1000, "resamples of the events for the map's intervals", metavar="N", minimum=1)
+    seed: int = option(0, "seed of the resamples and of another slot's sample of items", metavar="N")
+    device: str = option("auto", "device of the model", metavar="DEVICE")
+    dtype: str | None = option(None, "dtype of the model (default: the run's)", metavar="DTYPE")
+    batch_size: int = option(32, "prompts per forward (pairs at a time for the corrupted states, nodes at a time "
+                                 "for activation patching)", metavar="N", minimum=1)
+    trust_remote_code: bool = option(False, "let the model folder run its own code (never taken from a manifest)")
+
+    def __post_init__(self):
+        check_minimums(self)
+        if self.positions not in atp.SCOPES:
+            raise ValueError(f"--positions {self.positions!r}: expected one of {', '.join(atp.SCOPES)}")
+        if not self.modes:
+            raise ValueError("--mode: none given; expected person, swap or both")
+        parse_where(self.where)
+
+
+@dataclass(frozen=True)
+class Pairs:
+    """The study's pairs and one meta row each (mode, clean, source, unit: the event the bootstrap resamples), what
+    the metric is, and the slot's name."""
+
+    pairs: list[atp.Pair]
+    meta: pd.DataFrame
+    metric: str
+    slot: str
+
+
+# --- pairs --------------------------------------------------------------------------------------------------------
+
+def _persona_path(run: Run, kind: str) -> bool:
+    """True where the pairs are intergroup's persona modes."""
+    return run.config["suite"] == "intergroup" and kind == "persona"
+
+
+def _prepared(run: Run, config: RunConfig, engine: Engine | None):
+    """The suite's data of `config`, prepared as its run prepares it (the run's caches, extended in a temporary
+    folder where they lack something)."""
+    suite = suite_of(run)
+    with tempfile.TemporaryDirectory() as folder:
+        for name in suite.caches:
+            if (run.run_dir / name).is_file():
+                (Path(folder) / name).write_bytes((run.run_dir / name).read_bytes())
+        model, tokenizer = (engine.model, engine.tokenizer) if engine is not None else (None, None)
+        return suite.prepare(suite.dataset(config), config, model, tokenizer, Path(folder))
+
+
+def _chat_format(run: Run, tokenizer) -> str:
+    """The run's recorded prompt format (else the tokenizer's, as a run detects it)."""
+    return run.config.get("chat_format") or chat.detect_format(tokenizer, run.config.get("prompt_format", "auto"))
+
+
+def persona_pairs(run: Run, engine: Engine, where: dict, options: Options) -> Pairs:
+    """Intergroup's persona pairs: per mode, identity X and event, the in-group prompt (X perceives X) and the one
+    whose persona is "a person" (person) or the swap's out-group persona (swap); metric the expected intensity."""
+    from behavioral.suites.intergroup import patching as IP
+    from behavioral.suites.intergroup.groups import UNSPECIFIED, get_category
+    from behavioral.suites.intergroup.steering import block
+
+    selection = block(run.config, where)
+    category, setting = get_category(selection["category"]), selection["setting"]
+    events = list(_prepared(run, IP.study_config(run, selection, options.limit_events), engine).events)
+    fmt = _chat_format(run, engine.tokenizer)
+    trie = IP.setting_trie(engine.tokenizer, setting)
+    metric = atp.expected_metric(trie)
+    pairs, meta = [], []
+    for mode in options.modes:
+        for x in category.identities:
+            source = UNSPECIFIED if mode == "person" else IP.swap_source(category, x, x)
+            for e in events:
+                clean, corrupted = (IP.build(engine.tokenizer, setting, p, x, e, fmt) for p in (x, source))
+                pairs.append(atp.Pair(clean, corrupted, trie, metric))
+                meta.append({"mode": mode, "clean": x, "source": source, "unit": e.event_id})
+    return Pairs(pairs, pd.DataFrame(meta), f"expected intensity ({setting}, 0..{trie.spec.names[-1]})",
+                 f"persona ({category.name}, {setting})")
+
+
+def _encoded(tokenizer, item, slot: str, fmt: str) -> PatchPrompt:
+    """An item's prompt as the recorder tokenizes it, its slot's span as the patched one."""
+    ids, spans = prompt_spans(tokenizer, item.prompt(), fmt)
+    return PatchPrompt(tuple(ids), {PERSONA: spans[slot]})
+
+
+def slot_pairs(run: Run, engine: Engine, kind: str, where: dict, options: Options) -> Pairs:
+    """Another slot's pairs, through the suite's capture spec: clean items (a seeded sample of the scored items the
+    selection holds that mark the slot) and, for each, the item whose slot field alone differs (--source, or the
+    next identity in the suite's order among those the context holds); pairs whose prompts differ outside the slot
+    are left out. ValueError where none is left."""
+    suite = suite_of(run)
+    slot, fields = suite.capture.spans[kind]
+    field = fields[-1]
+    items = [item for _, group in suite.groups(_prepared(run, RunConfig.from_run_dir(run.run_dir), engine))
+             for item in group if item.answers is not None and any(s.name == slot for s in item.prompt().slots)]
+    frame = select_rows(pd.DataFrame([dict(item.fields) for item in items]), where, f"{run.run_dir}: the items")
+    items = [items[i] for i in frame.index]
+    context = lambda item: tuple(sorted((k, v) for k, v in item.fields.items() if k != field))  # noqa: E731
+    by_context: dict[tuple, dict[str, object]] = {}
+    for item in items:
+        by_context.setdefault(context(item), {})[item.fields[field]] = item
+    fmt = _chat_format(run, engine.tokenizer)
+    order = np.random.default_rng(options.seed).permutation(len(items))
+    pairs, meta, tries, dropped = [], [], {}, 0
+    for i in order:
+        if len(pairs) == options.limit_events:
+            break
+        clean = items[i]
+        held = by_context[context(clean)]
+        value = options.source or _next_identity(suite, kind, list(held), clean.fields[field])
+        if value is None or value not in held or value == clean.fields[field]:
+            continue
+        trie = tries.setdefault(clean.answers, AnswerTrie.build(engine.tokenizer, clean.answers))
+        a, b = _encoded(engine.tokenizer, clean, slot, fmt), _encoded(engine.tokenizer, held[value], slot, fmt)
+        try:
+            atp.grid(a, b, "slot")
+        except ValueError:
+            dropped += 1
+            continue
+        pairs.append(atp.Pair(a, b, trie, None))
+        meta.append({"mode": GENERIC_MODE, "clean": clean.fields[field], "source": value,
+                     "unit": _context_id(context(clean)), "clean_item": clean.item_id,
+                     "source_item": held[value].item_id})
+    if not pairs:
+        raise ValueError(f"{run.run_dir}: no item of {kind} ({where_text(where)}) has a counterfactual "
+                         f"{field} that changes its prompt in the slot only ({dropped} differ elsewhere)")
+    pairs, metric = _with_metrics(engine, pairs)
+    return Pairs(pairs, pd.DataFrame(meta), metric, f"{kind} (slot {slot}, field {field})")
+
+
+def _context_id(context: tuple) -> str:
+    """A short stable name of an item's context (its fields but the slot's): the unit the bootstrap resamples."""
+    return hashlib.sha256(repr(context).encode()).hexdigest()[:12]
+
+
+def _next_identity(suite, kind: str, held: list[str], value: str) -> str | None:
+    """The identity after `value` in the suite's order of `held` (cyclically), None where there is no other."""
+    order, _ = suite.identity_set(kind, held)
+    if value not in order or len(order) < 2:
+        return None
+    return order[(order.index(value) + 1) % len(order)]
+
+
+def _with_metrics(engine: Engine, pairs: list[atp.Pair]) -> tuple[list[atp.Pair], str]:
+    """The pairs with their metric: the expected value where the answer set has values, else the log-probability
+    of the clean prompt's greedy answer (one scoring forward of the clean prompts)."""
+    if all(p.trie.spec.values is not None for p in pairs):
+        return [atp.Pair(p.clean, p.corrupted, p.trie, atp.expected_metric(p.trie)) for p in pairs], "expected value"
+    out = []
+    for p in pairs:
+        greedy = engine.score([list(p.clean.ids)], p.trie)[0].greedy
+        out.append(atp.Pair(p.clean, p.corrupted, p.trie, atp.logp_metric(p.trie, greedy)))
+    return out, "log-probability of the clean prompt's greedy answer"
+
+
+# --- tables and figures -------------------------------------------------------------------------------------------
+
+def _tokens(tokenizer, pairs: Sequence[atp.Pair], nodes: pd.DataFrame) -> pd.Series:
+    """The clean token at each node, as Python writes the string (quotes show its spaces; newlines escaped)."""
+    cache: dict[int, str] = {}
+    ids = [pairs[p].clean.ids[t] for p, t in zip(nodes["pair"], nodes["position"])]
+    return pd.Series([cache.setdefault(i, repr(tokenizer.decode([i]))) for i in ids], index=nodes.index)
+
+
+def map_table(nodes: pd.DataFrame, value: str, options: Options) -> pd.DataFrame:
+    """The mean map of one mode (layer × offset from the slot's last token) with its event-bootstrap interval and
+    the clean token(s) at that offset."""
+    out = atp.summarize(nodes, value, "unit", ("layer", "offset"), options.n_bootstrap, options.seed)
+    tokens = nodes.groupby("offset")["token"].agg(lambda t: t.iloc[0] if t.nunique() == 1 else
+                                                  f"({t.nunique()} tokens)")
+    out.insert(2, "token", out["offset"].map(tokens))
+    return out
+
+
+def heatmap(summary: pd.DataFrame, title: str) -> MplFigure:
+    """Layer (rows) × offset (columns) of the mean AtP, diverging around 0."""
+    grid = summary.pivot_table(index="layer", columns="offset", values="mean", sort=True)
+    data = grid.to_numpy(dtype=float)
+    fig = MplFigure(figsize=(min(16, 3 + 0.12 * grid.shape[1]), min(10, 2 + 0.22 * grid.shape[0])))
+    ax = fig.add_subplot()
+    finite = np.abs(data[np.isfinite(data)])
+    lim = float(finite.max()) if finite.size and finite.max() > 0 else 1.0
+    im = ax.imshow(data, cmap="RdBu_r", vmin=-lim, vmax=lim, aspect="auto", interpolation="nearest")
+    step = max(1, grid.shape[1] // 20)
+    ax.set_xticks(range(0, grid.shape[1], step), [str(c) for c in grid.columns[::step]])
+    ax.set_yticks(range(grid.shape[0]), ["embed" if v < 0 else str(v) for v in grid.index])
+    ax.set_xlabel("position: offset from the slot's last token")
+    ax.set_ylabel("layer")
+    fig.colorbar(im, ax=ax, label="mean AtP (metric units)")
+    ax.set_title(title, fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def scatter(nodes: pd.DataFrame, title: str) -> MplFigure:
+    """AtP against activation patching, one point a node, coloured by layer, with the identity line."""
+    fig = MplFigure(figsize=(5, 4.5))
+    ax = fig.add_subplot()
+    points = ax.scatter(nodes["exact"], nodes["atp"], c=nodes["layer"], s=6, cmap="viridis")
+    ends = [float(np.nanmin(nodes[["exact", "atp"]].to_numpy())), float(np.nanmax(nodes[["exact", "atp"]].to_numpy()))]
+    ax.plot(ends, ends, color="grey", lw=0.8)
+    ax.set_xlabel("activation patching: Δ metric")
+    ax.set_ylabel("AtP estimate")
+    fig.colorbar(points, ax=ax, label="layer (-1: embed)")
+    ax.set_title(title, fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def agreement_rows(nodes: pd.DataFrame) -> pd.DataFrame:
+    """Per mode: the agreement of AtP with activation patching for every validated pair, pooled over them, and on
+    their mean map (layer × offset)."""
+    rows = []
+    for mode, part in nodes.groupby("mode", sort=False):
+        for pair, one in part.groupby("pair"):
+            rows.append({"mode": mode, "over": f"pair {pair}", "pairs": 1,
+                         **atp.agreement(one["atp"], one["exact"], KS, FRACTIONS)})
+        rows.append({"mode": mode, "over": "pooled", "pairs": part["pair"].nunique(),
+                     **atp.agreement(part["atp"], part["exact"], KS, FRACTIONS)})
+        mean = part.groupby(["layer", "offset"])[["atp", "exact"]].mean()
+        rows.append({"mode": mode, "over": "mean map", "pairs": part["pair"].nunique(),
+                     **atp.agreement(mean["atp"], mean["exact"], KS, FRACTIONS)})
+    return pd.DataFrame(rows)
+
+
+def by_layer(nodes: pd.DataFrame) -> pd.DataFrame:
+    """Per mode and layer: Spearman of AtP with activation patching over the layer's validated nodes, and the
+    summed |effect| of each (where a layer's estimate goes wrong)."""
+    rows = []
+    for (mode, layer), part in nodes.groupby(["mode", "layer"], sort=False):
+        rows.append({"mode": mode, "layer": layer, "n_nodes": len(part),
+                     "spearman": atp.agreement(part["atp"], part["exact"], (), ())["spearman"],
+                     "sum_abs_atp": part["atp"].abs().sum(), "sum_abs_exact": part["exact"].abs().sum()})
+    return pd.DataFrame(rows)
+
+
+def cost_rows(mode: str, found: atp.NodeMap, exact: atp.NodeMap | None) -> list[dict]:
+    """What each method cost for one mode: pairs, nodes, forwards (batched model calls), prompts through the model,
+    backwards, seconds, and per pair; activation patching's seconds a pair over AtP's (``speedup_per_pair``)."""
+    out = []
+    for method, m in (("AtP", found), ("activation patching", exact)):
+        if m is None:
+            continue
+        n = len(m.pairs)
+        out.append({"mode": mode, "method": method, "pairs": n, "nodes": int(m.pairs["n_nodes"].sum()),
+                    "forwards": m.forwards, "prompts": m.prompts, "backwards": m.backwards,
+                    "seconds": m.seconds, "seconds_per_pair": m.seconds / n if n else math.nan,
+                    "prompts_per_pair": m.prompts / n if n else math.nan})
+    if len(out) == 2:
+        out[1]["speedup_per_pair"] = out[1]["seconds_per_pair"] / out[0]["seconds_per_pair"]
+    return out
+
+
+# --- the study ----------------------------------------------------------------------------------------------------
+
+MAP_TEXT = (
+    "AtP estimates, for each residual-stream state (layer, position) of the clean prompt, the change of the metric "
+    "when that one state is replaced by the corrupted prompt's (the state at the same distance from the slot's end): "
+    "(a_corrupted − a_clean) · ∂metric/∂a_clean, from one clean forward and backward and one corrupted forward a "
+    "pair. `offset` counts positions from the slot's last token (0; negative: inside the slot); layer -1 is the "
+    "token embedding. `mean` is over the pairs that have the node, `ci_low`/`ci_high` the 95% percentile interval "
+    "of that mean over the events (another slot: the clean items' contexts, `unit`) resampled with replacement "
+    "(none where the node has one). The report lists the nodes of "
+    "largest |mean|; the whole map is `map_<mode>.csv`, every pair's nodes `nodes.csv`.")
+VALIDATION_TEXT = (
+    "Activation patching ran every node of the first pairs of each mode (one forward row a node). `spearman` is "
+    "the rank correlation of the signed effects, `top10` the share of the 10 nodes of largest |effect| under "
+    "activation patching that are among AtP's 10 largest, `top_5pct` the same for 5% of the nodes (`k_5pct` of "
+    "them); per pair, pooled over the validated pairs, and on their mean map. The cost table counts batched model calls (`forwards`), prompts "
+    "through the model and backward passes, with wall time.")
+
+
+def _layers(options: Options, model) -> list[int]:
+    """The map's layers (hook_embed as -1), by the one layer grammar."""
+    return [hook_layer(h) for h in select_hooks(options.layers, hook_names(n_layers_of(model)), "--layers",
+                                                "available")]
+
+
+def _scope_section(pairs: Pairs, options: Options, n_nodes: int, validated: pd.DataFrame | None) -> Section:
+    """The report's "what this can and cannot show", from this run's settings (`n_nodes`: distinct layer × offset
+    nodes of the map)."""
+    units = pairs.meta["unit"].nunique()
+    can = [f"Which of {n_nodes} (layer, position) residual-stream states of the {pairs.slot} move the "
+           f"{pairs.metric} when taken one at a time from the corrupted prompt, to first order, over "
+           f"{len(pairs.pairs)} pairs from {units} event{'s' if units != 1 else ''}"
+           + (" with intervals over the events." if units >= 2 else " (no interval: one event).")]
+    cannot = ["Where the outcome is computed: a state's effect is also carried by every later state that reads it, "
+              "effects of several states do not add, and a last-layer state before the final position changes "
+              "nothing by construction.",
+              "A difference between cells of the suite (intergroup's δ): the map is of one prompt's metric, the "
+              "clean prompt patched from the corrupted one."]
+    if validated is None:
+        cannot.insert(0, "Whether the first-order ranking holds for this model and these prompts: no activation "
+                         "patching ran (--validate K compares them on K pairs).")
+    else:
+        pooled = validated[validated["over"] == "pooled"]
+        reading = "; ".join(f"{r.mode}: Spearman {r.spearman:.2f}, top-10 recovered {r.top10:.0%} over "
+                            f"{r.n_nodes} nodes of {r.pairs} pairs" for r in pooled.itertuples())
+        can.append(f"How far AtP's ranking agrees with activation patching on the validated pairs ({reading}); "
+                   "the agreement is measured on those pairs only.")
+        cannot.insert(0, "That the estimate is right on the pairs that were not validated, or at a node where the "
+                         "patch moves the state far (the slot's own tokens at the embedding, where the token itself "
+                         "changes), where a first-order estimate is least trustworthy.")
+    if not options.graddrop:
+        cannot.append("A node whose paths cancel (AtP near 0, a real effect): AtP*'s GradDrop did not run "
+                      "(--graddrop).")
+    return scope(can, cannot)
+
+
+class AttributionStudy(Study):
+    """Attribution patching of a suite's identity slot over every (layer, position), validated by activation
+    patching on a few pairs."""
+
+    name = "attribution"
+    description = ("attribution patching (AtP): a first-order estimate of every (layer, position) patch of the "
+                   "suite's identity slot (intergroup: the persona) for a whole layer × position map at two forwards "
+                   "and a backward a pair; --validate K compares it with activation patching on K pairs")
+    Options = Options
+
+    def plan(self, runs: Sequence[Run], options: Options) -> str:
+        run = one_run(runs, self.name)
+        kind = span_kind(run, options.kind)
+        where = parse_where(options.where)
+        if _persona_path(run, kind):
+            if options.source is not None:
+                raise ValueError("--source is for another slot's pairs; intergroup's persona takes --mode")
+            from behavioral.suites.intergroup import patching as IP
+            from behavioral.suites.intergroup.groups import get_category
+            from behavioral.suites.intergroup.steering import block
+
+            try:
+                IP.check_modes(options.modes)
+            except ValueError as err:
+                raise ValueError(f"--mode: {err}") from None
+            selection = block(run.config, where)
+            config = IP.study_config(run, selection, options.limit_events)
+            n = len(get_category(selection["category"]).identities)
+            events = len(suite_of(run).dataset(config).events)
+            what = (f"{selection['category']} {selection['setting']}: {len(options.modes)} modes × {n} in-group "
+                    f"prompts × {events} events = {len(options.modes) * n * events} pairs")
+        else:
+            if options.positions == "system":
+                raise ValueError("--positions system: the end of the system text is located for intergroup's "
+                                 "persona only; expected slot or prompt")
+            what = (f"{kind}: up to {options.limit_events} clean items ({where_text(where)}) and their "
+                    "counterfactual slot values")
+        check = (f"; activation patching of every node of {options.validate} pairs a mode (one forward row a node)"
+                 if options.validate else "")
+        return (f"{run.name}: {what}; AtP map over --layers {options.layers} × the positions to the "
+                f"{options.positions}'s end (one corrupted forward, one clean forward and backward a pair"
+                f"{', and GradDrop: L more' if options.graddrop else ''}){check}.")
+
+    def analyze(self, runs: Sequence[Run], options: Options, out: Path, progress: bool = True) -> Analysis:
+        run = one_run(runs, self.name)
+        kind = span_kind(run, options.kind)
+        where = parse_where(options.where)
+        model, tokenizer, info = load_model(run, options.device, options.dtype, options.trust_remote_code)
+        engine = Engine(model, tokenizer, options.batch_size)
+        layers = _layers(options, model)
+        pairs = (persona_pairs(run, engine, where, options) if _persona_path(run, kind)
+                 else slot_pairs(run, engine, kind, where, options))
+        sections, files, costs, validated, mode_nodes, record = [], [], [], [], [], {}
+        for mode in dict.fromkeys(pairs.meta["mode"]):
+            index = np.flatnonzero(pairs.meta["mode"].to_numpy() == mode)
+            chosen = [pairs.pairs[i] for i in index]
+            if progress:
+                print(f"{mode}: AtP of {len(chosen)} pairs", flush=True)
+            found = atp.attribute(engine, chosen, layers, options.positions, options.graddrop)
+            nodes = found.nodes.assign(pair=index[found.nodes["pair"]])
+            nodes = nodes.merge(pairs.meta.rename_axis("pair").reset_index(), on="pair", how="left")
+            nodes["token"] = _tokens(tokenizer, pairs.pairs, nodes)
+            exact = None
+            if options.validate:
+                k = min(options.validate, len(chosen))
+                if progress:
+                    print(f"{mode}: activation patching of every node of {k} pairs", flush=True)
+                exact = atp.exact_map(engine, chosen[:k], layers, options.positions)
+                keyed = exact.nodes.assign(pair=index[exact.nodes["pair"]])[["pair", "layer", "position", "exact"]]
+                nodes = nodes.merge(keyed, on=["pair", "layer", "position"], how="left")
+            mode_nodes.append(nodes)
+            costs += cost_rows(mode, found, exact)
+            summary = map_table(nodes, "atp", options)
+            top = summary.reindex(summary["mean"].abs().sort_values(ascending=False).index).head(options.top)
+            files.append(Table(f"map_{mode}", f"AtP map, mode {mode}: layer × offset", summary))
+            title = f"{run.name} · {pairs.slot} · mode {mode} · {len(chosen)} pairs"
+            sections.append(Section(f"AtP map: {mode}", MAP_TEXT,
+                                    (Table(f"top_{mode}", f"The {len(top)} nodes of largest |mean AtP|", top,
+                                           {"n_pairs": "count", "n_units": "count"}),),
+                                    (Figure(f"figures/map_{mode}", f"Mean AtP, mode {mode}",
+                                            heatmap(summary, f"mean AtP of {pairs.metric}\n{title}")),)))
+            record[mode] = {"pairs": len(chosen), "nodes": int(found.pairs["n_nodes"].sum()),
+                            "seconds_atp": round(found.seconds, 2)}
+        nodes = pd.concat(mode_nodes, ignore_index=True)
+        files.append(Table("nodes", "Every node of every pair", nodes))
+        files.append(Table("pairs", "The pairs", pairs.meta.rename_axis("pair").reset_index()))
+        agreement = None
+        if options.validate:
+            checked = nodes[nodes["exact"].notna()]
+            agreement = agreement_rows(checked)
+            cost = pd.DataFrame(costs)
+            sections.append(Section(
+                "AtP against activation patching", VALIDATION_TEXT,
+                (Table("agreement", "Rank agreement with activation patching", agreement,
+                       {"n_nodes": "count", "pairs": "count", "k_5pct": "count"}),
+                 Table("agreement_by_layer", "Per layer", by_layer(checked), {"n_nodes": "count"}),
+                 Table("cost", "What each method cost", cost,
+                       {k: "count" for k in ("pairs", "nodes", "forwards", "prompts", "backwards")})),
+                tuple(Figure(f"figures/scatter_{mode}", f"AtP against activation patching, mode {mode}",
+                             scatter(part, f"{run.name} · {pairs.slot} · mode {mode}"))
+                      for mode, part in checked.groupby("mode", sort=False))))
+            record["agreement"] = agreement.to_dict("records")
+            record["cost"] = cost.to_dict("records")
+        else:
+            sections.append(Section("Cost", "", (Table("cost", "What AtP cost", pd.DataFrame(costs),
+                                                       {k: "count" for k in ("pairs", "nodes", "forwards", "prompts",
+                                                                             "backwards")}),)))
+        sections.append(_scope_section(pairs, options, nodes.groupby(["layer", "offset"]).ngroups, agreement))
+        method = [f"interp.attribution on {info['model']} ({info['dtype']}, {info['device']}): metric "
+                  f"{pairs.metric}; grid --layers {options.layers} × positions to the {options.positions}'s end, "
+                  "paired from the slot's end; corrupted states from one forward per distinct prefix, "
+                  f"{options.batch_size} a forward."]
+        record |= {"kind": kind, "slot": pairs.slot, "metric": pairs.metric, "layers": layers,
+                   "positions": options.positions, "units": sorted(pairs.meta["unit"].unique().tolist())}
+        return Analysis("Attribution patching: which states of the slot carry the outcome",
+                        "empathy-gap interp attribution (interp.attribution; AtP, Nanda 2023; AtP*, Kramár et al. "
+                        "2024)", sections, method, files, record=record | {"model": info})
+
+
+STUDY = AttributionStudy()
