@@ -135,7 +135,8 @@ def prepare_out_dir(out: Path, caches: Sequence[str] = ()) -> bool:
 
 IDENTITY = ("suite", "model", "mode", "seed", "temperature", "top_p", "samples", "max_new_tokens", "prompt_format",
             "unit_size", "capture", "layers", "per_cell_samples", "store_probs")
-ADDED = {"store_probs": False}  # identity settings newer than some manifests: the value those runs ran with
+# identity settings newer than some manifests (flat keys): the value those runs ran with, where the run has the key
+ADDED = {"store_probs": False, "options.exclude_events": []}
 
 
 def _identity(config: RunConfig, model_info: dict) -> dict:
@@ -168,7 +169,8 @@ def _flat(config: dict, prefix: str = "") -> dict:
 
 def check_resumable(out: Path, identity: dict, partial: bool = False) -> None:
     """Refuse a run directory whose stored configuration differs (in the keys of `identity` only, if partial)."""
-    stored, identity = _flat(ADDED | read_manifest(out)["config"]), _flat(identity)
+    stored, identity = _flat(read_manifest(out)["config"]), _flat(identity)
+    stored = {k: v for k, v in ADDED.items() if k in identity} | stored
     keys = set(identity) if partial else set(stored) | set(identity)
     diffs = [f"{k}: stored {stored.get(k)!r}, now {identity.get(k)!r}"
              for k in sorted(keys) if stored.get(k) != identity.get(k)]

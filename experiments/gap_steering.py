@@ -3,12 +3,13 @@
 
     python experiments/gap_steering.py --run RUN_DIR --out OUT            # a run made with --capture final
     python experiments/gap_steering.py --model smollm2-135m --category religion --setting P0S1T0 \\
-        --limit-events 3 --out OUT                                         # makes the capture run in OUT/capture
+        --limit-events 4 --out OUT                                         # makes the capture run in OUT/capture
 
-With --model the capture run comes first (score mode, final-token states of every layer, --per-cell-samples samples
-per cell), timed on one batch with its estimate printed, then with a progress bar. Writes OUT/steer (the steer study:
-the in-group direction per layer, δ with the refusal and numeric rates per steering, the zero-coefficient check,
-figures, report.md), its steered run directories in OUT/steering (resumed on a rerun), and OUT/probe (the probe
+With --model the capture run comes first (score mode, final-token states of every layer and every event), timed on
+one batch with its estimate printed, then with a progress bar. Writes OUT/steer (the steer study: the in-group
+direction per layer fit on a seeded half of the events, the gap in points and δ with intervals over the held-out
+events and the refusal and numeric rates per steering, the controls asked for, the zero-coefficient check, figures,
+report.md), its steered run directories in OUT/steering (resumed on a rerun), and OUT/probe (the probe
 study: in-group and perceiver-group probes per layer, split by sample and by cell). With --probes-only (and --run)
 only the probes are computed, from the capture alone; no model is loaded. Exits 1 if coefficient 0 does not
 reproduce the unsteered run exactly, 2 on bad input (one line).
@@ -43,15 +44,16 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--out", type=Path, required=True, help="output folder: new, empty, or an earlier output")
     parser.add_argument("--category", help="required with --model; with --run, default: the run's first")
     parser.add_argument("--setting", help="required with --model; with --run, default: the run's first")
-    parser.add_argument("--limit-events", type=int, help="events of the steered runs (with --model: of the capture "
-                                                         "run too; default 1); a seeded sample")
+    parser.add_argument("--limit-events", type=int, default=4, help="with --model: events of the capture run, a "
+                                                                    "seeded sample; half fit the direction, half test it")
     parser.add_argument("--events", help="with --model: crowd-enVENT release (default: the embedded events)")
-    parser.add_argument("--per-cell-samples", type=int, default=4, help="with --model: final-token samples per cell")
     parser.add_argument("--layers", default="middle", help="decoder layers to steer (the layer grammar)")
     parser.add_argument("--coefs", default="-4,0,4", help="coefficients, comma-separated (0 is always added)")
     parser.add_argument("--unit", action="store_true", help="unit-normalise the directions")
     parser.add_argument("--project", action="store_true", help="also project each layer's direction out")
-    parser.add_argument("--random-control", action="store_true", help="with --project: and a random direction's")
+    parser.add_argument("--matchings", type=int, default=0, help="with --project: wrong matchings as the control")
+    parser.add_argument("--random-directions", type=int, default=0,
+                        help="with --project: random directions within the states' span as the control")
     parser.add_argument("--n-permutations", type=int, default=10_000)
     parser.add_argument("--cv", type=int, default=5)
     parser.add_argument("--n-shuffles", type=int, default=3, help="shuffled-label refits per probe")
@@ -80,10 +82,10 @@ def capture_run(args: argparse.Namespace) -> Path:
     from behavioral.suites.intergroup import Options
 
     options = Options(categories=(args.category,), settings=(args.setting,), events=args.events,
-                      limit_events=1 if args.limit_events is None else args.limit_events)
+                      limit_events=args.limit_events)
     config = RunConfig(suite="intergroup", model=args.model, options=options, seed=args.seed, mode="score",
                        device=args.device, dtype=args.dtype or "auto", batch_size=args.batch_size, capture=("final",),
-                       layers="all", per_cell_samples=args.per_cell_samples, trust_remote_code=args.trust_remote_code)
+                       layers="all", per_cell_samples=args.limit_events, trust_remote_code=args.trust_remote_code)
     loaded = models.load(args.model, args.device, config.dtype, args.trust_remote_code)
     out = args.out / CAPTURE_DIR
     print(f"capture run: {estimate_run(config, loaded, out).describe()}", flush=True)
@@ -100,8 +102,9 @@ def studies(args: argparse.Namespace, run_dir: Path) -> None:
     if not args.probes_only:
         steer = get_study("steer")
         options = steer.Options(where=where, layers=args.layers, coefs=tuple(comma_values(args.coefs)),
-                                unit=args.unit, project=args.project, random_control=args.random_control,
-                                limit_events=args.limit_events, permutations=args.n_permutations, seed=args.seed,
+                                unit=args.unit, project=args.project, matchings=args.matchings,
+                                random_directions=args.random_directions, permutations=args.n_permutations,
+                                seed=args.seed,
                                 device=args.device, dtype=args.dtype,
                                 batch_size=args.batch_size, trust_remote_code=args.trust_remote_code)
         run_study(steer, [run_dir], options, args.out / STEER_DIR)

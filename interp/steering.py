@@ -83,12 +83,17 @@ def hook_row(hooks: Sequence[str], layer: int) -> int:
     return list(hooks).index(name)
 
 
-def random_direction(direction: np.ndarray, seed: int) -> np.ndarray:
-    """A Gaussian direction with the norm of `direction`, from a seeded stream: the control of a steering, which
-    shows what moving (or projecting out) any one direction of that size does."""
-    direction = _as_array(direction)
-    vector = np.random.default_rng(seed).standard_normal(direction.shape)
-    return (vector * np.linalg.norm(direction) / np.linalg.norm(vector)).astype(np.float32)
+def span_direction(states: np.ndarray, norm: float, seed: int) -> np.ndarray:
+    """A random direction within the span of captured states ([n, d], e.g. one layer's cell means), centred on their
+    mean, scaled to `norm`: Gaussian weights over the centred states, from a seeded stream. The control of a
+    steering: a direction the model's states actually vary along, unlike an isotropic one, of which a projection
+    removes about 1/d of the variance and so cannot fail."""
+    states = np.asarray(states, dtype=np.float64)
+    centred = states - states.mean(axis=0)
+    if len(states) < 2 or not np.any(centred):
+        raise ValueError(f"a direction within the span of the states needs at least 2 distinct states, got {len(states)}")
+    vector = np.random.default_rng(seed).standard_normal(len(states)) @ centred
+    return (vector * norm / np.linalg.norm(vector)).astype(np.float32)
 
 
 def layer_directions(directions: np.ndarray, hooks: Sequence[str], layers: Sequence[int]) -> dict[int, np.ndarray]:
@@ -205,20 +210,32 @@ def steered_run(config: RunConfig, out: str | Path, loaded: tuple, layer: int | 
 
 @dataclass(frozen=True)
 class Condition:
-    """One steering of the sweep: none (layer None), add coef × direction at a layer, or project it out there;
-    `random`: the same along a random direction of the direction's norm (seeded by the layer), the control."""
+    """One steering of the sweep: none (layer None), add coef × direction at a layer, or project it out there. A
+    control steers another direction of the same layer: `random` k ≥ 1 the k-th random direction within the span of
+    the captured states, `matching` m the direction of the m-th wrong matching of identities (interp.matchings)."""
 
     layer: int | None
     coef: float | None = None
     project: bool = False
-    random: bool = False
+    random: int = 0
+    matching: int | None = None
+
+    @property
+    def control(self) -> bool:
+        """Whether it steers a control direction (random or a wrong matching's), not the real one."""
+        return bool(self.random) or self.matching is not None
 
     @property
     def label(self) -> str:
-        """As tables show it: ``unsteered``, ``L12 +4``, ``L12 project``, ``L12 project random``."""
+        """As tables show it: ``unsteered``, ``L12 +4``, ``L12 project``, ``L12 project random``, ``L12 project
+        random 2``, ``L12 project matching 3``."""
         if self.layer is None:
             return "unsteered"
-        control = " random" if self.random else ""
+        control = ""
+        if self.random:
+            control = " random" + ("" if self.random == 1 else f" {self.random}")
+        elif self.matching is not None:
+            control = f" matching {self.matching}"
         if self.project:
             return f"L{self.layer} project" + ("" if self.coef is None else f" {self.coef:+g}") + control
         return f"L{self.layer} {self.coef:+g}{control}"
@@ -229,10 +246,10 @@ class Condition:
         return self.label.replace(" ", "_")
 
 
-def sweep_conditions(layers: Sequence[int], coefs: Sequence[float], project: bool = False,
-                     control: bool = False) -> list[Condition]:
-    """The unsteered baseline, then each layer × coefficient (and, with `project`, each layer's projection, and with
-    `control` too the projection of a random direction there).
+def sweep_conditions(layers: Sequence[int], coefs: Sequence[float], project: bool = False, n_random: int = 0,
+                     n_matchings: int = 0) -> list[Condition]:
+    """The unsteered baseline, then each layer × coefficient (and, with `project`, each layer's projection, the
+    projections of `n_random` random directions and of the directions of `n_matchings` wrong matchings there).
 
     Coefficient 0 runs at the first layer only: it checks that the steering hook leaves the run unchanged, and the
     hook is the same at every layer, so a second zero run would cost a whole grid and tell nothing new.
@@ -242,18 +259,19 @@ def sweep_conditions(layers: Sequence[int], coefs: Sequence[float], project: boo
         out += [Condition(int(layer), float(c)) for c in coefs if c != 0 or i == 0]
         if project:
             out.append(Condition(int(layer), None, True))
-            if control:
-                out.append(Condition(int(layer), None, True, random=True))
+            out += [Condition(int(layer), None, True, random=k) for k in range(1, n_random + 1)]
+            out += [Condition(int(layer), None, True, matching=m) for m in range(n_matchings)]
     return out
 
 
 def run_conditions(config: RunConfig, out: str | Path, loaded: tuple, directions: Mapping[int, np.ndarray],
                    conditions: Sequence[Condition], read_rows: Callable[[Path], pd.DataFrame],
                    caches: Sequence[str] = (), seed_dir: str | Path | None = None,
-                   progress: bool = False) -> pd.DataFrame:
+                   progress: bool = False, controls: Mapping[Condition, np.ndarray] | None = None) -> pd.DataFrame:
     """The rows `read_rows` reads of each condition's run of the config's slice (e.g. a suite's result view), with
-    columns condition, layer, coef, project, random added. Each condition runs (or resumes) into its own run
-    directory ``out/<condition.folder>``, capture off.
+    columns condition, layer, coef, project, random, matching added. Each condition runs (or resumes) into its own run
+    directory ``out/<condition.folder>``, capture off. A condition steers ``directions[layer]``, a control condition
+    its own vector in `controls`.
 
     Caches: the files named by `caches` (a suite's, e.g. intergroup's ``rewrites.jsonl``) in `seed_dir` (default:
     the unsteered condition's run directory) are copied into each run directory not started yet, so no steered
@@ -262,8 +280,11 @@ def run_conditions(config: RunConfig, out: str | Path, loaded: tuple, directions
     """
     out = Path(out)
     config = dataclasses.replace(config, capture=())
+    controls = controls or {}
     for cond in conditions:
-        if cond.layer is not None and cond.layer not in directions:
+        if cond.control and cond not in controls:
+            raise ValueError(f"no direction for the control {cond.label}")
+        if cond.layer is not None and not cond.control and cond.layer not in directions:
             raise ValueError(f"no direction for layer {cond.layer}; have {sorted(directions)}")
     seed_dir = Path(seed_dir) if seed_dir is not None else out / Condition(None).folder
     if progress and conditions:
@@ -279,14 +300,39 @@ def run_conditions(config: RunConfig, out: str | Path, loaded: tuple, directions
         if cond.layer is None:
             run(config, run_dir, progress=progress, loaded=loaded)
         else:
-            direction = directions[cond.layer]
-            if cond.random:
-                direction = random_direction(direction, seed=cond.layer)
+            direction = controls[cond] if cond.control else directions[cond.layer]
             steered_run(config, run_dir, loaded, cond.layer, direction, cond.coef, cond.project, progress)
         frames.append(read_rows(run_dir).assign(
             condition=cond.label, layer=-1 if cond.layer is None else cond.layer,
-            coef=np.nan if cond.coef is None else cond.coef, project=cond.project, random=cond.random))
+            coef=np.nan if cond.coef is None else cond.coef, project=cond.project, random=cond.random,
+            matching=-1 if cond.matching is None else cond.matching))
     return pd.concat(frames, ignore_index=True)
+
+
+def one_sided(rows: pd.DataFrame, inside: pd.Series, key: Sequence[str],
+              sides: tuple[str, str] = ("inside", "outside")) -> pd.DataFrame:
+    """One-sided steerings assembled from the sweep's rows, with no forward of their own: for each condition that
+    adds a positive coefficient, its rows of prompts outside the label (`inside` False: intergroup's out-group cells)
+    and the unsteered rows elsewhere (``... outside only``); for each negative coefficient, its rows of prompts inside
+    (``... inside only``); `sides` names the two sides in the labels (intergroup: in-group, out-group). Each prompt's result depends on its own forward only, so a prompt steered alone and one
+    steered with the whole grid agree. `inside` is a nullable bool per row of `rows` (NA: neither side, never
+    steered); `key` identifies a prompt within a condition."""
+    key = list(key)
+    base = rows[rows["condition"] == "unsteered"].set_index(key)
+    added = rows[rows["layer"].ge(0) & ~rows["project"].astype(bool) & rows["coef"].ne(0) & rows["random"].eq(0)
+                 & rows["matching"].lt(0)]
+    frames = []
+    for condition, sub in added.groupby("condition", sort=False):
+        positive = float(sub["coef"].iloc[0]) > 0
+        side = inside.loc[sub.index].eq(not positive).fillna(False).to_numpy()
+        steered = sub.set_index(key)
+        merged = base.copy()
+        chosen = steered.index[side]
+        merged.loc[chosen, :] = steered.loc[chosen, merged.columns]
+        label = f"{condition} {sides[1] if positive else sides[0]} only"
+        frames.append(merged.reset_index().assign(condition=label, layer=sub["layer"].iloc[0],
+                                                  coef=sub["coef"].iloc[0], one_sided=True))
+    return pd.concat(frames, ignore_index=True) if frames else rows.iloc[:0].assign(one_sided=True)
 
 
 def _seed_caches(seed_dir: Path, caches: Sequence[str], run_dir: Path) -> None:

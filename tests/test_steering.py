@@ -194,13 +194,18 @@ def test_a_run_estimate_charges_a_ragged_last_batch_its_share_not_a_whole_batch(
                                     "estimated 3 min")
 
 
-def test_the_random_control_direction_is_seeded_and_keeps_the_norm():
-    direction = np.arange(1.0, 9.0, dtype=np.float32)
-    control = steering.random_direction(direction, seed=19)
-    np.testing.assert_allclose(np.linalg.norm(control), np.linalg.norm(direction), rtol=1e-6)
-    np.testing.assert_array_equal(control, steering.random_direction(direction, seed=19))
-    assert abs(np.dot(control, direction)) < np.linalg.norm(direction) ** 2  # not the direction itself
-    assert not np.array_equal(control, steering.random_direction(direction, seed=5))
+def test_the_random_control_direction_lies_in_the_span_of_the_states_is_seeded_and_keeps_the_norm():
+    rng = np.random.default_rng(0)
+    basis = rng.standard_normal((3, 40))
+    states = rng.standard_normal((12, 3)) @ basis + 5.0  # 12 states in a 3-dim affine subspace of 40 dims
+    control = steering.span_direction(states, norm=2.5, seed=19)
+    np.testing.assert_allclose(np.linalg.norm(control), 2.5, rtol=1e-6)
+    coefficients, *_ = np.linalg.lstsq(basis.T, control, rcond=None)
+    np.testing.assert_allclose(basis.T @ coefficients, control, atol=1e-5)  # within the states' (centred) span
+    np.testing.assert_array_equal(control, steering.span_direction(states, 2.5, seed=19))
+    assert not np.array_equal(control, steering.span_direction(states, 2.5, seed=5))
+    with pytest.raises(ValueError, match="2 distinct states"):
+        steering.span_direction(np.ones((4, 40)), 1.0, seed=0)
 
 
 def test_a_sweep_runs_coefficient_zero_once_and_every_other_coefficient_at_every_layer():
@@ -208,13 +213,18 @@ def test_a_sweep_runs_coefficient_zero_once_and_every_other_coefficient_at_every
     assert [(c.layer, c.coef, c.project) for c in conditions] == [
         (None, None, False), (1, -1.0, False), (1, 0.0, False), (1, 1.0, False), (1, None, True),
         (2, -1.0, False), (2, 1.0, False), (2, None, True)]
-    controlled = steering.sweep_conditions([1, 2], [-1.0, 0.0, 1.0], project=True, control=True)
+    controlled = steering.sweep_conditions([1, 2], [-1.0, 0.0, 1.0], project=True, n_random=1)
     assert [c.label for c in controlled if c.random] == ["L1 project random", "L2 project random"]
     assert [c for c in controlled if not c.random] == conditions
+    matched = steering.sweep_conditions([1], [0.0], project=True, n_random=2, n_matchings=2)
+    assert [c.label for c in matched] == ["unsteered", "L1 +0", "L1 project", "L1 project random",
+                                          "L1 project random 2", "L1 project matching 0", "L1 project matching 1"]
+    assert [c.control for c in matched] == [False, False, False, True, True, True, True]
 
     summary = pd.DataFrame([
         {"condition": c.label, "layer": -1 if c.layer is None else c.layer,
-         "coef": np.nan if c.coef is None else c.coef, "project": c.project, "random": c.random, "category": "religion",
+         "coef": np.nan if c.coef is None else c.coef, "project": c.project, "random": c.random,
+         "matching": -1 if c.matching is None else c.matching, "category": "religion",
          "setting": SETTING, "measure": "expected_intensity",
          "delta": 0.5 if c.layer is None else (c.coef or 0.0) + 10 * c.layer + c.random,
          "ci_low": -0.2, "ci_high": 0.2, "refusal_rate": 0.0, "non_numeric_mass": 0.0, "mean_rating": 50.0, "note": ""}

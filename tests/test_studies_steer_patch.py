@@ -52,14 +52,15 @@ def _csv(frame: pd.DataFrame, tmp_path: Path) -> pd.DataFrame:
 def test_steer_study_through_the_cli_equals_the_direct_calls(run_dir, loaded, tmp_path, capsys):
     out = tmp_path / "out"
     assert main(["interp", "steer", str(run_dir), "--out", str(out), *RELIGION, "--layers", "last", "--coef=0,8",
-                 "--unit", "--limit-events", "1", "--permutations", "50", "--device", "cpu"]) == 0
+                 "--unit", "--test-events", "5", "--permutations", "50", "--bootstrap", "20", "--device", "cpu"]) == 0
     printed = capsys.readouterr().out
     assert (f"steer: intergroup model: the direction of category=religion, setting={SETTING} from its final-token "
-            "cells (ingroup true minus false, unit norm); 3 reruns of that slice (1 event) at layers [1]") in printed
-    assert printed.index("steering: 3 runs × 36 prompts") < printed.index("steering 1/3: unsteered")  # estimate first
+            "cells (ingroup true minus false, unit norm); fit on the run's 3 events, tested on a new sample of 5 "
+            "events of the corpus less those; 3 reruns at layers [1]") in printed
+    assert printed.index("steering: 3 runs × 72 prompts") < printed.index("steering 1/3: unsteered")  # estimate first
 
     store = activation_store.load(run_dir)
-    direction = protocol.ingroup_direction(store, "religion", SETTING, unit=True)
+    direction = protocol.ingroup_direction(store, "religion", SETTING, unit=True)  # every captured event
     vectors = pd.read_csv(out / "direction_vectors.csv")
     assert vectors["hook"].tolist() == store.hooks
     np.testing.assert_array_equal(vectors.drop(columns="hook").to_numpy(np.float32), direction)
@@ -68,26 +69,33 @@ def test_steer_study_through_the_cli_equals_the_direct_calls(run_dir, loaded, tm
     pd.testing.assert_frame_equal(pd.read_csv(out / "directions.csv"),
                                   _csv(steering.direction_table(raw, means, store.hooks), tmp_path))
 
+    fit = sorted(pd.read_csv(out / "events.csv").query("role == 'fit'")["event_id"])
+    assert fit == ["anger-7", "disgust-19", "fear-25"]  # the capture's events
     stored = RunConfig.from_run_dir(run_dir)
-    config = dataclasses.replace(protocol.slice_config(stored, {"category": "religion", "setting": SETTING}, 1),
+    config = dataclasses.replace(protocol.slice_config(stored, {"category": "religion", "setting": SETTING}, 5, fit),
                                  device="cpu", batch_size=32, capture=(), per_cell_samples=0)
     direct = steering.steered_run(config, tmp_path / "direct", loaded, 1, direction[-1], coef=8.0, progress=False)
     rows = pd.read_csv(out / "steering_rows.csv")
+    assert not set(rows["event_id"]) & set(fit) and rows["event_id"].nunique() == 2  # held out: 5 drawn, 3 fit
     steered = rows[rows["condition"] == "L1 +8"].sort_values(list(protocol.KEY))
     np.testing.assert_array_equal(steered["expected_intensity"],
                                   protocol.read_rows(direct).sort_values(list(protocol.KEY))["expected_intensity"])
     conditions = steering.sweep_conditions([1], [0.0, 8.0])
     resumed = steering.run_conditions(config, out / "runs", loaded, {1: direction[-1]}, conditions, protocol.read_rows)
     pd.testing.assert_frame_equal(pd.read_csv(out / "steering.csv"),
-                                  _csv(protocol.summarize(resumed, 50, 0), tmp_path))
+                                  _csv(protocol.summarize(resumed.assign(one_sided=False), 50, 0, 20), tmp_path))
     check = pd.read_csv(out / "zero_coefficient_check.csv")
-    assert check[["condition", "n_rows", "identical"]].values.tolist() == [["L1 +0", 36, True]]
+    assert check[["condition", "n_rows", "identical"]].values.tolist() == [["L1 +0", 72, True]]
 
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["zero_coefficient_reproduces_unsteered"] is True and manifest["layers"] == [1]
     assert manifest["coefficients"] == [0.0, 8.0] and manifest["model"]["dtype"] == "float32"
+    assert manifest["held_out"] is True and manifest["fit_events"] == fit
     assert (out / "figures" / f"steering_religion_{SETTING}.png").stat().st_size > 0
-    assert "What these numbers cannot show" in (out / "report.md").read_text()
+    report = (out / "report.md").read_text()
+    assert "on 2 events the direction was not fit on" in report
+    assert "no wrong-matching control ran" not in report  # no projection asked for
+    assert "Whether the gap moves when one side alone is steered (--one-sided)" in report
 
 
 @pytest.mark.slow
@@ -130,10 +138,11 @@ def test_patch_study_through_run_study_equals_the_direct_calls(run_dir, loaded, 
     (["steer", *RELIGION, "--layers", "embed"], "--layers embed: names no decoder block (hook_embed is never steered)"),
     (["steer", "--layers", "7"], "--layers: block 7 was not captured"),
     (["steer", "--where", "perceiver=a Jew"], "--where perceiver: an intergroup steering or patching study selects"),
-    (["steer", "--where", "category=nationality"], "no final_mean activations for"),
+    (["steer", "--where", "category=nationality"], "no result rows of category=nationality, setting=P0S0T0"),
     (["steer", "--coef", "a"], "--coef a: expected numbers, e.g. --coef=-4,4"),
-    (["steer", "--random-control"], "--random-control goes with --project"),
-    (["steer", "--limit-events", "0"], "--limit-events must be at least 1, got 0"),
+    (["steer", "--matchings", "3"], "--matchings and --random-directions go with --project"),
+    (["steer", "--test-events", "0"], "--test-events must be at least 1, got 0"),
+    (["steer", *RELIGION], "the capture keeps 2 final-token sample(s) per cell, not one per fit event (2 events)"),
     (["patch", "--mode", "both"], "--mode: unknown mode 'both'; expected one of person, swap"),
     (["patch", "--positions", "middle"], "--positions: bad position group 'middle'"),
     (["patch", "--where", "setting=P9"], "unknown setting 'P9'; expected one of P0S0T0"),

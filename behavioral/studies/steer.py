@@ -1,7 +1,9 @@
 """The steering study (`empathy-gap interp steer RUN_DIR`): does moving the final-token states along the direction
-that separates a suite's labelled cells (intergroup: in-group minus out-group) move the suite's measure? The
-direction comes from the run's capture through the suite's `cell_labels`; the steered reruns of the run's slice, one
-run directory per steering, and their measures come from the suite's steering protocol (only intergroup has one)."""
+that separates a suite's labelled cells (intergroup: in-group minus out-group) move the suite's measure, on events
+the direction was not fit on, more than the same procedure does for wrong matchings of the identities and for random
+directions the states vary along? The direction comes from the run's capture (a seeded split of its events by
+default); the steered reruns of the slice on the held-out events, one run directory per steering, and their measures
+come from the suite's steering protocol (only intergroup has one)."""
 
 from __future__ import annotations
 
@@ -23,10 +25,11 @@ from behavioral.options import check_minimums, option
 from behavioral.run import RunConfig
 from behavioral.studies.identities import WHERE_HELP, parse_where, suite_of, where_text
 from behavioral.studies.rerun import load_model, one_run, suite_protocol
-from behavioral.studies.study import Study
+from behavioral.studies.study import Study, scope
+from interp.matchings import wrong_matchings
 from interp.steering import (
-    Condition, direction_table, layer_directions, mean_difference, run_conditions, sweep_conditions, unit_rows,
-    zero_coefficient_check,
+    Condition, direction_table, hook_row, layer_directions, mean_difference, one_sided, run_conditions,
+    span_direction, sweep_conditions, unit_rows, zero_coefficient_check,
 )
 
 PROTOCOLS = {"intergroup": "behavioral.suites.intergroup.steering"}  # suite -> module of its steering protocol
@@ -37,23 +40,39 @@ class SteeringProtocol(Protocol):
     """What a suite's steering module provides (the module itself is the protocol)."""
 
     LABEL: str  # the cell label (Suite.cell_labels) whose true cells minus false cells is the direction
+    SIDES: tuple[str, str]  # what the label's true and false cells are called (one-sided steerings)
     KEY: tuple[str, ...]  # the columns that identify a result row of a rerun
     RESULT_COLUMNS: tuple[str, ...]  # the result columns coefficient 0 must reproduce exactly
 
     def block(self, config: Mapping, where: Mapping) -> dict:
         """The selection (index fields -> one value each) of the direction's cells and the reruns' slice."""
 
-    def final(self, store: ActivationStore, selection: Mapping) -> tuple[np.ndarray, pd.DataFrame]:
-        """The selected final-token cell means and their index (with `count`), in the order they are pooled."""
+    def final(self, store: ActivationStore, selection: Mapping,
+              events: Sequence[str] | None = None) -> tuple[np.ndarray, pd.DataFrame]:
+        """The selected final-token cell means (over `events` only, if given) and their index (with `count`)."""
 
-    def slice_config(self, stored: RunConfig, selection: Mapping, limit_events: int | None) -> RunConfig:
-        """The run's configuration narrowed to the selection (and a sample of events)."""
+    def events_of(self, run_rows: pd.DataFrame, selection: Mapping) -> list[str]:
+        """The event ids of the selection in a run's rows."""
+
+    def n_groups(self, selection: Mapping) -> int:
+        """How many identities (groups) a matching of the selection permutes."""
+
+    def matched_cells(self, cells: pd.DataFrame, selection: Mapping, matching: np.ndarray | None) -> pd.Series:
+        """The label per cell (or result row) under a matching of identities (None: the real one), NA on neither."""
+
+    def slice_config(self, stored: RunConfig, selection: Mapping, limit_events: int | None,
+                     exclude_events: Sequence[str] = ()) -> RunConfig:
+        """The run's configuration narrowed to the selection (and a sample of events, less `exclude_events`)."""
 
     def read_rows(self, run_dir: Path) -> pd.DataFrame:
         """A rerun's result rows."""
 
-    def summarize(self, rows: pd.DataFrame, n_permutations: int, seed: int) -> pd.DataFrame:
-        """The suite's measures per steering (and per block of the slice)."""
+    def summarize(self, rows: pd.DataFrame, n_permutations: int, seed: int, n_bootstrap: int) -> pd.DataFrame:
+        """The suite's measures per steering (and per block of the slice), with intervals over events."""
+
+    def matching_control(self, rows: pd.DataFrame, matchings: np.ndarray, n_bootstrap: int,
+                         seed: int) -> pd.DataFrame:
+        """The gap each matching's own projection removes, the real one's rank among them."""
 
     def figures(self, summary: pd.DataFrame) -> list[tuple[str, str, MplFigure]]:
         """(name, title, figure) of the summary."""
@@ -61,8 +80,8 @@ class SteeringProtocol(Protocol):
 
 @dataclass(frozen=True)
 class Options:
-    """Which cells give the direction, where and how hard it steers, the control, the reruns' events, the
-    statistics, and how the run's model is loaded."""
+    """Which cells and events give the direction, which events test it, where and how hard it steers, the controls,
+    the statistics, and how the run's model is loaded."""
 
     where: tuple[str, ...] = option((), WHERE_HELP + "; the final-token cells of the direction and the slice the "
                                     "steered runs rerun (intergroup: one category and one setting; default the "
@@ -74,13 +93,27 @@ class Options:
                                       "0 is always added, as the exactness check", name="--coef", metavar="C")
     unit: bool = option(False, "scale each layer's direction to norm 1")
     project: bool = option(False, "also project each layer's direction out")
-    random_control: bool = option(False, "with --project: also project out a random direction of the same norm at "
-                                         "each layer (seeded by the layer), the control")
-    limit_events: int | None = option(None, "events of the steered runs, a seeded sample (default: the run's own); "
-                                            "the direction still comes from the whole capture", metavar="N",
-                                      minimum=1)
+    fit_fraction: float = option(0.5, "share of the run's events the direction is fit on (a seeded split; the rest "
+                                      "are rerun); needs the capture's --per-cell-samples at least its events",
+                                 metavar="F")
+    split_seed: int = option(0, "seed of the split of events", metavar="N")
+    test_events: int | None = option(None, "fit on all the run's events and test on a new seeded sample of N events "
+                                           "of the corpus (the run's seed), the run's own events left out",
+                                     metavar="N", minimum=1)
+    in_sample: bool = option(False, "fit on all the run's events and rerun the same events (an in-sample effect)")
+    matchings: int = option(0, "with --project: also project out the direction of K wrong matchings of the "
+                               "identities (all of them where there are fewer), the control of the projection",
+                            metavar="K", minimum=0)
+    random_directions: int = option(0, "with --project: also project out K random directions within the span of "
+                                       "the fit cells' states, of the direction's norm", metavar="K", minimum=0)
+    one_sided: bool = option(False, "also report one-sided steerings: a positive coefficient on the label's false "
+                                    "cells only (intergroup: out-group), a negative one on its true cells only, "
+                                    "assembled from the whole-grid reruns")
+    bootstrap: int = option(1000, "resamples of the test events for the intervals over events; 0: none",
+                            metavar="N", minimum=0)
     permutations: int = option(10_000, "permutations of the identity matching in δ's test", metavar="N", minimum=1)
-    seed: int = option(0, "seed of the permutations", name="--permutation-seed", metavar="N")
+    seed: int = option(0, "seed of the permutations, resamples and wrong matchings", name="--permutation-seed",
+                       metavar="N")
     device: str = option("auto", "device of the model", metavar="DEVICE")
     dtype: str | None = option(None, "dtype of the model (default: the run's)", metavar="DTYPE")
     batch_size: int = option(32, "prompts per forward of the reruns", metavar="N", minimum=1)
@@ -93,8 +126,14 @@ class Options:
             raise ValueError(f"--coef {','.join(map(str, self.coefs))}: expected numbers, e.g. --coef=-4,4") from None
         object.__setattr__(self, "coefs", coefs)
         check_minimums(self)
-        if self.random_control and not self.project:
-            raise ValueError("--random-control goes with --project (it is the projection's control)")
+        if (self.matchings or self.random_directions) and not self.project:
+            raise ValueError("--matchings and --random-directions go with --project (they are its controls)")
+        if not 0 < self.fit_fraction < 1:
+            raise ValueError(f"--fit-fraction {self.fit_fraction}: expected a share between 0 and 1")
+        if self.in_sample and self.test_events is not None:
+            raise ValueError("--in-sample and --test-events exclude each other (which events are rerun?)")
+        if self.one_sided and not any(self.coefs):
+            raise ValueError("--one-sided needs a nonzero --coef")
         parse_where(self.where)
 
 
@@ -107,120 +146,238 @@ def steered_hooks(spec: str, hooks: Sequence[str]) -> list[int]:
 
 
 @dataclass(frozen=True)
+class Split:
+    """The events the direction is fit on and those the steered reruns test it on (`limit_events` and `exclude`:
+    how the reruns' configuration draws them), and how they were chosen."""
+
+    fit: list[str]
+    test: list[str] | None  # None: a new sample drawn by the reruns, known once they ran
+    limit_events: int | None
+    exclude: list[str]
+    how: str
+
+    @property
+    def held_out(self) -> bool:
+        """Whether no test event was fit on."""
+        return bool(self.exclude)
+
+
+def split_events(events: Sequence[str], options: Options) -> Split:
+    """The fit and test events of the run's `events` under the options (see Options): a seeded split by default."""
+    events = sorted(events)
+    if options.in_sample:
+        return Split(events, events, None, [], f"in-sample: fit on and rerun the same {len(events)} events")
+    if options.test_events is not None:
+        return Split(events, None, options.test_events, events,
+                     f"fit on the run's {len(events)} events, tested on a new sample of {options.test_events} events "
+                     "of the corpus less those")
+    if len(events) < 2:
+        raise ValueError(f"the run has {len(events)} event: a split needs 2 (use --test-events N or --in-sample)")
+    n_fit = min(max(1, round(options.fit_fraction * len(events))), len(events) - 1)
+    order = np.random.default_rng(options.split_seed).permutation(len(events))
+    fit = sorted(events[i] for i in order[:n_fit])
+    test = sorted(set(events) - set(fit))
+    return Split(fit, test, None, fit, f"a seeded split (seed {options.split_seed}) of the run's {len(events)} "
+                                      f"events: {len(fit)} fit, {len(test)} held out")
+
+
+@dataclass(frozen=True)
 class Direction:
     """The direction of a selection: the raw difference and the one steered (unit rows where asked), [hooks, d]
-    float32 in the store's hook order, and the cells' means it came from."""
+    float32 in the store's hook order, and the fit cells' means it came from."""
 
     raw: np.ndarray
     used: np.ndarray
     means: np.ndarray
 
 
-def direction(store: ActivationStore, run: Run, protocol: SteeringProtocol, selection: Mapping,
-              unit: bool) -> Direction:
-    """The count-weighted mean final-token state of the selected cells (read by the protocol's `final`) whose
-    suite-derived label (the protocol's LABEL) is true minus that of the cells where it is false (cells where it is
-    NA in neither)."""
-    label = protocol.LABEL
-    means, cells = protocol.final(store, selection)
-    labels = suite_of(run).cell_labels(cells)
-    if label not in labels.columns:
-        raise ValueError(f"suite {run.config['suite']} derives no {label!r} label for final-token cells")
-    values = labels[label]
+def direction(store: ActivationStore, protocol: SteeringProtocol, selection: Mapping, unit: bool,
+              events: Sequence[str] | None = None, matching: np.ndarray | None = None) -> Direction:
+    """The count-weighted mean final-token state of the selected cells (over `events` if given) whose label (the
+    protocol's LABEL under `matching`, None the real one) is true minus that of the cells where it is false (cells
+    where it is NA in neither)."""
+    means, cells = protocol.final(store, selection, events)
+    values = protocol.matched_cells(cells, selection, matching)
     raw = mean_difference(means, cells["count"], values.eq(True).fillna(False), values.eq(False).fillna(False))
     return Direction(raw.astype(np.float32), (unit_rows(raw) if unit else raw).astype(np.float32), means)
 
 
-def conditions(options: Options, layers: Sequence[int]) -> list[Condition]:
-    """The sweep's steerings: unsteered, each layer × coefficient (0 always, once), projections and controls."""
-    return sweep_conditions(layers, sorted(set(options.coefs) | {0.0}), options.project, options.random_control)
+def control_directions(store: ActivationStore, protocol: SteeringProtocol, selection: Mapping, options: Options,
+                       found: Direction, fit: Sequence[str] | None, layers: Sequence[int],
+                       matchings: np.ndarray) -> dict[Condition, np.ndarray]:
+    """The vector of every control condition: each layer's random directions within the span of the fit cells'
+    means (the real direction's norm, seeded by layer and index) and each wrong matching's own direction."""
+    out = {}
+    for layer in layers:
+        row = hook_row(store.hooks, layer)
+        norm = float(np.linalg.norm(found.used[row]))
+        for k in range(1, options.random_directions + 1):
+            out[Condition(layer, None, True, random=k)] = span_direction(found.means[row], norm,
+                                                                         seed=1000 * layer + k)
+    for m, matching in enumerate(matchings):
+        wrong = direction(store, protocol, selection, options.unit, fit, matching)
+        for layer in layers:
+            out[Condition(layer, None, True, matching=m)] = wrong.used[hook_row(store.hooks, layer)]
+    return out
 
 
 DIRECTION_TEXT = (
     "Per captured layer, the direction is the count-weighted mean final-token state of the selected cells the suite "
     "labels `{label}` minus that of the cells it labels otherwise (cells without the label, e.g. intergroup's "
-    "\"a person\", in neither). The table gives its norm beside the norm of the mean state (`relative_norm`: how far "
-    "coefficient 1 moves the state) and its cosine with the previous layer's direction; direction_vectors.csv holds "
-    "the vectors steered.")
+    "\"a person\", in neither), over the fit events only. The table gives its norm beside the norm of the mean state "
+    "(`relative_norm`: how far coefficient 1 moves the state) and its cosine with the previous layer's direction; "
+    "direction_vectors.csv holds the vectors steered.")
 SWEEP_TEXT = (
-    "Each steering reruns the run's slice with the model's output at one decoder layer moved by coefficient × the "
-    "direction at every position of every forward (projection: its component along the direction removed; the "
-    "random control projects out a seeded random direction of the same norm). The suite's measures per steering, "
-    "with `*_change` the difference from the unsteered rerun; steering_rows.csv holds every prompt's result.")
+    "Each steering reruns the slice on the test events with the model's output at one decoder layer moved by "
+    "coefficient × the direction at every position of every forward (projection: its component along the direction "
+    "removed; `random k`: a random direction within the span of the fit cells' states, of the same norm; `matching "
+    "m`: the direction fit the same way for the m-th wrong matching of the identities). Read `gap_points` (in-group "
+    "minus out-group cells of M⁰, in rating points) and its change from the unsteered rerun, with intervals over "
+    "resampled test events (the change paired by event). δ is z-scored per condition, so it moves with `sigma_M0` "
+    "alone; read it beside that column. steering_rows.csv holds every prompt's result.")
+ONE_SIDED_TEXT = (
+    " One-sided rows (`... {outside} only`, `... {inside} only`) take the steered rerun's results on one side's "
+    "prompts and the unsteered rerun's elsewhere: adding one vector to every prompt moves a between-cell difference "
+    "only through non-linearity, steering one side moves it directly.")
+MATCHING_TEXT = (
+    "Projecting out a mean-difference direction makes the two sides' means equal at that layer for any labelling of "
+    "the cells, so removing a gap there is partly true by construction. The control does the same for wrong "
+    "matchings of the identities: each matching's own direction (fit on the same events) is projected out and the "
+    "gap of the cells that matching calls in-group is measured before and after on the test events. `closed_points` "
+    "is how much closer to 0 it came; `p_real` is the share of wrong matchings closing at least as much of their gap "
+    "as the real one does of its gap (floor `p_floor`, exact where every wrong matching ran).")
 CHECK_TEXT = (
     "Coefficient 0 runs the steering hook without moving anything: its rows must equal the unsteered rerun's exactly "
     "(every result column, NaN equal to NaN). A difference means the steered path itself changes results.")
-LIMITS_TEXT = (
-    "- A direction that moves the measure is sufficient to move it along that axis; it does not show that the model "
-    "computes the measure from it, and large coefficients push states off their distribution (watch the refusal "
-    "and numeric rates beside δ).\n"
-    "- The direction comes from the same capture whose slice is rerun: a change is an in-sample effect, and few "
-    "events give δ a wide null interval.\n"
-    "- The projection's effect is only informative beside the random direction's (--random-control).")
+
+
+def scope_lines(split: Split, test: Sequence[str], options: Options, n_matchings: int,
+                control: pd.DataFrame) -> tuple[list[str], list[str]]:
+    """What this steering can and cannot show, from its own split, events and controls."""
+    can, cannot = [], []
+    n = len(test)
+    where = (f"on {n} events the direction was not fit on ({split.how})" if split.held_out
+             else f"in-sample, on the {n} events the direction was fit on")
+    can.append(f"Whether moving the states along the direction changes the measure {where}, with intervals over "
+               f"those events ({options.bootstrap} resamples)." if options.bootstrap else
+               f"Whether moving the states along the direction changes the measure {where} (no intervals: "
+               "--bootstrap 0).")
+    if not split.held_out:
+        cannot.append("Whether the effect holds beyond the events the direction was fit on (in-sample).")
+    if options.project and n_matchings:
+        p = control["p_real"].dropna() if "p_real" in control else pd.Series(dtype=float)
+        can.append(f"Whether projecting out the real direction closes more of its gap than {n_matchings} wrong "
+                   f"matchings' directions close of theirs (p floor {1 / (n_matchings + 1):.3g}"
+                   + (f"; p here {', '.join(f'{v:.3g}' for v in p.unique())})." if len(p) else ")."))
+    elif options.project:
+        cannot.append("Whether the projection's effect exceeds what it does by construction: no wrong-matching "
+                      "control ran (--matchings K).")
+    if options.project and not options.random_directions:
+        cannot.append("What projecting out a direction the states vary along does in general: no random-direction "
+                      "control ran (--random-directions K).")
+    if any(options.coefs) and not options.one_sided:
+        cannot.append("Whether the gap moves when one side alone is steered (--one-sided); adding one vector to "
+                      "every prompt changes a between-cell difference only through non-linearity.")
+    cannot.append("That the model computes its ratings from this direction: moving it is sufficient to change "
+                  "them, not necessary; large coefficients push states off their distribution (read the refusal "
+                  "and numeric rates).")
+    return can, cannot
 
 
 class SteerStudy(Study):
-    """Steering along the direction a suite's cell label gives, with the suite's steered reruns and measures."""
+    """Steering along the direction a suite's cell label gives, fit and tested on different events, with the
+    suite's steered reruns and measures and the controls of wrong matchings and random directions."""
 
     name = "steer"
     keep = (RUNS_DIR,)
-    description = ("steering: rerun the run's slice with its final-token direction (the suite's label, intergroup: "
-                   "in-group minus out-group) added or projected out at chosen layers; the suite's measures per "
-                   "steering, the zero-coefficient check, a random-direction control")
+    description = ("steering: fit the final-token direction of the suite's label (intergroup: in-group minus "
+                   "out-group) on some events, rerun the slice on others with it added or projected out at chosen "
+                   "layers; gaps in points with intervals over events, the zero-coefficient check, wrong-matching "
+                   "and random-direction controls, one-sided steering")
     Options = Options
 
-    def plan(self, runs: Sequence[Run], options: Options) -> str:
+    def _setup(self, runs: Sequence[Run], options: Options):
         run = one_run(runs, self.name)
         protocol: SteeringProtocol = suite_protocol(run, PROTOCOLS, "steering")
         selection = protocol.block(run.config, parse_where(options.where))
+        events = protocol.events_of(run.rows, selection)
+        if not events:
+            raise ValueError(f"{run.run_dir}: no result rows of {where_text(selection)}; expected a selection the "
+                             "run ran")
+        split = split_events(events, options)
+        matchings = (wrong_matchings(protocol.n_groups(selection), options.matchings, options.seed)
+                     if options.matchings else np.zeros((0, 0), dtype=np.int64))
+        return run, protocol, selection, split, matchings
+
+    def plan(self, runs: Sequence[Run], options: Options) -> str:
+        run, protocol, selection, split, matchings = self._setup(runs, options)
         layers = steered_hooks(options.layers, load(run.run_dir).hooks)
-        steerings = conditions(options, layers)
-        n = options.limit_events
-        events = f"{n} event{'s' if n != 1 else ''}" if n else "the run's events"
+        steerings = sweep_conditions(layers, sorted(set(options.coefs) | {0.0}), options.project,
+                                     options.random_directions, len(matchings))
         return (f"{run.name}: the direction of {where_text(selection)} from its final-token cells ({protocol.LABEL} "
-                f"true minus false{', unit norm' if options.unit else ''}); {len(steerings)} reruns of that slice "
-                f"({events}) at layers {layers} into the output folder's {RUNS_DIR}/ (resumed on a rerun with the "
-                f"same options): "
+                f"true minus false{', unit norm' if options.unit else ''}); {split.how}; {len(steerings)} reruns "
+                f"at layers {layers} into the output folder's {RUNS_DIR}/ (resumed on a rerun with the same options): "
                 f"{', '.join(c.label for c in steerings)}; the model {run.config['model']} is loaded as the run "
                 "recorded it and one batch is timed first.")
 
     def analyze(self, runs: Sequence[Run], options: Options, out: Path, progress: bool = True) -> Analysis:
-        run = one_run(runs, self.name)
-        protocol: SteeringProtocol = suite_protocol(run, PROTOCOLS, "steering")
-        selection = protocol.block(run.config, parse_where(options.where))
+        run, protocol, selection, split, matchings = self._setup(runs, options)
         store = load(run.run_dir)
         layers = steered_hooks(options.layers, store.hooks)
-        found = direction(store, run, protocol, selection, options.unit)
+        fit = split.fit if split.held_out and split.test is not None else None  # else every event: the cell means
+        found = direction(store, protocol, selection, options.unit, fit)
+        steerings = sweep_conditions(layers, sorted(set(options.coefs) | {0.0}), options.project,
+                                     options.random_directions, len(matchings))
+        controls = control_directions(store, protocol, selection, options, found, fit, layers, matchings)
         loaded = load_model(run, options.device, options.dtype, options.trust_remote_code)
         stored = RunConfig.from_run_dir(run.run_dir, trust_remote_code=options.trust_remote_code)
-        config = dataclasses.replace(protocol.slice_config(stored, selection, options.limit_events),
+        config = dataclasses.replace(protocol.slice_config(stored, selection, split.limit_events, split.exclude),
                                      device=options.device, batch_size=options.batch_size, capture=(),
                                      per_cell_samples=0, dtype=options.dtype or stored.dtype)
-        steerings = conditions(options, layers)
-        rows = run_conditions(config, out / RUNS_DIR, loaded,
-                              layer_directions(found.used, store.hooks, layers), steerings, protocol.read_rows,
-                              suite_of(run).caches, run.run_dir, progress)
-        summary = protocol.summarize(rows, options.permutations, options.seed)
+        rows = run_conditions(config, out / RUNS_DIR, loaded, layer_directions(found.used, store.hooks, layers),
+                              steerings, protocol.read_rows, suite_of(run).caches, run.run_dir, progress, controls)
+        rows = rows.assign(one_sided=False)
+        if options.one_sided:
+            inside = protocol.matched_cells(rows, selection, None)
+            rows = pd.concat([rows, one_sided(rows, inside, protocol.KEY, protocol.SIDES)], ignore_index=True)
+        test = sorted(rows["event_id"].unique())
+        summary = protocol.summarize(rows, options.permutations, options.seed, options.bootstrap)
+        control = (protocol.matching_control(rows, matchings, options.bootstrap, options.seed) if len(matchings)
+                   else pd.DataFrame())
         check = zero_coefficient_check(rows, protocol.KEY, protocol.RESULT_COLUMNS)
         reproduces = bool(check["identical"].all()) and len(check) == 1
         vectors = pd.DataFrame(found.used, columns=[f"d{i}" for i in range(found.used.shape[1])])
         vectors.insert(0, "hook", store.hooks)
+        events = pd.DataFrame({"event_id": split.fit + test,
+                               "role": ["fit"] * len(split.fit) + ["test"] * len(test)})
         figures = tuple(Figure(f"figures/{name}", title, fig) for name, title, fig in protocol.figures(summary))
+        sweep_text = SWEEP_TEXT + (ONE_SIDED_TEXT.format(inside=protocol.SIDES[0], outside=protocol.SIDES[1])
+                                   if options.one_sided else "")
         sections = [
+            Section("Fit and test events", split.how + ".",
+                    (Table("events", "Events the direction was fit on and tested on", events),)),
             Section("The direction", DIRECTION_TEXT.format(label=protocol.LABEL),
                     (Table("directions", f"Direction per layer, {where_text(selection)}",
                            direction_table(found.raw, found.means, store.hooks)),)),
-            Section("The suite's measures under steering", SWEEP_TEXT,
-                    (Table("steering", "Measures per steering", summary, {"n_prompts": "count"}),), figures),
+            Section("The suite's measures under steering", sweep_text,
+                    (Table("steering", "Measures per steering", summary,
+                           {"n_prompts": "count", "n_events": "count"}),), figures)]
+        if len(control):
+            sections.append(Section("Control: wrong matchings of the identities", MATCHING_TEXT,
+                                    (Table("matching_control", "Gap removed by each matching's own projection",
+                                           control, {"p_real": "p", "p_floor": "p"}),)))
+        sections += [
             Section("Coefficient 0 reproduces the unsteered rerun", CHECK_TEXT,
                     (Table("zero_coefficient_check", "Coefficient 0 against the unsteered rerun", check,
                            {"n_rows": "count", "differing_rows": "count"}),)),
-            Section("What these numbers cannot show", LIMITS_TEXT)]
+            scope(*scope_lines(split, test, options, len(matchings), control))]
         notes = [] if reproduces else ["Coefficient 0 did NOT reproduce the unsteered rerun exactly (see "
                                        "zero_coefficient_check.csv): the steered numbers are suspect."]
         record = {"selection": selection, "layers": layers, "coefficients": sorted(set(options.coefs) | {0.0}),
-                  "runs_dir": RUNS_DIR, "steer_config": dataclasses.asdict(config),
-                  "model": loaded[2], "zero_coefficient_reproduces_unsteered": reproduces}
+                  "fit_events": split.fit, "test_events": test, "held_out": split.held_out,
+                  "wrong_matchings": matchings.tolist(), "runs_dir": RUNS_DIR,
+                  "steer_config": dataclasses.asdict(config), "model": loaded[2],
+                  "zero_coefficient_reproduces_unsteered": reproduces}
         return Analysis("Steering along the suite's direction", "empathy-gap interp steer (interp.steering)",
                         sections, notes,
                         [Table("direction_vectors", "The directions steered, per hook", vectors),

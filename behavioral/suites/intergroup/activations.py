@@ -3,6 +3,8 @@ in Table 1 order ("a person" first), on the store's generic reads."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import pandas as pd
 
@@ -43,3 +45,24 @@ def final(store: ActivationStore, category: str, setting: str) -> tuple[np.ndarr
 def final_samples(store: ActivationStore, category: str, setting: str) -> tuple[np.ndarray, pd.DataFrame]:
     """Single-prompt final-token states of one category and setting (see ActivationStore.final_samples)."""
     return store.final_samples(category=category, setting=setting)
+
+
+def final_over_events(store: ActivationStore, category: str, setting: str,
+                      events: Sequence[str]) -> tuple[np.ndarray, pd.DataFrame]:
+    """Per-cell final-token means over the single-prompt states of `events` only (hooks × cells × d_model, Table 1
+    order, with perceiver, experiencer, count): a direction fit on some events and tested on others. A cell that
+    lacks a state of one of the events is a ValueError: the capture keeps per_cell_samples states per cell, so fitting
+    on chosen events needs `--per-cell-samples` at least the run's number of events."""
+    events = sorted(set(events))
+    states, index = store.final_samples(category=category, setting=setting, event_id=events)
+    cells = index.groupby(["perceiver", "experiencer"], sort=False).indices
+    short = {cell: len(rows) for cell, rows in cells.items() if len(rows) != len(events)}
+    if short or not cells:
+        kept = store.meta["per_cell_samples"]
+        raise ValueError(f"the capture keeps {kept} final-token sample(s) per cell, not one per fit event "
+                         f"({len(events)} events): rerun the capture with --per-cell-samples at least its number of "
+                         "events, or fit on all its events (--test-events N or --in-sample)")
+    frame = pd.DataFrame(list(cells), columns=["perceiver", "experiencer"]).assign(count=len(events))
+    means = np.stack([states[:, rows].astype(np.float64).mean(axis=1) for rows in cells.values()], axis=1)
+    order = _table1_rows(category, frame, ("perceiver", "experiencer"))
+    return means[:, order].astype(np.float32), frame.iloc[order].reset_index(drop=True)

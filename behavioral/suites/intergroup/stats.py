@@ -57,12 +57,12 @@ class PermutationResult:
     @property
     def p_min(self) -> float:
         """The p of a δ equal to the null's largest value (see the class docstring)."""
-        return float((1 + np.count_nonzero(_at_least(self.null, self.null.max()))) / (len(self.null) + 1))
+        return float((1 + np.count_nonzero(at_least(self.null, self.null.max()))) / (len(self.null) + 1))
 
     @property
     def at_floor(self) -> bool:
         """Whether δ is at or above every value the null took: no smaller p is possible with these permutations."""
-        return bool(_at_least(np.asarray(self.delta), self.null.max()))
+        return bool(at_least(np.asarray(self.delta), self.null.max()))
 
 
 def _as_float_matrix(M: np.ndarray, name: str) -> np.ndarray:
@@ -149,14 +149,14 @@ def permutation_test(
     rows, cols = _permutation_indices(int(n_permutations), M.shape, seed)
     null = _permuted_gaps(M, same, rows, cols)
     null.flags.writeable = False
-    at_least = _at_least(null, delta)
+    hits = at_least(null, delta)
     ci_low, ci_high = np.percentile(null, [2.5, 97.5])
     return PermutationResult(
         delta=delta,
         null=null,
         ci_low=float(ci_low),
         ci_high=float(ci_high),
-        p_value=float((1 + np.count_nonzero(at_least)) / (n_permutations + 1)),
+        p_value=float((1 + np.count_nonzero(hits)) / (n_permutations + 1)),
         n_outcomes=n_matchings(same),
         exact=exact_permutation_test(M, same),
     )
@@ -190,10 +190,10 @@ def exact_permutation_test(M: np.ndarray, same: np.ndarray) -> ExactPermutation 
     delta = float(M[same].mean() - M[~same].mean())
     ci_low, ci_high = np.percentile(null, [2.5, 97.5])
     return ExactPermutation(null=null, ci_low=float(ci_low), ci_high=float(ci_high),
-                            p_value=float(np.count_nonzero(_at_least(null, delta)) / count))
+                            p_value=float(np.count_nonzero(at_least(null, delta)) / count))
 
 
-def _at_least(null: np.ndarray, value: float) -> np.ndarray:
+def at_least(null: np.ndarray, value: float) -> np.ndarray:
     """Null values >= value, those equal up to floating-point rounding included."""
     return (null >= value) | np.isclose(null, value, rtol=1e-12, atol=1e-12)
 
@@ -326,7 +326,7 @@ def event_test(I: np.ndarray, same: np.ndarray, n_permutations: int = 10_000, se
         signs = 1 - 2 * ((np.arange(2 ** e)[:, None] >> np.arange(e)) & 1)
     else:
         signs = np.random.default_rng([seed, SIGN_STREAM]).choice([-1, 1], size=(n_permutations, e))
-    hits = np.count_nonzero(_at_least(signs @ ranks / e, float(ranks.mean())))
+    hits = np.count_nonzero(at_least(signs @ ranks / e, float(ranks.mean())))
     p = hits / len(signs) if exact else (1 + hits) / (n_permutations + 1)
     return EventTest(ranks, float(p), 0 if exact else n_permutations, tied)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -15,15 +15,19 @@ from matplotlib.figure import Figure
 from activations.store import ActivationStore
 from behavioral.run import RunConfig
 from behavioral.suites.intergroup import activations
-from behavioral.suites.intergroup.analysis import analyze_setting
-from behavioral.suites.intergroup.groups import get_category
+from behavioral.analysis.bootstrap import percentile_interval, resamples
+from behavioral.suites.intergroup import stats
+from behavioral.suites.intergroup.analysis import analyze_setting, intensity_tensor
+from behavioral.suites.intergroup.groups import UNSPECIFIED, Category, get_category
 from behavioral.suites.intergroup.suite import SUITE, results
+from interp.matchings import matched, overlap
 from interp.steering import mean_difference, unit_rows
 
 LABEL = "ingroup"  # the cell label (Suite.cell_labels) whose true cells minus false cells is the direction
 KEY = ("unit_id", "event_id")  # a result row of a steered rerun
 RESULT_COLUMNS = ("response", "intensity", "refused", "score_intensity", "expected_intensity", "numeric_mass")
 BLOCK = ("category", "setting")
+SIDES = ("in-group", "out-group")  # what the label's true and false cells are called in one-sided steerings
 
 
 def block(config: Mapping, where: Mapping) -> dict[str, str]:
@@ -43,10 +47,42 @@ def block(config: Mapping, where: Mapping) -> dict[str, str]:
     return chosen
 
 
-def final(store: ActivationStore, selection: Mapping[str, str]) -> tuple[np.ndarray, pd.DataFrame]:
+def final(store: ActivationStore, selection: Mapping[str, str],
+          events: Sequence[str] | None = None) -> tuple[np.ndarray, pd.DataFrame]:
     """The selected category's and setting's final-token cell means in Table 1 order, the order the direction is
-    pooled in (seed 000's view of the store)."""
-    return activations.final(store, selection["category"], selection["setting"])
+    pooled in (seed 000's view of the store): over every captured prompt, or over the single-prompt states of
+    `events` only (a direction fit on a training split)."""
+    if events is None:
+        return activations.final(store, selection["category"], selection["setting"])
+    return activations.final_over_events(store, selection["category"], selection["setting"], events)
+
+
+def events_of(run_rows: pd.DataFrame, selection: Mapping[str, str]) -> list[str]:
+    """The event ids of the selected block of a run's rows, sorted."""
+    block = run_rows[(run_rows["category"] == selection["category"]) & (run_rows["setting"] == selection["setting"])]
+    return sorted(block["event_id"].unique())
+
+
+def _group_index(category: Category, names: pd.Series) -> np.ndarray:
+    """The index of each identity's group among the category's groups (Table 1 order), -1 for "a person"."""
+    groups = list(dict.fromkeys(category.group_of[name] for name in category.identities))
+    position = {name: groups.index(category.group_of[name]) for name in category.identities}
+    return names.map(lambda name: -1 if name == UNSPECIFIED else position[name]).to_numpy(dtype=np.int64)
+
+
+def n_groups(selection: Mapping[str, str]) -> int:
+    """How many groups the selected category's identities fall into (what a matching permutes)."""
+    category = get_category(selection["category"])
+    return len(set(category.group_of[name] for name in category.identities))
+
+
+def matched_cells(cells: pd.DataFrame, selection: Mapping[str, str], matching: np.ndarray | None) -> pd.Series:
+    """Nullable bool per cell (perceiver, experiencer): in-group under `matching` of the category's groups (None: the
+    real one, the suite's `ingroup` label), NA where "a person" is on either side."""
+    category = get_category(selection["category"])
+    rows, cols = _group_index(category, cells["perceiver"]), _group_index(category, cells["experiencer"])
+    named = (rows >= 0) & (cols >= 0)
+    return pd.Series(matched(rows, cols, matching), index=cells.index, dtype="boolean").where(named, pd.NA)
 
 
 def ingroup_direction(store: ActivationStore, category: str, setting: str, unit: bool = False) -> np.ndarray:
@@ -60,13 +96,15 @@ def ingroup_direction(store: ActivationStore, category: str, setting: str, unit:
     return (unit_rows(direction) if unit else direction).astype(np.float32)
 
 
-def slice_config(stored: RunConfig, selection: Mapping[str, str], limit_events: int | None) -> RunConfig:
+def slice_config(stored: RunConfig, selection: Mapping[str, str], limit_events: int | None,
+                 exclude_events: Sequence[str] = ()) -> RunConfig:
     """The steered reruns' configuration: the run's, narrowed to the selected category and setting and, with
-    `limit_events`, to a seeded sample of that many events (else the run's own)."""
+    `limit_events`, to a seeded sample of that many events (else the run's own), less `exclude_events` (the events a
+    direction was fit on)."""
     options = stored.options
     limit = options.limit_events if limit_events is None else limit_events
     options = dataclasses.replace(options, categories=(selection["category"],), settings=(selection["setting"],),
-                                  limit_events=limit)
+                                  limit_events=limit, exclude_events=tuple(sorted(exclude_events)))
     return dataclasses.replace(stored, options=options)
 
 
@@ -81,41 +119,91 @@ def _measures(rows: pd.DataFrame) -> list[str]:
     return ["intensity"] + (["expected_intensity"] if rows["expected_intensity"].notna().any() else [])
 
 
-def summarize(rows: pd.DataFrame, n_permutations: int = 10_000, seed: int = 0) -> pd.DataFrame:
-    """δ with its permutation interval and p, and the refusal / numeric rates, per condition × category × setting
-    × measure; ``*_change`` columns subtract the unsteered condition's value.
+def _m0(I: np.ndarray) -> np.ndarray | None:
+    """M⁰ of I [n, n, events] over the events no cell refused; None where no event is kept."""
+    try:
+        return stats.cell_means(I, stats.exclusion_mask(I))
+    except ValueError:
+        return None
+
+
+def _gap(I: np.ndarray, same: np.ndarray) -> float:
+    """The raw gap of I [n, n, events] (no "a person"): mean in-group cell minus mean out-group cell of M⁰, in rating
+    points; NaN where no event is kept."""
+    M0 = _m0(I)
+    return math.nan if M0 is None else float(M0[same].mean() - M0[~same].mean())
+
+
+def _tensors(rows: pd.DataFrame, category: Category, measure: str) -> dict[str, np.ndarray]:
+    """I [n, n, events] without "a person" per condition, over the events of all conditions (sorted)."""
+    event_ids = tuple(sorted(rows["event_id"].unique()))
+    return {condition: intensity_tensor(sub, category, event_ids, measure)[0][1:, 1:]
+            for condition, sub in rows.groupby("condition", sort=False)}
+
+
+def _paired(tensors: Mapping[str, np.ndarray], condition: str, same: np.ndarray, draws: np.ndarray) -> tuple:
+    """The gap change of `condition` from the unsteered rerun on the same events, and its percentile interval over
+    `draws` of the events (each draw the same events for both)."""
+    base, steered = tensors["unsteered"], tensors[condition]
+    change = _gap(steered, same) - _gap(base, same)
+    values = [_gap(steered[:, :, d], same) - _gap(base[:, :, d], same) for d in draws]
+    return (change, *percentile_interval(np.array(values)))
+
+
+def summarize(rows: pd.DataFrame, n_permutations: int = 10_000, seed: int = 0, n_bootstrap: int = 0) -> pd.DataFrame:
+    """Per condition × category × setting × measure: the raw gap in rating points (in-group minus out-group cells of
+    M⁰) and its change from the unsteered rerun, each with a percentile interval over resampled events (paired for
+    the change); σ of M⁰ (the scale δ divides by, re-estimated per condition, so δ moves with it alone); δ with its
+    interval over events, its permutation null interval (``ci_*``) and p; the refusal and numeric rates.
+    ``*_change`` columns subtract the unsteered condition's value.
 
     Measures: ``intensity`` (the generated answer, or the greedy score answer in score mode) and, where the run
     scored, ``expected_intensity``. ``non_numeric_mass`` = 1 − mean probability that the first answer token starts
     a number (score modes); ``refusal_rate`` counts prompts without a value of the measure (those drop whole events);
     ``p_min`` is the smallest p the sampled permutation null allows (see ``PermutationResult``); ``p_exact`` the p
-    over every matching of identities where the test enumerates them (religion), NaN otherwise.
+    over every matching of identities where the test enumerates them (religion), NaN otherwise. With `n_bootstrap`
+    0 the intervals over events are NaN.
     """
     out = []
     event_ids = tuple(sorted(rows["event_id"].unique()))
     order = list(dict.fromkeys(rows["condition"]))
-    for (condition, category, setting), sub in rows.groupby(["condition", "category", "setting"], sort=False):
-        first = sub.iloc[0]
-        for measure in _measures(sub):
-            a = analyze_setting(sub, get_category(category), setting, event_ids, measure, n_permutations, seed,
-                                allow_partial=True)
-            perm = a.permutation
-            out.append({
-                "condition": condition, "layer": int(first["layer"]), "coef": float(first["coef"]),
-                "project": bool(first["project"]), "random": bool(first["random"]), "category": category,
-                "setting": setting, "measure": measure,
-                "delta": perm.delta if perm else math.nan, "ci_low": perm.ci_low if perm else math.nan,
-                "ci_high": perm.ci_high if perm else math.nan, "p_value": perm.p_value if perm else math.nan,
-                "p_min": perm.p_min if perm else math.nan,
-                "p_exact": perm.p_exact if perm and perm.p_exact is not None else math.nan,
-                "mean_rating": a.summary["mean"] if a.summary else math.nan,
-                "refusal_rate": a.refusal_rate, "excluded_rate": a.excluded_rate,
-                "parsable_rate": math.nan if a.parsable_rate is None else a.parsable_rate,
-                "numeric_mass_mean": math.nan if a.numeric_mass_mean is None else a.numeric_mass_mean,
-                "numeric_mass_share": math.nan if a.numeric_mass_share is None else a.numeric_mass_share,
-                "non_numeric_mass": math.nan if a.numeric_mass_mean is None else 1 - a.numeric_mass_mean,
-                "n_prompts": a.n_prompts, "note": "; ".join(a.notes),
-            })
+    draws = resamples(len(event_ids), n_bootstrap, seed) if n_bootstrap else np.zeros((0, len(event_ids)), int)
+    for (category, setting), block in rows.groupby(["category", "setting"], sort=False):
+        cat = get_category(category)
+        same = cat.in_group()
+        for measure in _measures(block):
+            tensors = _tensors(block, cat, measure)
+            for condition, sub in block.groupby("condition", sort=False):
+                first = sub.iloc[0]
+                a = analyze_setting(sub, cat, setting, event_ids, measure, n_permutations, seed,
+                                    allow_partial=True, n_bootstrap=n_bootstrap)
+                perm, boot = a.permutation, a.bootstrap
+                delta_low, delta_high = boot.interval(boot.delta) if boot else (math.nan, math.nan)
+                gap_low, gap_high = boot.interval(boot.gap_points) if boot else (math.nan, math.nan)
+                change = (_paired(tensors, condition, same, draws) if "unsteered" in tensors
+                          else (math.nan, math.nan, math.nan))
+                out.append({
+                    "condition": condition, "layer": int(first["layer"]), "coef": float(first["coef"]),
+                    "project": bool(first["project"]), "random": int(first["random"]),
+                    "matching": int(first["matching"]), "one_sided": bool(first.get("one_sided", False)),
+                    "category": category, "setting": setting, "measure": measure,
+                    "gap_points": math.nan if a.gap_points is None else a.gap_points,
+                    "gap_low": gap_low, "gap_high": gap_high, "gap_points_change": change[0],
+                    "gap_change_low": change[1], "gap_change_high": change[2],
+                    "sigma_M0": math.nan if (M0 := _m0(tensors[condition])) is None else float(M0.std()),
+                    "delta": perm.delta if perm else math.nan, "delta_low": delta_low, "delta_high": delta_high,
+                    "ci_low": perm.ci_low if perm else math.nan,
+                    "ci_high": perm.ci_high if perm else math.nan, "p_value": perm.p_value if perm else math.nan,
+                    "p_min": perm.p_min if perm else math.nan,
+                    "p_exact": perm.p_exact if perm and perm.p_exact is not None else math.nan,
+                    "mean_rating": a.summary["mean"] if a.summary else math.nan,
+                    "refusal_rate": a.refusal_rate, "excluded_rate": a.excluded_rate,
+                    "parsable_rate": math.nan if a.parsable_rate is None else a.parsable_rate,
+                    "numeric_mass_mean": math.nan if a.numeric_mass_mean is None else a.numeric_mass_mean,
+                    "numeric_mass_share": math.nan if a.numeric_mass_share is None else a.numeric_mass_share,
+                    "non_numeric_mass": math.nan if a.numeric_mass_mean is None else 1 - a.numeric_mass_mean,
+                    "n_events": len(event_ids), "n_prompts": a.n_prompts, "note": "; ".join(a.notes),
+                })
     table = pd.DataFrame(out)
     table["_order"] = table["condition"].map({c: i for i, c in enumerate(order)})
     table["_measure"] = table["measure"].map({"intensity": 0, "expected_intensity": 1})
@@ -130,6 +218,66 @@ def summarize(rows: pd.DataFrame, n_permutations: int = 10_000, seed: int = 0) -
     return table.reset_index(drop=True)
 
 
+def matching_control(rows: pd.DataFrame, matchings: np.ndarray, n_bootstrap: int = 0, seed: int = 0) -> pd.DataFrame:
+    """The permuted-matching control of the projections: per layer × category × setting × measure, for the real
+    matching and each wrong one (`matchings` [m, groups], interp.matchings), the gap of cells in-group under that
+    matching before and after projecting out that matching's own direction (``L{l} project`` and ``L{l} project
+    matching {i}``), and how much closer to 0 it came (``closed_points`` = |before| − |after|, sign-free since a
+    wrong matching's gap may have either sign; ``closed_share`` = its share of |before|), with an interval over
+    events for the real one; the real matching's rank among all and p = (1 + #{wrong closed >= real closed}) /
+    (m + 1), floor 1 / (m + 1), exact where `matchings` holds every wrong matching. A procedure that closes "its" gap
+    for any labelling of the cells closes the real gap by construction; only a real closure above the wrong ones'
+    says more."""
+    out = []
+    projected = rows[rows["project"].astype(bool) & rows["random"].eq(0)]
+    draws = None
+    for (category, setting), block in rows.groupby(["category", "setting"], sort=False):
+        cat = get_category(category)
+        event_ids = tuple(sorted(block["event_id"].unique()))
+        draws = resamples(len(event_ids), n_bootstrap, seed) if n_bootstrap else np.zeros((0, len(event_ids)), int)
+        names = pd.Series(cat.identities)
+        cells = pd.DataFrame({"perceiver": np.repeat(names, len(names)), "experiencer": np.tile(names, len(names))})
+        for measure in _measures(block):
+            tensors = _tensors(block, cat, measure)
+            for layer in sorted(projected.loc[projected["category"] == category, "layer"].unique()):
+                entries = [(None, f"L{layer} project")] + [(i, f"L{layer} project matching {i}")
+                                                         for i in range(len(matchings))]
+                records = []
+                for index, condition in entries:
+                    if condition not in tensors:
+                        continue
+                    matching = None if index is None else matchings[index]
+                    same = matched_cells(cells, {"category": category}, matching).to_numpy(dtype=bool).reshape(
+                        len(names), len(names))
+                    before, after = _gap(tensors["unsteered"], same), _gap(tensors[condition], same)
+                    low = high = math.nan
+                    if index is None and len(draws):
+                        low, high = percentile_interval(np.array(
+                            [abs(_gap(tensors["unsteered"][:, :, d], same)) - abs(_gap(tensors[condition][:, :, d], same))
+                             for d in draws]))
+                    records.append({
+                        "layer": int(layer), "category": category, "setting": setting, "measure": measure,
+                        "matching": "real" if index is None else str(index),
+                        "pairs": "identity" if index is None else " ".join(map(str, matching)),
+                        "fixed_points": n_groups({"category": category}) if index is None else overlap(matching),
+                        "gap_unsteered": before, "gap_projected": after, "closed_points": abs(before) - abs(after),
+                        "closed_low": low, "closed_high": high,
+                        "closed_share": 1 - abs(after) / abs(before) if before else math.nan})
+                if not records:
+                    continue
+                frame = pd.DataFrame(records)
+                real = frame["matching"] == "real"
+                wrong = frame.loc[~real, "closed_points"].to_numpy(dtype=float)
+                if real.any() and len(wrong):
+                    removed = float(frame.loc[real, "closed_points"].iloc[0])
+                    exceed = int(stats.at_least(wrong, removed).sum())
+                    frame["p_real"] = (1 + exceed) / (len(wrong) + 1)
+                    frame["p_floor"] = 1 / (len(wrong) + 1)
+                    frame["rank_real"] = 1 + int((wrong > removed).sum())
+                out.append(frame)
+    return pd.concat(out, ignore_index=True) if out else pd.DataFrame()
+
+
 def sweep_figure(summary: pd.DataFrame, category: str, setting: str) -> Figure:
     """δ vs coefficient per layer (projection at the right), beside the refusal rate and the non-numeric mass; a
     layer without a coefficient-0 run takes the unsteered point there (see interp.steering.sweep_conditions), and an
@@ -141,7 +289,7 @@ def sweep_figure(summary: pd.DataFrame, category: str, setting: str) -> Figure:
     fig = Figure(figsize=(4.2 * len(panels), 3.2 * len(measures)), layout="constrained")
     axes = fig.subplots(len(measures), len(panels), squeeze=False)
     steered = part[part["layer"] >= 0]
-    coefs = sorted(steered.loc[~steered["project"], "coef"].dropna().unique())
+    coefs = sorted(steered.loc[~steered["project"].astype(bool), "coef"].dropna().unique())
     span = (max(coefs) - min(coefs)) if len(coefs) > 1 else 1.0
     x_project = (max(coefs) if coefs else 0.0) + 0.35 * span
     colors = {layer: f"C{i}" for i, layer in enumerate(sorted(steered["layer"].unique()))}
@@ -150,13 +298,16 @@ def sweep_figure(summary: pd.DataFrame, category: str, setting: str) -> Figure:
         base = rows[rows["layer"] < 0]
         for j, (column, title) in enumerate(panels):
             ax = axes[i, j]
-            marked = drawn = False
+            marked = drawn = shown = False
             if len(base) and np.isfinite(base[column].iloc[0]):
                 ax.axhline(base[column].iloc[0], color="black", linestyle="--", linewidth=1, label="unsteered")
             if column == "delta" and len(base) and np.isfinite(base["ci_low"].iloc[0]):
                 ax.axhspan(base["ci_low"].iloc[0], base["ci_high"].iloc[0], color="0.85", label="null 95% (unsteered)")
             for layer, sub in rows[rows["layer"] >= 0].groupby("layer"):
-                added = sub[~sub["project"]]
+                random = sub["random"].astype(int) > 0
+                wrong = sub["matching"].astype(int) >= 0 if "matching" in sub else random & False
+                lone = sub["one_sided"].astype(bool) if "one_sided" in sub else random & False
+                added = sub[~sub["project"] & ~lone]
                 if len(base) and not (added["coef"] == 0).any():
                     added = pd.concat([added, base.assign(coef=0.0)])  # coefficient 0 is the unsteered run
                 added = added.sort_values("coef")
@@ -167,10 +318,15 @@ def sweep_figure(summary: pd.DataFrame, category: str, setting: str) -> Figure:
                                transform=ax.get_xaxis_transform(), clip_on=False,
                                label=None if marked else "δ undefined (all cells equal)")
                     marked = True
-                projected = sub[sub["project"] & ~sub["random"]]
+                projected = sub[sub["project"] & ~random & ~wrong]
                 if len(projected):
                     ax.scatter([x_project] * len(projected), projected[column], marker="x", s=60, color=colors[layer])
-                control = sub[sub["project"] & sub["random"]]
+                matchings = sub[sub["project"] & wrong]
+                if len(matchings):
+                    ax.scatter([x_project] * len(matchings), matchings[column], marker=".", s=20, color="0.5",
+                               label=None if shown else "projections of wrong matchings")
+                    shown = True
+                control = sub[sub["project"] & random]
                 if len(control):
                     ax.scatter([x_project] * len(control), control[column], marker="o", s=60, facecolors="none",
                                edgecolors=colors[layer], label=None if drawn else "projection of a random direction")
@@ -184,7 +340,7 @@ def sweep_figure(summary: pd.DataFrame, category: str, setting: str) -> Figure:
                         transform=ax.transAxes)
             ax.set_xlabel("coefficient")
             ax.set_title(f"{title}\n{measure}" if j == 0 else title, fontsize=9)
-            if j == 0 and (i == 0 or marked or drawn):
+            if j == 0 and (i == 0 or marked or drawn or shown):
                 ax.legend(fontsize=7)
     fig.suptitle(f"Steering along the in-group direction: {category} {setting}")
     return fig

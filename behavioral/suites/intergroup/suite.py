@@ -42,6 +42,8 @@ class Options:
     events: str | None = option(None, "crowd-enVENT release directory/TSV or crowd-enVent_generation.tsv; none: the "
                                       "project's embedded events")
     limit_events: int | None = option(None, "seeded sample of N events, stratified by emotion", metavar="N")
+    exclude_events: tuple[str, ...] = option((), "event ids left out of the sample (ids not in it are ignored), e.g. "
+                                                 "the events a steering direction was fit on", metavar="ID")
     rewrite_model: str | None = option(None, "model that writes T2 third-person text for a generation TSV; none: "
                                              "--model")
 
@@ -54,6 +56,7 @@ class Options:
             raise ValueError(f"--limit-events must be a positive number of events, got {self.limit_events}")
         object.__setattr__(self, "categories", tuple(self.categories))
         object.__setattr__(self, "settings", tuple(self.settings))
+        object.__setattr__(self, "exclude_events", tuple(self.exclude_events))
         object.__setattr__(self, "events", local_path(self.events))
         object.__setattr__(self, "rewrite_model", local_path(self.rewrite_model))
 
@@ -145,7 +148,8 @@ class Intergroup(Suite):
     def dataset(self, config) -> Data:
         options = config.options or Options()
         events = load_events(options.events) if options.events else embedded_events()
-        sampled = sample_events(events, options.limit_events, config.seed)
+        excluded = set(options.exclude_events)
+        sampled = [e for e in sample_events(events, options.limit_events, config.seed) if e.event_id not in excluded]
         if not sampled:
             raise CorpusError(f"{options.events or EMBEDDED_EVENTS}: no events left after sampling")
         return Data(options, tuple(sampled), corpus_hash(events))

@@ -1,0 +1,190 @@
+"""Held-out steering and its controls on synthetic activations where the right answer is known: the split of events,
+a planted in-group direction recovered from the fit events and separating held-out ones, the wrong-matching control
+(a planted gap is special among every wrong matching; without structure the real matching is not), one-sided
+steerings assembled from whole-grid reruns, and the options' bad input."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from behavioral.studies.steer import Options, direction, split_events
+from behavioral.suites.intergroup import steering as protocol
+from behavioral.suites.intergroup.groups import get_category
+from interp.matchings import matched, wrong_matchings
+from interp.steering import one_sided
+
+SETTING = "P0S0T0"
+RELIGION = get_category("religion")
+NAMES = list(RELIGION.identities)
+SELECTION = {"category": "religion", "setting": SETTING}
+
+
+def test_the_default_split_is_seeded_disjoint_and_held_out():
+    events = [f"e{i:02d}" for i in range(12)]
+    split = split_events(events, Options())
+    assert len(split.fit) == 6 and sorted(split.fit + split.test) == events and not set(split.fit) & set(split.test)
+    assert split.held_out and split.exclude == split.fit and split.limit_events is None
+    assert split_events(events, Options()) == split  # seeded
+    assert split_events(events, Options(split_seed=1)).fit != split.fit
+    assert len(split_events(events, Options(fit_fraction=0.75)).fit) == 9
+    assert len(split_events(events[:2], Options(fit_fraction=0.99)).test) == 1  # never every event fit
+
+    inside = split_events(events, Options(in_sample=True))
+    assert inside.fit == inside.test == events and not inside.held_out
+    new = split_events(events, Options(test_events=24))
+    assert new.fit == events and new.test is None and new.limit_events == 24 and new.exclude == events
+    with pytest.raises(ValueError, match="a split needs 2"):
+        split_events(events[:1], Options())
+
+
+@pytest.mark.parametrize("options, message", [
+    (dict(matchings=3), "go with --project"),
+    (dict(random_directions=1), "go with --project"),
+    (dict(in_sample=True, test_events=4), "exclude each other"),
+    (dict(fit_fraction=1.0), "--fit-fraction 1.0: expected a share between 0 and 1"),
+    (dict(one_sided=True, coefs=(0.0,)), "--one-sided needs a nonzero --coef"),
+    (dict(matchings=-1, project=True), "--matchings"),
+])
+def test_bad_options_name_the_flag(options, message):
+    with pytest.raises(ValueError, match=message):
+        Options(**options)
+
+
+def _cells() -> pd.DataFrame:
+    """The 5 × 5 named cells of religion plus "a person" (neither side), Table 1 order."""
+    names = RELIGION.with_unspecified
+    return pd.DataFrame({"perceiver": np.repeat(names, len(names)), "experiencer": np.tile(names, len(names))})
+
+
+def _states(plant: float, n_events: int = 30, d: int = 16, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """[cells, events, d] states: persona + experiencer vectors + noise, plus `plant` × u on in-group cells; and u."""
+    rng = np.random.default_rng(seed)
+    cells = _cells()
+    names = RELIGION.with_unspecified
+    persona, target = rng.standard_normal((len(names), d)), rng.standard_normal((len(names), d))
+    u = rng.standard_normal(d)
+    u /= np.linalg.norm(u)
+    p = cells["perceiver"].map(names.index).to_numpy()
+    x = cells["experiencer"].map(names.index).to_numpy()
+    ingroup = protocol.matched_cells(cells, SELECTION, None).fillna(False).to_numpy(dtype=bool)
+    states = persona[p][:, None] + target[x][:, None] + 0.5 * rng.standard_normal((len(cells), n_events, d))
+    return states + plant * ingroup[:, None, None] * u, u
+
+
+def _fake(states: np.ndarray, events: list[str]) -> SimpleNamespace:
+    """A steering protocol whose store is `states` [cells, events, d] at one hook."""
+    def final(store, selection, chosen=None):
+        keep = [events.index(e) for e in (chosen if chosen is not None else events)]
+        return states[:, keep].mean(axis=1)[None], _cells().assign(count=len(keep))
+    return SimpleNamespace(final=final, matched_cells=protocol.matched_cells)
+
+
+def test_a_planted_ingroup_direction_is_recovered_from_the_fit_events_and_separates_held_out_ones():
+    events = [f"e{i:02d}" for i in range(30)]
+    states, u = _states(plant=3.0)
+    split = split_events(events, Options())
+    found = direction(None, _fake(states, events), SELECTION, unit=True, events=split.fit)
+    assert found.used.shape == (1, 16)
+    assert float(found.used[0] @ u) > 0.95  # the planted direction, from the fit half alone
+    held = [events.index(e) for e in split.test]
+    scores = states[:, held] @ found.used[0]
+    ingroup = protocol.matched_cells(_cells(), SELECTION, None)
+    inside = scores[ingroup.eq(True).fillna(False).to_numpy()].mean()
+    outside = scores[ingroup.eq(False).fillna(False).to_numpy()].mean()
+    assert inside - outside > 2.5  # held-out in-group states lie further along it by about the planted 3
+    wrong = direction(None, _fake(states, events), SELECTION, unit=True, events=split.fit,
+                      matching=np.array([1, 2, 3, 4, 0]))
+    # a derangement's out-group holds every real in-group cell: its direction is the planted one reversed, which is
+    # why wrong matchings are compared by the gap each closes of its own, not by their directions
+    assert float(wrong.used[0] @ u) < -0.9
+
+
+def _projection_rows(states: np.ndarray, readout: np.ndarray, directions: dict[str, np.ndarray],
+                     events: list[str]) -> pd.DataFrame:
+    """Result rows of a linear 'model' (rating = 50 + readout · state) unsteered and with each direction projected
+    out, as intergroup's steering rows."""
+    cells = _cells()
+    frames = []
+    for condition, vector in [("unsteered", None), *directions.items()]:
+        h = states
+        if vector is not None:
+            unit = vector / np.linalg.norm(vector)
+            h = states - (states @ unit)[..., None] * unit
+        ratings = 50 + h @ readout  # [cells, events]
+        matching = int(condition.rsplit(" ", 1)[1]) if "matching" in condition else -1
+        frames.append(pd.DataFrame({
+            "perceiver": np.repeat(cells["perceiver"].to_numpy(), len(events)),
+            "experiencer": np.repeat(cells["experiencer"].to_numpy(), len(events)),
+            "event_id": np.tile(events, len(cells)), "intensity": ratings.ravel(),
+            "expected_intensity": ratings.ravel(), "condition": condition, "category": "religion",
+            "setting": SETTING, "layer": -1 if vector is None else 1, "project": vector is not None, "random": 0,
+            "matching": matching}))
+    return pd.concat(frames, ignore_index=True)
+
+
+def _control(plant: float, seed: int, n_bootstrap: int = 0) -> pd.DataFrame:
+    events = [f"e{i:02d}" for i in range(30)]
+    states, u = _states(plant, seed=seed)
+    readout = 3 * u + 0.3 * np.random.default_rng(seed + 1).standard_normal(len(u))
+    split = split_events(events, Options())
+    fake = _fake(states, events)
+    matchings = wrong_matchings(5, 1000)  # all 119
+    directions = {"L1 project": direction(None, fake, SELECTION, False, split.fit).used[0]}
+    for m, matching in enumerate(matchings):
+        directions[f"L1 project matching {m}"] = direction(None, fake, SELECTION, False, split.fit, matching).used[0]
+    held = [events.index(e) for e in split.test]
+    rows = _projection_rows(states[:, held], readout, directions, split.test)
+    table = protocol.matching_control(rows, matchings, n_bootstrap=n_bootstrap, seed=0)
+    return table[table["measure"] == "expected_intensity"]
+
+
+def test_with_a_planted_gap_the_real_matching_closes_more_than_every_wrong_one():
+    table = _control(plant=3.0, seed=0, n_bootstrap=100)
+    real = table[table["matching"] == "real"].iloc[0]
+    assert len(table) == 120 and real["fixed_points"] == 5
+    assert real["gap_unsteered"] > 5 and abs(real["gap_projected"]) < 0.5 * real["gap_unsteered"]
+    assert real["closed_low"] > 0  # the interval over held-out events excludes no effect
+    assert real["rank_real"] == 1 and real["p_real"] == pytest.approx(1 / 120) == real["p_floor"]
+    wrong = table[table["matching"] != "real"]
+    closed = np.abs(wrong["gap_unsteered"]) - np.abs(wrong["gap_projected"])
+    np.testing.assert_allclose(wrong["closed_points"], closed)
+    assert real["p_real"] == (1 + (wrong["closed_points"] >= real["closed_points"]).sum()) / (len(wrong) + 1)
+
+
+def test_without_planted_structure_the_real_matching_is_not_special():
+    real = _control(plant=0.0, seed=0).iloc[0]
+    assert real["matching"] == "real" and real["p_real"] > 0.2  # it closes its gap no more than wrong ones do
+
+
+def test_a_wrong_matching_labels_cells_by_its_permutation():
+    cells = _cells()
+    label = protocol.matched_cells(cells, SELECTION, np.array([1, 2, 3, 4, 0]))
+    named = cells[label.notna()]
+    assert label.isna().sum() == 11  # "a person" on either side
+    chosen = named[label[label.notna()].astype(bool)]
+    assert [(NAMES.index(p), NAMES.index(x)) for p, x in chosen[["perceiver", "experiencer"]].to_numpy()] == [
+        (0, 1), (1, 2), (2, 3), (3, 4), (4, 0)]
+    np.testing.assert_array_equal(matched([0, 1, -1], [0, 1, 0]), [True, True, False])
+
+
+def test_one_sided_steerings_take_the_steered_results_on_one_side_only():
+    cells = _cells()
+    base = cells.assign(event_id="e0", unit_id=range(len(cells)), expected_intensity=50.0)
+    common = dict(project=False, random=0, matching=-1)
+    rows = pd.concat([base.assign(condition="unsteered", layer=-1, coef=np.nan, **common),
+                      base.assign(condition="L1 +4", layer=1, coef=4.0, expected_intensity=60.0, **common),
+                      base.assign(condition="L1 -4", layer=1, coef=-4.0, expected_intensity=40.0, **common)],
+                     ignore_index=True)
+    inside = protocol.matched_cells(rows, SELECTION, None)
+    sided = one_sided(rows, inside, ("unit_id", "event_id"), protocol.SIDES)
+    assert list(dict.fromkeys(sided["condition"])) == ["L1 +4 out-group only", "L1 -4 in-group only"]
+    label = protocol.matched_cells(cells, SELECTION, None)
+    up = sided[sided["condition"] == "L1 +4 out-group only"].set_index("unit_id")["expected_intensity"]
+    down = sided[sided["condition"] == "L1 -4 in-group only"].set_index("unit_id")["expected_intensity"]
+    assert (up[label.eq(False).fillna(False).to_numpy()] == 60).all() and (up[label.ne(False).fillna(True).to_numpy()] == 50).all()
+    assert (down[label.eq(True).fillna(False).to_numpy()] == 40).all() and (down[label.ne(True).fillna(True).to_numpy()] == 50).all()
+    assert sided["one_sided"].all() and sided["coef"].tolist() == [4.0] * 36 + [-4.0] * 36
