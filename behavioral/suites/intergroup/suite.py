@@ -203,7 +203,7 @@ class Intergroup(Suite):
         return identity_set(identities)
 
     def cell_labels(self, cells: pd.DataFrame) -> pd.DataFrame:
-        """`ingroup` and `perceiver_group` of each row (see identities.cell_labels)."""
+        """`ingroup`, `perceiver_group`, `experiencer_group` and `same_name` of each row (see identities.cell_labels)."""
         from behavioral.suites.intergroup.identities import cell_labels
 
         return cell_labels(cells)
