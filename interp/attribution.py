@@ -313,10 +313,14 @@ def _concat(frames: Sequence[pd.DataFrame]) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=list(NODE_COLUMNS))
 
 
-def exact_map(engine, pairs: Sequence[Pair], layers: Sequence[int] | None = None, scope: str = "prompt") -> NodeMap:
+def exact_map(engine, pairs: Sequence[Pair], layers: Sequence[int] | None = None, scope: str = "prompt",
+              sample: int | None = None, seed: int = 0) -> NodeMap:
     """The activation-patching map on `attribute`'s grid: column ``exact``, the metric with one node patched minus
     the clean metric. Per pair: its corrupted states from one forward, then the clean prompt once per node (and once
-    unpatched), `engine.batch_size` rows a forward, each row patching one node."""
+    unpatched), `engine.batch_size` rows a forward, each row patching one node; with `sample`, only a seeded sample
+    of that many nodes of each pair (where its grid has more), in grid order."""
+    if sample is not None and sample < 1:
+        raise ValueError(f"sample={sample}: expected at least 1 node a pair, or None for all")
     layers = _layers(engine.model, layers)
     blocks = [layer for layer in layers if layer != EMBED_LAYER]
     frames, rows = [], []
@@ -327,14 +331,19 @@ def exact_map(engine, pairs: Sequence[Pair], layers: Sequence[int] | None = None
         g = grid(pair.clean, pair.corrupted, scope)
         cache = source_states(engine.model, [pair.corrupted.ids], blocks, [max(s for _, s in g) + 1],
                               engine.batch_size)
-        jobs = [None, *((k, t, s) for k in range(len(layers)) for t, s in g)]
+        n = len(layers) * len(g)
+        chosen = np.arange(n) if sample is None or sample >= n else \
+            np.sort(np.random.default_rng([seed, i]).choice(n, sample, replace=False))
+        jobs = [None, *((k // len(g), *g[k % len(g)]) for k in chosen.tolist())]
         values = [v for chunk in _chunks(jobs, engine.batch_size)
                   for v in _patched_metrics(engine, pair, chunk, layers, cache)]
         forwards += 1 + math.ceil(len(jobs) / engine.batch_size)
         prompts += 1 + len(jobs)
-        exact = (np.array(values[1:]) - values[0]).reshape(len(layers), len(g))
-        frames.append(_node_rows(i, pair, layers, g, {"exact": exact}))
-        rows.append({"pair": i, "metric_clean": values[0], "n_nodes": len(jobs) - 1,
+        exact = np.full(n, np.nan)
+        exact[chosen] = np.array(values[1:]) - values[0]
+        frame = _node_rows(i, pair, layers, g, {"exact": exact})
+        frames.append(frame.iloc[chosen].reset_index(drop=True))
+        rows.append({"pair": i, "metric_clean": values[0], "n_nodes": len(chosen),
                      "seconds": time.perf_counter() - began})
     return NodeMap(_concat(frames), pd.DataFrame(rows), forwards, prompts, 0, time.perf_counter() - start)
 

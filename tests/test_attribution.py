@@ -5,6 +5,7 @@ agreement measures on planted arrays."""
 
 from __future__ import annotations
 
+import json
 from types import SimpleNamespace
 
 import numpy as np
@@ -16,11 +17,14 @@ from torch import nn
 from behavioral.engine import Engine
 from behavioral.suites.intergroup import patching as IP
 from behavioral.suites.intergroup.corpus import embedded_events, sample_events
+from behavioral.suites.intergroup.groups import get_category
 from interp import attribution as A
 from interp.patch_spec import PatchError, PatchSpec
 from interp.patch_sweep import evaluate
+from tests.conftest import PINNED
 
 SETTING = "P0S0T0"
+PINNED_MODEL = PINNED / "model"
 
 
 @pytest.fixture(scope="module")
@@ -104,6 +108,11 @@ def test_exact_map_is_the_patching_forward_of_interp_patching(tiny_model, tiny_t
     swept = evaluate(engine, [pair.clean], [pair.corrupted], [specs], pair.trie)
     last = exact.nodes[exact.nodes["offset"] == 0]
     np.testing.assert_allclose(last["exact"], swept["delta_expected"], atol=1e-9)
+    sampled = A.exact_map(engine, [pair], scope="slot", sample=4, seed=1)
+    assert len(sampled.nodes) == 4 and sampled.prompts == 1 + 5  # the corrupted prompt, the clean one, 4 nodes
+    keyed = exact.nodes.set_index(["layer", "position"])["exact"]
+    np.testing.assert_allclose(sampled.nodes["exact"], keyed.loc[list(zip(sampled.nodes["layer"],
+                                                                          sampled.nodes["position"]))], atol=1e-9)
 
 
 def test_gradients_never_reach_the_model(tiny_model, tiny_tokenizer, event):
@@ -174,3 +183,83 @@ def test_agreement_counts_the_top_nodes_recovered():
     assert A.top_k(4630, fraction=0.05) == 232 and A.top_k(4, k=10) == 4
     with pytest.raises(ValueError, match="expected two equal 1-d maps"):
         A.agreement(estimate, exact[:3])
+
+
+# --- the study ----------------------------------------------------------------------------------------------------
+
+@pytest.mark.slow
+def test_the_study_on_the_pinned_run_equals_the_direct_calls(pinned_run, tmp_path, capsys):
+    from behavioral import models
+    from behavioral.studies import get_study, run_study
+
+    study = get_study("attribution")
+    options = study.Options(where=("category=religion",), modes=("swap",), positions="slot", validate=1,
+                            device="cpu")
+    report = run_study(study, [pinned_run], options, tmp_path / "out", progress=False)
+    assert ("attribution: intergroup model: religion P0S0T0: 1 modes × 5 in-group prompts × 1 events = 5 pairs"
+            in capsys.readouterr().out)
+    out = report.parent
+    model, tokenizer, _ = models.load(str(PINNED_MODEL), "cpu", "fp32")
+    engine = Engine(model, tokenizer, 32)
+    trie = IP.setting_trie(tokenizer, SETTING)
+    events = sample_events(embedded_events(), 1, 0)
+    x = "a Muslim"
+    pair = A.Pair(IP.build(tokenizer, SETTING, x, x, events[0]),
+                  IP.build(tokenizer, SETTING, IP.swap_source(get_category("religion"), x, x), x, events[0]),
+                  trie, A.expected_metric(trie))
+    nodes = pd.read_csv(out / "nodes.csv")
+    pairs = pd.read_csv(out / "pairs.csv")
+    k = int(pairs.index[pairs["clean"] == x][0])
+    direct = A.attribute(engine, [pair], scope="slot").nodes
+    np.testing.assert_allclose(nodes.loc[nodes["pair"] == k, "atp"], direct["atp"], rtol=1e-5, atol=1e-9)
+    validated = nodes[nodes["exact"].notna()]
+    assert set(validated["pair"]) == {0}
+    agreement = pd.read_csv(out / "agreement.csv")
+    assert agreement["over"].tolist() == ["pair 0", "pooled", "mean map"]
+    cost = pd.read_csv(out / "cost.csv").set_index("method")
+    assert cost.loc["AtP", "backwards"] == 5 and cost.loc["activation patching", "prompts"] == 1 + len(validated) + 1
+    text = report.read_text()
+    assert "What this can and cannot show" in text and "Spearman" in text
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["study"] == "attribution" and manifest["layers"] == [-1, 0, 1]
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--positions", "middle"], "--positions 'middle': expected one of slot, system, prompt"),
+    (["--mode", "both"], "--mode: unknown mode 'both'; expected one of person, swap"),
+    (["--source", "a Jew"], "--source is for another slot's pairs; intergroup's persona takes --mode"),
+    (["--validate", "-1"], "--validate must be at least 0, got -1"),
+    (["--kind", "perceiver"], "--kind 'perceiver' is not a span kind of suite intergroup"),
+    (["--layers", "9"], "--layers: block 9 was not available"),
+])
+def test_bad_input_exits_2_with_one_line_and_writes_nothing(pinned_run, tmp_path, capsys, argv, message):
+    from behavioral.cli import main
+
+    out = tmp_path / "new" / "out"
+    assert main(["interp", "attribution", str(pinned_run), "--out", str(out), "--device", "cpu", *argv]) == 2
+    err = capsys.readouterr().err.rstrip("\n").split("\n")[-1]  # after the library's loading bar, if any
+    assert message in err, err
+    assert not (tmp_path / "new").exists()
+
+
+@pytest.mark.slow
+def test_another_suites_slot_pairs_differ_in_the_slot_only(long_model_dir, tmp_path):
+    from behavioral.run import RunConfig, run
+    from behavioral.studies import get_study, run_study
+    from behavioral.suites import isear
+
+    config = RunConfig("isear", str(long_model_dir), isear.Options(sample_k=2, events="project"), mode="score",
+                       device="cpu", dtype="fp32")
+    run_dir = run(config, tmp_path / "run", progress=False)
+    study = get_study("attribution")
+    report = run_study(study, [run_dir], study.Options(limit_events=3, positions="slot", validate=1,
+                                                       device="cpu"), tmp_path / "out", progress=False)
+    out = report.parent
+    pairs = pd.read_csv(out / "pairs.csv")
+    assert len(pairs) == 3 and (pairs["clean"] != pairs["source"]).all()
+    assert [c.split("|")[0] for c in pairs["clean_item"]] == [s.split("|")[0] for s in pairs["source_item"]]
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["metric"] == "log-probability of the clean prompt's greedy answer"
+    assert manifest["slot"] == "gender (slot gender, field gender)"
+    nodes = pd.read_csv(out / "nodes.csv")
+    assert (nodes["offset"] <= 0).all() and nodes["exact"].notna().any()

@@ -68,6 +68,8 @@ class Options:
                             metavar="SCOPE")
     validate: int = option(0, "activation-patch every node of the first K pairs of each mode as well, and compare "
                               "(one forward row a node)", metavar="K", minimum=0)
+    validate_nodes: int = option(0, "activation-patch a seeded sample of N nodes of each validated pair instead of "
+                                    "all (0: all); the agreement is then over the sample", metavar="N", minimum=0)
     graddrop: bool = option(False, "AtP*'s GradDrop magnitudes too (L more forwards and backwards a pair)")
     top: int = option(20, "nodes of largest mean |AtP| listed in the report, per mode", metavar="N", minimum=1)
     n_bootstrap: int = option(1000, "resamples of the events for the map's intervals", metavar="N", minimum=1)
@@ -306,18 +308,23 @@ def by_layer(nodes: pd.DataFrame) -> pd.DataFrame:
 
 def cost_rows(mode: str, found: atp.NodeMap, exact: atp.NodeMap | None) -> list[dict]:
     """What each method cost for one mode: pairs, nodes, forwards (batched model calls), prompts through the model,
-    backwards, seconds, and per pair; activation patching's seconds a pair over AtP's (``speedup_per_pair``)."""
+    backwards, seconds, per pair and per node; for activation patching also its seconds for the whole map of a pair
+    (``full_map_seconds_per_pair``: seconds a node × the AtP map's nodes a pair, measured where every node ran,
+    projected where a sample did) and that over AtP's seconds a pair (``speedup_per_pair``)."""
     out = []
     for method, m in (("AtP", found), ("activation patching", exact)):
         if m is None:
             continue
-        n = len(m.pairs)
-        out.append({"mode": mode, "method": method, "pairs": n, "nodes": int(m.pairs["n_nodes"].sum()),
-                    "forwards": m.forwards, "prompts": m.prompts, "backwards": m.backwards,
-                    "seconds": m.seconds, "seconds_per_pair": m.seconds / n if n else math.nan,
-                    "prompts_per_pair": m.prompts / n if n else math.nan})
+        n, nodes = len(m.pairs), int(m.pairs["n_nodes"].sum())
+        out.append({"mode": mode, "method": method, "pairs": n, "nodes": nodes, "forwards": m.forwards,
+                    "prompts": m.prompts, "backwards": m.backwards, "seconds": m.seconds,
+                    "seconds_per_pair": m.seconds / n if n else math.nan,
+                    "seconds_per_node": m.seconds / nodes if nodes else math.nan})
     if len(out) == 2:
-        out[1]["speedup_per_pair"] = out[1]["seconds_per_pair"] / out[0]["seconds_per_pair"]
+        atp_row, exact_row = out
+        full = exact_row["seconds_per_node"] * atp_row["nodes"] / atp_row["pairs"]
+        exact_row["full_map_seconds_per_pair"] = full
+        exact_row["speedup_per_pair"] = full / atp_row["seconds_per_pair"]
     return out
 
 
@@ -333,7 +340,8 @@ MAP_TEXT = (
     "(none where the node has one). The report lists the nodes of "
     "largest |mean|; the whole map is `map_<mode>.csv`, every pair's nodes `nodes.csv`.")
 VALIDATION_TEXT = (
-    "Activation patching ran every node of the first pairs of each mode (one forward row a node). `spearman` is "
+    "Activation patching ran every node of the first pairs of each mode (one forward row a node; with "
+    "--validate-nodes N, a seeded sample of N nodes a pair, and every measure below is over the sample). `spearman` is "
     "the rank correlation of the signed effects, `top10` the share of the 10 nodes of largest |effect| under "
     "activation patching that are among AtP's 10 largest, `top_5pct` the same for 5% of the nodes (`k_5pct` of "
     "them); per pair, pooled over the validated pairs, and on their mean map. The cost table counts batched model calls (`forwards`), prompts "
@@ -366,8 +374,9 @@ def _scope_section(pairs: Pairs, options: Options, n_nodes: int, validated: pd.D
         pooled = validated[validated["over"] == "pooled"]
         reading = "; ".join(f"{r.mode}: Spearman {r.spearman:.2f}, top-10 recovered {r.top10:.0%} over "
                             f"{r.n_nodes} nodes of {r.pairs} pairs" for r in pooled.itertuples())
+        sampled = f", on a seeded sample of {options.validate_nodes} nodes a pair" if options.validate_nodes else ""
         can.append(f"How far AtP's ranking agrees with activation patching on the validated pairs ({reading}); "
-                   "the agreement is measured on those pairs only.")
+                   f"the agreement is measured on those pairs only{sampled}.")
         cannot.insert(0, "That the estimate is right on the pairs that were not validated, or at a node where the "
                          "patch moves the state far (the slot's own tokens at the embedding, where the token itself "
                          "changes), where a first-order estimate is least trustworthy.")
@@ -414,7 +423,8 @@ class AttributionStudy(Study):
                                  "persona only; expected slot or prompt")
             what = (f"{kind}: up to {options.limit_events} clean items ({where_text(where)}) and their "
                     "counterfactual slot values")
-        check = (f"; activation patching of every node of {options.validate} pairs a mode (one forward row a node)"
+        nodes_of = f"a sample of {options.validate_nodes} nodes" if options.validate_nodes else "every node"
+        check = (f"; activation patching of {nodes_of} of {options.validate} pairs a mode (one forward row a node)"
                  if options.validate else "")
         return (f"{run.name}: {what}; AtP map over --layers {options.layers} × the positions to the "
                 f"{options.positions}'s end (one corrupted forward, one clean forward and backward a pair"
@@ -443,8 +453,10 @@ class AttributionStudy(Study):
             if options.validate:
                 k = min(options.validate, len(chosen))
                 if progress:
-                    print(f"{mode}: activation patching of every node of {k} pairs", flush=True)
-                exact = atp.exact_map(engine, chosen[:k], layers, options.positions)
+                    nodes_of = f"{options.validate_nodes} sampled nodes" if options.validate_nodes else "every node"
+                    print(f"{mode}: activation patching of {nodes_of} of {k} pairs", flush=True)
+                exact = atp.exact_map(engine, chosen[:k], layers, options.positions,
+                                      options.validate_nodes or None, options.seed)
                 keyed = exact.nodes.assign(pair=index[exact.nodes["pair"]])[["pair", "layer", "position", "exact"]]
                 nodes = nodes.merge(keyed, on=["pair", "layer", "position"], how="left")
             mode_nodes.append(nodes)
