@@ -56,8 +56,9 @@ def test_steer_study_through_the_cli_equals_the_direct_calls(run_dir, loaded, tm
     printed = capsys.readouterr().out
     assert (f"steer: intergroup model: the direction of category=religion, setting={SETTING} from its final-token "
             "cells (ingroup true minus false, unit norm); fit on the run's 3 events, tested on a new sample of 5 "
-            "events of the corpus less those; 3 reruns at layers [1]") in printed
-    assert printed.index("steering: 3 runs × 72 prompts") < printed.index("steering 1/3: unsteered")  # estimate first
+            "events of the corpus less those; 3 reruns on 2 test events (the coefficient-0 check on 1) at layers "
+            "[1]") in printed
+    assert printed.index("steering: 2 runs × 72 prompts") < printed.index("steering 1/2: unsteered")  # estimate first
 
     store = activation_store.load(run_dir)
     direction = protocol.ingroup_direction(store, "religion", SETTING, unit=True)  # every captured event
@@ -81,11 +82,18 @@ def test_steer_study_through_the_cli_equals_the_direct_calls(run_dir, loaded, tm
     np.testing.assert_array_equal(steered["expected_intensity"],
                                   protocol.read_rows(direct).sort_values(list(protocol.KEY))["expected_intensity"])
     conditions = steering.sweep_conditions([1], [0.0, 8.0])
-    resumed = steering.run_conditions(config, out / "runs", loaded, {1: direction[-1]}, conditions, protocol.read_rows)
+    drawn = protocol.rerun_events(config)
+    check = dataclasses.replace(protocol.slice_config(stored, {"category": "religion", "setting": SETTING}, 5,
+                                                      fit + drawn[1:]), device="cpu", capture=(), per_cell_samples=0)
+    measured = steering.run_conditions(config, out / "runs", loaded, {1: direction[-1]}, [conditions[0], conditions[2]],
+                                       protocol.read_rows)  # resumed
     pd.testing.assert_frame_equal(pd.read_csv(out / "steering.csv"),
-                                  _csv(protocol.summarize(resumed.assign(one_sided=False), 50, 0, 20), tmp_path))
+                                  _csv(protocol.summarize(measured.assign(one_sided=False), 50, 0, 20), tmp_path))
+    checked = steering.run_conditions(check, out / "runs" / "check", loaded, {1: direction[-1]}, conditions[:2],
+                                      protocol.read_rows)  # resumed: the check's own unsteered rerun and coefficient 0
+    assert set(checked["event_id"]) == {drawn[0]}
     check = pd.read_csv(out / "zero_coefficient_check.csv")
-    assert check[["condition", "n_rows", "identical"]].values.tolist() == [["L1 +0", 72, True]]
+    assert check[["condition", "n_rows", "identical"]].values.tolist() == [["L1 +0", 36, True]]  # one test event
 
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["zero_coefficient_reproduces_unsteered"] is True and manifest["layers"] == [1]
@@ -102,7 +110,7 @@ def test_steer_study_through_the_cli_equals_the_direct_calls(run_dir, loaded, tm
 def test_patch_study_through_run_study_equals_the_direct_calls(run_dir, loaded, tmp_path, capsys):
     study = get_study("patch")
     options = study.Options(where=("category=religion", "setting=P0S1T0"), layers="1", layer_step=1,
-                            sweep_groups=("system", "persona_end:1"), device="cpu")
+                            sweep_groups=("system", "persona_end:1"), bootstrap=50, device="cpu")
     report = run_study(study, [run_dir], options, tmp_path / "out")
     printed = capsys.readouterr()
     text = printed.out + printed.err
@@ -117,7 +125,10 @@ def test_patch_study_through_run_study_equals_the_direct_calls(run_dir, loaded, 
     engine = Engine(loaded[0], loaded[1], 32)
     frame = IP.patched_gap_prompts(engine, "religion", "P0S1T0", events, [1], "system")
     pd.testing.assert_frame_equal(pd.read_csv(out / "delta_by_layer.csv"),
-                                  _csv(IP.gap_table(frame, "religion"), tmp_path))
+                                  _csv(IP.gap_table(frame, "religion", 50), tmp_path))
+    written = (out / "report.md").read_text()
+    assert "No interval over events: one event" in written  # the default sample of one event, and why
+    assert "## What this can and cannot show" in written and "Which of the 1 tested layers (1)" in written
     targets, sources, meta = IP.ingroup_sweep_prompts(loaded[1], "religion", "P0S1T0", events)
     sweep = P.sweep(engine, targets, sources, [1], IP.setting_trie(loaded[1], "P0S1T0"), ("system", "persona_end:1"),
                     meta)

@@ -34,6 +34,7 @@ from interp.steering import (
 
 PROTOCOLS = {"intergroup": "behavioral.suites.intergroup.steering"}  # suite -> module of its steering protocol
 RUNS_DIR = "runs"  # in the output folder: the steered run directories, kept and resumed
+CHECK_DIR = "check"  # in RUNS_DIR: the unsteered and coefficient-0 reruns of the exactness check's events
 
 
 class SteeringProtocol(Protocol):
@@ -63,6 +64,9 @@ class SteeringProtocol(Protocol):
     def slice_config(self, stored: RunConfig, selection: Mapping, limit_events: int | None,
                      exclude_events: Sequence[str] = ()) -> RunConfig:
         """The run's configuration narrowed to the selection (and a sample of events, less `exclude_events`)."""
+
+    def rerun_events(self, config: RunConfig) -> list[str]:
+        """The events a rerun configuration draws, before it runs."""
 
     def read_rows(self, run_dir: Path) -> pd.DataFrame:
         """A rerun's result rows."""
@@ -109,6 +113,8 @@ class Options:
     one_sided: bool = option(False, "also report one-sided steerings: a positive coefficient on the label's false "
                                     "cells only (intergroup: out-group), a negative one on its true cells only, "
                                     "assembled from the whole-grid reruns")
+    check_events: int = option(1, "test events the coefficient-0 exactness check reruns (0: all of them)",
+                               metavar="N", minimum=0)
     bootstrap: int = option(1000, "resamples of the test events for the intervals over events; 0: none",
                             metavar="N", minimum=0)
     permutations: int = option(10_000, "permutations of the identity matching in δ's test", metavar="N", minimum=1)
@@ -247,8 +253,10 @@ MATCHING_TEXT = (
     "is how much closer to 0 it came; `p_real` is the share of wrong matchings closing at least as much of their gap "
     "as the real one does of its gap (floor `p_floor`, exact where every wrong matching ran).")
 CHECK_TEXT = (
-    "Coefficient 0 runs the steering hook without moving anything: its rows must equal the unsteered rerun's exactly "
-    "(every result column, NaN equal to NaN). A difference means the steered path itself changes results.")
+    "Coefficient 0 runs the steering hook without moving anything, on {checked} of the test events (the hook is the "
+    "same code for every prompt) beside an unsteered rerun of the same events (so the batches hold the same "
+    "prompts): its rows must equal that rerun's exactly (every result column, NaN equal to NaN). A difference means "
+    "the steered path itself changes results.")
 
 
 def scope_lines(split: Split, test: Sequence[str], options: Options, n_matchings: int,
@@ -314,8 +322,12 @@ class SteerStudy(Study):
         layers = steered_hooks(options.layers, load(run.run_dir).hooks)
         steerings = sweep_conditions(layers, sorted(set(options.coefs) | {0.0}), options.project,
                                      options.random_directions, len(matchings))
+        stored = RunConfig.from_run_dir(run.run_dir, trust_remote_code=options.trust_remote_code)
+        drawn = protocol.rerun_events(protocol.slice_config(stored, selection, split.limit_events, split.exclude))
         return (f"{run.name}: the direction of {where_text(selection)} from its final-token cells ({protocol.LABEL} "
                 f"true minus false{', unit norm' if options.unit else ''}); {split.how}; {len(steerings)} reruns "
+                f"on {len(drawn)} test event{'s' if len(drawn) != 1 else ''} (the coefficient-0 check on "
+                f"{min(options.check_events or len(drawn), len(drawn))}) "
                 f"at layers {layers} into the output folder's {RUNS_DIR}/ (resumed on a rerun with the same options): "
                 f"{', '.join(c.label for c in steerings)}; the model {run.config['model']} is loaded as the run "
                 "recorded it and one batch is timed first.")
@@ -331,11 +343,24 @@ class SteerStudy(Study):
         controls = control_directions(store, protocol, selection, options, found, fit, layers, matchings)
         loaded = load_model(run, options.device, options.dtype, options.trust_remote_code)
         stored = RunConfig.from_run_dir(run.run_dir, trust_remote_code=options.trust_remote_code)
-        config = dataclasses.replace(protocol.slice_config(stored, selection, split.limit_events, split.exclude),
-                                     device=options.device, batch_size=options.batch_size, capture=(),
-                                     per_cell_samples=0, dtype=options.dtype or stored.dtype)
-        rows = run_conditions(config, out / RUNS_DIR, loaded, layer_directions(found.used, store.hooks, layers),
-                              steerings, protocol.read_rows, suite_of(run).caches, run.run_dir, progress, controls)
+
+        def rerun(exclude: Sequence[str]) -> RunConfig:
+            return dataclasses.replace(protocol.slice_config(stored, selection, split.limit_events, exclude),
+                                       device=options.device, batch_size=options.batch_size, capture=(),
+                                       per_cell_samples=0, dtype=options.dtype or stored.dtype)
+
+        config = rerun(split.exclude)
+        drawn = protocol.rerun_events(config)
+        checked = drawn[:options.check_events] if options.check_events else drawn
+        directions = layer_directions(found.used, store.hooks, layers)
+        zero = [c for c in steerings if c.coef == 0 and not c.project]
+        runs = [c for c in steerings if c not in zero]
+        rows = run_conditions(config, out / RUNS_DIR, loaded, directions, runs, protocol.read_rows,
+                              suite_of(run).caches, run.run_dir, progress, controls)
+        check_rows = run_conditions(rerun(sorted(set(split.exclude) | set(drawn[len(checked):]))),
+                                    out / RUNS_DIR / CHECK_DIR, loaded, directions, [Condition(None), *zero],
+                                    protocol.read_rows, suite_of(run).caches, run.run_dir, progress)
+        check = zero_coefficient_check(check_rows, protocol.KEY, protocol.RESULT_COLUMNS)
         rows = rows.assign(one_sided=False)
         if options.one_sided:
             inside = protocol.matched_cells(rows, selection, None)
@@ -344,7 +369,6 @@ class SteerStudy(Study):
         summary = protocol.summarize(rows, options.permutations, options.seed, options.bootstrap)
         control = (protocol.matching_control(rows, matchings, options.bootstrap, options.seed) if len(matchings)
                    else pd.DataFrame())
-        check = zero_coefficient_check(rows, protocol.KEY, protocol.RESULT_COLUMNS)
         reproduces = bool(check["identical"].all()) and len(check) == 1
         vectors = pd.DataFrame(found.used, columns=[f"d{i}" for i in range(found.used.shape[1])])
         vectors.insert(0, "hook", store.hooks)
@@ -367,7 +391,7 @@ class SteerStudy(Study):
                                     (Table("matching_control", "Gap removed by each matching's own projection",
                                            control, {"p_real": "p", "p_floor": "p"}),)))
         sections += [
-            Section("Coefficient 0 reproduces the unsteered rerun", CHECK_TEXT,
+            Section("Coefficient 0 reproduces the unsteered rerun", CHECK_TEXT.format(checked=len(checked)),
                     (Table("zero_coefficient_check", "Coefficient 0 against the unsteered rerun", check,
                            {"n_rows": "count", "differing_rows": "count"}),)),
             scope(*scope_lines(split, test, options, len(matchings), control))]

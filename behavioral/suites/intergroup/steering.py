@@ -108,6 +108,12 @@ def slice_config(stored: RunConfig, selection: Mapping[str, str], limit_events: 
     return dataclasses.replace(stored, options=options)
 
 
+def rerun_events(config: RunConfig) -> list[str]:
+    """The event ids a rerun configuration draws (its sample less its excluded events), sorted; known before it
+    runs, from the corpus alone."""
+    return sorted(event.event_id for event in SUITE.dataset(config).events)
+
+
 def read_rows(run_dir) -> pd.DataFrame:
     """A rerun's result rows under seed 000's names (``results``)."""
     return results(run_dir)
