@@ -18,6 +18,7 @@ from behavioral.suites.intergroup import patching as IP
 from behavioral.suites.intergroup import prompts
 from behavioral.suites.intergroup.corpus import Event
 from behavioral.suites.intergroup.groups import get_category
+from behavioral.suites.intergroup.patch_gap import GAP_COLUMNS, ONE_EVENT
 from behavioral.suites.intergroup.stats import empathy_gap, zscore
 from interp import patching as P
 from interp.patching import EMBED_LAYER, PatchPrompt, PatchSpec
@@ -225,7 +226,7 @@ def test_patched_gap(tiny_model, tiny_tokenizer, trie):
     engine = Engine(tiny_model, tiny_tokenizer, batch_size=64)
     frame = IP.patched_gap_prompts(engine, "religion", SETTING, EVENTS[:1], [0], positions="system")
     table = IP.gap_table(frame, "religion")
-    assert list(table.columns) == list(IP.GAP_COLUMNS)
+    assert list(table.columns) == list(GAP_COLUMNS)
     assert list(zip(table["mode"], table["layer"])) == [("person", 0), ("swap", 0)]
     assert (table["n_prompts"] == 25).all()
     # δ_unpatched is δ of the plain suite scores (z-scoring magnifies the prefix cache's ~1e-7 differences).
@@ -235,6 +236,8 @@ def test_patched_gap(tiny_model, tiny_tokenizer, trie):
     assert table["delta_unpatched"].iloc[0] == pytest.approx(empathy_gap(zscore(M0), cat.in_group()), rel=1e-3)
     counts = table[["p_unpatched", "p_patched"]].to_numpy() * 120  # exact p over the 5! matchings: a multiple of 1/120
     assert np.allclose(counts, counts.round()) and (counts >= 1).all()
+    assert (table["p_patched_fwe"] >= table["p_patched"]).all() and (table["p_min"] == 1 / 120).all()
+    assert (table["interval_note"] == ONE_EVENT).all() and table["delta_removed_low"].isna().all()  # one event
     assert (table["delta_patched"] != table["delta_unpatched"]).all()
     swap = frame[frame["mode"] == "swap"]
     assert (swap["source_perceiver"] != swap["perceiver"]).all()

@@ -50,6 +50,9 @@ class Options:
     modes: tuple[str, ...] = option(("person", "swap"), "what the slot is patched with (intergroup: person, the "
                                                         "persona \"a person\"; swap, in-group <-> out-group)",
                                     name="--mode", metavar="MODE")
+    bootstrap: int = option(1000, "resamples of the events (with replacement, seeded, δ recomputed on each) for "
+                                  "the intervals of the gap closed, δ and the gap in points at each layer",
+                            metavar="N", minimum=1)
     sweep_groups: tuple[str, ...] = option(SWEEP_POSITION_GROUPS, "position groups of the layer × group sweep",
                                            name="--sweep-group", metavar="GROUP")
     sweep_events: int = option(1, "events of the sweep (the first N patched; 0: no sweep)", metavar="N", minimum=0)

@@ -1,6 +1,7 @@
 """Seed 000's patching protocol (`empathy-gap interp patch` on an intergroup run): which layers carry the empathy gap
 δ? For each layer, every perceiver's persona is patched (one layer at a time) with "a person" (mode ``person``) or
-with an in-group <-> out-group swap (mode ``swap``), the matrix of expected intensities is rebuilt and δ recomputed;
+with an in-group <-> out-group swap (mode ``swap``), the matrix of expected intensities is rebuilt and δ recomputed
+(``patch_gap``: intervals over events, exact and family-wise p; ``patch_report``: the headline and the report's scope);
 a layer × position-group sweep follows on in-group prompts patched from an out-group persona."""
 
 from __future__ import annotations
@@ -22,11 +23,12 @@ from behavioral.analysis.spec import Figure as ReportFigure
 from behavioral.analysis.spec import Section, Table
 from behavioral.answer_space import AnswerTrie
 from behavioral.run import RunConfig
-from behavioral.suites.intergroup import prompts
+from behavioral.suites.intergroup import patch_report, prompts
 from behavioral.suites.intergroup.corpus import Event
 from behavioral.suites.intergroup.groups import UNSPECIFIED, Category, get_category
 from behavioral.suites.intergroup.settings import get_setting
-from behavioral.suites.intergroup.stats import empathy_gap, permutation_test, zscore
+from behavioral.suites.intergroup.patch_gap import BOOTSTRAP, SEED, category_of, cell_matrix, gap_table
+from behavioral.suites.intergroup.stats import empathy_gap, zscore
 from behavioral.suites.intergroup.steering import block, slice_config
 from behavioral.suites.intergroup.suite import SUITE
 from interp.patch_spec import SYSTEM_GROUP, PatchError, PatchPrompt, PatchSpec, answer_trie, encode
@@ -34,10 +36,6 @@ from interp.patch_sweep import evaluate, heatmap_figure, summarize, sweep
 
 SLOT = "perceiver"  # the patched slot: the persona
 GAP_MODES = ("person", "swap")  # the persona patched in: "a person", or the in-group <-> out-group swap
-GAP_COLUMNS = ("mode", "layer", "positions", "delta_unpatched", "delta_patched", "delta_change", "delta_removed",
-               "p_unpatched", "p_patched", "null_ci_low", "null_ci_high", "gap_raw_unpatched", "gap_raw_patched",
-               "mean_expected", "mean_delta_expected", "n_prompts")
-N_PERMUTATIONS = 2000
 
 
 # --- prompts ------------------------------------------------------------------------------------------------------
@@ -78,10 +76,6 @@ def check_modes(modes: Sequence[str]) -> None:
             raise PatchError(f"unknown mode {mode!r}; expected one of {', '.join(GAP_MODES)}")
 
 
-def _category(category: str | Category) -> Category:
-    return get_category(category) if isinstance(category, str) else category
-
-
 def patched_gap_prompts(engine, category: str | Category, setting: str, events: Sequence[Event],
                         layers: Iterable[int], positions: str = SYSTEM_GROUP, modes: Sequence[str] = GAP_MODES,
                         chat_format: str | None = None, progress: str | None = None) -> pd.DataFrame:
@@ -89,7 +83,7 @@ def patched_gap_prompts(engine, category: str | Category, setting: str, events: 
     mode ``person`` patches the persona with "a person" (same experiencer and event), mode ``swap`` with
     ``swap_source`` (in-group <-> out-group), at each layer alone, position group `positions`.
     Columns: mode, perceiver, experiencer, event_id, source_perceiver and the sweep columns."""
-    category = _category(category)
+    category = category_of(category)
     check_modes(modes)
     chat_format = chat_format or chat.detect_format(engine.tokenizer)
     layers = list(layers)
@@ -111,7 +105,7 @@ def ingroup_sweep_prompts(tokenizer, category: str | Category, setting: str, eve
                           chat_format: str | None = None) -> tuple[list[PatchPrompt], list[PatchPrompt], list[dict]]:
     """Targets, sources and meta rows of the sweep: each in-group prompt (X perceives X) patched from the persona
     ``swap_source`` gives it (out-group), per event."""
-    category = _category(category)
+    category = category_of(category)
     targets, sources, meta = [], [], []
     for x in category.identities:
         a = swap_source(category, x, x)
@@ -124,60 +118,14 @@ def ingroup_sweep_prompts(tokenizer, category: str | Category, setting: str, eve
 
 # --- δ after patching ---------------------------------------------------------------------------------------------
 
-def _matrix(frame: pd.DataFrame, category: Category, column: str) -> np.ndarray:
-    """M0[p, x]: mean of `column` over events, perceivers and experiencers without "a person" (Table 1 order)."""
-    names = list(category.identities)
-    M0 = frame.pivot_table(index="perceiver", columns="experiencer", values=column, aggfunc="mean")
-    return M0.reindex(index=names, columns=names).to_numpy(dtype=float)
-
-
-def _gap_stats(M0: np.ndarray, same: np.ndarray) -> tuple[float, float, float, float, float]:
-    """δ (z-scored), its one-sided permutation p (exact over every matching where the test can enumerate them, as for
-    the 5 religions; else sampled) and null 95% interval, and the raw in-group minus out-group difference of M0 in
-    intensity points; NaN where undefined (all cells equal, a cell missing)."""
-    raw = float(M0[same].mean() - M0[~same].mean()) if np.isfinite(M0).all() else math.nan
-    try:
-        M = zscore(M0)
-    except ValueError:
-        return math.nan, math.nan, math.nan, math.nan, raw
-    test = permutation_test(M, same, N_PERMUTATIONS, seed=0)
-    p = test.p_value if test.p_exact is None else test.p_exact
-    return empathy_gap(M, same), p, test.ci_low, test.ci_high, raw
-
-
-def gap_table(frame: pd.DataFrame, category: str | Category) -> pd.DataFrame:
-    """δ per (mode, layer) from patched_gap_prompts rows: M0[p, x] = mean expected intensity over events, z-scored
-    without "a person" (behavioral.suites.intergroup.stats), δ_patched from the patched matrix beside δ_unpatched
-    from the clean one.
-
-    delta_removed = 1 - δ_patched / δ_unpatched (1: the gap is gone, 2: reversed); p_unpatched / p_patched: one-sided
-    permutation p-values of each δ, exact over all n! matchings where every identity is its own group and n! is
-    small enough (stats.EXACT_LIMIT), else sampled (rows and columns permuted, N_PERMUTATIONS, seed 0);
-    null_ci_low/high: the 95% interval of the unpatched matrix's permutation null (δ values that arise with no
-    in/out-group structure); gap_raw_*: mean in-group minus mean out-group cell of M0 in intensity points (not
-    z-scored, so not inflated when patching shrinks the matrix's spread)."""
-    category = _category(category)
-    same = category.in_group()
-    rows = []
-    for (mode, layer, positions), part in frame.groupby(["mode", "layer", "positions"], sort=False):
-        d0, p0, lo, hi, r0 = _gap_stats(_matrix(part, category, "expected_clean"), same)
-        d1, p1, _, _, r1 = _gap_stats(_matrix(part, category, "expected"), same)
-        rows.append({"mode": mode, "layer": layer, "positions": positions, "delta_unpatched": d0,
-                     "delta_patched": d1, "delta_change": d1 - d0,
-                     "delta_removed": 1 - d1 / d0 if d0 else math.nan, "p_unpatched": p0, "p_patched": p1,
-                     "null_ci_low": lo, "null_ci_high": hi, "gap_raw_unpatched": r0, "gap_raw_patched": r1,
-                     "mean_expected": part["expected"].mean(), "mean_delta_expected": part["delta_expected"].mean(),
-                     "n_prompts": len(part)})
-    return pd.DataFrame(rows, columns=list(GAP_COLUMNS))
-
-
 def patched_gap(engine, category: str | Category, setting: str, events: Sequence[Event], layers: Iterable[int],
                 positions: str = SYSTEM_GROUP, modes: Sequence[str] = GAP_MODES, chat_format: str | None = None,
-                progress: str | None = None) -> pd.DataFrame:
+                progress: str | None = None, n_bootstrap: int = BOOTSTRAP) -> pd.DataFrame:
     """The headline: for each layer, patch every perceiver's persona with "a person" (and, separately, swap in-group
-    and out-group personas), rebuild M0 and recompute δ. Columns GAP_COLUMNS: one row per (mode, layer)."""
+    and out-group personas), rebuild M0 and recompute δ. Columns patch_gap.GAP_COLUMNS: one row per (mode, layer), intervals
+    over `n_bootstrap` resamples of the events."""
     frame = patched_gap_prompts(engine, category, setting, events, layers, positions, modes, chat_format, progress)
-    return gap_table(frame, category)
+    return gap_table(frame, category, n_bootstrap)
 
 
 def run_delta(run: Run, category: str, setting: str) -> float | None:
@@ -189,7 +137,7 @@ def run_delta(run: Run, category: str, setting: str) -> float | None:
         return None
     cat = get_category(category)
     try:
-        return empathy_gap(zscore(_matrix(rows, cat, "expected_intensity")), cat.in_group())
+        return empathy_gap(zscore(cell_matrix(rows, cat, "expected_intensity")), cat.in_group())
     except ValueError:
         return None
 
@@ -225,21 +173,16 @@ GAP_TEXT = (
     "same prompt with \"a person\" as the persona, mode `swap` from the prompt whose persona is of the other side "
     "(the experiencer for an out-group cell; for an in-group cell the next identity outside the experiencer's "
     "group). M⁰ is rebuilt from the patched expected intensities and δ recomputed (z-scored without \"a person\"); "
-    "`delta_unpatched` is the same computation on the unpatched prompts. `p_*` are one-sided permutation p-values "
-    "(exact over every matching where the test enumerates them), `null_ci_*` the unpatched null's 95% interval, and "
-    "`gap_raw_*` the in-group minus out-group difference of M⁰ in intensity points.")
+    "the unpatched δ is the same computation on the unpatched prompts.\n\n{headline}\n\n"
+    "The table prints each estimate with its 95% interval over resamples of the events; `p` is the one-sided "
+    "permutation p of δ_patched > 0 (exact over every matching where the test enumerates them), `p (max-T over "
+    "layers)` its family-wise correction over the layers of the mode (the largest δ of any layer under each "
+    "matching). The CSV adds the unpatched values, `p_min` (the floor of both p), the unpatched null's 95% interval "
+    "(`null_ci_*`) and the mean change of the expected intensity.")
 SWEEP_TEXT = (
     "Each in-group prompt (X perceives X) is patched from the prompt whose persona is out-group, one layer and one "
     "position group at a time. `frac_closed` is the share of the source-target difference in expected intensity the "
     "patch closes (a ratio of sums over the prompts); `delta_expected` the mean change.")
-LIMITS_TEXT = (
-    "- A layer whose patch removes δ carries persona information the answer needs from there on; it does not show "
-    "where the gap is computed, and a patch at the last layers changes nothing later by construction.\n"
-    "- The numbers are expected intensities of one answer scale on few events (the defaults: one); δ of so few "
-    "events has a wide null, shown by `null_ci_*`.\n"
-    "- Prompts are rendered in the tokenizer's own chat format (recorded); a run made with another prompt format "
-    "rated other prompts.")
-
 
 def study_config(run: Run, selection: Mapping[str, str], limit_events: int) -> RunConfig:
     """The run's configuration narrowed to the patched category, setting and a seeded sample of events."""
@@ -300,12 +243,13 @@ def analyze(run: Run, engine, where: Mapping, options, progress: bool) -> tuple[
     start = time.perf_counter()
     frame = patched_gap_prompts(engine, category, setting, events, layers, options.positions, options.modes,
                                 chat_format, progress="headline" if progress else None)
-    table = gap_table(frame, category)
+    table = gap_table(frame, category, options.bootstrap, SEED)
     seconds["headline"] = time.perf_counter() - start
+    last_block = n_layers_of(engine.model) - 1
     figure = gap_figure(table, f"δ by patched layer ({options.positions})\n{title(len(events))}")
-    sections = [Section("δ by patched layer", GAP_TEXT,
+    sections = [Section("δ by patched layer", GAP_TEXT.format(headline=patch_report.headline(table, last_block)),
                         (Table("delta_by_layer", "δ after patching the persona at one layer", table,
-                               {"n_prompts": "count"}),),
+                               {"n_prompts": "count"}, display=patch_report.display(table)),),
                         (ReportFigure("figures/delta_by_layer", "δ by patched layer", figure),))]
     files = [Table("gap_prompts", "Every patched prompt of the headline", frame)]
     sweep_events = events[:options.sweep_events] if options.sweep_groups else []
@@ -318,11 +262,14 @@ def analyze(run: Run, engine, where: Mapping, options, progress: bool) -> tuple[
         sections.append(_sweep_section(summarize(rows), f"in-group prompt ← out-group persona\n"
                                                         f"{title(len(sweep_events))}"))
         files.append(Table("sweep", "Every prompt of the sweep", rows))
-    sections.append(Section("What these numbers cannot show", LIMITS_TEXT))
+    event_ids = [e.event_id for e in events]
+    sections.append(patch_report.scope_section(table, event_ids, layers, options.layer_step, last_block, chat_format))
     record = {"category": category.name, "setting": setting, "layers": layers, "modes": list(options.modes),
               "positions": options.positions, "sweep_groups": list(options.sweep_groups) if sweep_events else [],
-              "events": [e.event_id for e in events], "chat_format": chat_format,
-              "seconds": {k: round(v, 1) for k, v in seconds.items()}, "result": _result(run, table, category, setting)}
+              "events": event_ids, "chat_format": chat_format, "bootstrap": {"resamples": options.bootstrap,
+                                                                              "seed": SEED},
+              "seconds": {k: round(v, 1) for k, v in seconds.items()},
+              "result": _result(run, table, category, setting) | {"gap_closed": patch_report.result(table, last_block)}}
     return sections, files, record
 
 

@@ -1,0 +1,188 @@
+"""The patching study's report text, built from the run's own numbers: the headline (what is true by construction,
+and where the informative result lies), the δ-by-layer table as printed, and what this can and cannot show."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pandas as pd
+
+from activations.capture import EMBED_LAYER
+from behavioral.analysis.formats import cell, is_missing
+from behavioral.analysis.spec import Section
+from behavioral.studies.study import scope
+from interp.patch_claims import stops_mattering
+from interp.patch_spec import SYSTEM_GROUP
+from interp.patch_sweep import layer_label
+
+MODE_LABELS = {"person": 'persona ← "a person"', "swap": "in-group ↔ out-group persona"}
+# mode -> (gap closed at the earliest layers, why): each cell's persona replaced at every state that differs
+BY_CONSTRUCTION = {
+    "person": (1.0, "every persona then reads as \"a person\", so each experiencer's column holds one rating and the "
+                    "in-group and out-group means coincide"),
+    "swap": (2.0, "in-group and out-group personas then trade places, so the gap reverses"),
+}
+WHOLE_SYSTEM = (SYSTEM_GROUP, "all")  # position groups that replace every persona state up to the system text's end
+
+
+def interval(low: float, high: float, fmt: str | None = None, digits: int = 2) -> str:
+    """` [low, high]` as a table prints its ends, or nothing where the interval is undefined."""
+    if is_missing(low) or is_missing(high):
+        return ""
+    return f" [{cell(low, fmt, digits)}, {cell(high, fmt, digits)}]"
+
+
+def with_interval(row: pd.Series, name: str, fmt: str | None = None, digits: int = 2) -> str:
+    """A column's value and its `_low`/`_high` interval, as printed."""
+    return cell(row[name], fmt, digits) + interval(row[f"{name}_low"], row[f"{name}_high"], fmt, digits)
+
+
+def closed(row: pd.Series) -> str:
+    """The gap closed at a row's layer, with its interval over events."""
+    return with_interval(row, "delta_removed", "percent")
+
+
+def _unpatched(row: pd.Series) -> str:
+    """The unpatched δ and gap in points with their intervals, its p, and what the intervals are."""
+    text = (f"Unpatched, over {row['n_events']} event{'s' if row['n_events'] != 1 else ''}: δ = "
+            f"{with_interval(row, 'delta_unpatched')}, the gap in rating points "
+            f"{with_interval(row, 'gap_raw_unpatched', 'signed')}; one-sided p = {cell(row['p_unpatched'], 'p')} "
+            f"({row['p_test']}, floor {cell(row['p_min'], 'p')}). ")
+    if row["interval_note"]:
+        return text + f"No interval over events: {row['interval_note']}."
+    text += (f"Intervals are 95% percentile intervals over {row['n_bootstrap']} resamples of the events (the whole "
+             "computation redone on each). The gap closed is 1 − δ_patched / δ_unpatched (100%: gone, 200%: "
+             "reversed).")
+    low, high = row["delta_unpatched_low"], row["delta_unpatched_high"]
+    if low <= 0 <= high:
+        text += (" The unpatched δ's interval includes 0, so the gap closed divides by a gap that may be nothing: "
+                 "read the raw gaps.")
+    elif high < 0:
+        text += (" The unpatched δ's interval lies below 0 (out-group cells rated higher), so the gap closed is the "
+                 "share of a reversed gap removed.")
+    return text
+
+
+def _construction(row: pd.Series, mode: str) -> str:
+    """The earliest tested layer's gap closed, and what of it is true by construction."""
+    layer = row["layer"]
+    what = f"at layer {layer_label(layer)} the patch closes {closed(row)}"
+    if row["positions"] not in WHOLE_SYSTEM or layer > 0 or mode not in BY_CONSTRUCTION:
+        return what + "."
+    expected, why = BY_CONSTRUCTION[mode]
+    states = ("the only states that differ between the two prompts" if layer == EMBED_LAYER else
+              "every state that differs at these positions (only the tokens after the system text have read the "
+              "target's persona, once, in block 0)")
+    text = (f"{what}; about {expected:.0%} is expected by construction: the patch replaces {states}, and {why}. "
+            "It checks the patch, not where the gap is computed.")
+    if not row["delta_removed_low"] <= expected <= row["delta_removed_high"] and not row["interval_note"]:
+        text += (f" Here the interval excludes {expected:.0%}: more than the patched states carries the persona "
+                 "(at block 0, the tokens after the system text), or the unpatched gap is too small to divide by.")
+    return text
+
+
+def _informative(part: pd.Series, last_block: int) -> str:
+    """The first tested layer from which patching stops mattering, with its interval (and the layer before)."""
+    if part["delta_removed_low"].isna().all():
+        note = part["interval_note"].iloc[0] or "the gap closed has no interval"
+        return f"Where patching stops mattering cannot be read without intervals ({note})."
+    layers = part["layer"].tolist()
+    layer = stops_mattering(layers, part["delta_removed_low"].tolist(), part["delta_removed_high"].tolist())
+    if layer is None:
+        last = part.iloc[-1]
+        return (f"No layer from which patching stops mattering among those tested: the last, layer "
+                f"{layer_label(last['layer'])}, still closes {closed(last)}.")
+    at = layers.index(layer)
+    row = part.iloc[at]
+    text = (f"The informative result: from layer {layer_label(layer)} on, every tested layer's gap-closed interval "
+            f"includes 0 (layer {layer_label(layer)}: {closed(row)})")
+    if at:
+        before = part.iloc[at - 1]
+        text += (f", where layer {layer_label(before['layer'])} closed {closed(before)}: the persona's states at these "
+                 f"positions stop mattering between layers {layer_label(before['layer'])} and {layer_label(layer)}")
+    text += "."
+    if layer == last_block and row["positions"] != "all":
+        text += (f" Layer {layer} is the last block, where a patch before the answer's position changes nothing by "
+                 "construction" + (f"; layer {layer_label(part.iloc[at - 1]['layer'])} is the last tested layer where "
+                                   "patching mattered." if at else "."))
+    return text
+
+
+def headline(table: pd.DataFrame, last_block: int) -> str:
+    """The headline of the δ-by-layer table (one position group): the unpatched gap, then per mode what is true by
+    construction at the earliest layer and the first layer from which patching stops mattering."""
+    if table.empty:
+        return "No layer was patched."
+    lines = [_unpatched(table.iloc[0]), ""]
+    for mode, part in table.groupby("mode", sort=False):
+        part = part.sort_values("layer", kind="stable")
+        lines.append(f"- **{mode}** ({MODE_LABELS.get(mode, mode)}, {part['positions'].iloc[0]} positions): "
+                     f"{_construction(part.iloc[0], mode)} {_informative(part, last_block)}")
+    return "\n".join(lines)
+
+
+def display(table: pd.DataFrame) -> pd.DataFrame:
+    """The δ-by-layer table as printed: each estimate with its interval over events, the p-values with their
+    correction named (the CSV holds every column)."""
+    return pd.DataFrame({
+        "mode": table["mode"], "layer": table["layer"].map(layer_label),
+        "gap closed": [closed(r) for _, r in table.iterrows()],
+        "δ patched": [with_interval(r, "delta_patched") for _, r in table.iterrows()],
+        "gap patched (points)": [with_interval(r, "gap_raw_patched", "signed") for _, r in table.iterrows()],
+        "p": table["p_patched"].map(lambda p: cell(p, "p")),
+        "p (max-T over layers)": table["p_patched_fwe"].map(lambda p: cell(p, "p")),
+    })
+
+
+def scope_section(table: pd.DataFrame, events: Sequence[str], layers: Sequence[int], layer_step: int,
+                  last_block: int, chat_format: str) -> Section:
+    """What this run of the study can and cannot show, from its settings and table (one row at least): events, modes,
+    layers, position group, whether intervals could be computed."""
+    first = table.iloc[0]
+    modes = list(dict.fromkeys(table["mode"]))
+    labels = ", ".join(layer_label(layer) for layer in layers)
+    over = (f"without an interval ({first['interval_note']})" if first["interval_note"] else
+            f"with a 95% interval over {first['n_bootstrap']} resamples of the {len(events)} events")
+    can = [f"Which of the {len(layers)} tested layers ({labels}) carry persona information δ depends on, patching "
+           f"the {first['positions']} positions in mode{'s' if len(modes) != 1 else ''} {', '.join(modes)}: the gap "
+           f"closed at each layer, {over}.",
+           f"Whether δ after patching still departs from no in-group structure: one-sided p ({first['p_test']}, floor "
+           f"{cell(first['p_min'], 'p')}), and a family-wise p over the {len(layers)} layers of a mode (the max "
+           "statistic over the same matchings).",
+           "The gap in rating points beside δ, so a change of σ(M⁰) under patching is not read as a change of the "
+           "gap."]
+    expected = " and ".join(f"about {BY_CONSTRUCTION[m][0]:.0%} in mode {m}" for m in modes
+                            if m in BY_CONSTRUCTION)
+    cannot = ["Where the gap is computed: a layer whose patch closes it carries persona information that the answer "
+              f"reads from there on, at the {first['positions']} positions only.",
+              f"Anything from the gap closed at the earliest layers ({expected}: true by construction) or at the last "
+              f"block (block {last_block}: nothing after it reads the patched positions).",
+              (f"How the result varies with the events: one event ({events[0]}), no interval; rerun with "
+               "--limit-events 2 or more." if len(events) == 1 else
+               f"Narratives beyond the corpus the {len(events)} events were drawn from: the interval is over "
+               "resamples of these events, the permutation p conditions on them."),
+              f"Other answer scales or prompt formats: one setting's scale, prompts in the {chat_format} chat format."]
+    if layer_step > 1:
+        cannot.append(f"Layers between those tested (every {layer_step}-th of --layers): the layer from which patching "
+                      f"stops mattering is known to within {layer_step} layers.")
+    return scope(can, cannot)
+
+
+def result(table: pd.DataFrame, last_block: int) -> dict:
+    """The headline in numbers for the manifest: per mode, the earliest layer's gap closed and the first layer from
+    which patching stops mattering (None: none among those tested, or no intervals), with their intervals."""
+    out = {}
+    for mode, part in table.groupby("mode", sort=False):
+        part = part.sort_values("layer", kind="stable")
+        layer = stops_mattering(part["layer"].tolist(), part["delta_removed_low"].tolist(),
+                                part["delta_removed_high"].tolist())
+        out[mode] = {"earliest": _closed_numbers(part.iloc[0]), "last_block": last_block,
+                     "stops_mattering": None if layer is None else
+                     _closed_numbers(part[part["layer"] == layer].iloc[0])}
+    return out
+
+
+def _closed_numbers(row: pd.Series) -> dict:
+    """A row's layer and gap closed with its interval, as the manifest records them (None for NaN)."""
+    return {"layer": int(row["layer"]), **{k: None if is_missing(row[k]) else float(row[k])
+                                           for k in ("delta_removed", "delta_removed_low", "delta_removed_high")}}
