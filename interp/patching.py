@@ -10,6 +10,8 @@ The public API, by job (each module's docstring has the details):
 - the patched forward (``interp.patch_run``): ``patched_scores`` for a few prompts, ``run_jobs`` underneath;
 - many prompts (``interp.patch_sweep``): ``evaluate``, ``sweep`` (layer × position group), ``summarize``,
   ``heatmap_figure``.
+- reading a layer profile (``interp.patch_claims``): ``stops_mattering``, the first layer from which every tested
+  layer's interval of the effect closed includes 0.
 
 >>> target = encode(tok, target_prompt, "perceiver")
 >>> source = encode(tok, source_prompt, "perceiver")
@@ -18,6 +20,7 @@ The public API, by job (each module's docstring has the details):
 """
 
 from activations.capture import EMBED_LAYER
+from interp.patch_claims import stops_mattering
 from interp.patch_run import Job, PatchScores, patched_scores, run_jobs
 from interp.patch_sources import SourceStates, source_states
 from interp.patch_spec import POSITION_GROUPS, SYSTEM_GROUP, PatchError, PatchPrompt, PatchSpec, align, \
@@ -28,5 +31,6 @@ from interp.patch_sweep import METRICS, SWEEP_COLUMNS, SWEEP_POSITION_GROUPS, ev
 __all__ = [
     "EMBED_LAYER", "METRICS", "POSITION_GROUPS", "SWEEP_COLUMNS", "SWEEP_POSITION_GROUPS", "SYSTEM_GROUP", "Job",
     "PatchError", "PatchPrompt", "PatchScores", "PatchSpec", "SourceStates", "align", "answer_trie", "encode",
-    "evaluate", "heatmap_figure", "patched_scores", "run_jobs", "source_states", "summarize", "sweep",
+    "evaluate", "heatmap_figure", "patched_scores", "run_jobs", "source_states", "stops_mattering", "summarize",
+    "sweep",
 ]
