@@ -6,7 +6,12 @@ personas rate every experiencer). The RSA score is the Spearman correlation over
 Mantel p-value permutes the identities of one matrix (rows and columns together) and is one-sided for a positive
 association: p = (1 + #{null >= r}) / (permutations + 1), over every relabelling where there are no more than
 n_permutations + 1 of them (then exact, floor 1 / n!). The partial Mantel test does the same with a control
-matrix (e.g. how much two identities differ in token count) partialled out of both.
+matrix (e.g. how much two identities differ in token count, or whether they share a label) partialled out of both.
+Across layers, p_fwe is the max-statistic family-wise p over the same permutations.
+
+The behaviour side is estimated from a sample of events, so its own reliability bounds any RSA with it: the
+split-half noise ceiling correlates the behaviour distances of two random halves of the events and corrects that to
+the whole sample (Spearman-Brown).
 """
 
 from __future__ import annotations
@@ -14,7 +19,8 @@ from __future__ import annotations
 import itertools
 import math
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -155,6 +161,15 @@ def difference_matrix(values: Sequence[float]) -> np.ndarray:
     return np.abs(v[:, None] - v[None, :])
 
 
+def label_matrix(labels: Sequence) -> np.ndarray:
+    """Square matrix of 0 where two points share a label and 1 where they do not, e.g. identities by the first token
+    of their name (a lexical control for `partial_mantel`)."""
+    labels = np.asarray(labels, dtype=object)
+    if labels.ndim != 1:
+        raise ValueError(f"expected one label per point, got shape {labels.shape}")
+    return (labels[:, None] != labels[None, :]).astype(np.float64)
+
+
 def layer_rsa(
     vectors: np.ndarray,
     behaviour: np.ndarray,
@@ -166,6 +181,7 @@ def layer_rsa(
     seed: int = 0,
     control: np.ndarray | None = None,
     progress: bool = False,
+    controls: Mapping[str, np.ndarray] | None = None,
 ) -> pd.DataFrame:
     """RSA per layer between identity vectors [layers × n × d] and behaviour rows [n × features] (the same n
     identities in the same order, e.g. the personas' rows of a rating matrix).
@@ -173,10 +189,11 @@ def layer_rsa(
     One row per layer: hook, layer, rsa (Spearman r), p (Mantel, one-sided), p_fwe, p_holm, null_mean, null_q95, n,
     metric, behavior_metric, n_permutations. Identity vectors are centred over the identities of each layer
     (`center`); every layer is tested against the same permutations, so p_fwe is the max-statistic family-wise
-    adjustment over the layers (the largest r of any layer under each permutation), p_holm Holm's over the layers.
-    `control`, an [n × n] distance matrix such as `difference_matrix(token counts)`, adds the partial Mantel test
-    with it partialled out: partial_rsa, partial_p, partial_p_fwe, partial_p_holm, partial_null_mean,
-    partial_null_q95.
+    adjustment over the layers (the largest r of any layer under each permutation), p_holm Holm's over the layers;
+    each p is followed by its p_fwe and p_holm. `control`, an [n × n] distance matrix such as
+    `difference_matrix(token counts)`, adds the partial Mantel test with it partialled out: partial_rsa, partial_p,
+    partial_p_fwe, partial_p_holm, partial_null_mean, partial_null_q95; each entry NAME of `controls` adds the same
+    columns prefixed NAME_partial_ (e.g. first_token_partial_rsa).
     """
     vectors = np.asarray(vectors)
     behaviour = np.asarray(behaviour)
@@ -187,8 +204,10 @@ def layer_rsa(
     hooks = list(hooks) if hooks is not None else [f"layer_{i}" for i in range(len(vectors))]
     if len(hooks) != len(vectors):
         raise ValueError(f"{len(hooks)} hook names for {len(vectors)} layers")
+    partials = ({"partial_": control} if control is not None else {}) | {
+        f"{name}_partial_": Z for name, Z in (controls or {}).items()}
     D_behaviour = distance_matrix(behaviour, behavior_metric)
-    rows, nulls = [], {"": [], "partial_": []}
+    rows, nulls = [], {"": []} | {prefix: [] for prefix in partials}
     layers = tqdm(zip(hooks, layer_numbers(hooks), vectors), total=len(hooks), desc="RSA", unit="layer",
                   disable=not progress)
     for hook, layer, X in layers:
@@ -197,39 +216,133 @@ def layer_rsa(
         row = {"hook": hook, "layer": layer, "rsa": r, "p": p, **_null_summary(null), "n": vectors.shape[1],
                "metric": metric, "behavior_metric": behavior_metric, "n_permutations": n_permutations}
         nulls[""].append(null)
-        if control is not None:
-            r, p, null = partial_mantel(D_vectors, D_behaviour, control, n_permutations, seed, return_null=True)
-            row |= {"partial_rsa": r, "partial_p": p} | {f"partial_{k}": v for k, v in _null_summary(null).items()}
-            nulls["partial_"].append(null)
+        for prefix, Z in partials.items():
+            r, p, null = partial_mantel(D_vectors, D_behaviour, Z, n_permutations, seed, return_null=True)
+            row |= {f"{prefix}rsa": r, f"{prefix}p": p} | {f"{prefix}{k}": v for k, v in _null_summary(null).items()}
+            nulls[prefix].append(null)
         rows.append(row)
     table = pd.DataFrame(rows)
     for prefix, null in nulls.items():
-        if null:
-            statistic = table[f"{prefix}rsa"].to_numpy(dtype=float)
-            table[f"{prefix}p_fwe"] = max_statistic(statistic, np.vstack(null))
-            table[f"{prefix}p_holm"] = holm(table[f"{prefix}p"])
-    return table
+        statistic = table[f"{prefix}rsa"].to_numpy(dtype=float)
+        table[f"{prefix}p_fwe"] = max_statistic(statistic, np.vstack(null))
+        table[f"{prefix}p_holm"] = holm(table[f"{prefix}p"])
+    return table[_corrections_beside(list(table.columns))]
+
+
+def _corrections_beside(columns: list[str]) -> list[str]:
+    """`columns` with each p's p_fwe and p_holm right after it."""
+    adjusted = {c for c in columns if c.endswith(("p_fwe", "p_holm"))}
+    order = []
+    for column in (c for c in columns if c not in adjusted):
+        order += [column] + [f"{column}{suffix}" for suffix in ("_fwe", "_holm") if f"{column}{suffix}" in adjusted]
+    return order
 
 
 def _null_summary(null: np.ndarray) -> dict[str, float]:
     return {"null_mean": float(np.nanmean(null)), "null_q95": float(np.nanquantile(null, 0.95))}
 
 
+def spearman_brown(r: float | np.ndarray, parts: float = 2.0) -> float | np.ndarray:
+    """The reliability of data `parts` times as long as the parts whose correlation is r (the Spearman-Brown
+    prophecy formula): parts·r / (1 + (parts - 1)·r); for two halves, 2r / (1 + r)."""
+    r = np.asarray(r, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = parts * r / (1 + (parts - 1) * r)
+    return float(out) if out.ndim == 0 else out
+
+
+def split_halves(n: int, n_splits: int, seed: int = 0) -> np.ndarray:
+    """[splits, n] bool masks of `n` items (events) split in two: True marks one half (n // 2 items), False the other.
+    Every distinct split (a split and its complement are one) where there are no more than `n_splits` of them, else
+    `n_splits` distinct seeded draws."""
+    if n < 2:
+        raise ValueError(f"a split in halves needs at least 2 items, got {n}")
+    if n_splits < 1:
+        raise ValueError(f"the number of splits must be at least 1, got {n_splits}")
+    size = n // 2
+    distinct = math.comb(n, size) // (2 if 2 * size == n else 1)
+    if distinct <= n_splits:
+        combos = (c for c in itertools.combinations(range(n), size) if 2 * size < n or 0 in c)
+        halves = [list(c) for c in combos]
+    else:
+        rng, seen = np.random.default_rng(seed), {}
+        while len(seen) < n_splits:
+            half = frozenset(int(i) for i in rng.permutation(n)[:size])
+            if 2 * size == n and 0 not in half:
+                half = frozenset(range(n)) - half  # the half holding item 0 names an even split
+            seen.setdefault(half, None)
+        halves = [sorted(h) for h in seen]
+    masks = np.zeros((len(halves), n), dtype=bool)
+    for row, half in zip(masks, halves):
+        row[half] = True
+    return masks
+
+
+@dataclass(frozen=True)
+class Ceiling:
+    """Split-half reliability of a distance matrix estimated from data (the behaviour of a sample of events): per
+    split, the Spearman r of the upper triangles of the two halves' matrices (NaN where a half defines none) and its
+    Spearman-Brown correction to the whole sample; summarized by the mean and a percentile interval over the
+    splits. The interval is the spread over splits of one sample, not a confidence interval over samples."""
+
+    half_r: np.ndarray
+    level: float = 0.95
+
+    @property
+    def reliability(self) -> np.ndarray:
+        """Each split's reliability of the whole sample's matrix (Spearman-Brown, two halves)."""
+        return np.asarray(spearman_brown(self.half_r), dtype=np.float64).reshape(-1)
+
+    @property
+    def n_defined(self) -> int:
+        """Splits whose halves both gave a matrix and a correlation."""
+        return int(np.isfinite(self.reliability).sum())
+
+    @property
+    def mean(self) -> float:
+        """The mean reliability over the defined splits (NaN: none)."""
+        values = self.reliability[np.isfinite(self.reliability)]
+        return float(values.mean()) if len(values) else float("nan")
+
+    @property
+    def interval(self) -> tuple[float, float]:
+        """The central `level` percentile interval of the splits' reliabilities."""
+        values = self.reliability[np.isfinite(self.reliability)]
+        if not len(values):
+            return float("nan"), float("nan")
+        low, high = np.quantile(values, [(1 - self.level) / 2, (1 + self.level) / 2])
+        return float(low), float(high)
+
+
+def noise_ceiling(halves: Iterable[tuple[np.ndarray, np.ndarray] | None], level: float = 0.95) -> Ceiling:
+    """The split-half noise ceiling from each split's pair of distance matrices (the two halves' behaviour
+    distances over the same points; None: a half defined none): their RSA (Spearman, as the RSA itself), corrected by
+    Spearman-Brown, over the splits."""
+    return Ceiling(np.array([np.nan if pair is None else rsa(*pair) for pair in halves], dtype=np.float64), level)
+
+
+def against_ceiling(r: float, reliability: float) -> float:
+    """An RSA r over the highest r the behaviour's reliability allows, sqrt(reliability) (the geometry side is
+    computed, not sampled, so Spearman's correction for attenuation divides by the behaviour's alone); NaN where the
+    reliability is not positive, where no r can be compared with it."""
+    return r / math.sqrt(reliability) if np.isfinite(reliability) and reliability > 0 else float("nan")
+
+
 def plot_rsa(df: pd.DataFrame, title: str | None = None, alpha: float = 0.05,
              out: str | Path | None = None) -> Figure:
     """Spearman r between identity and behaviour distances across layers, with the Mantel null's mean and 95th
-    percentile; filled markers where p < `alpha`; the partial Mantel curve beside it where `df` has one. `out` (a path
-    without suffix) saves PNG and PDF."""
+    percentile; filled markers where p_fwe (family-wise over the layers) < `alpha`; the partial Mantel curve beside
+    it where `df` has one. `out` (a path without suffix) saves PNG and PDF."""
     partial = "partial_rsa" in df
     fig = Figure(figsize=(11 if partial else 6.5, 3.8))
     axes = fig.subplots(1, 2 if partial else 1, squeeze=False)[0]
     layers = df["layer"].to_numpy()
-    plot_against_null(axes[0], layers, df["rsa"], df["p"], df["null_mean"], df["null_q95"], alpha,
-                      "RSA (Spearman r)", "Mantel p")
+    plot_against_null(axes[0], layers, df["rsa"], df["p_fwe"], df["null_mean"], df["null_q95"], alpha,
+                      "RSA (Spearman r)", "Mantel p_fwe")
     axes[0].set_ylabel("Spearman r, identities vs behaviour")
     if partial:
-        plot_against_null(axes[1], layers, df["partial_rsa"], df["partial_p"], df["partial_null_mean"],
-                          df["partial_null_q95"], alpha, "partial RSA", "partial Mantel p")
+        plot_against_null(axes[1], layers, df["partial_rsa"], df["partial_p_fwe"], df["partial_null_mean"],
+                          df["partial_null_q95"], alpha, "partial RSA", "partial Mantel p_fwe")
         axes[1].set_ylabel("partial r, token count held out")
         shown = df[["rsa", "null_mean", "null_q95", "partial_rsa", "partial_null_mean", "partial_null_q95"]]
         lo, hi = float(np.nanmin(shown.to_numpy())), float(np.nanmax(shown.to_numpy()))
