@@ -285,7 +285,7 @@ def scope_lines(runs: Sequence[Run], reads: Sequence[Read], options: Options, su
         else:
             cannot.append(f"{run.name}: how much of the relation the token embeddings hold: {EMBED_HOOK} is not "
                           f"among --layers {options.layers}.")
-        for row in labels[labels["run"] == run.name].itertuples():
+        for row in labels[labels["run"] == run.name].itertuples() if len(labels) else ():
             what = row.label.replace("_", " ")
             if row.note:
                 cannot.append(f"{run.name}: holding out a shared {what}: {row.note}.")
