@@ -16,8 +16,9 @@ The grid (`grid`): the two prompts must be the same tokens outside the patched s
 interp.patch_spec.encode). Positions before the slot are then the same states in both prompts (causal attention) and
 have no effect; from the slot on, positions are paired from the slot's end as patch_spec's ``persona_end`` and
 ``system`` groups pair them: the last tokens of the two slots from their ends (the first tokens of a longer clean
-slot keep their values and are no node), then every token after the slot with its counterpart the same distance
-after the corrupted slot. `scope` ends the grid at the slot's end (``slot``), at the end of the system text
+slot keep their values and are no node; nor is a slot token at the same position in both prompts before their first
+different token, the " a" of "a Muslim" and "a Jew", whose states are the same in both), then every token after the
+slot with its counterpart the same distance after the corrupted slot. `scope` ends the grid at the slot's end (``slot``), at the end of the system text
 (``system``) or at the prompt's end (``prompt``).
 
 The metric is the suite's outcome as score mode reads it from the same tree-masked forward the engine scores with
@@ -122,7 +123,10 @@ def grid(clean: PatchPrompt, corrupted: PatchPrompt, scope: str = "prompt") -> l
         raise PatchError("scope 'system' needs the system span of interp.patch_spec.encode; this prompt has none")
     end = {"slot": a.end, SYSTEM_GROUP: clean.spans.get(SYSTEM_GROUP, a).end, "prompt": len(clean)}[scope]
     n = min(len(a), len(b))
+    shared = next((i for i, (x, y) in enumerate(zip(clean.ids, corrupted.ids)) if x != y),
+                  min(len(clean), len(corrupted)))  # the length of the prompts' common prefix
     inside = [(a.end - n + i, b.end - n + i) for i in range(n)]
+    inside = [(t, s) for t, s in inside if not t == s < shared]
     return inside + [(t, b.end + t - a.end) for t in range(a.end, end)]
 
 

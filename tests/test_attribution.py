@@ -19,7 +19,8 @@ from behavioral.suites.intergroup import patching as IP
 from behavioral.suites.intergroup.corpus import embedded_events, sample_events
 from behavioral.suites.intergroup.groups import get_category
 from interp import attribution as A
-from interp.patch_spec import PatchError, PatchSpec
+from activations.spans import TokenSpan
+from interp.patch_spec import PatchPrompt, PatchSpec
 from interp.patch_sweep import evaluate
 from tests.conftest import PINNED
 
@@ -155,6 +156,9 @@ def test_the_grid_pairs_from_the_slots_end_as_patch_spec_does(tiny_tokenizer, ev
     assert nodes[-1] == (len(pair.clean) - 1, len(pair.corrupted) - 1)
     assert len(A.grid(pair.clean, pair.corrupted, "slot")) == n
     assert A.grid(pair.clean, pair.corrupted, "system")[-1][0] == pair.clean.spans["system"].last
+    # slot tokens the two prompts share at the same place (" a" of "a Muslim" and "a Jew") have equal states
+    clean, corrupted = (PatchPrompt((1, 2, 3, k, 9), {"persona": TokenSpan("persona", 1, 4)}) for k in (4, 5))
+    assert A.grid(clean, corrupted) == [(3, 3), (4, 4)]
 
 
 def test_summary_recovers_a_planted_node_with_an_interval_over_units():

@@ -189,7 +189,7 @@ def slot_pairs(run: Run, engine: Engine, kind: str, where: dict, options: Option
         except ValueError:
             dropped += 1
             continue
-        pairs.append(atp.Pair(a, b, trie, None))
+        pairs.append((a, b, trie))
         meta.append({"mode": GENERIC_MODE, "clean": clean.fields[field], "source": value,
                      "unit": _context_id(context(clean)), "clean_item": clean.item_id,
                      "source_item": held[value].item_id})
@@ -213,15 +213,14 @@ def _next_identity(suite, kind: str, held: list[str], value: str) -> str | None:
     return order[(order.index(value) + 1) % len(order)]
 
 
-def _with_metrics(engine: Engine, pairs: list[atp.Pair]) -> tuple[list[atp.Pair], str]:
-    """The pairs with their metric: the expected value where the answer set has values, else the log-probability
-    of the clean prompt's greedy answer (one scoring forward of the clean prompts)."""
-    if all(p.trie.spec.values is not None for p in pairs):
-        return [atp.Pair(p.clean, p.corrupted, p.trie, atp.expected_metric(p.trie)) for p in pairs], "expected value"
-    out = []
-    for p in pairs:
-        greedy = engine.score([list(p.clean.ids)], p.trie)[0].greedy
-        out.append(atp.Pair(p.clean, p.corrupted, p.trie, atp.logp_metric(p.trie, greedy)))
+def _with_metrics(engine: Engine, pairs: list[tuple[PatchPrompt, PatchPrompt, AnswerTrie]]) -> tuple[list[atp.Pair],
+                                                                                                    str]:
+    """(clean, corrupted, trie) triples as pairs with their metric: the expected value where every answer set has
+    values, else the log-probability of the clean prompt's greedy answer (one scoring forward a clean prompt)."""
+    if all(trie.spec.values is not None for _, _, trie in pairs):
+        return [atp.Pair(a, b, trie, atp.expected_metric(trie)) for a, b, trie in pairs], "expected value"
+    out = [atp.Pair(a, b, trie, atp.logp_metric(trie, engine.score([list(a.ids)], trie)[0].greedy))
+           for a, b, trie in pairs]
     return out, "log-probability of the clean prompt's greedy answer"
 
 
