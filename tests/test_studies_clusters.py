@@ -161,7 +161,12 @@ def test_clusters_study_equals_interp_on_the_intergroup_views(run_dir, tmp_path,
     for name in ("a_cluster_stats", "b_projections"):
         assert (out / "figures" / f"{name}.png").stat().st_size > 0
     text = report.read_text()
-    assert "p_fwe" in text and "What these numbers cannot show" in text
+    assert "p_fwe" in text and "## What this can and cannot show" in text
+    assert ("a: whether the 18 persona identities of category=race, setting=P0S0T0 lie closer to their own group (4 "
+            "groups of the suite's grouping) than to the others at each of 3 layers" in text)
+    embed = direct[direct.hook == "hook_embed"].iloc[0]
+    assert f"hook_embed silhouette {embed.silhouette:.2f} (p_fwe {embed.silhouette_p_fwe:.3g})" in text
+    assert f"p floor {1 / (N + 1):.3g}" in text
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["study"] == "clusters" and manifest["runs_read"]["a"]["projected_hooks"] == [hooks[-1]]
 

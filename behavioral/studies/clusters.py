@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from activations.capture import LAYER_GRAMMAR, hook_layer, select_hooks
+from activations.capture import EMBED_HOOK, LAYER_GRAMMAR, hook_layer, select_hooks
 from activations.store import REDUCTIONS, load
 from behavioral.analysis.runs import Run
 from behavioral.analysis.spec import Analysis, Figure, Section, Table
@@ -21,7 +21,7 @@ from behavioral.options import check_minimums, option
 from behavioral.studies.identities import (
     WHERE_HELP, Identities, behaviour_rows, parse_where, read_identities, span_kind, suite_of, where_text,
 )
-from behavioral.studies.study import Study
+from behavioral.studies.study import Study, scope
 from interp import clusters
 
 BEHAVIOUR_METRIC = "euclidean"  # between behaviour rows, for projections and cluster statistics
@@ -160,15 +160,48 @@ STATS_TEXT = (
     "table shows (every layer in cluster_stats.csv). `knn_ceiling` is the best kNN accuracy the group sizes allow "
     "(an identity alone in its group can never be predicted). `behaviour` gives the same statistics on the "
     "identities' behaviour rows (Euclidean).")
-LIMITS_TEXT = (
-    "- A significant silhouette says that identities of one group are closer to each other than to the others at "
-    "that layer; it cannot say the model uses that structure for its answers (patching and steering ask that).\n"
-    "- Few identities make weak tests: p cannot fall below 1 / (permutations + 1), and with 18-21 identities a "
-    "moderate silhouette is common by chance; the grouping is the suite's (a paper's), not the model's.\n"
-    "- Each identity's state depends on the whole prompt up to its slot, so shared wording (\"a person from ...\") "
-    "and token count shape distances too; the RSA study's partial Mantel test holds token count out.\n"
-    "- t-SNE and UMAP keep neighbourhoods, not distances: a gap between groups in a projection is not a measure; "
-    "the statistics are.")
+def scope_lines(runs: Sequence[Run], reads: Sequence[Read], options: Options,
+                stats: pd.DataFrame) -> tuple[list[str], list[str]]:
+    """What these cluster statistics can and cannot show, from the study's own identities, layers, permutations and
+    the embedding layer's statistics (the lexical baseline)."""
+    can, cannot = [], []
+    floor = 1 / (options.permutations + 1)
+    for run, r in zip(runs, reads):
+        ids = r.identities
+        if ids.labels is None:
+            cannot.append(f"{run.name}: any cluster statistic: the suite groups none of these {len(ids.names)} "
+                          f"{ids.kind} identities (projections only).")
+            continue
+        layers = len(r.tested)
+        can.append(f"{run.name}: whether the {len(ids.names)} {ids.kind} identities of {where_text(r.where)} lie "
+                   f"closer to their own group ({len(set(ids.labels))} groups of the suite's grouping) than to the "
+                   f"others at each of {layers} layers (silhouette, leave-one-out {options.k}-NN accuracy), each "
+                   f"against {options.permutations} seeded relabellings that keep the group sizes (seed "
+                   f"{options.seed}; p floor {floor:.3g}); p_fwe pays for picking the best of the {layers} layers.")
+        part = stats[stats["run"] == run.name]
+        embed = part[part["hook"] == EMBED_HOOK]
+        if len(embed):
+            e, best = embed.iloc[0], part.loc[part["silhouette"].idxmax()]
+            can.append(f"{run.name}: how much of the grouping the token embeddings already show: {EMBED_HOOK} "
+                       f"silhouette {e.silhouette:.2f} (p_fwe {e.silhouette_p_fwe:.3g}), kNN accuracy "
+                       f"{e.knn_accuracy:.2f} (p_fwe {e.knn_p_fwe:.3g}), beside the best layer's silhouette "
+                       f"{best.silhouette:.2f} ({best.hook}).")
+        else:
+            cannot.append(f"{run.name}: whether the grouping is already in the token embeddings: {EMBED_HOOK} is "
+                          f"not among --layers {options.layers}.")
+        if r.behaviour is not None:
+            can.append(f"{run.name}: whether the identities' behaviour ({len(r.features)} features) groups the same "
+                       "way (the same statistics on the behaviour rows).")
+        else:
+            cannot.append(f"{run.name}: whether behaviour groups the same way: {r.note.removeprefix(f'{run.name}: ')}.")
+    cannot += ["That the model uses the grouping for its answers (patching and steering ask that); the grouping is "
+               "the suite's (a paper's), not the model's.",
+               "What part of the distances the template's shared wording before the slot and the slots' token counts "
+               "make: each state depends on the whole prompt up to its slot (the RSA study holds token counts and "
+               "shared first tokens out).",
+               f"Distances from the projections ({', '.join(options.methods)}): t-SNE and UMAP keep neighbourhoods, "
+               "not distances; the statistics are the measure."]
+    return can, cannot
 
 
 class ClustersStudy(Study):
@@ -249,7 +282,7 @@ def _analysis(runs, options, reads, stats, behaviour, projections, described, fi
                                         "vectors at the projected layers and of the behaviour rows; coordinates in "
                                         "projections.csv.",
                          figures=tuple(f for f in figures if f.name.endswith("projections"))),
-                 Section("What these numbers cannot show", LIMITS_TEXT)]
+                 scope(*scope_lines(runs, reads, options, stats))]
     files = [Table("projections", "2-D coordinates of every projection", pd.concat(projections, ignore_index=True))]
     if len(stats):
         files.insert(0, Table("cluster_stats", "Cluster statistics at every layer tested", stats, _formats(stats)))
