@@ -224,7 +224,7 @@ def test_the_study_writes_its_report_and_tables(captured, tmp_path):
     out = report.parent
     text = report.read_text()
     for heading in ("Shared-identity closeness", "RSA between sources", "RSA with behaviour", "Not testable",
-                    "What these numbers cannot show"):
+                    "What this can and cannot show"):
         assert f"## {heading}" in text
     sources = pd.read_csv(out / "sources.csv")
     assert sources["source"].tolist() == ["one: persona", "one: experiencer", "two: persona", "two: experiencer"]
@@ -234,6 +234,13 @@ def test_the_study_writes_its_report_and_tables(captured, tmp_path):
     # a run's copy holds the same states: every religion's match is itself
     assert same.set_index("statistic").loc["mean_rank", "value"].tolist() == [1.0] * 3
     assert same.set_index("statistic").loc["mean_cosine", "value"].tolist() == pytest.approx([1.0] * 3)
+    best = pd.read_csv(out / "closeness_best.csv")  # each test's best hook, its value at hook_embed beside it
+    at_embed = closeness[closeness["hook"] == "hook_embed"].set_index(["source_a", "source_b", "statistic"])
+    for row in best.itertuples():
+        embed = at_embed.loc[(row.source_a, row.source_b, row.statistic)]
+        assert row.embed_value == pytest.approx(embed["value"]) and row.embed_p_fwe == pytest.approx(embed["p_fwe"])
+    assert "against 20 shuffles of the concept matching (seed 0; p floor" in text
+    assert "every best row has the same test at hook_embed beside it" in text
     geometry = pd.read_csv(out / "geometry_rsa.csv")
     twins = (geometry["source_a"] == "one: persona") & (geometry["source_b"] == "two: persona")
     assert geometry.loc[twins, "value"].tolist() == pytest.approx([1.0] * 3)

@@ -15,12 +15,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from activations.capture import select_hooks
+from activations.capture import EMBED_HOOK, select_hooks
 from activations.store import REDUCTIONS, load
 from behavioral.analysis.runs import Run
 from behavioral.analysis.spec import Analysis, Figure, Section, Table
 from behavioral.options import check_minimums, option
-from behavioral.studies.study import Study
+from behavioral.studies.study import Study, scope
 from behavioral.suite import Suite
 from interp.atlas import Atlas, Source, atlas, plot_heatmap, plot_layers, shared_concepts, test_keys
 
@@ -28,7 +28,7 @@ MAP_FILE = Path(__file__).with_name("identity_map.csv")
 MAP_COLUMNS = ("concept", "suite", "kind", "identity")
 ANY_KIND = "*"
 ALPHA = 0.05
-P_FORMATS = {c: "p" for c in ("p", "p_fwe", "p_floor", "p_rank")} | {"n_concepts": "count", "n_features": "count"}
+P_FORMATS = {c: "p" for c in ("p", "p_fwe", "p_floor", "p_rank", "embed_p_fwe")} | {"n_concepts": "count", "n_features": "count"}
 
 
 @dataclass(frozen=True)
@@ -249,7 +249,9 @@ CLOSENESS_TEXT = (
     "(max statistic over the same permutations); p_floor is the smallest p the number of concepts allows. The "
     "table shows each pair at its best layer: picking it is what p_fwe pays for. A rank near 1 says the states "
     "share a direction beyond the template; it cannot say the model uses that direction the same way in both "
-    "prompts, and synonyms among the candidates (intergroup's five names for White people) push ranks up.")
+    "prompts, and synonyms among the candidates (intergroup's five names for White people) push ranks up. "
+    "`embed_value` and `embed_p_fwe` are the same test at hook_embed (in this table and the two below): the lexical "
+    "baseline, what the token embeddings alone give.")
 GEOMETRY_TEXT = (
     "Spearman r between the two sources' cosine-distance triangles over their shared concepts: do the concepts "
     "lie in the same arrangement in both? Mantel p (one-sided), p_fwe across layers. With few shared concepts the "
@@ -263,19 +265,77 @@ BEHAVIOUR_TEXT = (
     "behaviour (e.g. the intergroup persona against SCM's warmth). Concepts are compared in blocks that define the "
     "same features (intergroup's features are one category's ratings, so its religions and nationalities form two "
     "blocks); features constant over a block are dropped.")
-LIMITS_TEXT = (
-    "- One model only: states of different models live in different spaces, so the runs must share the model.\n"
-    "- Few shared concepts make RSA weak: its p cannot fall below p_floor, and a large r on 4 concepts is common "
-    "by chance.\n"
-    "- The same words sit in different contexts: \"a Muslim\" as the persona that rates, as the group a judge is "
-    "told the user belongs to, or as the group whose warmth is asked. Each slot's state depends on everything before "
-    "it in its prompt (the capture's prefix rule), so distance between sources mixes the identity with its frame.\n"
-    "- Shared words are not shared meaning: where two suites write the same word (\"Muslim\" in \"a Muslim\" and "
-    "\"Muslim people\"), the embeddings (hook_embed) and early layers match by the token alone; only a match that "
-    "persists, or appears, deeper says more than that.\n"
-    "- Correlation, not mechanism: a shared direction or a matching geometry does not show that the model uses it to "
-    "produce either suite's answers; patching and steering ask that.\n"
-    "- Centring depends on each source's identity set: adding identities to one suite moves its mean.")
+
+
+def _with_embedding(best: pd.DataFrame, frame: pd.DataFrame) -> pd.DataFrame:
+    """Each test's best-hook row with the same test's value and p_fwe at hook_embed beside it (`embed_value`,
+    `embed_p_fwe`: the lexical baseline, what the token embeddings alone give); unchanged where hook_embed was not
+    compared."""
+    if not len(best) or not (frame["hook"] == EMBED_HOOK).any():
+        return best
+    keys = test_keys(frame)
+    embed = frame.loc[frame["hook"] == EMBED_HOOK, [*keys, "value", "p_fwe"]]
+    return best.merge(embed.rename(columns={"value": "embed_value", "p_fwe": "embed_p_fwe"}), on=keys, how="left")
+
+
+def _floors(frame: pd.DataFrame) -> str:
+    """The range of a table's p floors, as the scope prints it."""
+    low, high = frame["p_floor"].min(), frame["p_floor"].max()
+    return f"{low:.3g}" if low == high else f"{low:.3g} to {high:.3g}"
+
+
+def scope_lines(loaded: Loaded, result: Atlas, options: Options, pairs: pd.DataFrame,
+                best: dict[str, pd.DataFrame]) -> tuple[list[str], list[str]]:
+    """What this atlas can and cannot show, from its own sources, hooks, permutations, behaviour and the tests'
+    values at hook_embed."""
+    can, cannot = [], []
+    hooks, shared = len(result.hooks), pairs[pairs["n_concepts"] > 0]
+    if len(result.closeness):
+        concepts = shared["n_concepts"]
+        counts = f"{concepts.min()}" if concepts.min() == concepts.max() else f"{concepts.min()} to {concepts.max()}"
+        can.append(f"Whether the identities that {len(loaded.sources)} sources of one model share are closer to their "
+                   f"matches than to the sources' other identities (mean cosine, mean rank), at {hooks} hooks: "
+                   f"{len(shared)} source pairs sharing {counts} concepts, each against {options.permutations} "
+                   f"shuffles of the concept matching (seed {options.seed}; p floor {_floors(result.closeness)}); "
+                   f"p_fwe pays for picking the best of the {hooks} hooks.")
+    else:
+        cannot.append("Whether shared identities are close: no two sources share a concept under the map.")
+    if len(result.geometry):
+        pairs_tested = result.geometry.groupby(test_keys(result.geometry)).ngroups
+        can.append(f"Whether the shared concepts lie in the same arrangement in two sources ({pairs_tested} pairs "
+                   f"with at least 3 shared concepts; p floor {_floors(result.geometry)}).")
+    else:
+        cannot.append("Whether shared concepts lie alike in two sources: no pair shares 3 concepts.")
+    if len(result.behaviour):
+        can.append(f"Whether a source's geometry follows a suite's behaviour on the concepts they share "
+                   f"({len(loaded.behaviour)} sources with behaviour; p floor {_floors(result.behaviour)}).")
+    else:
+        why = "; ".join(loaded.no_behaviour) or "no source with behaviour shares 3 concepts with another"
+        cannot.append(f"Whether any geometry follows behaviour: {why}.")
+    if EMBED_HOOK in result.hooks:
+        lexical = []
+        for key in ("closeness", "geometry", "behaviour"):
+            rows = best[key]
+            if len(rows) and "embed_p_fwe" in rows:
+                lexical.append(f"{int((rows['embed_p_fwe'] < ALPHA).sum())} of {len(rows)} {key} tests")
+        can.append(f"How much of each match the token embeddings alone give: every best row has the same test at "
+                   f"{EMBED_HOOK} beside it (`embed_value`, `embed_p_fwe`)"
+                   + (f"; {', '.join(lexical)} are significant there already (p_fwe < {ALPHA}), where shared "
+                      "tokens can explain the match." if lexical else "."))
+    else:
+        cannot.append(f"How much of a match is lexical: {EMBED_HOOK} is not among --layers {options.layers}.")
+    cannot += [
+        "States of different models: they live in different spaces, so the runs must share the model.",
+        "The identity apart from its frame: \"a Muslim\" as the persona that rates, as the group a judge is told "
+        "the user belongs to, or as the group whose warmth is asked; each slot's state depends on everything before "
+        "it in its prompt (the capture's prefix rule).",
+        "Shared meaning where words are shared: where two suites write the same word, the embeddings and early "
+        "layers match by the token alone; only a match that persists, or appears, deeper says more than that.",
+        "That the model uses a shared direction or a matching geometry to produce either suite's answers "
+        "(patching and steering ask that).",
+        "Anything independent of the identity sets: each source is centred on its own identities' mean, so adding "
+        "identities to one suite moves it."]
+    return can, cannot
 
 
 def _tables(result: Atlas) -> dict[str, Table]:
@@ -338,7 +398,8 @@ class AtlasStudy(Study):
                        progress)
         pairs = shared_concepts(loaded.sources, loaded.mapping)
         tables, figures = _tables(result), _figures(result, list(loaded.sources))
-        best = {key: _best(tables[key].frame) for key in ("closeness", "geometry", "behaviour")}
+        best = {key: _with_embedding(_best(tables[key].frame), tables[key].frame)
+                for key in ("closeness", "geometry", "behaviour")}
         sections = [
             Section("Sources and shared concepts", SOURCES_TEXT + "".join(f"\n\n{n}." for n in loaded.left_out), (
                 Table("sources", "The sources compared", loaded.described, {"n_identities": "count",
@@ -355,7 +416,7 @@ class AtlasStudy(Study):
                            P_FORMATS),), tuple(figures["behaviour"])),
             Section("Not testable", "Pairs and analyses left out, and why.",
                     (Table("untestable", "Pairs not testable", result.untestable, {"n_concepts": "count"}),)),
-            Section("What these numbers cannot show", LIMITS_TEXT),
+            scope(*scope_lines(loaded, result, options, pairs, best)),
         ]
         files = [tables["concepts"], tables["closeness"], tables["geometry"], tables["behaviour"]]
         return Analysis(
