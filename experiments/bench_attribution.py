@@ -6,7 +6,8 @@ For a few in-group prompts (X perceives X, the first identities of --category, o
 (layer, position) node from the persona's tokens to the end of --positions (interp.attribution.attribute), and
 activation patching patches the same nodes one a forward row (exact_map): every node with --nodes 0; else every
 node at the persona's own tokens (all layers) and a seeded sample of --nodes others a pair, the whole map's
-seconds then projected from the measured seconds a node. One AtP pass and one patched forward run first, untimed
+seconds then projected from the measured seconds a node. The JSON keeps every validated node at the persona's tokens
+(both estimates and the exact effect by layer). One AtP pass and one patched forward run first, untimed
 (first-call costs). Prints a table and writes a JSON.
 """
 
@@ -158,7 +159,9 @@ def main() -> None:
                           "torch": torch.__version__},
               "model": info, "setting": args.setting, "mode": args.mode, "positions": args.positions,
               "pairs": meta, "cost": cost, "speedup_per_pair": speedup, "agreement": agreement,
-              "spearman_by_layer": by_layer, "metric_clean": found.pairs["metric_clean"].tolist()}
+              "spearman_by_layer": by_layer, "metric_clean": found.pairs["metric_clean"].tolist(),
+              "persona_nodes": both[both["offset"] <= 0].drop(columns=["source_position", "from_end"]).to_dict(
+                  "records")}
     args.out.write_text(json.dumps(record, indent=2) + "\n")
     print(f"wrote {args.out}")
 

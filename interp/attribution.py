@@ -18,8 +18,8 @@ have no effect; from the slot on, positions are paired from the slot's end as pa
 ``system`` groups pair them: the last tokens of the two slots from their ends (the first tokens of a longer clean
 slot keep their values and are no node; nor is a slot token at the same position in both prompts before their first
 different token, the " a" of "a Muslim" and "a Jew", whose states are the same in both), then every token after the
-slot with its counterpart the same distance after the corrupted slot. `scope` ends the grid at the slot's end (``slot``), at the end of the system text
-(``system``) or at the prompt's end (``prompt``).
+slot with its counterpart the same distance after the corrupted slot. `scope` ends the grid at the slot's end
+(``slot``), at the end of the system text (``system``) or at the prompt's end (``prompt``).
 
 The metric is the suite's outcome as score mode reads it from the same tree-masked forward the engine scores with
 (``Engine._tree_forward``, every prompt token in it): `expected_metric`, the expected value over the answer set

@@ -336,15 +336,17 @@ MAP_TEXT = (
     "pair. `offset` counts positions from the slot's last token (0; negative: inside the slot); layer -1 is the "
     "token embedding. `mean` is over the pairs that have the node, `ci_low`/`ci_high` the 95% percentile interval "
     "of that mean over the events (another slot: the clean items' contexts, `unit`) resampled with replacement "
-    "(none where the node has one). The report lists the nodes of "
-    "largest |mean|; the whole map is `map_<mode>.csv`, every pair's nodes `nodes.csv`.")
+    "(none where the node has one). The report lists the nodes of largest |mean|; the whole map is "
+    "`map_<mode>.csv`, every pair's nodes `nodes.csv`.")
 VALIDATION_TEXT = (
     "Activation patching ran every node of the first pairs of each mode (one forward row a node; with "
-    "--validate-nodes N, a seeded sample of N nodes a pair, and every measure below is over the sample). `spearman` is "
-    "the rank correlation of the signed effects, `top10` the share of the 10 nodes of largest |effect| under "
-    "activation patching that are among AtP's 10 largest, `top_5pct` the same for 5% of the nodes (`k_5pct` of "
-    "them); per pair, pooled over the validated pairs, and on their mean map. The cost table counts batched model calls (`forwards`), prompts "
-    "through the model and backward passes, with wall time.")
+    "--validate-nodes N, a seeded sample of N nodes a pair, and every measure below is over the sample). "
+    "`spearman` is the rank correlation of the signed effects, `top10` the share of the 10 nodes of largest "
+    "|effect| under activation patching that are among AtP's 10 largest, `top_5pct` the same for 5% of the nodes "
+    "(`k_5pct` of them); per pair, pooled over the validated pairs, and on their mean map. The cost table counts "
+    "batched model calls (`forwards`), prompts through the model and backward passes, with wall time; "
+    "`full_map_seconds_per_pair` is activation patching's time for a pair's whole map (projected where a sample "
+    "ran).")
 
 
 def _layers(options: Options, model) -> list[int]:
