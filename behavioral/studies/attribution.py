@@ -280,17 +280,19 @@ def scatter(nodes: pd.DataFrame, title: str) -> MplFigure:
 
 def agreement_rows(nodes: pd.DataFrame) -> pd.DataFrame:
     """Per mode: the agreement of AtP with activation patching for every validated pair, pooled over them, and on
-    their mean map (layer × offset)."""
+    their mean map (layer × offset); with a ``graddrop`` column, the same of AtP*'s GradDrop magnitude with
+    |activation patching| (``estimate`` says which)."""
+    estimates = {"AtP": lambda f: (f["atp"], f["exact"])}
+    if "graddrop" in nodes:
+        estimates["GradDrop, magnitude"] = lambda f: (f["graddrop"], f["exact"].abs())
     rows = []
     for mode, part in nodes.groupby("mode", sort=False):
-        for pair, one in part.groupby("pair"):
-            rows.append({"mode": mode, "over": f"pair {pair}", "pairs": 1,
-                         **atp.agreement(one["atp"], one["exact"], KS, FRACTIONS)})
-        rows.append({"mode": mode, "over": "pooled", "pairs": part["pair"].nunique(),
-                     **atp.agreement(part["atp"], part["exact"], KS, FRACTIONS)})
-        mean = part.groupby(["layer", "offset"])[["atp", "exact"]].mean()
-        rows.append({"mode": mode, "over": "mean map", "pairs": part["pair"].nunique(),
-                     **atp.agreement(mean["atp"], mean["exact"], KS, FRACTIONS)})
+        mean = part.groupby(["layer", "offset"])[[c for c in ("atp", "graddrop", "exact") if c in part]].mean()
+        groups = [*((f"pair {pair}", 1, one) for pair, one in part.groupby("pair")),
+                  ("pooled", part["pair"].nunique(), part), ("mean map", part["pair"].nunique(), mean)]
+        for name, read in estimates.items():
+            rows += [{"mode": mode, "estimate": name, "over": over, "pairs": n,
+                      **atp.agreement(*read(frame), KS, FRACTIONS)} for over, n, frame in groups]
     return pd.DataFrame(rows)
 
 
@@ -346,7 +348,8 @@ VALIDATION_TEXT = (
     "(`k_5pct` of them); per pair, pooled over the validated pairs, and on their mean map. The cost table counts "
     "batched model calls (`forwards`), prompts through the model and backward passes, with wall time; "
     "`full_map_seconds_per_pair` is activation patching's time for a pair's whole map (projected where a sample "
-    "ran).")
+    "ran). With --graddrop, the rows of estimate `GradDrop, magnitude` compare AtP*'s GradDrop (a magnitude) "
+    "with the size of the activation-patching effect.")
 
 
 def _layers(options: Options, model) -> list[int]:
@@ -372,7 +375,7 @@ def _scope_section(pairs: Pairs, options: Options, n_nodes: int, validated: pd.D
         cannot.insert(0, "Whether the first-order ranking holds for this model and these prompts: no activation "
                          "patching ran (--validate K compares them on K pairs).")
     else:
-        pooled = validated[validated["over"] == "pooled"]
+        pooled = validated[(validated["over"] == "pooled") & (validated["estimate"] == "AtP")]
         reading = "; ".join(f"{r.mode}: Spearman {r.spearman:.2f}, top-10 recovered {r.top10:.0%} over "
                             f"{r.n_nodes} nodes of {r.pairs} pairs" for r in pooled.itertuples())
         sampled = f", on a seeded sample of {options.validate_nodes} nodes a pair" if options.validate_nodes else ""
