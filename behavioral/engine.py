@@ -356,7 +356,7 @@ class Engine:
             self.tokens_computed += batch.ids.numel()
             logits, cache = out.logits[:, -1], out.past_key_values
         else:
-            out = self._tree_forward(batch, trie, use_cache=True)
+            out = self.tree_forward(batch, trie, use_cache=True)
             scores = trie.read(out.logits)
             logits, cache = out.logits[:, 0], out.past_key_values
             cache.crop(-len(trie))  # the tree's keys; decoding continues after the prompt
@@ -409,9 +409,9 @@ class Engine:
 
     @torch.inference_mode()
     def _score_batch(self, prompts: list[list[int]], trie: AnswerTrie) -> list[Scores]:
-        return trie.read(self._tree_forward(Batch(self, prompts), trie, use_cache=False).logits)
+        return trie.read(self.tree_forward(Batch(self, prompts), trie, use_cache=False).logits)
 
-    def _tree_forward(self, batch: Batch, trie: AnswerTrie, use_cache: bool):
+    def tree_forward(self, batch: Batch, trie: AnswerTrie, use_cache: bool):
         """The batch's prompts and the answer tree in one forward (each node sees its prompt and its ancestors);
         logits at the last prompt position and after every node; `use_cache` keeps the KV cache, tree included."""
         n, w, t = batch.ids.shape[0], batch.width, len(trie)

@@ -22,7 +22,7 @@ slot with its counterpart the same distance after the corrupted slot. `scope` en
 (``slot``), at the end of the system text (``system``) or at the prompt's end (``prompt``).
 
 The metric is the suite's outcome as score mode reads it from the same tree-masked forward the engine scores with
-(``Engine._tree_forward``, every prompt token in it): `expected_metric`, the expected value over the answer set
+(``Engine.tree_forward``, every prompt token in it): `expected_metric`, the expected value over the answer set
 (interp.patch_run's ``PatchScores.expected``; intergroup: the expected intensity), or `logp_metric`, the
 log-probability of writing one answer and ending it there (``PatchScores.logp``), so AtP, `exact_map` and the
 patching study measure one quantity.
@@ -143,7 +143,7 @@ def tree_logits(engine, prompts: Sequence[Sequence[int]], trie: AnswerTrie) -> t
     node) from the engine's tree-masked forward with every prompt token in it; differentiable where grad is on."""
     rows = [list(p) + list(trie.prefill) for p in prompts]
     with engine.hooked(share_prefix=False):
-        return engine._tree_forward(Batch(engine, rows), trie, use_cache=False).logits
+        return engine.tree_forward(Batch(engine, rows), trie, use_cache=False).logits
 
 
 @contextlib.contextmanager

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,7 +34,7 @@ from behavioral.options import check_minimums, option
 from behavioral.run import RunConfig
 from behavioral.selection import select_rows
 from behavioral.studies.identities import parse_where, span_kind, suite_of, where_text
-from behavioral.studies.rerun import load_model, one_run
+from behavioral.studies.rerun import load_model, one_run, prepared_data
 from behavioral.studies.study import Study, scope
 from interp import attribution as atp
 from interp.patch_spec import PERSONA, PatchPrompt
@@ -108,15 +107,9 @@ def _persona_path(run: Run, kind: str) -> bool:
 
 
 def _prepared(run: Run, config: RunConfig, engine: Engine | None):
-    """The suite's data of `config`, prepared as its run prepares it (the run's caches, extended in a temporary
-    folder where they lack something)."""
-    suite = suite_of(run)
-    with tempfile.TemporaryDirectory() as folder:
-        for name in suite.caches:
-            if (run.run_dir / name).is_file():
-                (Path(folder) / name).write_bytes((run.run_dir / name).read_bytes())
-        model, tokenizer = (engine.model, engine.tokenizer) if engine is not None else (None, None)
-        return suite.prepare(suite.dataset(config), config, model, tokenizer, Path(folder))
+    """The suite's data of `config`, prepared as its run prepares it (rerun.prepared_data)."""
+    model, tokenizer = (engine.model, engine.tokenizer) if engine is not None else (None, None)
+    return prepared_data(run, config, suite_of(run), model, tokenizer)
 
 
 def _chat_format(run: Run, tokenizer) -> str:
@@ -443,7 +436,7 @@ class AttributionStudy(Study):
         layers = _layers(options, model)
         pairs = (persona_pairs(run, engine, where, options) if _persona_path(run, kind)
                  else slot_pairs(run, engine, kind, where, options))
-        sections, files, costs, validated, mode_nodes, record = [], [], [], [], [], {}
+        sections, files, costs, mode_nodes, record = [], [], [], [], {}
         for mode in dict.fromkeys(pairs.meta["mode"]):
             index = np.flatnonzero(pairs.meta["mode"].to_numpy() == mode)
             chosen = [pairs.pairs[i] for i in index]

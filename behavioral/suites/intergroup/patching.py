@@ -7,10 +7,8 @@ a layer × position-group sweep follows on in-group prompts patched from an out-
 from __future__ import annotations
 
 import math
-import tempfile
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -23,6 +21,7 @@ from behavioral.analysis.spec import Figure as ReportFigure
 from behavioral.analysis.spec import Section, Table
 from behavioral.answer_space import AnswerTrie
 from behavioral.run import RunConfig
+from behavioral.studies.rerun import prepared_data
 from behavioral.suites.intergroup import patch_report, prompts
 from behavioral.suites.intergroup.corpus import Event
 from behavioral.suites.intergroup.groups import UNSPECIFIED, Category, get_category
@@ -213,12 +212,7 @@ def plan(run: Run, where: Mapping, options) -> str:
 def _events(run: Run, config: RunConfig, engine) -> list[Event]:
     """The sampled events, prepared as the suite's run prepares them (T2 rewrites: the run's cache, extended in a
     temporary folder where it lacks one)."""
-    with tempfile.TemporaryDirectory() as folder:
-        for name in SUITE.caches:
-            if (run.run_dir / name).is_file():
-                (Path(folder) / name).write_bytes((run.run_dir / name).read_bytes())
-        data = SUITE.prepare(SUITE.dataset(config), config, engine.model, engine.tokenizer, Path(folder))
-    return list(data.events)
+    return list(prepared_data(run, config, SUITE, engine.model, engine.tokenizer).events)
 
 
 def analyze(run: Run, engine, where: Mapping, options, progress: bool) -> tuple[list[Section], list[Table], dict]:
