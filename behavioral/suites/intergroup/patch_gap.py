@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from behavioral.analysis.multiplicity import max_statistic
+from behavioral.suites.intergroup.analysis import intensity_tensor
 from behavioral.suites.intergroup.groups import Category, get_category
 from behavioral.suites.intergroup.stats import EXACT_LIMIT, empathy_gap, event_bootstrap, n_matchings, \
     permutation_test, zscore
@@ -41,15 +42,10 @@ def cell_matrix(frame: pd.DataFrame, category: Category, column: str) -> np.ndar
 
 
 def event_tensor(frame: pd.DataFrame, category: Category, column: str) -> np.ndarray:
-    """I[p, x, e]: `column` per perceiver, experiencer and event (events in order of appearance; NaN where absent),
-    as the suite's event bootstrap reads it."""
-    names = {name: i for i, name in enumerate(category.identities)}
-    events = {e: i for i, e in enumerate(dict.fromkeys(frame["event_id"]))}
-    I = np.full((len(names), len(names), len(events)), np.nan)
-    at = [frame[key].map(index).to_numpy() for key, index in
-          (("perceiver", names), ("experiencer", names), ("event_id", events))]
-    I[tuple(at)] = frame[column].to_numpy(dtype=float)
-    return I
+    """I[p, x, e]: `column` per perceiver, experiencer and event, "a person" left out (events in order of
+    appearance; NaN where absent), the suite's `intensity_tensor` as its event bootstrap reads it."""
+    events = tuple(dict.fromkeys(frame["event_id"]))
+    return intensity_tensor(frame, category, events, column)[0][1:, 1:]
 
 
 @dataclass(frozen=True)
