@@ -188,3 +188,18 @@ def test_one_sided_steerings_take_the_steered_results_on_one_side_only():
     assert (up[label.eq(False).fillna(False).to_numpy()] == 60).all() and (up[label.ne(False).fillna(True).to_numpy()] == 50).all()
     assert (down[label.eq(True).fillna(False).to_numpy()] == 40).all() and (down[label.ne(True).fillna(True).to_numpy()] == 50).all()
     assert sided["one_sided"].all() and sided["coef"].tolist() == [4.0] * 36 + [-4.0] * 36
+
+
+@pytest.mark.slow
+def test_a_check_of_every_test_event_joins_the_sweep_instead_of_rerunning_it(pinned_run, tmp_path):
+    from behavioral.cli import main
+
+    out = tmp_path / "out"
+    assert main(["interp", "steer", str(pinned_run), "--out", str(out), "--where", "category=religion", "--where",
+                 f"setting={SETTING}", "--layers", "last", "--coef=0", "--in-sample", "--check-events", "0",
+                 "--bootstrap", "10", "--permutations", "20", "--device", "cpu", "--no-progress"]) == 0
+    check = pd.read_csv(out / "zero_coefficient_check.csv")
+    assert check[["condition", "n_rows", "identical"]].values.tolist() == [["L1 +0", 108, True]]  # 3 events × 36
+    assert not (out / "runs" / "check").exists()  # no second unsteered rerun
+    assert set(pd.read_csv(out / "steering.csv")["condition"]) == {"unsteered"}  # the check is no steering
+    assert "in-sample, on the 3 events the direction was fit on" in (out / "report.md").read_text()

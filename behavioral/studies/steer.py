@@ -256,7 +256,7 @@ CHECK_TEXT = (
     "Coefficient 0 runs the steering hook without moving anything, on {checked} of the test events (the hook is the "
     "same code for every prompt) beside an unsteered rerun of the same events (so the batches hold the same "
     "prompts): its rows must equal that rerun's exactly (every result column, NaN equal to NaN). A difference means "
-    "the steered path itself changes results.")
+    "the steered path itself changes results. It is not a steering and is left out of the measures above.")
 
 
 def scope_lines(split: Split, test: Sequence[str], options: Options, n_matchings: int,
@@ -354,14 +354,15 @@ class SteerStudy(Study):
         checked = drawn[:options.check_events] if options.check_events else drawn
         directions = layer_directions(found.used, store.hooks, layers)
         zero = [c for c in steerings if c.coef == 0 and not c.project]
-        runs = [c for c in steerings if c not in zero]
-        rows = run_conditions(config, out / RUNS_DIR, loaded, directions, runs, protocol.read_rows,
+        whole = len(checked) == len(drawn)  # the check reruns every test event: it joins the sweep
+        rows = run_conditions(config, out / RUNS_DIR, loaded, directions,
+                              steerings if whole else [c for c in steerings if c not in zero], protocol.read_rows,
                               suite_of(run).caches, run.run_dir, progress, controls)
-        check_rows = run_conditions(rerun(sorted(set(split.exclude) | set(drawn[len(checked):]))),
-                                    out / RUNS_DIR / CHECK_DIR, loaded, directions, [Condition(None), *zero],
-                                    protocol.read_rows, suite_of(run).caches, run.run_dir, progress)
+        check_rows = rows if whole else run_conditions(
+            rerun(sorted(set(split.exclude) | set(drawn[len(checked):]))), out / RUNS_DIR / CHECK_DIR, loaded,
+            directions, [Condition(None), *zero], protocol.read_rows, suite_of(run).caches, run.run_dir, progress)
         check = zero_coefficient_check(check_rows, protocol.KEY, protocol.RESULT_COLUMNS)
-        rows = rows.assign(one_sided=False)
+        rows = rows[~rows["condition"].isin(check["condition"])].assign(one_sided=False)
         if options.one_sided:
             inside = protocol.matched_cells(rows, selection, None)
             rows = pd.concat([rows, one_sided(rows, inside, protocol.KEY, protocol.SIDES)], ignore_index=True)
