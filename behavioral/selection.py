@@ -22,3 +22,10 @@ def select_rows(frame: pd.DataFrame, where: Mapping[str, object], what: str = "t
             raise ValueError(f"{what} have no field {column!r}; fields: {fields}")
         frame = frame[frame[column].isin(values_of(value))]
     return frame
+
+
+def field_values(frame: pd.DataFrame, field: str, where: Mapping[str, object], what: str = "the rows") -> list:
+    """The distinct values of `field` among the rows of `frame` that `where` selects (fields `frame` lacks
+    ignored), sorted: e.g. the events of one block of a run."""
+    rows = select_rows(frame, {k: v for k, v in where.items() if k in frame.columns}, what)
+    return sorted(rows[field].dropna().unique(), key=str)

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from behavioral.analysis.runs import Run
-from behavioral.selection import select_rows
+from behavioral.selection import field_values
 from behavioral.studies.identities import behaviour_rows
 from interp import rsa
 
@@ -29,12 +29,6 @@ def split_field(run: Run, field: str | None) -> str | None:
             raise ValueError(f"--split-by {field!r}: {run.run_dir}'s rows have no such field; fields: {fields}")
         return field
     return DEFAULT_FIELD if DEFAULT_FIELD in run.rows.columns else None
-
-
-def events_of(run: Run, field: str, where: dict) -> list:
-    """The values of `field` among the rows `where` selects (its fields the rows hold), in sorted order."""
-    rows = select_rows(run.rows, {k: v for k, v in where.items() if k in run.rows.columns}, "the run's rows")
-    return sorted(rows[field].dropna().unique(), key=str)
 
 
 @dataclass(frozen=True)
@@ -81,7 +75,7 @@ def behaviour_ceiling(run: Run, kind: str, names: Sequence[str], features: Seque
     if field is None:
         return Split(None, 0, None, f"the rows have no {DEFAULT_FIELD} field; name the event field with --split-by",
                      pd.DataFrame())
-    events = events_of(run, field, where)
+    events = field_values(run.rows, field, where, "the run's rows")
     if n_splits == 0:
         return Split(field, len(events), None, "not computed (--splits 0)", pd.DataFrame())
     if len(events) < 2 * MIN_PER_HALF:

@@ -20,6 +20,7 @@ from activations.store import REDUCTIONS, load
 from behavioral.analysis.runs import Run
 from behavioral.analysis.spec import Analysis, Figure, Section, Table
 from behavioral.options import check_minimums, option
+from behavioral.selection import field_values
 from behavioral.studies import lexical, reliability
 from behavioral.studies.identities import (
     WHERE_HELP, Identities, behaviour_rows, parse_where, read_identities, slot_tokens, span_kind, suite_of,
@@ -322,8 +323,10 @@ class RSAStudy(Study):
     def plan(self, runs: Sequence[Run], options: Options) -> str:
         parts = []
         for run, r in zip(runs, read(tuple(runs), options)):
-            events = (f"; {len(reliability.events_of(run, r.split_by, r.where))} values of {r.split_by} split in "
-                      f"halves up to {options.splits} times" if r.split_by and options.splits else "")
+            split = r.split_by and options.splits
+            values = field_values(run.rows, r.split_by, r.where, "the run's rows") if split else []
+            events = (f"; {len(values)} values of {r.split_by} split in halves up to {options.splits} times"
+                      if split else "")
             parts.append(f"{run.name}: {len(r.identities.names)} {r.identities.kind} identities of "
                          f"{where_text(r.where)} against {len(r.features)} behaviour features at {len(r.hooks)} "
                          f"layers{events}")

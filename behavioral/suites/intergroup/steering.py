@@ -16,6 +16,7 @@ from activations.store import ActivationStore
 from behavioral.run import RunConfig
 from behavioral.suites.intergroup import activations
 from behavioral.analysis.bootstrap import percentile_interval, resamples
+from behavioral.selection import field_values
 from behavioral.suites.intergroup import stats
 from behavioral.suites.intergroup.analysis import analyze_setting, intensity_tensor
 from behavioral.suites.intergroup.groups import UNSPECIFIED, Category, get_category
@@ -59,8 +60,7 @@ def final(store: ActivationStore, selection: Mapping[str, str],
 
 def events_of(run_rows: pd.DataFrame, selection: Mapping[str, str]) -> list[str]:
     """The event ids of the selected block of a run's rows, sorted."""
-    block = run_rows[(run_rows["category"] == selection["category"]) & (run_rows["setting"] == selection["setting"])]
-    return sorted(block["event_id"].unique())
+    return field_values(run_rows, "event_id", selection, "the run's rows")
 
 
 def _group_index(category: Category, names: pd.Series) -> np.ndarray:
