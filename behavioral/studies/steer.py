@@ -190,40 +190,47 @@ def split_events(events: Sequence[str], options: Options) -> Split:
 @dataclass(frozen=True)
 class Direction:
     """The direction of a selection: the raw difference and the one steered (unit rows where asked), [hooks, d]
-    float32 in the store's hook order, and the fit cells' means it came from."""
+    float32 in the store's hook order, and the fit cells' means and index it came from."""
 
     raw: np.ndarray
     used: np.ndarray
     means: np.ndarray
+    cells: pd.DataFrame
+
+
+def labelled_difference(means: np.ndarray, cells: pd.DataFrame, protocol: SteeringProtocol, selection: Mapping,
+                        unit: bool, matching: np.ndarray | None = None) -> Direction:
+    """The count-weighted mean of the cells (`means` [hooks, cells, d], `cells` their index with `count`) whose label
+    (the protocol's LABEL under `matching`, None the real one) is true minus that of the cells where it is false
+    (cells where it is NA in neither)."""
+    values = protocol.matched_cells(cells, selection, matching)
+    raw = mean_difference(means, cells["count"], values.eq(True).fillna(False), values.eq(False).fillna(False))
+    return Direction(raw.astype(np.float32), (unit_rows(raw) if unit else raw).astype(np.float32), means, cells)
 
 
 def direction(store: ActivationStore, protocol: SteeringProtocol, selection: Mapping, unit: bool,
               events: Sequence[str] | None = None, matching: np.ndarray | None = None) -> Direction:
-    """The count-weighted mean final-token state of the selected cells (over `events` if given) whose label (the
-    protocol's LABEL under `matching`, None the real one) is true minus that of the cells where it is false (cells
-    where it is NA in neither)."""
+    """The `labelled_difference` of the selected final-token cells, over `events` if given."""
     means, cells = protocol.final(store, selection, events)
-    values = protocol.matched_cells(cells, selection, matching)
-    raw = mean_difference(means, cells["count"], values.eq(True).fillna(False), values.eq(False).fillna(False))
-    return Direction(raw.astype(np.float32), (unit_rows(raw) if unit else raw).astype(np.float32), means)
+    return labelled_difference(means, cells, protocol, selection, unit, matching)
 
 
-def control_directions(store: ActivationStore, protocol: SteeringProtocol, selection: Mapping, options: Options,
-                       found: Direction, fit: Sequence[str] | None, layers: Sequence[int],
-                       matchings: np.ndarray) -> dict[Condition, np.ndarray]:
+def control_directions(hooks: Sequence[str], protocol: SteeringProtocol, selection: Mapping, options: Options,
+                       found: Direction, layers: Sequence[int], matchings: np.ndarray) -> dict[Condition, np.ndarray]:
     """The vector of every control condition: each layer's random directions within the span of the fit cells'
-    means (the real direction's norm, seeded by layer and index) and each wrong matching's own direction."""
+    means (the real direction's norm, seeded by layer and index) and each wrong matching's own direction, from the
+    same fit cells (read from the store once)."""
     out = {}
     for layer in layers:
-        row = hook_row(store.hooks, layer)
+        row = hook_row(hooks, layer)
         norm = float(np.linalg.norm(found.used[row]))
         for k in range(1, options.random_directions + 1):
             out[Condition(layer, None, True, random=k)] = span_direction(found.means[row], norm,
                                                                          seed=1000 * layer + k)
     for m, matching in enumerate(matchings):
-        wrong = direction(store, protocol, selection, options.unit, fit, matching)
+        wrong = labelled_difference(found.means, found.cells, protocol, selection, options.unit, matching)
         for layer in layers:
-            out[Condition(layer, None, True, matching=m)] = wrong.used[hook_row(store.hooks, layer)]
+            out[Condition(layer, None, True, matching=m)] = wrong.used[hook_row(hooks, layer)]
     return out
 
 
@@ -340,7 +347,7 @@ class SteerStudy(Study):
         found = direction(store, protocol, selection, options.unit, fit)
         steerings = sweep_conditions(layers, sorted(set(options.coefs) | {0.0}), options.project,
                                      options.random_directions, len(matchings))
-        controls = control_directions(store, protocol, selection, options, found, fit, layers, matchings)
+        controls = control_directions(store.hooks, protocol, selection, options, found, layers, matchings)
         loaded = load_model(run, options.device, options.dtype, options.trust_remote_code)
         stored = RunConfig.from_run_dir(run.run_dir, trust_remote_code=options.trust_remote_code)
 
