@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from behavioral.manifest import RunDirError, read_manifest
 from behavioral.selection import select_rows
 
 FOLDER = "activations"
@@ -165,9 +166,11 @@ class ActivationStore:
 
 def _capture_advice(run_dir: Path) -> str:
     """How to get an activation store for the run in `run_dir` (its manifest names the suite)."""
-    manifest = run_dir / "manifest.json"
-    suite = json.loads(manifest.read_text()).get("config", {}).get("suite") if manifest.is_file() else None
-    return f"rerun `empathy-gap run {suite or 'SUITE'}` with --capture into a new --out"
+    try:
+        suite = read_manifest(run_dir).suite
+    except RunDirError:
+        suite = "SUITE"
+    return f"rerun `empathy-gap run {suite}` with --capture into a new --out"
 
 
 def load(run_dir: str | Path) -> ActivationStore:

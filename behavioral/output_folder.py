@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from behavioral.files import write_json_atomic
 from behavioral.provenance import provenance
 
 MANIFEST = "manifest.json"
@@ -115,8 +116,6 @@ def check_output_folder(final: str | Path, command: str, keep: Sequence[str] = (
 
 def _write_manifest(final: Path, record: dict) -> None:
     """manifest.json in `final`, through a temporary file and a rename."""
-    from behavioral.store import write_json_atomic
-
     write_json_atomic(final / MANIFEST, record)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from collections.abc import Sequence
@@ -18,11 +19,13 @@ from behavioral import chat, models
 from behavioral.answer_space import AnswerSpec, AnswerTrie, Scores
 from behavioral.distributed import Place, barrier, device_for, place, start
 from behavioral.engine import Engine, Generation, Sampling, stream_seed
+from behavioral.manifest import (
+    MANIFEST, MODES, SCHEMA_VERSION, Manifest, Plan, RunDirError, new_run_id, options_of, read_manifest,
+    write_manifest,
+)
 from behavioral.provenance import provenance
-from behavioral.run_reader import PLAN
 from behavioral.store import (
-    MANIFEST, MODES, SCHEMA_VERSION, RowLog, RunDirError, RunLock, finished_units, is_lock_file, read_manifest,
-    result_schema, seal_logs, seal_unlocked_logs, write_json_atomic,
+    RowLog, RunLock, check_parts, finished_units, is_lock_file, result_schema, seal_logs, seal_unlocked_logs,
 )
 from behavioral.suite import Item, Suite, local_path
 from behavioral.suites import get_suite
@@ -85,11 +88,11 @@ class RunConfig:
         (device, batch size) are not stored: they come back as the defaults unless changed. `trust_remote_code` is
         never read from a manifest (a shared run directory must not make its reader execute a model folder's code):
         only the caller's own `changes` turn it on."""
-        stored = read_manifest(run_dir)["config"]
-        suite = get_suite(stored["suite"])
+        manifest = read_manifest(run_dir)
+        stored = manifest.config
         known = {f.name for f in fields(cls)} - {"trust_remote_code"}
         kept = {k: v for k, v in stored.items() if k in known}
-        options = None if stored.get("options") is None else suite.Options(**stored["options"])
+        options = options_of(manifest, get_suite(manifest.suite).Options, Path(run_dir) / MANIFEST)
         return replace(cls(**kept | {"options": options, "capture": tuple(stored.get("capture", ()))}), **changes)
 
     def validate(self, suite: Suite) -> None:
@@ -123,7 +126,8 @@ def prepare_out_dir(out: Path, caches: Sequence[str] = ()) -> bool:
     (to resume)."""
     if out.exists() and not out.is_dir():
         raise RunDirError(f"--out {out}: exists and is not a directory")
-    if (out / MANIFEST).is_file():
+    if os.path.lexists(out / MANIFEST):
+        check_parts(out)  # a damaged manifest, or a damaged or foreign part, is named before the model loads
         return True
     if out.exists() and any(p.name not in caches and not is_lock_file(p) for p in out.iterdir()):
         raise RunDirError(f"--out {out}: not empty and holds no {MANIFEST}; expected a new or an earlier run directory")
@@ -169,7 +173,7 @@ def _flat(config: dict, prefix: str = "") -> dict:
 
 def check_resumable(out: Path, identity: dict, partial: bool = False) -> None:
     """Refuse a run directory whose stored configuration differs (in the keys of `identity` only, if partial)."""
-    stored, identity = _flat(read_manifest(out)["config"]), _flat(identity)
+    stored, identity = _flat(read_manifest(out).config), _flat(identity)
     stored = {k: v for k, v in ADDED.items() if k in identity} | stored
     keys = set(identity) if partial else set(stored) | set(identity)
     diffs = [f"{k}: stored {stored.get(k)!r}, now {identity.get(k)!r}"
@@ -333,14 +337,14 @@ def run(config: RunConfig, out: str | Path, where: Place | None = None, progress
     start(where)
     if where.is_main:
         prepare_out_dir(out, suite.caches)  # fail fast, before the model loads
-    if loaded is None:
-        device = device_for(config.device, where)
-        loaded = models.load(config.model, device, config.dtype, config.trust_remote_code)
-    model, tokenizer, model_info = loaded
-    if config.capture:
-        _check_capture_layers(config, model)
-    identity = _identity(config, model_info)
-    with RunLock(out, where.rank):
+    with RunLock(out, where.rank):  # also before the model loads: a second process on this rank fails at once
+        if loaded is None:
+            device = device_for(config.device, where)
+            loaded = models.load(config.model, device, config.dtype, config.trust_remote_code)
+        model, tokenizer, model_info = loaded
+        if config.capture:
+            _check_capture_layers(config, model)
+        identity = _identity(config, model_info)
         resuming = prepare_out_dir(out, suite.caches) if where.is_main else True  # again: another may have finished
         if where.is_main and resuming:
             check_resumable(out, identity, partial=True)  # before the suite's own preparation
@@ -356,25 +360,41 @@ def run(config: RunConfig, out: str | Path, where: Place | None = None, progress
         if where.is_main and not resuming:
             origin = provenance() | {"device": model_info["device"], "batch_size": config.batch_size,
                                      "world_size": where.world_size}
-            write_json_atomic(out / MANIFEST, {"config": identity, "model": model_info, "provenance": origin,
-                                               PLAN: plan(config, suite, data)})
-        elif where.is_main and PLAN not in (stored := read_manifest(out)):  # made before runs recorded a plan
-            write_json_atomic(out / MANIFEST, stored | {PLAN: plan(config, suite, data)})
+            write_manifest(out, Manifest(identity, model_info, origin, plan(config, suite, data), new_run_id()))
+        elif where.is_main and (stored := read_manifest(out)).plan is None:  # made before runs recorded a plan
+            write_manifest(out, replace(stored, plan=plan(config, suite, data)))
         barrier(where)
         check_resumable(out, identity)
-        _work(config, suite, runner, data, out, where, progress)
+        _work(config, suite, runner, data, out, where, read_manifest(out).run_id, progress)
         seal_unlocked_logs(out, where.rank)  # logs of ranks of an earlier, killed run that no process holds
     return out
 
 
-def plan(config: RunConfig, suite: Suite, data) -> dict:
+def plan(config: RunConfig, suite: Suite, data) -> Plan:
     """The work units and result rows of the whole run (every rank's), which analyses check it holds."""
     sizes = [len(unit.items) for unit in work_units(suite.groups(data), config.unit_size)]
-    return {"units": len(sizes), "rows": sum(sizes) * config.samples}
+    return Plan(len(sizes), sum(sizes) * config.samples)
 
 
-def _work(config: RunConfig, suite: Suite, runner: Runner, data, out: Path, where: Place, progress: bool) -> None:
-    """Stream this rank's unfinished work units through the runner into its row log (and the recorder)."""
+def derived_plan(run_dir: str | Path, manifest: Manifest) -> Plan:
+    """The plan of a run whose manifest records none (made before plans were recorded), from its configuration and
+    data without the model: the suite's data read and prepared from what the run directory caches, checked to be
+    the data the run recorded. A ValueError says why it cannot be derived (data gone or changed, a cache missing)."""
+    config = RunConfig.from_run_dir(run_dir)
+    suite = get_suite(config.suite)
+    data = suite.prepare(suite.dataset(config), config, None, None, Path(run_dir))
+    facts = json.loads(json.dumps(suite.facts(data)))
+    changed = [f"{k} recorded {manifest.config.get(k)!r}, now {v!r}" for k, v in facts.items()
+               if manifest.config.get(k) != v]
+    if changed:
+        raise ValueError(f"its data are not those the run recorded ({'; '.join(changed)})")
+    return plan(config, suite, data)
+
+
+def _work(config: RunConfig, suite: Suite, runner: Runner, data, out: Path, where: Place, run_id: str | None,
+          progress: bool) -> None:
+    """Stream this rank's unfinished work units through the runner into its row log (and the recorder), every part
+    stamped with the run's identity."""
     done = finished_units(out)
 
     def mine():
@@ -389,7 +409,7 @@ def _work(config: RunConfig, suite: Suite, runner: Runner, data, out: Path, wher
 
     total = sum(len(u.items) for u in todo()) * config.samples
     label = f"{suite.name} {config.model} {config.mode}" + (f" rank {where.rank}" if where.world_size > 1 else "")
-    schema = result_schema(suite.fields)
+    schema = result_schema(suite.fields, run_id)
     with tqdm(total=total, unit="prompt", disable=not progress, desc=label) as bar, \
             RowLog(out, schema, where.rank) as log, runner.engine.hooked(tracer=recorder and recorder.tracer):
         for batch in unit_batches(todo(), config.batch_size):

@@ -1,5 +1,5 @@
-"""A run directory read for analysis: of the suite asked for, with rows that match its manifest's mode, and either
-complete (every work unit of its plan on disk) or knowingly partial, with the counts said."""
+"""A run directory read for analysis: of the suite asked for, with rows that match its manifest's mode and are its
+own, and either complete (every work unit of its plan on disk) or knowingly partial, with the counts said."""
 
 from __future__ import annotations
 
@@ -8,24 +8,26 @@ from pathlib import Path
 
 import pandas as pd
 
-from behavioral.store import MANIFEST, MODES, RunDirError, read_manifest, read_results, result_schema
-
-PLAN = "plan"  # the manifest key that records the work units and rows a run will write
+from behavioral.manifest import MANIFEST, Manifest, RunDirError, options_of, read_manifest
+from behavioral.store import read_results, result_schema
 
 
 @dataclass(frozen=True)
 class Completeness:
     """How much of its plan a run directory holds: finished work units and rows, against those planned (None where
-    the run was made before runs recorded their plan)."""
+    the plan is unknown: `unknown` says why), and whether the plan was derived from the manifest's configuration
+    and data rather than recorded (runs made before manifests recorded it)."""
 
     units: int
     rows: int
     planned_units: int | None
     planned_rows: int | None
+    derived: bool = False
+    unknown: str = ""
 
     @property
     def known(self) -> bool:
-        """True where the manifest records the plan."""
+        """True where the plan is known (recorded or derived)."""
         return self.planned_units is not None
 
     @property
@@ -36,23 +38,30 @@ class Completeness:
     def describe(self) -> str:
         """One line for reports: complete, or partial with the counts."""
         if not self.known:
-            return f"completeness unknown: {self.units} work units ({self.rows} rows) on disk; the run's manifest " \
-                   "records no plan (made by an older version)"
+            return f"completeness unknown: {self.units} work units ({self.rows} rows) on disk; {self.unknown}"
         counts = f"{self.units} of {self.planned_units} work units ({self.rows} of {self.planned_rows} rows)"
-        return f"complete: {counts}" if self.complete else f"PARTIAL run: {counts} finished"
+        derived = " (plan derived from the manifest's configuration and data, which it does not record)" \
+            if self.derived else ""
+        return (f"complete: {counts}" if self.complete else f"PARTIAL run: {counts} finished") + derived
 
 
-def completeness(manifest: dict, rows: pd.DataFrame) -> Completeness:
-    """The finished share of a run's plan (its manifest's `plan`)."""
-    plan = manifest.get(PLAN) or {}
-    return Completeness(int(rows["unit_id"].nunique()), len(rows), plan.get("units"), plan.get("rows"))
+def completeness(run_dir: Path, manifest: Manifest, rows: pd.DataFrame) -> Completeness:
+    """The finished share of a run's plan: the manifest's, or for a run made before manifests recorded it, the plan
+    derived without the model from the manifest's configuration and data (behavioral.run.derived_plan)."""
+    plan, derived, unknown = manifest.plan, False, ""
+    if plan is None:
+        from behavioral.run import derived_plan  # the run loop imports the suites, which import this module
+
+        try:
+            plan, derived = derived_plan(run_dir, manifest), True
+        except ValueError as err:
+            unknown = f"the manifest records no plan and it cannot be derived: {err}"
+    return Completeness(int(rows["unit_id"].nunique()), len(rows), plan and plan.units, plan and plan.rows, derived,
+                        unknown)
 
 
 def _check_mode(run_dir: Path, mode: str, rows: pd.DataFrame) -> None:
     """Refuse rows that cannot come from the manifest's mode (an edited or damaged manifest)."""
-    if mode not in MODES:
-        raise RunDirError(f"{run_dir / MANIFEST}: config.mode {mode!r} is not a mode; expected one of "
-                          f"{', '.join(MODES)} (was the manifest edited?)")
     scored, replied = rows["valid_mass"].notna(), rows["response"].notna()
     wrong = {"generate": "holds answer-set scores" if scored.any() else None,
              "score": "holds rows with neither a reply nor a score" if (~scored & ~replied).any() else None,
@@ -62,30 +71,32 @@ def _check_mode(run_dir: Path, mode: str, rows: pd.DataFrame) -> None:
                           "written in that mode (was the manifest edited?)")
 
 
-def read_run(run_dir: str | Path, suite: str, allow_partial: bool = False) -> tuple[dict, pd.DataFrame, Completeness]:
-    """(manifest, rows, completeness) of a run of `suite`; another suite's run, rows that do not fit the manifest,
-    a run without rows, and a partial run (unless `allow_partial`) are RunDirErrors that say what to do."""
+def read_run(run_dir: str | Path, suite: str, allow_partial: bool = False
+             ) -> tuple[Manifest, pd.DataFrame, Completeness]:
+    """(manifest, rows, completeness) of a run of `suite`; another suite's run, a manifest field of the wrong type,
+    rows that do not fit the manifest or come from another run, a run without rows, and a partial run (unless
+    `allow_partial`) are RunDirErrors that say what to do."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise RunDirError(f"{run_dir}: no such run directory")  # before read_manifest, which calls it "no manifest"
     manifest = read_manifest(run_dir)
-    stored = manifest["config"]["suite"]
-    if stored != suite:
-        raise RunDirError(f"{run_dir} holds a run of suite {stored!r}; expected a {suite} run")
+    if manifest.suite != suite:
+        raise RunDirError(f"{run_dir} holds a run of suite {manifest.suite!r}; expected a {suite} run")
+    from behavioral.suites import get_suite  # the registry imports the suites, which import this module
+
+    options_of(manifest, get_suite(suite).Options, run_dir / MANIFEST)
     rows = read_results(run_dir)
     if rows.empty:
         raise RunDirError(f"{run_dir}: holds no results yet; run it first (rerun its command to resume)")
-    from behavioral.suites import get_suite  # the registry imports the suites, which import this module
-
     expected = result_schema(get_suite(suite).fields).names
     if list(rows.columns) != expected:
         differ = sorted(set(expected) ^ set(rows.columns))
         raise RunDirError(f"{run_dir}: its results have other columns than a {suite} run ({', '.join(differ)}); "
                           f"expected rows written by `empathy-gap run {suite}` (was the manifest edited?)")
-    _check_mode(run_dir, manifest["config"].get("mode"), rows)
-    done = completeness(manifest, rows)
+    _check_mode(run_dir, manifest.mode, rows)
+    done = completeness(run_dir, manifest, rows)
     if not done.complete and not allow_partial:
         what = (f"is partial: {done.units} of {done.planned_units} work units ({done.rows} of {done.planned_rows} "
-                "rows) finished") if done.known else "records no plan (made by an older version), so it may be partial"
+                "rows) finished") if done.known else f"may be partial: {done.unknown}"
         raise RunDirError(f"{run_dir} {what}; finish it (rerun its command) or pass --allow-partial")
     return manifest, rows, done

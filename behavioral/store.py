@@ -1,15 +1,14 @@
-"""The run directory: a manifest and one Parquet row per prompt, written so that a kill loses nothing finished and no
-two processes ever write for the same rank."""
+"""The run directory's rows: one Parquet row per prompt, each part stamped with the run's identity (its manifest's,
+behavioral.manifest), written so that a kill loses nothing finished and no two processes ever write for the same
+rank."""
 
 from __future__ import annotations
 
 import datetime
 import fcntl
-import json
 import os
 import re
 import socket
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -17,11 +16,12 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-MANIFEST = "manifest.json"
+from behavioral.files import file_mode, write_error
+from behavioral.manifest import RunDirError, read_manifest
+
 RESULTS = "results"
-SCHEMA_VERSION = 2  # 1: seed 000's own columns, before the suite framework
-MODES = ("generate", "score", "both")  # what a run stores per item: a parsed reply, answer-set scores, or both
 KEY = ["unit_id", "item_id", "sample"]  # one row per key: a sample of a work unit's item
+RUN_ID = "empathy_gap.run_id"  # the schema metadata key of the run identity every log and part carries
 
 # The columns every suite's rows have; the suite's item fields follow them.
 CORE = pa.schema(
@@ -48,69 +48,18 @@ CORE = pa.schema(
 )
 
 
-def result_schema(fields: Sequence[str]) -> pa.Schema:
-    """The schema of a suite's rows: CORE, then its item fields as strings."""
+def result_schema(fields: Sequence[str], run_id: str | None = None) -> pa.Schema:
+    """The schema of a suite's rows: CORE, then its item fields as strings; with `run_id`, stamped with the identity
+    of the run that writes them (kept in every row log and Parquet part, see `_parts`)."""
     clash = set(fields) & set(CORE.names)
     if clash:
         raise ValueError(f"item fields {sorted(clash)} clash with the core result columns; rename them")
-    return pa.schema([*CORE, *((f, pa.string()) for f in fields)])
+    schema = pa.schema([*CORE, *((f, pa.string()) for f in fields)])
+    return schema if run_id is None else schema.with_metadata({RUN_ID: run_id})
 
 
 # Files of one rank in RESULTS: row logs r{rank}-{index}.arrows, parts r{rank}-{index}.parquet, and temporaries.
 _RANK_FILE = re.compile(r"^\.?r(\d{3})-(\w+)\.(arrows|parquet)(\.tmp)?$")
-
-
-class RunDirError(ValueError):
-    """A run directory that cannot be used as asked."""
-
-
-def _write_error(path: Path, err: OSError) -> OSError:
-    """`err` (a full disk, a lost mount, ...) as an error that names the file being written."""
-    return OSError(f"cannot write {path}: {err}")
-
-
-def _file_mode() -> int:
-    """The mode a new file gets under this process's umask (mkstemp would make it private)."""
-    umask = os.umask(0)
-    os.umask(umask)
-    return 0o666 & ~umask
-
-
-def write_json_atomic(path: Path, data: dict) -> None:
-    """Write `data` as JSON to `path` through a temporary file and a rename; an error names `path`."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f, indent=2, sort_keys=True)
-            f.write("\n")
-        os.chmod(tmp, _file_mode())
-        os.replace(tmp, path)
-    except OSError as err:
-        Path(tmp).unlink(missing_ok=True)
-        raise _write_error(path, err) from err
-
-
-def read_manifest(run_dir: str | Path) -> dict:
-    """The manifest of a run directory, or a RunDirError naming what is missing or damaged."""
-    path = Path(run_dir) / MANIFEST
-    if not path.is_file():
-        raise RunDirError(f"{run_dir}: no {MANIFEST}; expected a run directory written by `empathy-gap run`")
-    try:
-        manifest = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise RunDirError(f"{path}: not valid JSON ({err}); the manifest is damaged") from None
-    if isinstance(manifest, dict) and isinstance(manifest.get("output"), dict):
-        raise RunDirError(f"{run_dir}: is the output of `{manifest['output'].get('command')}`, not a run directory; "
-                          "expected one written by `empathy-gap run`")
-    if not isinstance(manifest, dict) or not isinstance(manifest.get("config"), dict):
-        raise RunDirError(f"{path}: expected a JSON object with a \"config\" object")
-    if manifest["config"].get("schema") != SCHEMA_VERSION or "suite" not in manifest["config"]:
-        raise RunDirError(
-            f"{path}: written with result schema {manifest['config'].get('schema', 1)}, this version reads schema "
-            f"{SCHEMA_VERSION} (suite runs); rerun it into a new --out"
-        )
-    return manifest
 
 
 # --- one process per rank ---------------------------------------------------------------------------------------
@@ -132,7 +81,13 @@ class RunLock:
         self._made = [p for p in (self.run_dir, *self.run_dir.absolute().parents) if not p.exists()][::-1]
         self.run_dir.mkdir(parents=True, exist_ok=True)
         while True:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, _file_mode())
+            try:
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, file_mode())
+            except OSError as err:
+                self._remove_made()
+                kind = "a symbolic link" if self.path.is_symlink() else f"not a lock file ({err.strerror})"
+                raise RunDirError(f"{self.path}: is {kind}; expected the lock file empathy-gap keeps for rank "
+                                  f"{self.rank} (or none): remove it") from None
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -213,10 +168,43 @@ def _read_log(path: Path) -> pa.Table:
     return pa.Table.from_batches(batches, schema=schema) if schema is not None else CORE.empty_table()
 
 
+def _parquet(path: Path, read):
+    """`read(path)` of one Parquet part, or a RunDirError naming it where it cannot be read (empty, cut short, not
+    Parquet)."""
+    try:
+        return read(path)
+    except (pa.ArrowInvalid, OSError) as err:
+        raise RunDirError(f"{path}: not a readable Parquet part ({str(err).split(': ', 1)[-1]}); expected only the "
+                          "run's own complete parts in its results folder: move it away (a part of this run is "
+                          "recomputed on resume)") from None
+
+
+def _check_stamp(path: Path, schema: pa.Schema, run_id: str | None) -> None:
+    """A RunDirError where the part or log `path` (its `schema`) was written by another run than `run_id` (None: a
+    run made before parts carried an identity, whose parts carry none)."""
+    found = (schema.metadata or {}).get(RUN_ID.encode())
+    found = None if found is None else found.decode(errors="replace")
+    if found != run_id:
+        whose = "carries no run identity" if found is None else f"was written by run {found}"
+        mine = f"run {run_id}" if run_id else "a run made before parts carried an identity"
+        raise RunDirError(f"{path}: {whose}, but this run directory is {mine}; expected only this run's own parts "
+                          "(was it copied in from another run?): move it away")
+
+
+def check_parts(run_dir: str | Path) -> None:
+    """Every Parquet part readable and of the run the manifest names, read from the parts' footers alone: what a
+    resume checks before the model loads (the rows are read, and logs checked, once it runs)."""
+    run_id = read_manifest(run_dir).run_id
+    for part in sorted((Path(run_dir) / RESULTS).glob("*.parquet")):
+        _check_stamp(part, _parquet(part, pq.read_schema), run_id)
+
+
 def _parts(run_dir: Path) -> list[tuple[Path, pa.Table]]:
-    """(file, rows) of the Parquet parts and of the logs not yet sealed into parts."""
+    """(file, rows) of the Parquet parts and of the logs not yet sealed into parts, each checked to be of the run
+    its manifest names."""
+    run_id = read_manifest(run_dir).run_id
     results = run_dir / RESULTS
-    out = [(p, pq.read_table(p)) for p in sorted(results.glob("*.parquet"))]
+    out = [(p, _parquet(p, pq.read_table)) for p in sorted(results.glob("*.parquet"))]
     sealed = {p for p, _ in out}
     for log in sorted(results.glob("*.arrows")):
         part = log.with_suffix(".parquet")
@@ -229,8 +217,10 @@ def _parts(run_dir: Path) -> list[tuple[Path, pa.Table]]:
         except FileNotFoundError:  # sealed by another process since the listing
             if not part.is_file():
                 raise RunDirError(f"{log} vanished without its part {part.name}; expected one or the other") from None
-            out.append((part, pq.read_table(part)))
-    return out
+            out.append((part, _parquet(part, pq.read_table)))
+    for path, table in out:
+        _check_stamp(path, table.schema, run_id)
+    return [(path, table.replace_schema_metadata(None)) for path, table in out]
 
 
 def _next_index(results: Path, rank: int) -> int:
@@ -248,7 +238,7 @@ def _write_parquet(table: pa.Table, path: Path) -> None:
         os.replace(tmp, path)
     except OSError as err:
         tmp.unlink(missing_ok=True)
-        raise _write_error(path, err) from err
+        raise write_error(path, err) from err
 
 
 class RowLog:
@@ -272,7 +262,7 @@ class RowLog:
             self._writer.write_table(pa.Table.from_pylist(rows, schema=self.schema))
             self._sink.flush()
         except OSError as err:
-            raise _write_error(self.path, err) from err
+            raise write_error(self.path, err) from err
 
     def close(self) -> None:
         """Seal the log as a Parquet part (written beside it, then renamed) and remove the log; an error names the
@@ -284,7 +274,7 @@ class RowLog:
             writer.close()
             self._sink.close()
         except OSError as err:
-            raise _write_error(self.path, err) from err
+            raise write_error(self.path, err) from err
         _seal(self.path)
 
     def __enter__(self) -> "RowLog":
@@ -342,7 +332,8 @@ def seal_unlocked_logs(run_dir: str | Path, held: int) -> None:
 
 
 def finished_units(run_dir: str | Path) -> set[str]:
-    """Ids of the work units whose rows are already on disk (a unit's rows are always written together)."""
+    """Ids of the work units whose rows are already on disk (a unit's rows are always written together); a part of
+    another run is a RunDirError naming it."""
     done: set[str] = set()
     for _, table in _parts(Path(run_dir)):
         done.update(table.column("unit_id").unique().to_pylist())
@@ -350,7 +341,8 @@ def finished_units(run_dir: str | Path) -> set[str]:
 
 
 def write_part(run_dir: str | Path, name: str, rows: list[dict], schema: pa.Schema) -> Path:
-    """Write `rows` as one Parquet part file; it appears only once complete."""
+    """Write `rows` as one Parquet part file (`schema` stamped with the run's identity); it appears only once
+    complete."""
     out = Path(run_dir) / RESULTS
     out.mkdir(parents=True, exist_ok=True)
     final = out / f"{name}.parquet"
@@ -384,7 +376,8 @@ def _with_core(table: pa.Table) -> pa.Table:
 
 def read_results(run_dir: str | Path) -> pd.DataFrame:
     """All result rows of a run directory as one DataFrame (CORE columns, then the suite's fields; a CORE column
-    added since a part was written reads as null); duplicate keys and parts of another schema are errors."""
+    added since a part was written reads as null); duplicate keys, parts of another schema and parts of another run
+    than its manifest's are errors."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise RunDirError(f"{run_dir}: no such run directory")

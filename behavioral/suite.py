@@ -110,7 +110,9 @@ class Suite:
 
     def prepare(self, data: Any, config, model, tokenizer, out: Path) -> Any:
         """Work on the data that needs the model (e.g. rewriting texts), cached in `out`: the main rank runs it first,
-        then the others, which find its results there. `config` is the run's RunConfig."""
+        then the others, which find its results there. `config` is the run's RunConfig. With `model` None (a
+        finished run's plan derived without loading it) it uses only what `out` caches, writes nothing, and raises
+        ValueError where that is not enough."""
         return data
 
     def facts(self, data: Any) -> dict:

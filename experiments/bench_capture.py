@@ -16,7 +16,7 @@ from pathlib import Path
 from behavioral import models
 from behavioral.estimate import estimate_run
 from behavioral.run import RunConfig, run
-from behavioral.store import read_results
+from behavioral.run_reader import read_run
 from behavioral.suites.intergroup import SUITE, Options
 
 REAL_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "data" / "crowd-envent"
@@ -29,7 +29,7 @@ def timed_run(config: RunConfig, loaded: tuple, scratch: Path | None = None) -> 
         start = time.perf_counter()
         run(config, Path(tmp) / "run", progress=False, loaded=loaded)
         seconds = time.perf_counter() - start
-        return seconds, len(read_results(Path(tmp) / "run"))
+        return seconds, len(read_run(Path(tmp) / "run", SUITE.name, allow_partial=True)[1])
 
 
 def main() -> None:

@@ -39,7 +39,9 @@ from behavioral.answer_space import AnswerSpec, AnswerTrie
 from behavioral.engine import Engine
 from behavioral.output_folder import OutputFolderError, check_output_folder, output_folder
 from behavioral.run import RunConfig, Runner, run
-from behavioral.store import RunLock, read_results
+from behavioral.manifest import read_manifest
+from behavioral.run_reader import read_run
+from behavioral.store import RunLock
 from behavioral.suites import get_suite
 from behavioral.suites.intergroup import Options
 from behavioral.suites.intergroup.answers import answer_decided
@@ -460,15 +462,15 @@ def suite_run(setup: Setup, name: str, run_dir: Path) -> dict:
     loaded = (setup.model, setup.tokenizer, setup.info)
     start = time.perf_counter()
     run(config, run_dir, progress=False, loaded=loaded)
-    seconds, rows, parts = time.perf_counter() - start, len(read_results(run_dir)), _parts(run_dir)
+    seconds, rows, parts = time.perf_counter() - start, len(read_run(run_dir, name, allow_partial=True)[1]), _parts(run_dir)
     start = time.perf_counter()
     run(config, run_dir, progress=False, loaded=loaded)
     resume = time.perf_counter() - start
-    new_rows, new_parts = len(read_results(run_dir)) - rows, _parts(run_dir) - parts
+    new_rows, new_parts = len(read_run(run_dir, name, allow_partial=True)[1]) - rows, _parts(run_dir) - parts
     lock = RunLock(run_dir)
     free = lock.acquire(raise_if_held=False)
     lock.release()
-    plan = json.loads((run_dir / "manifest.json").read_text())["plan"]["rows"]
+    plan = read_manifest(run_dir).plan.rows
     return {"rows": rows, "planned_rows": plan, "seconds": seconds, "rows_per_s": rows / seconds, "parts": parts,
             "resume_seconds": resume, "resume_new_rows": new_rows, "resume_new_parts": new_parts,
             "nothing_left_on_resume": new_rows == 0 and new_parts == 0, "lock_free_after": free}

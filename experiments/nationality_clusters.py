@@ -27,7 +27,7 @@ from pathlib import Path
 from behavioral import models
 from behavioral.options import comma_values
 from behavioral.output_folder import check_output_folder
-from behavioral.store import read_manifest
+from behavioral.manifest import read_manifest
 from behavioral.studies import get_study, run_study
 from behavioral.suites.intergroup.groups import CATEGORIES, UNSPECIFIED
 from behavioral.suites.intergroup.settings import SETTING_NAMES
@@ -97,12 +97,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         check_output_folder(args.out, COMMAND, keep=(RUN_DIR, *folders))
         if args.run is not None:
-            suite = read_manifest(args.run)["config"]["suite"]
+            suite = read_manifest(args.run).suite
             if suite != "intergroup":
                 raise ValueError(f"--run {args.run}: a run of suite {suite!r}; the cluster study needs an intergroup "
                                  "run made with --capture persona (or experiencer)")
         run_dir = make_run(args) if args.model is not None else args.run
-        settings = read_manifest(run_dir)["config"].get("options", {}).get("settings", [])
+        settings = (read_manifest(run_dir).config.get("options") or {}).get("settings", [])
         setting = args.setting or next((s for s in SETTING_NAMES if s in settings), SETTING_NAMES[0])
         for span in args.spans:
             where = (f"category={args.category}", f"setting={setting}",

@@ -34,7 +34,7 @@ from activations.store import ActivationStoreError
 from behavioral.engine import Engine
 from behavioral.estimate import estimate_run
 from behavioral.run import RunConfig, run
-from behavioral.store import MANIFEST
+from behavioral.manifest import MANIFEST
 
 
 # --- the direction ------------------------------------------------------------------------------------------------

@@ -9,6 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from behavioral.manifest import MANIFEST, SCHEMA_VERSION, RunDirError
+from behavioral.files import write_json_atomic
 from behavioral import store
 from behavioral.analysis import analyze
 from behavioral.analysis.multiplicity import holm
@@ -91,7 +93,7 @@ def make_run(
     rng = np.random.default_rng(0)
     config = {
         "suite": "intergroup",
-        "schema": store.SCHEMA_VERSION,
+        "schema": SCHEMA_VERSION,
         "model": "synthetic",
         "model_hash": "abc123",
         "dtype": "bfloat16",
@@ -110,7 +112,7 @@ def make_run(
             store.write_part(run_dir, f"{category}-{setting}", rows[drop:] if category == "religion" else rows,
                              store.result_schema(FIELDS))
     plan = {"units": len({r["unit_id"] for r in planned}), "rows": len(planned)}
-    store.write_json_atomic(run_dir / store.MANIFEST, {"config": config, "provenance": provenance, "plan": plan})
+    write_json_atomic(run_dir / MANIFEST, {"config": config, "provenance": provenance, "plan": plan})
     return run_dir
 
 
@@ -195,7 +197,7 @@ def test_score_mode_report_explains_scoring_with_the_measured_rate(tmp_path: Pat
 
 def test_incomplete_results_raise_a_clear_error(tmp_path: Path) -> None:
     run_dir = make_run(tmp_path / "run", drop=5)
-    with pytest.raises(store.RunDirError, match=r"run is partial: .* \(6230 of 6240 rows\) finished; finish it"):
+    with pytest.raises(RunDirError, match=r"run is partial: .* \(6230 of 6240 rows\) finished; finish it"):
         analyze([run_dir], options=AnalyzeOptions(permutations=50))
     assert not (run_dir / "analysis").exists()
     rows = results(run_dir)
@@ -209,7 +211,7 @@ def test_incomplete_results_raise_a_clear_error(tmp_path: Path) -> None:
 
     run_dir = make_run(tmp_path / "run2", categories=("religion",))
     (run_dir / "results" / "religion-P0S1T0.parquet").unlink()
-    with pytest.raises(store.RunDirError, match=r"is partial: 36 of 72 work units \(216 of 432 rows\)"):
+    with pytest.raises(RunDirError, match=r"is partial: 36 of 72 work units \(216 of 432 rows\)"):
         _load(run_dir)
     a = _analyses(run_dir, allow_partial=True)["religion", "P0S1T0"]
     assert a.n_prompts == 0 and a.M is None and a.permutation is None and "no event kept" in a.delta_reason
@@ -231,7 +233,7 @@ def test_constant_matrix_gives_na_with_reason(tmp_path: Path) -> None:
 
 def test_run_without_manifest_raises(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
-    with pytest.raises(store.RunDirError, match="manifest.json"):
+    with pytest.raises(RunDirError, match="manifest.json"):
         analyze([tmp_path / "empty"])
 
 
@@ -315,8 +317,8 @@ def test_runs_of_two_suites_or_names_that_clash_are_refused(tmp_path: Path) -> N
         analyze([run_dir, make_run(tmp_path / "b", categories=("religion",))], tmp_path / "out", names=["a", "a"])
     other = tmp_path / "other"
     other.mkdir()
-    store.write_json_atomic(other / store.MANIFEST, {"config": {"suite": "scm", "schema": store.SCHEMA_VERSION}})
-    with pytest.raises(store.RunDirError, match=r"different suites \(intergroup, scm\); expected runs of one suite"):
+    write_json_atomic(other / MANIFEST, {"config": {"suite": "scm", "schema": SCHEMA_VERSION, "model": "m", "mode": "score"}})
+    with pytest.raises(RunDirError, match=r"different suites \(intergroup, scm\); expected runs of one suite"):
         analyze([run_dir, other], tmp_path / "out")
     assert not (tmp_path / "out").exists()
 
@@ -345,3 +347,28 @@ def test_a_run_without_stored_distributions_has_no_distribution_section(tmp_path
     analyze([run_dir], tmp_path / "out", AnalyzeOptions(permutations=50, bootstrap=0))
     assert not (tmp_path / "out" / "answer_distributions.csv").exists()
     assert "Answer distributions" not in (tmp_path / "out" / "report.md").read_text()
+
+
+def test_tidy_csvs_hold_every_number_at_full_precision(tmp_path: Path) -> None:
+    """A CSV is for computing (issue 32): Table 2's δ, its interval, p and gap in points, Table 3's μ and σ and
+    Table 6's shares are the analysis's own floats, read back exactly; only the Markdown rounds."""
+    run_dir = make_run(tmp_path / "run", categories=("religion",))
+    options = AnalyzeOptions(permutations=200, bootstrap=50)
+    analyze([run_dir], tmp_path / "out", options)
+    found = {(a.category.name, a.setting): a for a in analysis.load_analyses(run_dir, options)}
+    table2 = pd.read_csv(tmp_path / "out" / "table2_delta.csv").set_index(["category", "setting"])
+    table3 = pd.read_csv(tmp_path / "out" / "table3_mean_std.csv").set_index(["category", "setting"])
+    table6 = pd.read_csv(tmp_path / "out" / "table6_refusal.csv").set_index(["category", "setting"])
+    for key, a in found.items():
+        perm, boot = a.permutation, a.bootstrap
+        assert table2.loc[key, ["delta", "ci_low", "ci_high", "p_value", "p_min", "p_exact", "gap_points"]].tolist() \
+            == [perm.delta, perm.ci_low, perm.ci_high, perm.p_value, perm.p_min, perm.p_exact, a.gap_points]
+        assert table2.loc[key, "p_exact"] * perm.n_outcomes == pytest.approx(round(perm.p_exact * perm.n_outcomes),
+                                                                              abs=1e-9)
+        assert table2.loc[key, ["delta_events_low", "delta_events_high"]].tolist() == list(boot.interval(boot.delta))
+        assert table2.loc[key, "p_events_min"] == a.event_test.p_min
+        assert table3.loc[key, ["mean", "std"]].tolist() == [a.summary["mean"], a.summary["std"]]
+        assert table6.loc[key, "excluded_events_pct"] == 100 * a.excluded_rate
+    printed = (tmp_path / "out" / "table2_delta.md").read_text()  # the Markdown still prints rounded
+    delta = table2["delta"].iloc[0]
+    assert f"{delta:.2f} [" in printed and repr(delta) not in printed

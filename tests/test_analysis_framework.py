@@ -12,6 +12,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from behavioral.manifest import MANIFEST, SCHEMA_VERSION
+from behavioral.files import write_json_atomic
 from behavioral import store
 from behavioral.analysis import Analysis, Figure, Section, Table, analyze, cell, markdown, new_figure
 from behavioral.options import add_flags, check_minimums, from_flags, option
@@ -121,9 +123,9 @@ def _run(run_dir: Path, values: list[float], model: str = "/models/alpha") -> Pa
              "valid_mass": np.nan, "start_mass": np.nan, "probs": None, "group": "g" if i % 2 else "h"}
             for i, v in enumerate(values)]
     store.write_part(run_dir, "part", rows, store.result_schema(FIELDS))
-    config = {"suite": "counting", "schema": store.SCHEMA_VERSION, "model": model, "mode": "generate",
+    config = {"suite": "counting", "schema": SCHEMA_VERSION, "model": model, "mode": "generate",
               "items_sha256": "cafe"}
-    store.write_json_atomic(run_dir / store.MANIFEST, {"config": config, "plan": {"units": len(rows),
+    write_json_atomic(run_dir / MANIFEST, {"config": config, "plan": {"units": len(rows),
                                                                                 "rows": len(rows)},
                                                        "provenance": {"git_commit": "abc", "device": "cpu"}})
     return run_dir

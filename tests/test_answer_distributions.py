@@ -12,12 +12,13 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
+from behavioral.manifest import MANIFEST, RunDirError
 from behavioral import cli, store
 from behavioral.analysis import analyze
 from behavioral.analysis.distributions import group_distributions
 from behavioral.run import RunConfig, run
 from behavioral.run_reader import read_run
-from behavioral.store import MANIFEST, RESULTS, RunDirError
+from behavioral.store import RESULTS
 from behavioral.suites import get_suite
 from behavioral.suites.intergroup import AnalyzeOptions, Options
 from behavioral.work import work_units

@@ -16,10 +16,10 @@ from transformers import AutoModelForCausalLM
 import activations.store as activation_store
 from activations.capture import resid_post
 from activations.spans import prompt_spans
+from behavioral.manifest import read_manifest
 from behavioral import run as run_mod
 from behavioral.analysis.runs import Run
 from behavioral.chat import PLAIN, SYSTEM
-from behavioral.store import read_manifest
 from behavioral.suites import get_suite, isear, jaem
 from behavioral.suites.isear.prompts import EMOTIONS, GENDERS
 from behavioral.suites.jaem.dimensions import ATTRIBUTES, PROJECT_DIMENSIONS
@@ -58,7 +58,7 @@ def captured(request, tiny_model_dir, long_model_dir, tmp_path_factory):
 
 def test_each_items_slot_is_stored_once_per_key_and_spans_the_identity(captured, tiny_tokenizer):
     suite, chat_format, out, items = captured
-    assert read_manifest(out)["config"]["chat_format"] == chat_format
+    assert read_manifest(out).config["chat_format"] == chat_format
     store = activation_store.load(out)
     assert set(store.meta["spans"]) == set(suite.capture.spans)
     for kind, (slot, fields) in suite.capture.spans.items():

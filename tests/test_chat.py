@@ -7,10 +7,11 @@ import json
 
 import pytest
 
+from behavioral.manifest import MANIFEST
 from behavioral import chat
 from behavioral.run import RunConfig, run
 from behavioral.suites.intergroup import Options, prompts
-from behavioral.store import MANIFEST, read_results
+from behavioral.store import read_results
 from tests.conftest import CHATML, NO_SYSTEM
 
 # A template that never fails but silently leaves system messages out (as some real templates do).

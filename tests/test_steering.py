@@ -13,12 +13,12 @@ import torch
 
 import activations.store as activation_store
 from activations.capture import ResidualTrace, hook_names
+from behavioral.manifest import RunDirError, read_manifest
 from behavioral import chat, models
 from behavioral import run as run_mod
 from behavioral.answer_space import AnswerTrie
 from behavioral.engine import Engine
 from behavioral.estimate import RunEstimate
-from behavioral.store import RunDirError, read_manifest
 from behavioral.suites.intergroup import Options, prompts, results
 from behavioral.suites.intergroup import steering as protocol
 from behavioral.suites.intergroup.corpus import embedded_events
@@ -177,9 +177,9 @@ def test_steered_run_steers_a_whole_suite_run_and_marks_its_manifest(tiny_model_
     # the configuration comes back from the run directory (device and batch size are not stored)
     restored = run_mod.RunConfig.from_run_dir(tmp_path / "zero", device="cpu", batch_size=12)
     assert restored == dataclasses.replace(config, dtype="float32")
-    manifest = read_manifest(tmp_path / "zero")["model"]
+    manifest = read_manifest(tmp_path / "zero").model
     assert manifest["steering"]["coef"] == 0.0 and "+steer:" in manifest["model_hash"]
-    assert manifest["steering"]["fingerprint"] != read_manifest(tmp_path / "eight")["model"]["steering"]["fingerprint"]
+    assert manifest["steering"]["fingerprint"] != read_manifest(tmp_path / "eight").model["steering"]["fingerprint"]
     with pytest.raises(RunDirError, match="model_hash"):
         run_mod.run(config, tmp_path / "zero", progress=False, loaded=loaded)  # resuming it unsteered is refused
     with pytest.raises(RunDirError, match="model_hash"):  # and so is resuming it with another steering

@@ -16,7 +16,7 @@ RUN_SETTINGS = ("mode", "dtype", "prompt_format", "chat_format", "temperature", 
 
 def run_line(run: Run) -> str:
     """One bullet naming a run: directory, model and its hash, the settings that decide rows, code and date."""
-    config, prov = run.config, run.manifest.get("provenance", {})
+    config, prov = run.config, run.manifest.provenance
     model = f"`{config.get('model')}`"
     if config.get("model_hash"):
         model += f" (sha256 `{str(config['model_hash'])[:12]}…`)"

@@ -11,7 +11,7 @@ import pandas as pd
 
 from behavioral.run_labels import run_labels
 from behavioral.run_reader import Completeness, read_run
-from behavioral.store import RunDirError, read_manifest
+from behavioral.manifest import Manifest, RunDirError, read_manifest
 
 
 @dataclass(frozen=True, eq=False)
@@ -21,14 +21,14 @@ class Run:
 
     name: str
     run_dir: Path
-    manifest: dict
+    manifest: Manifest
     rows: pd.DataFrame
     completeness: Completeness
 
     @property
     def config(self) -> dict:
         """The run's configuration as its manifest records it."""
-        return self.manifest["config"]
+        return self.manifest.config
 
     @property
     def stem(self) -> str:
@@ -54,7 +54,7 @@ def model_name(config: dict) -> str:
 
 def suite_of(run_dirs: Sequence[str | Path]) -> str:
     """The one suite the run directories hold; runs of several suites are a RunDirError naming them."""
-    suites = {read_manifest(d)["config"]["suite"] for d in run_dirs}
+    suites = {read_manifest(d).suite for d in run_dirs}
     if len(suites) > 1:
         raise RunDirError(f"the run directories hold runs of different suites ({', '.join(sorted(suites))}); "
                           "expected runs of one suite")
@@ -75,6 +75,6 @@ def read_runs(suite, run_dirs: Sequence[str | Path], allow_partial: bool = False
                              "than punctuation")
         labels = list(names)
     else:
-        labels = run_labels([model_name(m["config"]) for m, _, _ in read], run_dirs, key=file_stem)
-    return [Run(label, Path(d), manifest, suite.view(rows, manifest["config"]), done)
+        labels = run_labels([model_name(m.config) for m, _, _ in read], run_dirs, key=file_stem)
+    return [Run(label, Path(d), manifest, suite.view(rows, manifest.config), done)
             for label, d, (manifest, rows, done) in zip(labels, run_dirs, read)]

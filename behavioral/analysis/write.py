@@ -35,8 +35,8 @@ def recorded(value):
 
 def runs_record(runs: Sequence[Run]) -> dict:
     """What a manifest records of each run read: directory, configuration, model, provenance, completeness."""
-    return {r.name: {"run_dir": str(r.run_dir.resolve()), "config": r.config, "model": r.manifest.get("model"),
-                     "run_provenance": r.manifest.get("provenance"), "completeness": r.completeness.describe()}
+    return {r.name: {"run_dir": str(r.run_dir.resolve()), "config": r.config, "model": r.manifest.model,
+                     "run_provenance": r.manifest.provenance, "completeness": r.completeness.describe()}
             for r in runs}
 
 

@@ -15,7 +15,7 @@ from behavioral.analysis.report import REPORT
 from behavioral.analysis.write import recorded, runs_record, write
 from behavioral.output_folder import output_folder
 from behavioral.run_labels import run_labels
-from behavioral.store import read_manifest
+from behavioral.manifest import read_manifest
 
 INTERP_DIR = "interp"  # a study's default output folder: RUN_DIR/interp/STUDY of the first run
 
@@ -56,7 +56,7 @@ def read_study_runs(run_dirs: Sequence[str | Path], names: Sequence[str] | None 
 
     if not run_dirs:
         raise ValueError("no run directory given; expected at least one")
-    runs = [read_runs(get_suite(read_manifest(d)["config"]["suite"]), [d], allow_partial)[0] for d in run_dirs]
+    runs = [read_runs(get_suite(read_manifest(d).suite), [d], allow_partial)[0] for d in run_dirs]
     if names is not None:
         if len(names) != len(runs) or len(set(map(file_stem, names))) != len(names):
             raise ValueError(f"--names gives {len(names)} names for {len(runs)} runs; expected one distinct name per "

@@ -9,10 +9,8 @@ from pathlib import Path
 from behavioral.engine import Generation
 from behavioral.provenance import files_sha256, provenance
 from behavioral.run import prepare_out_dir, result_row
-from behavioral.run_reader import PLAN
-from behavioral.store import (
-    MANIFEST, RESULTS, SCHEMA_VERSION, RunDirError, result_schema, write_json_atomic, write_part,
-)
+from behavioral.manifest import SCHEMA_VERSION, Manifest, Plan, RunDirError, new_run_id, write_manifest
+from behavioral.store import RESULTS, result_schema, write_part
 from behavioral.suites.giebench.items import ItemsError, read_prompt_file, release_items
 from behavioral.suites.giebench.prompts import PROMPT_TYPES
 from behavioral.suites.giebench.suite import FIELDS, GieRunItem
@@ -55,9 +53,9 @@ def import_results(results: str | Path, name: str, out: str | Path) -> Path:
               "n_items": len(items), "swaps": []}
     made = [d for d in (out, out / RESULTS) if not d.exists()]
     try:
-        write_part(out, "r000-0", rows, result_schema(FIELDS))
-        write_json_atomic(out / MANIFEST, {"config": config, "model": {"name": name}, "provenance": provenance(),
-                                           PLAN: {"units": len(PROMPT_TYPES), "rows": len(rows)}})
+        run_id = new_run_id()
+        write_part(out, "r000-0", rows, result_schema(FIELDS, run_id))
+        write_manifest(out, Manifest(config, {"name": name}, provenance(), Plan(len(PROMPT_TYPES), len(rows)), run_id))
     except BaseException:  # nothing half-written: remove the outermost folder this import made
         if made:
             shutil.rmtree(made[0], ignore_errors=True)

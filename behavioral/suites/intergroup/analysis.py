@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from behavioral import store
+from behavioral.manifest import RunDirError
 from behavioral.analysis import read_runs
 from behavioral.suites.intergroup import stats
 from behavioral.suites.intergroup.groups import CATEGORIES, Category, get_category
@@ -23,7 +23,7 @@ EXCLUSION = (
 )
 
 
-class IncompleteResultsError(store.RunDirError):
+class IncompleteResultsError(RunDirError):
     """A category and setting whose results lack some of the prompts the run should have written."""
 
 
@@ -39,7 +39,7 @@ def intensity_tensor(
     unknown = (p < 0) | (x < 0) | (ev < 0)
     if unknown.any():
         bad = rows.loc[unknown, ["perceiver", "experiencer", "event_id"]].iloc[0].to_dict()
-        raise store.RunDirError(
+        raise RunDirError(
             f"{category.name}: {int(unknown.sum())} rows name an unknown identity or event, e.g. {bad}"
         )
     flat = (p.astype(np.int64) * n + x) * e + ev
@@ -183,7 +183,7 @@ def analyses_of(run_dir: str | Path, config: dict, results: pd.DataFrame, option
     categories, settings = _planned(config, results)
     event_ids = tuple(sorted(results["event_id"].unique()))
     if not categories or not settings:
-        raise store.RunDirError(f"{run_dir}: no categories or settings in the manifest or the results")
+        raise RunDirError(f"{run_dir}: no categories or settings in the manifest or the results")
     groups = dict(tuple(results.groupby(["category", "setting"], sort=False)))
     return [analyze_setting(groups.get((category.name, setting), results.iloc[:0]), category, setting, event_ids,
                             options.measure, options.permutations, options.seed, allow_partial, options.round_cells,

@@ -20,13 +20,13 @@ from behavioral.suites.intergroup.stats import EXACT_LIMIT
 MATRICES_DIR = "matrices"
 
 
-def _round(value: float | None, digits: int) -> float:
-    """`value` rounded as printed; None becomes NaN and -0.0 becomes 0.0."""
-    return float("nan") if value is None else round(float(value), digits) + 0.0
+def _float(value: float | None) -> float:
+    """`value` at full precision for the CSV (rounding is the Markdown's); None becomes NaN."""
+    return float("nan") if value is None else float(value)
 
 
 def _pct(value: float | None) -> float:
-    return _round(None if value is None else 100 * value, 2)
+    return _float(None if value is None else 100 * value)
 
 
 def _row_table2(a: SettingAnalysis) -> dict:
@@ -34,15 +34,15 @@ def _row_table2(a: SettingAnalysis) -> dict:
     values = {} if perm is None else {"delta": perm.delta, "ci_low": perm.ci_low, "ci_high": perm.ci_high}
     return {
         "n_events": int(a.keep_delta.sum()),
-        "gap_points": _round(a.gap_points, 2),
-        "delta": _round(values.get("delta"), 2),
-        "ci_low": _round(values.get("ci_low"), 3),
-        "ci_high": _round(values.get("ci_high"), 3),
-        "p_value": _round(None if perm is None else perm.p_value, 4),
-        "p_min": _round(None if perm is None else perm.p_min, 4),
+        "gap_points": _float(a.gap_points),
+        "delta": _float(values.get("delta")),
+        "ci_low": _float(values.get("ci_low")),
+        "ci_high": _float(values.get("ci_high")),
+        "p_value": _float(None if perm is None else perm.p_value),
+        "p_min": _float(None if perm is None else perm.p_min),
         "p_at_floor": perm is not None and perm.at_floor,
         "n_permutations": 0 if perm is None else len(perm.null),
-        "p_exact": _round(None if perm is None else perm.p_exact, 4),
+        "p_exact": _float(None if perm is None else perm.p_exact),
         "n_outcomes": None if perm is None else perm.n_outcomes,
         **_events_interval(a),
         **_event_test(a),
@@ -55,15 +55,15 @@ def _event_test(a: SettingAnalysis) -> dict:
     test = a.event_test
     if test is None:
         return {"events_quantile": math.nan, "p_events": math.nan, "p_events_min": math.nan, "events_tied": math.nan}
-    return {"events_quantile": _round(test.mean_quantile, 3), "p_events": _round(test.p_value, 5),
-            "p_events_min": float(f"{test.p_min:.3g}"), "events_tied": _round(test.tied_share, 3)}
+    return {"events_quantile": _float(test.mean_quantile), "p_events": _float(test.p_value),
+            "p_events_min": test.p_min, "events_tied": _float(test.tied_share)}
 
 
 def _holm(frame: pd.DataFrame) -> pd.DataFrame:
     """Table 2 of one run with Holm-adjusted p over its tests (every category and setting): of the permutation p
     (exact where enumerated, else sampled) and of the events p, and the family's size."""
     permutation = frame["p_exact"].fillna(frame["p_value"])
-    return frame.assign(p_holm=holm(permutation).round(4), p_events_holm=holm(frame["p_events"]).round(5),
+    return frame.assign(p_holm=holm(permutation), p_events_holm=holm(frame["p_events"]),
                         holm_family=int(permutation.notna().sum()))
 
 
@@ -74,13 +74,13 @@ def _events_interval(a: SettingAnalysis) -> dict:
         return {"delta_events_low": math.nan, "delta_events_high": math.nan, "gap_points_low": math.nan,
                 "gap_points_high": math.nan, "n_bootstrap": 0}
     (d_low, d_high), (g_low, g_high) = boot.interval(boot.delta), boot.interval(boot.gap_points)
-    return {"delta_events_low": _round(d_low, 3), "delta_events_high": _round(d_high, 3),
-            "gap_points_low": _round(g_low, 2), "gap_points_high": _round(g_high, 2), "n_bootstrap": boot.n_valid}
+    return {"delta_events_low": _float(d_low), "delta_events_high": _float(d_high),
+            "gap_points_low": _float(g_low), "gap_points_high": _float(g_high), "n_bootstrap": boot.n_valid}
 
 
 def _row_table3(a: SettingAnalysis) -> dict:
     summary = a.summary or {}
-    return {"mean": _round(summary.get("mean"), 2), "std": _round(summary.get("std"), 2), "note": a.matrix_reason or ""}
+    return {"mean": _float(summary.get("mean")), "std": _float(summary.get("std")), "note": a.matrix_reason or ""}
 
 
 def _row_table6(a: SettingAnalysis) -> dict:
@@ -99,8 +99,8 @@ def _row_table6(a: SettingAnalysis) -> dict:
 def _row_table7(a: SettingAnalysis) -> dict:
     summary = a.summary or {}
     return {
-        "z_min": _round(summary.get("z_min"), 2),
-        "z_max": _round(summary.get("z_max"), 2),
+        "z_min": _float(summary.get("z_min")),
+        "z_max": _float(summary.get("z_max")),
         "note": a.matrix_reason or "",
     }
 

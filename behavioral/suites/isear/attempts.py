@@ -109,4 +109,4 @@ def of_mode(attempts: pd.DataFrame, mode: str) -> pd.DataFrame:
 def from_run(run_dir, mode: str, allow_partial: bool = True) -> pd.DataFrame:
     """A run directory's attempts of one mode (see `of_mode`); a partial run is refused unless `allow_partial`."""
     manifest, rows, _ = read_run(run_dir, "isear", allow_partial)
-    return of_mode(view(rows, manifest["config"]["mode"]), mode)
+    return of_mode(view(rows, manifest.mode), mode)

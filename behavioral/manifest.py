@@ -1,0 +1,246 @@
+"""A run directory's manifest.json, read through one typed reader: every field's type and range is checked once, so
+a damaged or edited manifest is one line naming the field and what was expected, never a traceback further on."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import stat
+import typing
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from behavioral.files import write_json_atomic
+
+MANIFEST = "manifest.json"
+SCHEMA_VERSION = 2  # the result schema; 1: seed 000's own columns, before the suite framework
+MODES = ("generate", "score", "both")  # what a run stores per item: a parsed reply, answer-set scores, or both
+
+PROMPT_FORMATS = ("auto", "chat", "plain")  # behavioral.chat.REQUESTS, without importing the tokenizer stack
+
+
+class RunDirError(ValueError):
+    """A run directory that cannot be used as asked."""
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The work units and result rows of a whole run (every rank's), which an analysis checks the run holds."""
+
+    units: int
+    rows: int
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """A run's manifest: its `config` (what decides its rows: suite, model, decoding, options, the data's facts),
+    the loaded `model`'s description, its `provenance`, its `plan` (None in runs made before plans were recorded)
+    and `run_id`, the identity every result part of the run carries (None in runs made before parts carried one)."""
+
+    config: dict
+    model: dict
+    provenance: dict
+    plan: Plan | None = None
+    run_id: str | None = None
+
+    @property
+    def suite(self) -> str:
+        """The suite the run belongs to."""
+        return self.config["suite"]
+
+    @property
+    def mode(self) -> str:
+        """What the run stores per item: generate, score or both."""
+        return self.config["mode"]
+
+    def as_json(self) -> dict:
+        """The manifest as manifest.json holds it."""
+        data = {"config": self.config, "model": self.model, "provenance": self.provenance}
+        if self.plan is not None:
+            data["plan"] = dataclasses.asdict(self.plan)
+        if self.run_id is not None:
+            data["run_id"] = self.run_id
+        return data
+
+
+def new_run_id() -> str:
+    """A fresh identity for a new run directory (random, so no two runs share one)."""
+    return uuid.uuid4().hex
+
+
+# --- what each field may hold: (what is expected, the test) --------------------------------------------------------
+
+Rule = tuple[str, Callable[[Any], bool]]
+
+
+def _whole(minimum: int | None = None) -> Rule:
+    above = "" if minimum is None else f" of at least {minimum}"
+    return f"a whole number{above}", \
+        lambda v: isinstance(v, int) and not isinstance(v, bool) and (minimum is None or v >= minimum)
+
+
+def _number(test: Callable[[float], bool], what: str) -> Rule:
+    return f"a number {what}", lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and test(v)
+
+
+def _one_of(values: tuple[str, ...]) -> Rule:
+    return f"one of {', '.join(values)}", lambda v: isinstance(v, str) and v in values
+
+
+TEXT: Rule = ("a non-empty string", lambda v: isinstance(v, str) and v != "")
+TEXT_OR_NULL: Rule = ("a string or null", lambda v: v is None or isinstance(v, str))
+OBJECT: Rule = ("a JSON object", lambda v: isinstance(v, dict))
+STRINGS: Rule = ("a list of strings", lambda v: isinstance(v, list) and all(isinstance(s, str) for s in v))
+BOOL: Rule = ("true or false", lambda v: isinstance(v, bool))
+RUN_ID: Rule = ("32 hexadecimal digits", lambda v: isinstance(v, str) and len(v) == 32
+                and all(c in "0123456789abcdef" for c in v))
+
+# config fields every schema-2 manifest has; the others are checked where present (older runs and imported ones
+# lack some), and a suite's data facts (hashes, counts) are the suite's own
+REQUIRED = ("schema", "suite", "model", "mode")
+CONFIG: dict[str, Rule] = {
+    "schema": _whole(),
+    "suite": TEXT,
+    "model": TEXT,
+    "mode": _one_of(MODES),
+    "seed": _whole(),
+    "temperature": _number(lambda v: v >= 0, "of at least 0"),
+    "top_p": _number(lambda v: 0 < v <= 1, "above 0 and at most 1"),
+    "samples": _whole(1),
+    "max_new_tokens": _whole(1),
+    "prompt_format": _one_of(PROMPT_FORMATS),
+    "unit_size": _whole(1),
+    "capture": STRINGS,
+    "layers": TEXT,
+    "per_cell_samples": _whole(0),
+    "store_probs": BOOL,
+    "options": ("a JSON object or null", lambda v: v is None or isinstance(v, dict)),
+    "model_hash": TEXT_OR_NULL,
+    "revision": TEXT_OR_NULL,
+    "dtype": TEXT,
+    "chat_format": TEXT,
+}
+
+
+def _shown(value: Any) -> str:
+    """`value` as JSON, cut to a readable length."""
+    text = json.dumps(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _check(path: Path, name: str, value: Any, rule: Rule) -> None:
+    what, test = rule
+    if not test(value):
+        raise RunDirError(f"{path}: {name} is {_shown(value)}; expected {what} (is the manifest damaged or edited?)")
+
+
+def _read_json(path: Path, run_dir: Path) -> Any:
+    """The JSON in `path`, or a RunDirError naming what is there instead of a readable manifest."""
+    try:
+        kind = path.stat().st_mode
+    except FileNotFoundError:
+        raise RunDirError(f"{run_dir}: no {MANIFEST}; expected a run directory written by `empathy-gap run`") from None
+    except OSError as err:
+        raise RunDirError(f"{path}: cannot be read ({err.strerror}); expected the run's manifest") from None
+    if not stat.S_ISREG(kind):  # a FIFO would block a read forever
+        what = "a directory" if stat.S_ISDIR(kind) else "not a regular file (a FIFO, socket or device)"
+        raise RunDirError(f"{path}: is {what}; expected the run's manifest, a JSON file written by `empathy-gap run`")
+    try:
+        return json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise RunDirError(f"{path}: not valid JSON ({err}); the manifest is damaged") from None
+
+
+def read_manifest(run_dir: str | Path) -> Manifest:
+    """The manifest of a run directory with every field checked, or a RunDirError naming the first field that is
+    missing or holds the wrong type or range."""
+    run_dir = Path(run_dir)
+    path = run_dir / MANIFEST
+    data = _read_json(path, run_dir)
+    if isinstance(data, dict) and isinstance(data.get("output"), dict):
+        raise RunDirError(f"{run_dir}: is the output of `{data['output'].get('command')}`, not a run directory; "
+                          "expected one written by `empathy-gap run`")
+    if not isinstance(data, dict) or not isinstance(data.get("config"), dict):
+        raise RunDirError(f"{path}: expected a JSON object with a \"config\" object")
+    config = data["config"]
+    if config.get("schema", 1) != SCHEMA_VERSION or "suite" not in config:
+        raise RunDirError(f"{path}: written with result schema {_shown(config.get('schema', 1))}, this version reads "
+                          f"schema {SCHEMA_VERSION} (suite runs); rerun it into a new --out")
+    for name in REQUIRED:
+        if name not in config:
+            raise RunDirError(f"{path}: config has no {name!r}; expected every run's manifest to record it")
+    for name, rule in CONFIG.items():
+        if name in config:
+            _check(path, f"config.{name}", config[name], rule)
+    for name in ("model", "provenance"):
+        _check(path, name, data.get(name, {}), OBJECT)
+    plan = data.get("plan")
+    if plan is not None:
+        _check(path, "plan", plan, OBJECT)
+        for name in ("units", "rows"):
+            _check(path, f"plan.{name}", plan.get(name), _whole(0))
+        if plan["rows"] < plan["units"]:
+            raise RunDirError(f"{path}: plan.rows is {plan['rows']}, fewer than plan.units {plan['units']}; expected "
+                              "at least one row per work unit (is the manifest damaged or edited?)")
+        plan = Plan(plan["units"], plan["rows"])
+    if "run_id" in data:
+        _check(path, "run_id", data["run_id"], RUN_ID)
+    return Manifest(config, data.get("model", {}), data.get("provenance", {}), plan, data.get("run_id"))
+
+
+def write_manifest(run_dir: str | Path, manifest: Manifest) -> None:
+    """Write `manifest` as the run directory's manifest.json (atomically)."""
+    write_json_atomic(Path(run_dir) / MANIFEST, manifest.as_json())
+
+
+# --- a suite's options as a manifest holds them --------------------------------------------------------------------
+
+def _fits(value: Any, kind: Any) -> bool:
+    """True where JSON `value` can stand for a field of type `kind` (a tuple as a list)."""
+    if kind is Any:
+        return True
+    if isinstance(kind, type) and kind is not bool and kind in (int, float):
+        return isinstance(value, (int, float) if kind is float else int) and not isinstance(value, bool)
+    args = typing.get_args(kind)
+    if type(None) in args:
+        return value is None or any(_fits(value, a) for a in args if a is not type(None))
+    if typing.get_origin(kind) is tuple:
+        return isinstance(value, list) and all(_fits(v, args[0]) for v in value)
+    return isinstance(kind, type) and isinstance(value, kind)
+
+
+def _type_name(kind: Any) -> str:
+    """`kind` as a reader would write it: int, str | None, tuple[str, ...]."""
+    return str(kind) if typing.get_args(kind) else getattr(kind, "__name__", str(kind))
+
+
+def options_of(manifest: Manifest, cls: type | None, path: str | Path) -> Any:
+    """The suite's options object (`cls`, a frozen dataclass) from the manifest's `config.options`, each key and
+    type checked (a field declared as a tuple may be null where its default is); None where the suite has none."""
+    stored = manifest.config.get("options")
+    if cls is None or stored is None:
+        return None
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    hints = typing.get_type_hints(cls)
+    for name, value in stored.items():
+        if name not in fields:
+            raise RunDirError(f"{path}: config.options.{name} is not an option of suite {manifest.suite!r}; expected "
+                              f"some of {', '.join(fields)}")
+        nullable = fields[name].default is None
+        if not (_fits(value, hints[name]) or (nullable and value is None)):
+            raise RunDirError(f"{path}: config.options.{name} is {_shown(value)}; expected "
+                              f"{_type_name(hints[name])} (is the manifest damaged or edited?)")
+    values = {k: tuple(v) if isinstance(v, list) else v for k, v in stored.items()}
+    for name, value in values.items():  # the suite's own checks, one field at a time, so the error names it
+        try:
+            cls(**{name: value})
+        except ValueError as err:
+            raise RunDirError(f"{path}: config.options.{name} is {_shown(stored[name])}; expected a value the suite "
+                              f"accepts ({err})") from None
+    try:
+        return cls(**values)
+    except ValueError as err:
+        raise RunDirError(f"{path}: config.options: {err}") from None
