@@ -17,7 +17,7 @@ import torch
 
 from activations.capture import ResidualTrace, decoder_layers, hook_names, parse_layers, resid_post
 from activations.spans import prompt_spans
-from activations.store import FOLDER, REDUCTIONS, indexed_keys, write_meta, write_shard
+from activations.store import FOLDER, REDUCTIONS, indexed_keys, read_index, write_meta, write_shard
 from behavioral.engine import halving_on_oom, left_pad, pad_token_id
 from behavioral.suite import CaptureSpec, Item
 from behavioral.work import WorkUnit
@@ -38,16 +38,19 @@ class Recorder:
     """Writes the identity activations of one process's share of a run into RUN_DIR/activations."""
 
     def __init__(self, model, tokenizer, chat_format: str, out: Path, spec: CaptureSpec, kinds: Sequence[str],
-                 layers: str, per_cell_samples: int, seed: int, batch_size: int, rank: int = 0):
+                 layers: str, per_cell_samples: int, seed: int, batch_size: int, rank: int = 0,
+                 run_id: str | None = None):
         self.model, self.tokenizer, self.chat_format = model, tokenizer, chat_format
         self.out, self.spec, self.kinds = Path(out), spec, tuple(kinds)
         n_layers = len(decoder_layers(model))
         self.layers = parse_layers(layers, n_layers)
         self.hooks = hook_names(n_layers, self.layers)
         self.per_cell_samples, self.seed, self.batch_size, self.rank = per_cell_samples, seed, batch_size, rank
+        self.run_id = run_id
         self.device = next(model.parameters()).device
         self.span_kinds = [k for k in self.kinds if k in spec.spans]
-        self.stored: dict[str, set[Key]] = {k: indexed_keys(self.out, k, spec.spans[k][1]) for k in self.span_kinds}
+        self.stored: dict[str, set[Key]] = {k: indexed_keys(self.out, k, spec.spans[k][1], run_id)
+                                           for k in self.span_kinds}
         self._spans: dict[str, list[tuple[Key, np.ndarray]]] = defaultdict(list)
         self._sums: dict[Key, torch.Tensor] = {}
         self._counts: dict[Key, int] = defaultdict(int)
@@ -70,7 +73,8 @@ class Recorder:
         return {"hooks": self.hooks, "layers": self.layers, "d_model": self.model.config.hidden_size,
                 "kinds": list(self.kinds), "per_cell_samples": self.per_cell_samples, "dtype": "float16",
                 "reductions": list(REDUCTIONS), "cell": list(self.spec.cell),
-                "spans": {k: {"slot": slot, "fields": list(fields)} for k, (slot, fields) in self.spec.spans.items()}}
+                "spans": {k: {"slot": slot, "fields": list(fields)} for k, (slot, fields) in self.spec.spans.items()},
+                "run_id": self.run_id}
 
     def _cell(self, item: Item) -> Key:
         return tuple(item.fields[f] for f in self.spec.cell)
@@ -91,7 +95,7 @@ class Recorder:
         for unit in units:
             for item in unit.items:
                 self._expected[self._cell(item)] += 1
-        self._flushed = flushed_cells(self.out, self.rank, self.spec.cell)
+        self._flushed = flushed_cells(self.out, self.rank, self.spec.cell, self.run_id)
 
     def needs(self, unit: WorkUnit) -> bool:
         """True where some of the unit's activations are not in the store yet (its rows may be)."""
@@ -178,7 +182,7 @@ class Recorder:
         for kind, rows in self._spans.items():
             if rows:
                 index = pd.DataFrame([k for k, _ in rows], columns=list(self.spec.spans[kind][1]))
-                write_shard(self.out, kind, key, np.stack([v for _, v in rows]), index)
+                write_shard(self.out, kind, key, np.stack([v for _, v in rows]), index, self.run_id)
         self._spans.clear()
         if not self._ready:
             return
@@ -189,8 +193,9 @@ class Recorder:
             sample_index = pd.DataFrame([fields for _, _, fields, _ in samples])
             sample_index["item_id"] = [item_id for _, item_id, _, _ in samples]
             sample_index["sample_rank"] = [-negated for negated, _, _, _ in samples]
-            write_shard(self.out, "final_sample", key, np.stack([s for *_, s in samples]), sample_index)
-        write_shard(self.out, "final_mean", key, np.stack([m for _, m, _ in self._ready]), index)
+            write_shard(self.out, "final_sample", key, np.stack([s for *_, s in samples]), sample_index,
+                        self.run_id)
+        write_shard(self.out, "final_mean", key, np.stack([m for _, m, _ in self._ready]), index, self.run_id)
         self._ready = []
 
     def _next_shard(self) -> str:
@@ -202,10 +207,10 @@ class Recorder:
         return f"{self._shards:06d}"
 
 
-def flushed_cells(run_dir: Path, rank: int, cell: Sequence[str]) -> set[Key]:
-    """Cells whose final-token means this rank already stored."""
+def flushed_cells(run_dir: Path, rank: int, cell: Sequence[str], run_id: str | None) -> set[Key]:
+    """Cells whose final-token means this rank of the run `run_id` already stored."""
     cells: set[Key] = set()
     for path in (Path(run_dir) / FOLDER).glob(f"final_mean--r{rank:03d}-*.parquet"):
-        frame = pd.read_parquet(path, columns=list(cell))
+        frame = read_index(path, run_id, cell)
         cells.update(map(tuple, frame.itertuples(index=False)))
     return cells

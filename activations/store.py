@@ -10,9 +10,12 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 
-from behavioral.manifest import RunDirError, read_manifest
+from behavioral.manifest import MANIFEST, RunDirError, read_manifest
 from behavioral.selection import select_rows
+from behavioral.store import check_run_id, run_id_of, stamp
 
 FOLDER = "activations"
 META = "meta.json"
@@ -29,8 +32,10 @@ def shard_name(kind: str, key: str) -> str:
     return f"{kind}--{key}"
 
 
-def write_shard(run_dir: str | Path, kind: str, key: str, array: np.ndarray, index: pd.DataFrame) -> None:
-    """Write one shard: the float16 array first, then its index, each through a rename (the index marks it done)."""
+def write_shard(run_dir: str | Path, kind: str, key: str, array: np.ndarray, index: pd.DataFrame,
+                run_id: str | None = None) -> None:
+    """Write one shard: the float16 array first, then its index stamped with the run's identity, each through a
+    rename (the index marks it done)."""
     if len(array) != len(index):
         raise ValueError(f"shard {kind}/{key}: {len(array)} vectors but {len(index)} index rows")
     folder = Path(run_dir) / FOLDER
@@ -41,7 +46,8 @@ def write_shard(run_dir: str | Path, kind: str, key: str, array: np.ndarray, ind
         np.save(f, array.astype(np.float16))
     os.replace(tmp, folder / f"{stem}.npy")
     tmp = folder / f".{stem}.parquet.tmp"
-    index.reset_index(drop=True).to_parquet(tmp)
+    table = pa.Table.from_pandas(index.reset_index(drop=True), preserve_index=False)
+    pq.write_table(table.replace_schema_metadata(stamp(table.schema, run_id).metadata), tmp)
     os.replace(tmp, folder / f"{stem}.parquet")
 
 
@@ -50,11 +56,19 @@ def shard_done(run_dir: str | Path, kind: str, key: str) -> bool:
     return (Path(run_dir) / FOLDER / f"{shard_name(kind, key)}.parquet").is_file()
 
 
-def indexed_keys(run_dir: str | Path, kind: str, columns: Sequence[str]) -> set[tuple[str, ...]]:
-    """The `columns` values of every row already stored for `kind` (by any process)."""
+def read_index(path: Path, run_id: str | None, columns: Sequence[str] | None = None) -> pd.DataFrame:
+    """One shard's index (its `columns`, or all), or a RunDirError where another run than `run_id` wrote it."""
+    table = pq.read_table(path, columns=None if columns is None else list(columns))
+    check_run_id(path, run_id_of(table.schema), run_id)
+    return table.to_pandas()
+
+
+def indexed_keys(run_dir: str | Path, kind: str, columns: Sequence[str], run_id: str | None
+                 ) -> set[tuple[str, ...]]:
+    """The `columns` values of every row the run `run_id` already stored for `kind` (by any process)."""
     keys: set[tuple[str, ...]] = set()
     for path in (Path(run_dir) / FOLDER).glob(f"{kind}--*.parquet"):
-        keys.update(map(tuple, pd.read_parquet(path, columns=list(columns)).itertuples(index=False)))
+        keys.update(map(tuple, read_index(path, run_id, columns).itertuples(index=False)))
     return keys
 
 
@@ -90,7 +104,7 @@ class ActivationStore:
             raise ActivationStoreError(f"{self.root}: no {kind} activations; was the run made with --capture?")
         frames, arrays = [], []
         for i, path in enumerate(shards):
-            frame = pd.read_parquet(path)
+            frame = read_index(path, self.meta.get("run_id"))
             frame["_shard"], frame["_row"] = i, np.arange(len(frame))
             frames.append(frame)
             arrays.append(np.load(path.with_suffix(".npy"), mmap_mode="r"))
@@ -180,4 +194,7 @@ def load(run_dir: str | Path) -> ActivationStore:
         raise ActivationStoreError(f"{run_dir}: no such run directory")
     if not (root / META).is_file():
         raise ActivationStoreError(f"{run_dir}: holds no activation store; {_capture_advice(Path(run_dir))}")
-    return ActivationStore(root, json.loads((root / META).read_text()))
+    meta = json.loads((root / META).read_text())
+    if (Path(run_dir) / MANIFEST).exists():  # a store read as a run's (a bare store, as tests build, has no manifest)
+        check_run_id(root / META, meta.get("run_id"), read_manifest(run_dir).run_id)
+    return ActivationStore(root, meta)

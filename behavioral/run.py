@@ -400,7 +400,7 @@ def _work(config: RunConfig, suite: Suite, runner: Runner, data, out: Path, wher
     def mine():
         return work_units(suite.groups(data), config.unit_size, where.rank, where.world_size)
 
-    recorder = _recorder(config, suite, runner, out, where) if config.capture else None
+    recorder = _recorder(config, suite, runner, out, where, run_id) if config.capture else None
     if recorder is not None:
         recorder.plan(mine())
 
@@ -431,9 +431,9 @@ def _check_capture_layers(config: RunConfig, model) -> None:
     parse_layers(config.layers, len(decoder_layers(model)))
 
 
-def _recorder(config: RunConfig, suite: Suite, runner: Runner, out: Path, where: Place):
+def _recorder(config: RunConfig, suite: Suite, runner: Runner, out: Path, where: Place, run_id: str | None):
     """The activation recorder of a capture run (the one place a run reaches into `activations`)."""
     from activations.recorder import Recorder
 
     return Recorder(runner.engine.model, runner.tokenizer, runner.chat_format, out, suite.capture, config.capture,
-                    config.layers, config.per_cell_samples, config.seed, config.batch_size, where.rank)
+                    config.layers, config.per_cell_samples, config.seed, config.batch_size, where.rank, run_id)

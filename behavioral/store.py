@@ -54,8 +54,7 @@ def result_schema(fields: Sequence[str], run_id: str | None = None) -> pa.Schema
     clash = set(fields) & set(CORE.names)
     if clash:
         raise ValueError(f"item fields {sorted(clash)} clash with the core result columns; rename them")
-    schema = pa.schema([*CORE, *((f, pa.string()) for f in fields)])
-    return schema if run_id is None else schema.with_metadata({RUN_ID: run_id})
+    return stamp(pa.schema([*CORE, *((f, pa.string()) for f in fields)]), run_id)
 
 
 # Files of one rank in RESULTS: row logs r{rank}-{index}.arrows, parts r{rank}-{index}.parquet, and temporaries.
@@ -179,15 +178,24 @@ def _parquet(path: Path, read):
                           "recomputed on resume)") from None
 
 
-def _check_stamp(path: Path, schema: pa.Schema, run_id: str | None) -> None:
-    """A RunDirError where the part or log `path` (its `schema`) was written by another run than `run_id` (None: a
-    run made before parts carried an identity, whose parts carry none)."""
+def stamp(schema: pa.Schema, run_id: str | None) -> pa.Schema:
+    """`schema` carrying the identity of the run that writes it, beside its other metadata (as it is where None)."""
+    return schema if run_id is None else schema.with_metadata({**(schema.metadata or {}), RUN_ID.encode(): run_id})
+
+
+def run_id_of(schema: pa.Schema) -> str | None:
+    """The run identity a part's or log's schema carries (None: written before parts carried one)."""
     found = (schema.metadata or {}).get(RUN_ID.encode())
-    found = None if found is None else found.decode(errors="replace")
+    return None if found is None else found.decode(errors="replace")
+
+
+def check_run_id(path: Path, found: str | None, run_id: str | None) -> None:
+    """A RunDirError where the file `path`, of the run `found`, belongs to another run than `run_id` (None: a run
+    made before its files carried an identity, whose files carry none)."""
     if found != run_id:
         whose = "carries no run identity" if found is None else f"was written by run {found}"
-        mine = f"run {run_id}" if run_id else "a run made before parts carried an identity"
-        raise RunDirError(f"{path}: {whose}, but this run directory is {mine}; expected only this run's own parts "
+        mine = f"run {run_id}" if run_id else "a run made before its files carried an identity"
+        raise RunDirError(f"{path}: {whose}, but this run directory is {mine}; expected only this run's own files "
                           "(was it copied in from another run?): move it away")
 
 
@@ -196,7 +204,7 @@ def check_parts(run_dir: str | Path) -> None:
     resume checks before the model loads (the rows are read, and logs checked, once it runs)."""
     run_id = read_manifest(run_dir).run_id
     for part in sorted((Path(run_dir) / RESULTS).glob("*.parquet")):
-        _check_stamp(part, _parquet(part, pq.read_schema), run_id)
+        check_run_id(part, run_id_of(_parquet(part, pq.read_schema)), run_id)
 
 
 def _parts(run_dir: Path) -> list[tuple[Path, pa.Table]]:
@@ -219,7 +227,7 @@ def _parts(run_dir: Path) -> list[tuple[Path, pa.Table]]:
                 raise RunDirError(f"{log} vanished without its part {part.name}; expected one or the other") from None
             out.append((part, _parquet(part, pq.read_table)))
     for path, table in out:
-        _check_stamp(path, table.schema, run_id)
+        check_run_id(path, run_id_of(table.schema), run_id)
     return [(path, table.replace_schema_metadata(None)) for path, table in out]
 
 

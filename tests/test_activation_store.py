@@ -90,6 +90,6 @@ def test_a_capture_without_samples_says_which_flag_keeps_them(store):
 
 
 def test_a_run_without_capture_says_how_to_get_one(tmp_path):
-    (tmp_path / "manifest.json").write_text('{"config": {"suite": "scm"}}')
+    (tmp_path / "manifest.json").write_text('{"config": {"suite": "scm", "schema": 2, "model": "m", "mode": "score"}}')
     with pytest.raises(ActivationStoreError, match=r"rerun `empathy-gap run scm` with --capture"):
         activation_store.load(tmp_path)

@@ -174,7 +174,7 @@ def test_analyze_writes_tables_figures_and_report(tmp_path: Path) -> None:
     religion = table2.set_index("category").loc["religion"]  # a planted gap over 5 identities: p at its floor
     assert religion.p_at_floor and religion.p_value == religion.p_min and 0.004 < religion.p_min < 0.03
     assert "(floor)" in (out / "table2_delta.md").read_text()
-    assert religion.p_exact == 0.0083 and religion.n_outcomes == 120  # exact: 1/120, every matching enumerated
+    assert religion.p_exact == 1 / 120 and religion.n_outcomes == 120  # exact: 1/120, every matching enumerated
     nationality = table2.set_index("category").loc["nationality"]  # n! matchings, too many: sampled only
     assert np.isnan(nationality.p_exact) and float(nationality.n_outcomes) > math.factorial(20)
     assert "(floor), exact 0.0083" in (out / "table2_delta.md").read_text()
@@ -192,7 +192,7 @@ def test_score_mode_report_explains_scoring_with_the_measured_rate(tmp_path: Pat
     report = analyze([run_dir], tmp_path / "out", options).read_text()
     assert "0..100 or 0..10" in report
     assert "averages 3.0%" in report and "exceeds 0.5 for 0.0% of prompts" in report
-    assert pd.read_csv(tmp_path / "out" / "numeric_rate.csv").numeric_mass_mean_pct.tolist() == [3.0, 3.0]
+    assert pd.read_csv(tmp_path / "out" / "numeric_rate.csv").numeric_mass_mean_pct.tolist() == pytest.approx([3.0, 3.0])
 
 
 def test_incomplete_results_raise_a_clear_error(tmp_path: Path) -> None:
@@ -281,9 +281,9 @@ def test_two_runs_give_table2_by_run_with_each_runs_own_statistics(tmp_path: Pat
     assert list(zip(table2.run, table2.setting)) == [("strong", "P0S0T0"), ("strong", "P0S1T0"),
                                                      ("none", "P0S0T0"), ("none", "P0S1T0")]
     for name, run_dir in (("strong", strong), ("none", none)):
-        for a in _load(run_dir):  # each run's δ is its own analysis's, rounded as the paper prints it
+        for a in _load(run_dir):  # each run's δ is its own analysis's, at full precision
             got = table2[(table2.run == name) & (table2.setting == a.setting)].iloc[0]
-            assert got.delta == round(a.permutation.delta, 2) and got.p_value == round(a.permutation.p_value, 4)
+            assert got.delta == a.permutation.delta and got.p_value == a.permutation.p_value
     by_run = table2.groupby("run").delta.mean()
     assert by_run["strong"] > 1 and abs(by_run["none"]) < 0.5
     points = table2.groupby("run").gap_points.mean()  # the planted 10 rating points, before z-scoring
@@ -300,8 +300,8 @@ def test_two_runs_give_table2_by_run_with_each_runs_own_statistics(tmp_path: Pat
     assert "| strong | Religion | generated intensity |" in wide
     for _, run in table2.groupby("run"):  # Holm over each run's own tests (its 2 settings)
         assert (run.holm_family == 2).all()
-        assert run.p_holm.tolist() == pytest.approx(holm(run.p_exact).round(4).tolist())
-        assert run.p_events_holm.tolist() == pytest.approx(holm(run.p_events).round(5).tolist())
+        assert run.p_holm.tolist() == holm(run.p_exact).tolist()
+        assert run.p_events_holm.tolist() == holm(run.p_events).tolist()
     assert (strong.p_events <= 1 / 2 ** strong.n_events + 1e-9).all()  # every event favours the in-group
     assert (table2.p_events >= table2.p_events_min).all()
     matrix = pd.read_csv(tmp_path / "out" / "matrices" / "religion_P0S0T0.csv")

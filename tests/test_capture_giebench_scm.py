@@ -18,6 +18,7 @@ import activations.store as activation_store
 from activations.capture import resid_post
 from activations.recorder import Recorder
 from activations.spans import prompt_spans
+from behavioral.manifest import Manifest
 from behavioral import chat, models
 from behavioral.analysis import Run, read_runs
 from behavioral.run import RunConfig, run
@@ -175,7 +176,7 @@ def test_release_prompts_that_open_differently_are_refused_for_capture():
 # --- behaviour on synthetic rows -------------------------------------------------------------------------------------
 
 def _run(rows: pd.DataFrame, mode: str) -> Run:
-    return Run("m", Path("m"), {"config": {"mode": mode}}, rows, None)
+    return Run("m", Path("m"), Manifest({"mode": mode}, {}, {}), rows, None)
 
 
 def _gie_rows() -> pd.DataFrame:

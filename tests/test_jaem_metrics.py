@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 import torch
 
+from behavioral.manifest import Manifest
 from behavioral.analysis import Run
 from behavioral.run_reader import Completeness
 from behavioral.suites import jaem
@@ -191,7 +192,7 @@ def test_planted_bias_is_found_in_that_attribute_only():
 
 def _run(name: str, rows: pd.DataFrame) -> Run:
     """A finished run of `rows` as the analysis reads it."""
-    return Run(name, Path(name), {"config": {"suite": "jaem", "options": {"tasks": ["ce", "gen"]}}},
+    return Run(name, Path(name), Manifest({"suite": "jaem", "options": {"tasks": ["ce", "gen"]}}, {}, {}),
                jaem.SUITE.view(rows, {}), Completeness(8, len(rows), 8, len(rows)))
 
 

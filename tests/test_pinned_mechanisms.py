@@ -377,6 +377,11 @@ def test_patched_gap(engine, expected):
     assert_table(frame, pinned["prompts"]["keys"])
     assert_checksum(frame["expected"], pinned["prompts"]["expected"])
     assert_checksum(frame["expected_clean"], pinned["prompts"]["expected_clean"])
-    # atol: patching layer 1 (the last) at the system positions changes no later state, so its rows differ from the
-    # unpatched ones by float noise only (up to ~3e-6 in delta_change); every real effect is 1e-2 or larger
-    assert_table(table, pinned["gap_table"], atol=1e-5)
+    # atol: δ divides a raw gap of about 2e-4 points by σ(M⁰) ≈ 0.006 (the tiny random model rates every cell alike),
+    # so float noise of 1e-8 in the expected intensities, far inside their rtol above, moves δ by up to ~3e-5
+    # (measured on an AMD EPYC CPU against the pin's machine: delta_change -0.012115 vs -0.012147), and
+    # delta_removed, a ratio of two such δ, by up to ~1.2e-3 (-0.3773 vs -0.3785); every real effect of patching is
+    # 1e-2 or larger
+    ratio = ["delta_removed"]
+    assert_table(table, {k: v for k, v in pinned["gap_table"].items() if k not in ratio}, atol=1e-4)
+    assert_table(table, {k: pinned["gap_table"][k] for k in ratio}, atol=5e-3)

@@ -15,6 +15,7 @@ import pandas as pd
 import pytest
 from scipy.stats import spearmanr
 
+from behavioral.manifest import Manifest
 from behavioral.analysis import Run
 from behavioral.cli import main
 from behavioral.studies import lexical, reliability
@@ -126,7 +127,7 @@ def _run(events: int, noise: float, seed: int = 0) -> Run:
              "emotion": "joy", "intensity": v, "expected_intensity": v}
             for e in range(events) for i, p in enumerate(names) for j, x in enumerate(names)
             for v in [10.0 * i + j + noise * rng.normal()]]
-    return Run("hand", Path("hand"), {"config": {"suite": "intergroup", "mode": "score"}}, pd.DataFrame(rows), None)
+    return Run("hand", Path("hand"), Manifest({"suite": "intergroup", "mode": "score"}, {}, {}), pd.DataFrame(rows), None)
 
 
 def test_a_runs_halves_are_the_hooks_own_event_selection():

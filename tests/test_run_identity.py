@@ -11,6 +11,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from activations import store as activation_store
+from activations.store import FOLDER, META
 from behavioral import cli
 from behavioral.manifest import MANIFEST, read_manifest
 from behavioral.run import RunConfig, run
@@ -103,7 +105,7 @@ def test_an_unstamped_part_in_a_new_run_and_a_stamped_one_in_an_old_run_are_refu
     del manifest["run_id"]
     (old / MANIFEST).write_text(json.dumps(manifest))
     with pytest.raises(ValueError, match=r"was written by run [0-9a-f]{32}, but this run directory is a run made "
-                                         "before parts carried an identity"):
+                                         "before its files carried an identity"):
         read_results(old)
     pq.write_table(pq.read_table(old / RESULTS / PART).replace_schema_metadata(None), old / RESULTS / PART)
     assert len(read_results(old)) == len(read_results(runs["a"]))  # an old run's own parts carry none
@@ -142,3 +144,37 @@ def test_the_stamp_survives_sealing_a_log_into_a_part(tmp_path):
     log.close()
     (part,) = (tmp_path / RESULTS).iterdir()
     assert part.suffix == ".parquet" and pq.read_schema(part).metadata[RUN_ID.encode()] == b"0" * 32
+
+
+# --- the activation store: its shards carry the run's identity too ---------------------------------------------------
+
+def _shard(run_dir: Path) -> Path:
+    """The first persona shard's index of a run."""
+    return sorted((run_dir / FOLDER).glob("persona--*.parquet"))[0]
+
+
+def test_activation_shards_and_their_meta_carry_the_run_id(runs):
+    for run_dir in runs.values():
+        run_id = read_manifest(run_dir).run_id
+        assert json.loads((run_dir / FOLDER / META).read_text())["run_id"] == run_id
+        indexes = sorted((run_dir / FOLDER).glob("*.parquet"))
+        assert indexes and all(pq.read_schema(p).metadata[RUN_ID.encode()].decode() == run_id for p in indexes)
+
+
+def test_a_shard_of_another_run_is_refused_by_the_studies_and_on_resume(runs, tiny_model_dir, tmp_path, capsys):
+    mixed = _copy(runs["a"], tmp_path / "mixed")
+    index = _shard(runs["b"])
+    for suffix in (".parquet", ".npy"):
+        shutil.copyfile(index.with_suffix(suffix), (mixed / FOLDER / index.name).with_suffix(suffix))
+    code, err = _cli(capsys, "interp", "clusters", mixed, "--out", tmp_path / "out")
+    assert code == 2 and err.count("\n") == 1 and f"{index.name}: was written by run" in err, err
+    with pytest.raises(ValueError, match=f"{index.name}: was written by run"):
+        run(_config(tiny_model_dir, ("persona", "final")), mixed, progress=False)
+
+
+def test_another_runs_whole_activation_store_is_refused(runs, tmp_path):
+    mixed = _copy(runs["a"], tmp_path / "mixed")
+    shutil.rmtree(mixed / FOLDER)
+    shutil.copytree(runs["b"] / FOLDER, mixed / FOLDER)
+    with pytest.raises(ValueError, match=f"{FOLDER}/{META}: was written by run {read_manifest(runs['b']).run_id}"):
+        activation_store.load(mixed)

@@ -14,6 +14,7 @@ import pytest
 
 from activations import store as activation_store
 from activations.spans import prompt_spans
+from behavioral.manifest import Manifest
 from behavioral import models
 from behavioral.analysis import Run
 from behavioral.cli import main
@@ -91,7 +92,7 @@ def _hand_run(mode: str = "score") -> Run:
     rows = [{"setting": SETTING, "category": "religion", "perceiver": p, "experiencer": x, "event_id": f"e{e}",
              "emotion": "joy" if e else "anger", "intensity": 10.0 * i + j + e, "expected_intensity": 10.0 * i + j + e}
             for i, p in enumerate(names) for j, x in enumerate(names) for e in range(2)]
-    return Run("hand", Path("hand"), {"config": {"suite": "intergroup", "mode": mode}}, pd.DataFrame(rows), None)
+    return Run("hand", Path("hand"), Manifest({"suite": "intergroup", "mode": mode}, {}, {}), pd.DataFrame(rows), None)
 
 
 def test_behaviour_is_rows_and_columns_of_M_by_hand():
