@@ -56,8 +56,8 @@ def completeness(run_dir: Path, manifest: Manifest, rows: pd.DataFrame) -> Compl
             plan, derived = derived_plan(run_dir, manifest), True
         except ValueError as err:
             unknown = f"the manifest records no plan and it cannot be derived: {err}"
-    return Completeness(int(rows["unit_id"].nunique()), len(rows), plan and plan.units, plan and plan.rows, derived,
-                        unknown)
+    planned = (None, None) if plan is None else (plan.units, plan.rows)
+    return Completeness(int(rows["unit_id"].nunique()), len(rows), *planned, derived, unknown)
 
 
 def _check_mode(run_dir: Path, mode: str, rows: pd.DataFrame) -> None:
