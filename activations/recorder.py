@@ -52,11 +52,11 @@ class Recorder:
         self.stored: dict[str, set[Key]] = {k: indexed_keys(self.out, k, spec.spans[k][1], run_id)
                                            for k in self.span_kinds}
         self._spans: dict[str, list[tuple[Key, np.ndarray]]] = defaultdict(list)
-        self._sums: dict[Key, torch.Tensor] = {}
+        self._sums: dict[Key, torch.Tensor] = {}  # float64, on the model's device
         self._counts: dict[Key, int] = defaultdict(int)
         self._expected: dict[Key, int] = defaultdict(int)
-        self._samples: dict[Key, list] = defaultdict(list)  # heap of (-rank, item_id, fields, state)
-        self._ready: list[tuple[Key, np.ndarray, int]] = []
+        self._samples: dict[Key, list] = defaultdict(list)  # heap of (-rank, item_id, fields, state on the device)
+        self._ready: list[tuple[Key, torch.Tensor, int]] = []  # (cell, float64 mean on the device, count)
         self._flushed: set[Key] = set()
         self._shards = 0
         write_meta(self.out, self.meta())
@@ -154,7 +154,8 @@ class Recorder:
         valid = (torch.arange(longest, device=self.device)[None, :] < lengths[:, None]).float()
         mean = (states.float() * valid[None, :, :, None]).sum(2) / lengths[None, :, None]
         last = states[:, torch.arange(len(spans)), lengths - 1].float()
-        return torch.stack([mean, last], dim=2).permute(1, 2, 0, 3).cpu().numpy()
+        # cast to the store's float16 on the device (the same rounding as numpy's), half the bytes to copy
+        return torch.stack([mean, last], dim=2).permute(1, 2, 0, 3).half().cpu().numpy()
 
     def _fold(self, item: Item, state: torch.Tensor) -> None:
         cell = self._cell(item)
@@ -164,13 +165,14 @@ class Recorder:
         self._counts[cell] += 1
         if self.per_cell_samples:
             heap = self._samples[cell]
-            entry = (-sample_rank(self.seed, item.item_id), item.item_id, dict(item.fields), state.float().numpy())
+            # a copy: a row of the engine's batch would keep the whole batch's states alive
+            entry = (-sample_rank(self.seed, item.item_id), item.item_id, dict(item.fields), state.clone())
             if len(heap) < self.per_cell_samples:
                 heapq.heappush(heap, entry)
             elif entry[0] > heap[0][0]:
                 heapq.heapreplace(heap, entry)
         if self._counts[cell] == self._expected[cell]:
-            self._ready.append((cell, (self._sums.pop(cell) / self._counts[cell]).numpy(), self._counts[cell]))
+            self._ready.append((cell, self._sums.pop(cell) / self._counts[cell], self._counts[cell]))
             self._flushed.add(cell)
 
     # --- writing ----------------------------------------------------------------------------------------------------
@@ -193,9 +195,8 @@ class Recorder:
             sample_index = pd.DataFrame([fields for _, _, fields, _ in samples])
             sample_index["item_id"] = [item_id for _, item_id, _, _ in samples]
             sample_index["sample_rank"] = [-negated for negated, _, _, _ in samples]
-            write_shard(self.out, "final_sample", key, np.stack([s for *_, s in samples]), sample_index,
-                        self.run_id)
-        write_shard(self.out, "final_mean", key, np.stack([m for _, m, _ in self._ready]), index, self.run_id)
+            write_shard(self.out, "final_sample", key, _host([s for *_, s in samples]), sample_index, self.run_id)
+        write_shard(self.out, "final_mean", key, _host([m for _, m, _ in self._ready]), index, self.run_id)
         self._ready = []
 
     def _next_shard(self) -> str:
@@ -205,6 +206,12 @@ class Recorder:
         existing = [int(m.group(1)) for p in folder.iterdir() if (m := name.match(p.name))] if folder.is_dir() else []
         self._shards = max([self._shards, *existing]) + 1
         return f"{self._shards:06d}"
+
+
+def _host(states: Sequence[torch.Tensor]) -> np.ndarray:
+    """Device states stacked and copied to the host in one transfer, as float64 (exact for every model dtype), so
+    the store's cast to float16 rounds once, in numpy."""
+    return torch.stack(list(states)).double().cpu().numpy()
 
 
 def flushed_cells(run_dir: Path, rank: int, cell: Sequence[str], run_id: str | None) -> set[Key]:

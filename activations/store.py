@@ -43,7 +43,7 @@ def write_shard(run_dir: str | Path, kind: str, key: str, array: np.ndarray, ind
     stem = shard_name(kind, key)
     tmp = folder / f".{stem}.npy.tmp"
     with open(tmp, "wb") as f:
-        np.save(f, array.astype(np.float16))
+        np.save(f, array.astype(np.float16, copy=False))
     os.replace(tmp, folder / f"{stem}.npy")
     tmp = folder / f".{stem}.parquet.tmp"
     table = pa.Table.from_pandas(index.reset_index(drop=True), preserve_index=False)

@@ -67,7 +67,8 @@ class Scores:
     `probs` is renormalised over the set (label order of the spec); `greedy` the label greedy decoding reaches when
     made to stay in the set; `expected` the mean value under `probs` (None without values); `valid_mass` the
     probability the set holds; `start_mass` the probability that the unconstrained first answer token begins an answer
-    of the set (for numbers: any digit). `state` holds final-token activations [hooks, d] when a tracer was active.
+    of the set (for numbers: any digit). `state` holds final-token activations [hooks, d] (on the model's device, in
+    its dtype) when a tracer was active.
     """
 
     greedy: int | str
@@ -94,6 +95,8 @@ class AnswerTrie:
     ancestry: torch.Tensor  # [T, T] bool: column j is node i itself or one of its ancestors
     children: tuple[tuple[int, ...], ...]  # children of the root (index 0) and of node i (index i + 1)
     value_of: tuple[int | None, ...]  # the label (index into spec.labels) a node completes, if any
+    # [V] bool over the tokenizer's vocabulary; a model's logits may be wider (rows padded past the tokenizer's ids,
+    # as in Qwen2.5 or Llama shapes under another tokenizer), and those padding ids neither continue nor start one
     continues: torch.Tensor  # [V] bool: tokens that extend a word or number already begun
     ends_word: torch.Tensor  # [T] bool: the node's form can be continued by `continues` (ends in a letter/digit)
     starts: torch.Tensor  # [V] bool: tokens that begin an answer of the set
@@ -178,7 +181,7 @@ class AnswerTrie:
         path_logp = tok_logp @ self.ancestry.T.float().to(device)  # [B, T]
         # After node i the answer goes on if the next token continues its word or number (where the form ends in a
         # letter or digit) or follows another form of the set.
-        go_on = torch.logsumexp(logits[:, 1:, self.continues.to(device)], dim=-1)  # [B, T]
+        go_on = torch.logsumexp(logits[:, 1:, :len(self.continues)][:, :, self.continues.to(device)], dim=-1)  # [B, T]
         go_on = go_on.masked_fill(~self.ends_word.to(device), float("-inf"))
         if len(self.extra_nodes):
             nodes, toks = self.extra_nodes.to(device), self.extra_tokens.to(device)
@@ -208,7 +211,7 @@ class AnswerTrie:
             torch.full(probs.shape[:1], torch.nan, dtype=torch.float64, device=device)
         valid = label_logp.exp().sum(-1)
         starts = self.starts.to(device)
-        start = (torch.logsumexp(logits[:, 0, starts], dim=-1) - torch.logsumexp(logits[:, 0], dim=-1)).exp()
+        start = (torch.logsumexp(logits[:, 0, :len(starts)][:, starts], dim=-1) - torch.logsumexp(logits[:, 0], dim=-1)).exp()
         k = max(len(c) for c in self.children) + 1
         branching = [0] + [i + 1 for i in range(len(self.tokens)) if self.children[i + 1]]  # positions with children
         top = logits[:, branching].topk(k, dim=-1)  # [B, positions, k]: the best token outside a node's children

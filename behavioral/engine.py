@@ -32,7 +32,7 @@ class EngineError(ValueError):
 class Generation:
     """One continuation: its text; whether decoding stopped at max_new_tokens with the turn still open and the answer
     not yet decided; the answer distribution where the same pass scored it (`Engine.generate_and_score`); and the
-    final prompt token's activations [hooks, d] when a tracer was active."""
+    final prompt token's activations [hooks, d] (on the model's device, in its dtype) when a tracer was active."""
 
     text: str
     truncated: bool
@@ -259,7 +259,9 @@ class Engine:
             last = torch.full((batch.ids.shape[0], 1), batch.width - 1, device=self.device)
             with self._tracer(last) as trace:
                 out = self.model(**kwargs)
-        self._trace = trace.stacked()[:, :, 0].transpose(0, 1).float().cpu()  # [B, hooks, d]
+        # [B, hooks, d], left on the device: a recorder folds them there (a copy to the host per batch cost more
+        # than the forward's gathers on an H200)
+        self._trace = trace.stacked()[:, :, 0].transpose(0, 1)
         return out
 
     def _chunks(self, prompts: Sequence[list[int]], extra: int) -> list[list[int]]:

@@ -32,15 +32,25 @@ def package_versions() -> dict[str, str | None]:
     return versions
 
 
-def git_commit() -> str | None:
-    """The commit of the checkout this code runs from, if it runs from one."""
+def _git(*args: str) -> str | None:
+    """The output of a git command in the checkout this code runs from (None outside one)."""
     try:
-        out = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True, text=True, timeout=5
-        )
+        out = subprocess.run(["git", *args], cwd=Path(__file__).parent, capture_output=True, text=True, timeout=5)
     except (OSError, subprocess.TimeoutExpired):
         return None
     return out.stdout.strip() if out.returncode == 0 else None
+
+
+def git_commit() -> str | None:
+    """The commit of the checkout this code runs from, if it runs from one."""
+    return _git("rev-parse", "HEAD")
+
+
+def git_dirty() -> bool | None:
+    """Whether tracked files differ from that commit (the code that ran is then not the commit's); None outside a
+    checkout."""
+    status = _git("status", "--porcelain", "--untracked-files=no")
+    return None if status is None else bool(status)
 
 
 def provenance() -> dict:
@@ -48,6 +58,7 @@ def provenance() -> dict:
     return {
         "package_versions": package_versions(),
         "git_commit": git_commit(),
+        "git_dirty": git_dirty(),
         "python": platform.python_version(),
         "platform": platform.platform(),
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),

@@ -9,6 +9,7 @@ import torch
 
 from behavioral.answer_space import AnswerSpec, AnswerTrie
 from behavioral.engine import Engine
+from tests.conftest import make_tiny_model
 from tests.test_engine import _prompt_ids
 
 YES_NO = AnswerSpec.choices({"yes": ("yes", " yes", "Yes"), "no": ("no", " no", "No")}, values={"yes": 1.0, "no": 0.0})
@@ -57,6 +58,22 @@ def test_label_scores_equal_brute_force(tiny_model, tiny_tokenizer, spec):
         else:
             assert got.expected is None
         assert got.greedy in spec.names and 0 < got.start_mass <= 1
+
+
+@pytest.mark.parametrize("spec", [YES_NO, AnswerSpec.integers(0, 10)], ids=["yes-no", "integers"])
+def test_logits_wider_than_the_tokenizer(tiny_tokenizer, spec):
+    """A model whose output rows outnumber the tokenizer's ids (Qwen2.5 pads its vocabulary; the GPU check runs
+    Llama-3.1-8B shapes under SmolLM2's tokenizer) scores as brute force says: the padding ids count in the
+    normaliser and neither continue nor start an answer. The GPU check's first run failed here (IndexError)."""
+    model = make_tiny_model(len(tiny_tokenizer) + 40)
+    trie = AnswerTrie.build(tiny_tokenizer, spec)
+    prompts = _prompt_ids(tiny_tokenizer, 2)
+    scores = Engine(model, tiny_tokenizer, batch_size=2).score(prompts, trie)
+    for ids, got in zip(prompts, scores):
+        want = _brute_force(model, tiny_tokenizer, trie, ids)
+        z = sum(math.exp(v) for v in want.values())
+        assert got.valid_mass == pytest.approx(z, rel=1e-4)
+        assert got.probs == pytest.approx([math.exp(want[n]) / z for n in spec.names], rel=1e-4)
 
 
 def test_forms_share_tokens_and_prefill_is_forced(tiny_tokenizer):

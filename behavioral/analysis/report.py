@@ -26,7 +26,8 @@ def run_line(run: Run) -> str:
     data = "".join(f"; {k} `{v}`" for k, v in config.items()
                    if k.endswith(("_hash", "_sha256")) and k != "model_hash" and v)
     return (f"- **{run.name}**: `{run.run_dir}`; model {model}; {settings}{data}; device {prov.get('device')}; "
-            f"git `{prov.get('git_commit')}`, created {prov.get('created')}; {run.completeness.describe()}")
+            f"git `{prov.get('git_commit')}`{' with uncommitted changes' if prov.get('git_dirty') else ''}, "
+            f"created {prov.get('created')}; {run.completeness.describe()}")
 
 
 def render(analysis: Analysis, runs: Sequence[Run], options: dict) -> str:
