@@ -389,13 +389,14 @@ def resid_post(model: nn.Module, input_ids: torch.Tensor, attention_mask: torch.
                **forward_kwargs) -> torch.Tensor:
     """One forward under a ResidualTrace; [n_hooks, B, P or T, d] in ``hook_names`` order.
 
-    ``forward_kwargs`` go to the model unchanged (position_ids, a 4-D additive mask as ``attention_mask``,
-    past_key_values), so the engine's batch layout works; ``positions`` then index the tokens of this forward.
+    ``forward_kwargs`` go to the model unchanged (position_ids, a 4-D additive mask as ``attention_mask``, a KV
+    cache as ``cache`` or ``past_key_values``: behavioral.engine.cache_keyword), so the engine's batch layout works;
+    ``positions`` then index the tokens of this forward.
     Without a cache the forward stops after the last chosen layer (no later layer, final norm or LM head runs) and
     builds no KV cache; with one, every layer runs, so the cache stays whole, and only the last position's logits
     are computed where the model allows.
     """
-    stop = "past_key_values" not in forward_kwargs
+    stop = not {"past_key_values", "cache"} & forward_kwargs.keys()
     if stop:
         forward_kwargs.setdefault("use_cache", False)
     elif "logits_to_keep" not in forward_kwargs and _accepts(model, "logits_to_keep"):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import hashlib
+import inspect
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
@@ -136,12 +137,23 @@ def halving_on_oom(run: Callable[[list[T]], Sequence[R]], chunks: Sequence[list[
     return out
 
 
+def cache_keyword(model) -> str:
+    """The forward keyword, and output field, of a model's KV cache: `cache` where the installed transformers has
+    it (5.24 deprecates `past_key_values`, to be removed in 5.40), else `past_key_values` (older releases)."""
+    try:
+        names = inspect.signature(model.forward).parameters
+    except (TypeError, ValueError):
+        return "past_key_values"
+    return "cache" if "cache" in names else "past_key_values"
+
+
 class PrefixCache:
     """KV caches of shared token prefixes (batch of one); a new prefix extends the longest stored one it starts with."""
 
     def __init__(self, model, capacity: int = 8):
         self.model = model
         self.capacity = capacity
+        self.cache_key = cache_keyword(model)
         self.entries: OrderedDict[tuple[int, ...], object] = OrderedDict()
         self.tokens_computed = 0
 
@@ -155,10 +167,10 @@ class PrefixCache:
         cache = copy.deepcopy(self.entries[base]) if base else None
         ids = torch.tensor([prefix[len(base):]], device=device)
         positions = torch.arange(len(base), len(prefix), device=device)[None]
-        out = self.model(input_ids=ids, position_ids=positions, past_key_values=cache, use_cache=True,
-                         logits_to_keep=1)
+        out = self.model(input_ids=ids, position_ids=positions, use_cache=True, logits_to_keep=1,
+                         **{self.cache_key: cache})
         self.tokens_computed += len(prefix) - len(base)
-        self.entries[prefix] = out.past_key_values
+        self.entries[prefix] = getattr(out, self.cache_key)
         if len(self.entries) > self.capacity:
             self.entries.popitem(last=False)
         return self.entries[prefix]
@@ -228,6 +240,7 @@ class Engine:
         self.pad_id = pad_token_id(tokenizer)
         self.stop_ids = stop_token_ids(model, tokenizer)
         self.prefixes = PrefixCache(model)
+        self.cache_key = self.prefixes.cache_key
         self.tokens_computed = 0  # positions run through the model outside the prefix cache, padding included
         self._tracer: Callable[[torch.Tensor], ContextManager] | None = None
         self._intervention: Callable[["Batch"], ContextManager] | None = None
@@ -353,14 +366,14 @@ class Engine:
         if trie is None:
             out = self._prompt_forward(
                 batch, input_ids=batch.ids, attention_mask=batch.bias(batch.prompt_mask()),
-                position_ids=batch.positions, past_key_values=batch.cache, use_cache=True, logits_to_keep=1,
+                position_ids=batch.positions, use_cache=True, logits_to_keep=1, **{self.cache_key: batch.cache},
             )
             self.tokens_computed += batch.ids.numel()
-            logits, cache = out.logits[:, -1], out.past_key_values
+            logits, cache = out.logits[:, -1], getattr(out, self.cache_key)
         else:
             out = self.tree_forward(batch, trie, use_cache=True)
             scores = trie.read(out.logits)
-            logits, cache = out.logits[:, 0], out.past_key_values
+            logits, cache = out.logits[:, 0], getattr(out, self.cache_key)
             cache.crop(-len(trie))  # the tree's keys; decoding continues after the prompt
         keys, position = batch.keys, batch.next_position
         uniforms = None
@@ -396,7 +409,7 @@ class Engine:
             keys = torch.cat([keys, torch.ones(len(alive), 1, dtype=torch.bool, device=self.device)], dim=1)
             logits = self.model(
                 input_ids=token[:, None], attention_mask=batch.bias(keys[:, None, :]), position_ids=position[:, None],
-                past_key_values=cache, use_cache=True,
+                use_cache=True, **{self.cache_key: cache},
             ).logits[:, -1]
             position = position + 1
             self.tokens_computed += len(alive)
@@ -427,7 +440,7 @@ class Engine:
         allowed[:, w:, -t:] = trie.ancestry.to(self.device)
         out = self._prompt_forward(
             batch, input_ids=input_ids, attention_mask=batch.bias(allowed), position_ids=positions,
-            past_key_values=batch.cache, use_cache=use_cache or batch.cache is not None, logits_to_keep=t + 1,
+            use_cache=use_cache or batch.cache is not None, logits_to_keep=t + 1, **{self.cache_key: batch.cache},
         )
         self.tokens_computed += input_ids.numel()
         return out

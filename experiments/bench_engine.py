@@ -21,7 +21,7 @@ import torch
 from behavioral import models
 from behavioral.answer_space import AnswerSpec
 from behavioral.engine import shared_prefix_length
-from behavioral.run import RunConfig, Runner
+from behavioral.run import RUN_DEFAULTS, RunConfig, Runner
 from behavioral.suites import get_suite
 from behavioral.suites.intergroup import Options
 from behavioral.suites.intergroup.answers import answer_decided, parse_intensity
@@ -87,6 +87,8 @@ def baseline_ids(model, tokenizer, prompts: list[list[int]], batch_size: int, ma
                  stop_ids: list[int], pad_id: int) -> list[list[int]]:
     """What a user writes: left-padded batches through model.generate, greedy, same stopping; the new token ids of
     each prompt, up to its first stop token."""
+    if not isinstance(max_new_tokens, int):  # model.generate would take None as its own 20-token default
+        raise ValueError(f"max_new_tokens is {max_new_tokens!r}; expected the same whole number the engine decodes to")
     out: list[list[int]] = []
     tokenizer.padding_side = "left"
     for start in range(0, len(prompts), batch_size):
@@ -134,7 +136,9 @@ def add_grid_arguments(parser: argparse.ArgumentParser, out: str) -> None:
     parser.add_argument("--device", default="auto")
     parser.add_argument("--dtype", default="auto")
     parser.add_argument("--prompts", type=int, default=256)
-    parser.add_argument("--max-new-tokens", type=int, default=RunConfig.max_new_tokens)
+    # the run's resolved default (128), not RunConfig.max_new_tokens, which is None until a suite's defaults apply:
+    # passed to model.generate, None meant transformers' 20-token default for the baseline alone
+    parser.add_argument("--max-new-tokens", type=int, default=RUN_DEFAULTS["max_new_tokens"])
     parser.add_argument("--setting", default="P0S0T0")
     parser.add_argument("--category", default="nationality")
     parser.add_argument("--events", type=Path, default=REAL_CORPUS if REAL_CORPUS.is_dir() else None)

@@ -14,7 +14,7 @@ from activations.capture import (
     EMBED_HOOK, EMBED_LAYER, ResidualHooks, ResidualTrace, decoder_layers, embedding, hook_layer, hook_name,
     hook_names, parse_layers, resid_post, select_hooks,
 )
-from behavioral.engine import Batch, Engine, halving_on_oom, left_pad
+from behavioral.engine import Batch, Engine, cache_keyword, halving_on_oom, left_pad
 from tests.conftest import oom_above
 
 TEXTS = ["Hi.", "How much joy did the person feel while experiencing the event?", "a person from Iran"]
@@ -340,13 +340,13 @@ def test_a_stopping_trace_keeps_what_it_reached_and_ends_the_block(four_layers):
 
 
 def test_a_forward_with_a_cache_runs_every_layer(four_layers):
-    """resid_post with past_key_values runs the whole model, so the cache it extends stays whole."""
+    """resid_post with a KV cache runs the whole model, so the cache it extends stays whole."""
     from transformers import DynamicCache
 
     model, calls = four_layers
     cache = DynamicCache(config=model.config)
     calls.clear()
-    resid_post(model, torch.tensor([[3, 4, 5]]), layers=[0], past_key_values=cache, use_cache=True)
+    resid_post(model, torch.tensor([[3, 4, 5]]), layers=[0], use_cache=True, **{cache_keyword(model): cache})
     assert calls == {0: 1, 1: 1, 2: 1, 3: 1, "head": 1} and cache.get_seq_length() == 3
 
 
@@ -387,7 +387,7 @@ def test_resid_post_with_engine_layout(tiny_model, tiny_tokenizer):
     assert batch.cache is not None  # the system prompt is shared and cached
     last = torch.full((3, 1), batch.width - 1)
     got = resid_post(tiny_model, batch.ids, batch.bias(batch.prompt_mask()), positions=last,
-                     position_ids=batch.positions, past_key_values=batch.cache, use_cache=True)
+                     position_ids=batch.positions, use_cache=True, **{engine.cache_key: batch.cache})
     want = capture(tiny_model, tiny_tokenizer, prompts, [[-1]] * 3)
     assert np.abs(got.numpy() - want).max() <= TOL
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+import warnings
 from functools import partial
 
 import pytest
@@ -175,7 +176,7 @@ def test_logits_with_the_prefix_cache_equal_a_plain_forward(tiny_model, tiny_tok
     batch = Batch(engine, ids)
     assert batch.cache is not None
     cached = tiny_model(input_ids=batch.ids, attention_mask=batch.bias(batch.prompt_mask()),
-                        position_ids=batch.positions, past_key_values=batch.cache, use_cache=True).logits[:, -1]
+                        position_ids=batch.positions, use_cache=True, **{engine.cache_key: batch.cache}).logits[:, -1]
     for row, prompt in enumerate(ids):
         plain = tiny_model(torch.tensor([prompt])).logits[0, -1]
         assert torch.max(torch.abs(cached[row] - plain)) < 1e-4
@@ -205,3 +206,16 @@ def test_generate_and_score_equals_generate_and_score_apart(tiny_tokenizer, samp
     with pytest.raises(ValueError, match="prefill"):
         engine.generate_and_score(ids, AnswerTrie.build(tiny_tokenizer, AnswerSpec.choices(
             {"yes": ["yes"], "no": ["no"]}, prefill="Answer:")))
+
+
+def test_no_deprecated_cache_keyword(tiny_model, tiny_tokenizer):
+    """The engine passes the KV cache under the keyword the installed transformers wants (`cache` from 5.24, where
+    `past_key_values` warns FutureWarning on every forward), so no run prints a deprecation."""
+    ids = _prompt_ids(tiny_tokenizer, 3, perceivers=("a Christian",))
+    engine = Engine(tiny_model, tiny_tokenizer, batch_size=3, max_new_tokens=3)
+    trie = AnswerTrie.build(tiny_tokenizer, AnswerSpec.integers(0, 10))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)
+        engine.generate(ids)
+        engine.score(ids, trie)
+        engine.generate_and_score(ids, trie)
