@@ -43,37 +43,29 @@ def _brute_force(model, tokenizer, trie: AnswerTrie, ids: list[int]) -> dict:
     return out
 
 
-@pytest.mark.parametrize("spec", [YES_NO, LETTERS], ids=["yes-no", "letters-prefill"])
-def test_label_scores_equal_brute_force(tiny_model, tiny_tokenizer, spec):
+@pytest.mark.parametrize("spec", [YES_NO, LETTERS, AnswerSpec.integers(0, 10)], ids=["yes-no", "letters-prefill",
+                                                                                   "integers"])
+@pytest.mark.parametrize("padding", [0, 40], ids=["same-vocabulary", "padded-vocabulary"])
+def test_label_scores_equal_brute_force(tiny_model, tiny_tokenizer, spec, padding):
+    """Scores equal one full forward per form. With `padding` the model's output rows outnumber the tokenizer's ids
+    (Qwen2.5 pads its vocabulary; the GPU check runs Llama-3.1-8B shapes under SmolLM2's tokenizer): the padding ids
+    count in the normaliser and neither continue nor start an answer (the GPU check's first run failed there with an
+    IndexError)."""
+    model = make_tiny_model(len(tiny_tokenizer) + padding) if padding else tiny_model
     trie = AnswerTrie.build(tiny_tokenizer, spec)
     prompts = _prompt_ids(tiny_tokenizer, 3)
-    scores = Engine(tiny_model, tiny_tokenizer, batch_size=3).score(prompts, trie)
-    for ids, got in zip(prompts, scores):
-        want = _brute_force(tiny_model, tiny_tokenizer, trie, ids)
-        z = sum(math.exp(v) for v in want.values())
-        assert got.valid_mass == pytest.approx(z, rel=1e-4)
-        assert got.probs == pytest.approx([math.exp(want[n]) / z for n in spec.names], rel=1e-4)
-        if spec.values is not None:
-            assert got.expected == pytest.approx(math.exp(want["yes"]) / z, rel=1e-4)
-        else:
-            assert got.expected is None
-        assert got.greedy in spec.names and 0 < got.start_mass <= 1
-
-
-@pytest.mark.parametrize("spec", [YES_NO, AnswerSpec.integers(0, 10)], ids=["yes-no", "integers"])
-def test_logits_wider_than_the_tokenizer(tiny_tokenizer, spec):
-    """A model whose output rows outnumber the tokenizer's ids (Qwen2.5 pads its vocabulary; the GPU check runs
-    Llama-3.1-8B shapes under SmolLM2's tokenizer) scores as brute force says: the padding ids count in the
-    normaliser and neither continue nor start an answer. The GPU check's first run failed here (IndexError)."""
-    model = make_tiny_model(len(tiny_tokenizer) + 40)
-    trie = AnswerTrie.build(tiny_tokenizer, spec)
-    prompts = _prompt_ids(tiny_tokenizer, 2)
-    scores = Engine(model, tiny_tokenizer, batch_size=2).score(prompts, trie)
+    scores = Engine(model, tiny_tokenizer, batch_size=3).score(prompts, trie)
     for ids, got in zip(prompts, scores):
         want = _brute_force(model, tiny_tokenizer, trie, ids)
         z = sum(math.exp(v) for v in want.values())
         assert got.valid_mass == pytest.approx(z, rel=1e-4)
-        assert got.probs == pytest.approx([math.exp(want[n]) / z for n in spec.names], rel=1e-4)
+        probs = [math.exp(want[n]) / z for n in spec.names]
+        assert got.probs == pytest.approx(probs, rel=1e-4)
+        if spec.values is not None:
+            assert got.expected == pytest.approx(sum(p * v for p, v in zip(probs, spec.values)), rel=1e-4)
+        else:
+            assert got.expected is None
+        assert got.greedy in spec.names and 0 < got.start_mass <= 1
 
 
 def test_forms_share_tokens_and_prefill_is_forced(tiny_tokenizer):
