@@ -20,9 +20,9 @@ from experiments.bench_engine import grid_prompts
 BATCH_SIZES = (1, 5, 32)  # one prompt, batches that split personas, every prompt in one batch
 
 
-def _grid(model, tokenizer, n: int, setting: str = "P0S0T0") -> list[list[int]]:
-    """The first n prompts of the religion grid in run order, rendered as a run renders them."""
-    options = Options(categories=("religion",), settings=(setting,), limit_events=max(1, n // 6))
+def _grid(model, tokenizer, n: int) -> list[list[int]]:
+    """The first n prompts of the religion grid (P0S0T0) in run order, rendered as a run renders them."""
+    options = Options(categories=("religion",), settings=("P0S0T0",), limit_events=max(1, n // 6))
     runner = Runner(model, tokenizer, RunConfig("intergroup", "fidelity", options=options), get_suite("intergroup"))
     return [ids for _, ids in grid_prompts(runner, n)]
 
@@ -62,4 +62,4 @@ def test_engine_texts_equal_model_generate_tiny(tiny_model, tiny_tokenizer):
 
 def test_engine_texts_equal_model_generate_smollm2(smollm2):
     model, tokenizer, _ = smollm2
-    _check(model, tokenizer, _grid(model, tokenizer, 24), max_new_tokens=32)
+    _check(model, tokenizer, _grid(model, tokenizer, 8), max_new_tokens=24)
