@@ -16,8 +16,11 @@ from dataclasses import dataclass, field, replace
 from typing import ContextManager, TypeVar
 
 import torch
+from torch import nn
+from transformers.cache_utils import DynamicCache, DynamicLayer
 
 from behavioral.answer_space import AnswerTrie, Scores
+from behavioral.prefix_plan import batches, cached_prefixes
 
 END_OF_TURN = ("<|eot_id|>", "<|im_end|>", "<end_of_turn>", "<|end|>", "<|endoftext|>")
 
@@ -150,12 +153,15 @@ def cache_keyword(model) -> str:
 class PrefixCache:
     """KV caches of shared token prefixes (batch of one); a new prefix extends the longest stored one it starts with."""
 
-    def __init__(self, model, capacity: int = 8):
+    CAPACITY = 8
+
+    def __init__(self, model, capacity: int = CAPACITY):
         self.model = model
         self.capacity = capacity
         self.cache_key = cache_keyword(model)
         self.entries: OrderedDict[tuple[int, ...], object] = OrderedDict()
         self.tokens_computed = 0
+        self.plain: bool | None = None  # whether the model's cache layers are plain (stackable row by row)
 
     @torch.inference_mode()
     def get(self, prefix: tuple[int, ...], device):
@@ -171,31 +177,70 @@ class PrefixCache:
                          **{self.cache_key: cache})
         self.tokens_computed += len(prefix) - len(base)
         self.entries[prefix] = getattr(out, self.cache_key)
-        if len(self.entries) > self.capacity:
+        if self.plain is None:
+            self.plain = all(type(layer) is DynamicLayer for layer in self.entries[prefix].layers)
+        while len(self.entries) > self.capacity:
             self.entries.popitem(last=False)
         return self.entries[prefix]
 
+    @torch.inference_mode()
+    def rows(self, prefixes: Sequence[tuple[int, ...]], device):
+        """A KV cache with one row per prefix, each row its prefix's stored cache left-padded to the longest (the
+        caller masks the padding); None where every prefix is empty, or where they differ and the model's cache
+        layers cannot be stacked row by row (sliding windows)."""
+        distinct = list(dict.fromkeys(prefixes))
+        if distinct == [()]:
+            return None
+        if len(distinct) == 1:
+            cache = copy.deepcopy(self.get(distinct[0], device))
+            cache.batch_repeat_interleave(len(prefixes))
+            return cache
+        if self.plain is False:
+            return None
+        entries = {p: self.get(p, device) for p in distinct if p}
+        if not self.plain:
+            return None
+        width = max(map(len, distinct))
+        slot = {p: j for j, p in enumerate(distinct)}
+        index = torch.tensor([slot[p] for p in prefixes], device=device)
+        some = next(iter(entries.values()))
+        cache = DynamicCache()
+        for layer, first in enumerate(some.layers):
+            stacked = []
+            for field_name in ("keys", "values"):
+                empty = getattr(first, field_name)[..., :0, :]
+                parts = [getattr(entries[p].layers[layer], field_name) if p else empty for p in distinct]
+                stacked.append(torch.cat([nn.functional.pad(t, (0, 0, width - t.shape[-2], 0)) for t in parts])[index])
+            cache.update(*stacked, layer)
+        return cache
+
 
 class Batch:
-    """One batch after its shared prefix: padded rest-of-prompt ids, which keys each row sees, positions.
+    """One batch after each row's cached prefix: padded rest-of-prompt ids, which keys each row sees, positions.
 
-    `positions[b, j]` is the position in prompt b of column j of the first forward (padding columns repeat 0).
+    Rows read their prefixes (`prefixes[b]` tokens of prompt b; by default the prefix all rows share) from the
+    engine's prefix store. `positions[b, j]` is the position in prompt b of column j of the first forward (padding
+    columns repeat the first real one).
     """
 
-    def __init__(self, engine: "Engine", prompts: Sequence[list[int]]):
-        n_prefix = 0
+    def __init__(self, engine: "Engine", prompts: Sequence[list[int]], prefixes: Sequence[int] | None = None):
+        n = len(prompts)
+        lengths = [0] * n
         if engine._share_prefix:
-            n_prefix = shared_prefix_length(prompts) if len(prompts) > 1 else len(prompts[0]) - 1
-        self.ids, mask = left_pad([p[n_prefix:] for p in prompts], engine.pad_id, engine.device)
+            common = shared_prefix_length(prompts) if n > 1 else len(prompts[0]) - 1
+            lengths = list(prefixes) if prefixes is not None else [common] * n
+        self.cache = engine.prefixes.rows([tuple(p[:k]) for p, k in zip(prompts, lengths)], engine.device)
+        if self.cache is None and any(lengths):  # cache layers that cannot be stacked: one prefix for the batch
+            lengths = [min(min(lengths), common)] * n
+            self.cache = engine.prefixes.rows([tuple(prompts[0][:lengths[0]])] * n, engine.device)
+        self.ids, mask = left_pad([p[k:] for p, k in zip(prompts, lengths)], engine.pad_id, engine.device)
         self.mask = mask  # [B, width]: real (not padding) positions of the first forward
-        self.cache = None
-        if n_prefix:
-            self.cache = copy.deepcopy(engine.prefixes.get(tuple(prompts[0][:n_prefix]), engine.device))
-            self.cache.batch_repeat_interleave(len(prompts))
-        ones = torch.ones(len(prompts), n_prefix, dtype=torch.bool, device=engine.device)
-        self.keys = torch.cat([ones, mask], dim=1)  # [B, prefix + width]: keys each row may attend to
-        self.positions = n_prefix + (mask.cumsum(dim=1) - 1).clamp(min=0)
-        self.next_position = n_prefix + mask.sum(dim=1)
+        cached = torch.tensor(lengths, device=engine.device)
+        slots = torch.arange(max(lengths), device=engine.device)
+        prefix_keys = slots[None, :] >= (max(lengths) - cached)[:, None]  # each row's prefix, left-padded
+        self.keys = torch.cat([prefix_keys, mask], dim=1)  # [B, prefix + width]: keys each row may attend to
+        self.positions = cached[:, None] + (mask.cumsum(dim=1) - 1).clamp(min=0)
+        self.next_position = cached + mask.sum(dim=1)
         self.width = self.ids.shape[1]
         self.dtype = engine.dtype
 
@@ -277,29 +322,25 @@ class Engine:
         self._trace = trace.stacked()[:, :, 0].transpose(0, 1)
         return out
 
-    def _chunks(self, prompts: Sequence[list[int]], extra: int) -> list[list[int]]:
-        """Batches of prompt indices, by length so padding stays small: at most batch_size prompts and, if set,
-        max_batch_tokens positions (padded prompt plus `extra` new tokens per row)."""
-        chunks: list[list[int]] = []
-        current: list[int] = []
-        for i in sorted(range(len(prompts)), key=lambda i: len(prompts[i])):
-            width = len(prompts[i]) + extra  # the longest so far: indices come shortest first
-            over_budget = self.max_batch_tokens is not None and width * (len(current) + 1) > self.max_batch_tokens
-            if current and (len(current) == self.batch_size or over_budget):
-                chunks.append(current)
-                current = []
-            current.append(i)
-        if current:
-            chunks.append(current)
-        return chunks
+    def _chunks(self, prompts: Sequence[list[int]], extra: int) -> list[list[tuple[int, int]]]:
+        """Batches of (prompt index, cached prefix length) (behavioral.prefix_plan): prefixes at the branch points
+        of the prompts' prefix tree, rows by what is left after them, at most batch_size rows and, if set,
+        max_batch_tokens positions (padded remainder plus `extra` new tokens per row). The prefix store keeps
+        every prefix of these prompts while they run."""
+        prefixes = cached_prefixes(prompts) if self._share_prefix else [0] * len(prompts)
+        distinct = {tuple(p[:k]) for p, k in zip(prompts, prefixes)}
+        self.prefixes.capacity = max(PrefixCache.CAPACITY, len(distinct))
+        return batches(prompts, prefixes, self.batch_size, extra, self.max_batch_tokens)
 
-    def _batched(self, fn: Callable[[list[int]], list[T]], prompts: Sequence[list[int]], extra: int) -> list[T]:
-        """fn(indices) on length-sorted batches of prompt indices; results in prompt order, each with its final-token
-        state where a tracer is active."""
-        def run(chunk: list[int]) -> list[tuple[int, T]]:
-            results = fn(chunk)  # the tracer holds this forward's states until the next one
+    def _batched(self, fn: Callable[[list[int], list[int]], list[T]], prompts: Sequence[list[int]],
+                 extra: int) -> list[T]:
+        """fn(prompt indices, their cached prefix lengths) on each batch of the plan; results in prompt order, each
+        with its final-token state where a tracer is active."""
+        def run(chunk: list[tuple[int, int]]) -> list[tuple[int, T]]:
+            rows = [i for i, _ in chunk]
+            results = fn(rows, [k for _, k in chunk])  # the tracer holds this forward's states until the next one
             return [(i, r if self._trace is None else replace(r, state=self._trace[j]))
-                    for j, (i, r) in enumerate(zip(chunk, results))]
+                    for j, (i, r) in enumerate(zip(rows, results))]
 
         def halved(size: int) -> None:
             self.batch_size = max(1, size)
@@ -338,8 +379,9 @@ class Engine:
         if not sampling.greedy and seeds is None:
             raise ValueError("sampling needs one seed per prompt (behavioral.engine.stream_seed)")
         return self._batched(
-            lambda chunk: self._generate_batch([prompts[i] for i in chunk], until and [until[i] for i in chunk],
-                                               sampling, seeds and [seeds[i] for i in chunk], trie),
+            lambda rows, prefixes: self._generate_batch(
+                [prompts[i] for i in rows], prefixes, until and [until[i] for i in rows], sampling,
+                seeds and [seeds[i] for i in rows], trie),
             prompts, self.max_new_tokens if trie is None else max(self.max_new_tokens, len(trie)),
         )
 
@@ -358,9 +400,9 @@ class Engine:
         return torch.searchsorted(cdf, target).squeeze(1).clamp(max=probs.shape[-1] - 1)
 
     @torch.inference_mode()
-    def _generate_batch(self, prompts: list[list[int]], until: list[Until | None] | None, sampling: Sampling,
-                        seeds: list[int] | None, trie: AnswerTrie | None = None) -> list[Generation]:
-        batch = Batch(self, prompts)
+    def _generate_batch(self, prompts: list[list[int]], prefixes: list[int], until: list[Until | None] | None,
+                        sampling: Sampling, seeds: list[int] | None, trie: AnswerTrie | None = None) -> list[Generation]:
+        batch = Batch(self, prompts, prefixes)
         n = len(prompts)
         scores: list[Scores | None] = [None] * n
         if trie is None:
@@ -420,11 +462,12 @@ class Engine:
         """The distribution of each prompt's answer over the trie's answer set (after its prefill, if any), read in
         one tree-masked forward."""
         prompts = [list(p) + list(trie.prefill) for p in prompts]
-        return self._batched(lambda chunk: self._score_batch([prompts[i] for i in chunk], trie), prompts, len(trie))
+        return self._batched(lambda rows, prefixes: self._score_batch([prompts[i] for i in rows], prefixes, trie),
+                             prompts, len(trie))
 
     @torch.inference_mode()
-    def _score_batch(self, prompts: list[list[int]], trie: AnswerTrie) -> list[Scores]:
-        return trie.read(self.tree_forward(Batch(self, prompts), trie, use_cache=False).logits)
+    def _score_batch(self, prompts: list[list[int]], prefixes: list[int], trie: AnswerTrie) -> list[Scores]:
+        return trie.read(self.tree_forward(Batch(self, prompts, prefixes), trie, use_cache=False).logits)
 
     def tree_forward(self, batch: Batch, trie: AnswerTrie, use_cache: bool):
         """The batch's prompts and the answer tree in one forward (each node sees its prompt and its ancestors);

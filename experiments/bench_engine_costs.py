@@ -6,7 +6,12 @@ prefix its prompts share against the one each persona's prompts share.
 Counts do not depend on the device (a sync counted here is a stall on a GPU); times are not taken. Prints a table
 and writes a JSON file.
 
+`--run-path` counts instead what a whole score run computes through `behavioral.run.run` (work units, their batching,
+the prefix store), for three suites, against the prefix-tree ideal: every distinct prompt prefix computed once. A
+random model with the tokenizer's vocabulary runs it (counts do not depend on the weights).
+
     python experiments/bench_engine_costs.py --prompts 256 --batch-sizes 16,64,256 --out costs.json
+    python experiments/bench_engine_costs.py --run-path --batch-sizes 16,64,256 --out run_path_costs.json
 """
 
 from __future__ import annotations
@@ -14,9 +19,11 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import tempfile
 from collections import Counter
 from collections.abc import Iterator
 from functools import partial
+from pathlib import Path
 
 import torch
 from transformers import cache_utils
@@ -25,10 +32,13 @@ import behavioral.engine as engine_module
 from behavioral import models
 from behavioral.answer_space import AnswerSpec
 from behavioral.engine import shared_prefix_length
-from behavioral.run import Runner
+from behavioral.prefix_plan import common_length
+from behavioral.run import RunConfig, Runner, run
+from behavioral.suites import get_suite
 from behavioral.suites.intergroup.answers import answer_decided
 from behavioral.suites.intergroup.settings import get_setting
-from bench_engine import add_grid_arguments, grid_prompts, grid_runner, unique_tokens
+from behavioral.work import work_units
+from bench_engine import add_grid_arguments, grid_prompts, grid_runner, random_model, unique_tokens
 
 SYNCS = ("tolist", "item", "cpu", "__bool__", "__float__", "__int__", "__index__")  # each reads a device value
 
@@ -124,20 +134,104 @@ COLUMNS = ("mode", "batch_size", "batches", "tokens_computed_per_unique_token", 
            "mean_persona_prefix_tokens", "tree_positions_per_prompt", "unique_tokens_per_prompt")
 
 
-def table(rows: list[dict]) -> str:
+def table(rows: list[dict], columns: tuple[str, ...] = COLUMNS) -> str:
     """The rows as a Markdown table."""
     def cell(value) -> str:
         return f"{value:,.2f}" if isinstance(value, float) else str(value)
-    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
-    return "\n".join(lines + ["| " + " | ".join(cell(r[c]) for c in COLUMNS) + " |" for r in rows])
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    return "\n".join(lines + ["| " + " | ".join(cell(r[c]) for c in columns) + " |" for r in rows])
+
+
+RUN_PATH_SUITES = {  # suite: options of a slice with several thousand prompts
+    "intergroup nationality P0S0T0": ("intergroup", lambda o: o(categories=("nationality",), settings=("P0S0T0",),
+                                                                limit_events=4)),
+    "intergroup religion P0S1T0": ("intergroup", lambda o: o(categories=("religion",), settings=("P0S1T0",),
+                                                             limit_events=24)),
+    "giebench": ("giebench", lambda o: o()),
+    "scm": ("scm", lambda o: o()),
+}
+
+
+def prefix_tree_nodes(prompts: list[list[int]]) -> int:
+    """Distinct prefixes of the prompts (the nodes of their prefix tree): the positions a run that computes every
+    shared prefix once needs."""
+    ordered = sorted(prompts)
+    return sum(len(p) - (common_length(p, q) if q is not None else 0)
+               for p, q in zip(ordered, [None] + ordered[:-1]))
+
+
+def run_path_row(name: str, batch_size: int, tokenizer, model, info: dict, out: Path) -> dict:
+    """Positions one score run of `name` computes at `batch_size`, counted at the model's forward."""
+    suite_name, options = RUN_PATH_SUITES[name]
+    suite = get_suite(suite_name)
+    config = RunConfig(suite=suite_name, model=info["model"], options=options(suite.Options), mode="score",
+                       batch_size=batch_size)
+    positions = Counter()
+
+    def count(module, args, kwargs):
+        ids = kwargs["input_ids"]
+        positions["forwards"] += 1
+        positions["positions"] += ids.numel()
+
+    captured: list[Runner] = []
+    init = Runner.__init__
+
+    def recording(self, *a, **k):
+        init(self, *a, **k)
+        captured.append(self)
+
+    handle = model.register_forward_pre_hook(count, with_kwargs=True)
+    Runner.__init__ = recording
+    try:
+        run(config, out, loaded=(model, tokenizer, info), progress=False)
+    finally:
+        handle.remove()
+        Runner.__init__ = init
+    runner = captured[0]
+    items = [item for unit in work_units(suite.groups(suite.dataset(config)), config.unit_size)
+             for item in unit.items]
+    prompts = [runner.tokens(item) for item in items]
+    tries = [runner.trie(item.answers) for item in items]
+    tree = sum(len(trie) for trie in tries)
+    ideal = prefix_tree_nodes([p + list(trie.prefill) for p, trie in zip(prompts, tries)])
+    return {"suite": name, "batch_size": batch_size, "prompts": len(prompts), "forwards": positions["forwards"],
+            "prompt_positions_per_ideal": (positions["positions"] - tree) / ideal,
+            "ideal_positions_per_prompt": ideal / len(prompts),
+            "tree_positions_per_prompt": tree / len(prompts)}
+
+
+def run_path(args: argparse.Namespace) -> dict:
+    """The run-path rows of every suite and batch size."""
+    tokenizer = models.load_tokenizer(args.model)
+    shapes = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                  intermediate_size=128, vocab_size=len(tokenizer), max_position_embeddings=8192)
+    model = random_model(shapes, "cpu", torch.float32)
+    info = {"model": args.model, "revision": None, "dtype": "float32", "device": "cpu", "model_hash": "random weights"}
+    result = {"tokenizer": args.model, "rows": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in RUN_PATH_SUITES:
+            for size in map(int, args.batch_sizes.split(",")):
+                result["rows"].append(run_path_row(name, size, tokenizer, model, info, Path(tmp) / f"{name}-{size}"))
+                print(result["rows"][-1], flush=True)
+    return result
+
+
+RUN_PATH_COLUMNS = ("suite", "batch_size", "prompts", "forwards", "prompt_positions_per_ideal",
+                    "ideal_positions_per_prompt", "tree_positions_per_prompt")
 
 
 def main() -> None:
-    """Count the costs of the grid's first prompts at each batch size and mode."""
+    """Count the costs of the grid's first prompts at each batch size and mode (or of whole runs: --run-path)."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_grid_arguments(parser, "bench_engine_costs.json")
     parser.add_argument("--batch-sizes", default="16,64,256")
+    parser.add_argument("--run-path", action="store_true", help="count whole score runs of three suites")
     args = parser.parse_args()
+    if args.run_path:
+        result = run_path(args)
+        args.out.write_text(json.dumps(result, indent=2) + "\n")
+        print(table(result["rows"], RUN_PATH_COLUMNS))
+        return
 
     model, tokenizer, info = models.load(args.model, args.device, args.dtype)
     runner = grid_runner(args, model, tokenizer)

@@ -182,6 +182,30 @@ def test_logits_with_the_prefix_cache_equal_a_plain_forward(tiny_model, tiny_tok
         assert torch.max(torch.abs(cached[row] - plain)) < 1e-4
 
 
+def test_rows_reading_different_cached_prefixes_equal_plain_forwards(tiny_model, tiny_tokenizer):
+    """Two personas' prompts in one batch: each row reads its own persona's branch point from the prefix store (one
+    cache, prefixes left-padded), and its logits, scores and greedy text are those of the prompt alone."""
+    ids = _prompt_ids(tiny_tokenizer, 8, perceivers=("a Jew", "a person from the United Kingdom"))
+    engine = Engine(tiny_model, tiny_tokenizer, batch_size=8, max_new_tokens=5)
+    [chunk] = engine._chunks(ids, 0)
+    prefixes = {tuple(ids[i][:k]) for i, k in chunk}
+    assert len(prefixes) == 2 and len({len(p) for p in prefixes}) == 2  # two prefixes, of different lengths
+    batch = Batch(engine, [ids[i] for i, _ in chunk], [k for _, k in chunk])
+    cached = tiny_model(input_ids=batch.ids, attention_mask=batch.bias(batch.prompt_mask()),
+                        position_ids=batch.positions, use_cache=True, **{engine.cache_key: batch.cache}).logits[:, -1]
+    for row, (i, _) in enumerate(chunk):
+        assert torch.max(torch.abs(cached[row] - tiny_model(torch.tensor([ids[i]])).logits[0, -1])) < 1e-4
+    trie = AnswerTrie.for_scale(tiny_tokenizer, 100)
+    for together, prompt in zip(engine.score(ids, trie), ids):
+        alone = Engine(tiny_model, tiny_tokenizer, batch_size=1).score([prompt], trie)[0]
+        assert together.greedy == alone.greedy
+        assert together.expected == pytest.approx(alone.expected, abs=1e-4)
+    for got, prompt in zip(engine.generate(ids), ids):
+        out = tiny_model.generate(torch.tensor([prompt]), do_sample=False, max_new_tokens=5,
+                                  eos_token_id=engine.stop_ids, pad_token_id=engine.pad_id)[0, len(prompt):]
+        assert tiny_tokenizer.decode(out, skip_special_tokens=True) == got.text
+
+
 @pytest.mark.parametrize("sampled", [False, True])
 def test_generate_and_score_equals_generate_and_score_apart(tiny_tokenizer, sampled):
     model = _talkative_model(tiny_tokenizer, 6)  # replies that hold numbers, stop early, and run on

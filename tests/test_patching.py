@@ -134,7 +134,8 @@ def test_engine_left_as_found(engine, trie, tiny_tokenizer, tiny_model):
     force afterwards, also when scoring raises, and no hook behind."""
     hooks = {n: (dict(m._forward_hooks), dict(m._forward_pre_hooks)) for n, m in tiny_model.named_modules()}
     t, s = prompt(tiny_tokenizer, "a Muslim"), prompt(tiny_tokenizer, "a person")
-    ids = [list(t.ids), list(prompt(tiny_tokenizer, "a Jew").ids)]
+    # enough prompts that their shared prefix saves the positions a cached prefix must (prefix_plan)
+    ids = [list(prompt(tiny_tokenizer, "a Muslim", who).ids) for who in ("a Muslim", "a Jew", "a Christian", "a Hindu")]
 
     def settings_in_force() -> bool:
         """The tracer is active (results carry states) and the shared prefix is cached (prefix tokens computed)."""

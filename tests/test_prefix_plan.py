@@ -1,0 +1,40 @@
+"""The batching plan: cached prefixes at the prefix tree's branch points that save enough positions, batches by
+what each prompt has left."""
+
+from __future__ import annotations
+
+from behavioral.prefix_plan import batches, cached_prefixes
+
+
+def test_branch_points_that_save_enough_are_cached():
+    a = [1] * 40  # a persona's 40 tokens
+    b = [2] * 40
+    prompts = [a + [7, 7, 7, 7] + [e] for e in (10, 11, 12)] + [b + [e] for e in (10, 11)] + [[3, 4, 5]]
+    # a's three prompts share 44 tokens (saving 2 x 44); b's two share 40 (saving 40 < 64: computed in the rows);
+    # the prompt alone has nothing to share
+    assert cached_prefixes(prompts, min_saved=64) == [44, 44, 44, 0, 0, 0]
+    assert cached_prefixes(prompts, min_saved=40) == [44, 44, 44, 40, 40, 0]
+
+
+def test_nested_branch_points_extend_the_one_above():
+    trunk = [1] * 30
+    prompts = [trunk + [k] * 20 + [e] for k in (5, 6) for e in (10, 11, 12)]
+    # the trunk saves 5 x 30; each branch adds 20 tokens shared by 3 prompts (saving 2 x 20)
+    assert cached_prefixes(prompts, min_saved=40) == [50] * 6
+    assert cached_prefixes(prompts, min_saved=64) == [30] * 6
+
+
+def test_identical_and_nested_prompts_keep_a_token_of_their_own():
+    prompts = [[1, 2, 3], [1, 2, 3], [1, 2, 3, 4]]
+    assert cached_prefixes(prompts, min_saved=1) == [2, 2, 3]
+    assert cached_prefixes([], min_saved=1) == []
+
+
+def test_batches_group_by_what_is_left_and_respect_the_budget():
+    prompts = [[1] * 10 + [2] * n for n in (5, 1, 3, 9)]
+    prefixes = [10, 10, 10, 10]
+    assert batches(prompts, prefixes, batch_size=2, extra=0) == [[(1, 10), (2, 10)], [(0, 10), (3, 10)]]
+    # at most 12 positions a batch (rows x (longest remainder + 2 new tokens))
+    assert batches(prompts, prefixes, batch_size=4, extra=2, max_tokens=12) == [
+        [(1, 10), (2, 10)], [(0, 10)], [(3, 10)]]
+    assert batches(prompts, [0] * 4, batch_size=4, extra=0) == [[(1, 0), (2, 0), (0, 0), (3, 0)]]
