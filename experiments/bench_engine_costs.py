@@ -90,10 +90,9 @@ def counting(tokenizer) -> Iterator[Counter]:
         del tokenizer.decode
 
 
-def batch_prefixes(engine, prompts: list[list[int]], extra: int) -> list[int]:
-    """The prefix each of the engine's batches shares (what its KV cache is computed once for)."""
-    return [shared_prefix_length([prompts[i] for i in chunk]) if len(chunk) > 1 else len(prompts[chunk[0]]) - 1
-            for chunk in engine._chunks(prompts, extra)]
+def batch_prefixes(engine, prompts: list[list[int]], extra: int) -> list[float]:
+    """Per batch of the engine's plan, the mean length of the prefixes its rows read from the cache."""
+    return [sum(k for _, k in chunk) / len(chunk) for chunk in engine._chunks(prompts, extra)]
 
 
 def measure(runner: Runner, labelled: list, batch_size: int, max_rating: int) -> list[dict]:
