@@ -20,7 +20,7 @@ from torch import nn
 from transformers.cache_utils import DynamicCache, DynamicLayer
 
 from behavioral.answer_space import AnswerTrie, Scores
-from behavioral.prefix_plan import batches, cached_prefixes
+from behavioral.prefix_plan import batches, cached_prefixes, common_length
 
 END_OF_TURN = ("<|eot_id|>", "<|im_end|>", "<end_of_turn>", "<|end|>", "<|endoftext|>")
 
@@ -109,12 +109,7 @@ def left_pad(batch: Sequence[Sequence[int]], pad_id: int, device) -> tuple[torch
 
 def shared_prefix_length(batch: Sequence[Sequence[int]]) -> int:
     """Length of the token prefix all prompts share, leaving each at least one token of its own."""
-    first = batch[0]
-    limit = min(len(ids) for ids in batch) - 1
-    n = 0
-    while n < limit and all(ids[n] == first[n] for ids in batch):
-        n += 1
-    return n
+    return max(0, min(min(len(ids) - 1, common_length(batch[0], ids)) for ids in batch))
 
 
 def halving_on_oom(run: Callable[[list[T]], Sequence[R]], chunks: Sequence[list[T]],
@@ -227,11 +222,10 @@ class Batch:
         n = len(prompts)
         lengths = [0] * n
         if engine._share_prefix:
-            common = shared_prefix_length(prompts) if n > 1 else len(prompts[0]) - 1
-            lengths = list(prefixes) if prefixes is not None else [common] * n
+            lengths = list(prefixes) if prefixes is not None else [shared_prefix_length(prompts)] * n
         self.cache = engine.prefixes.rows([tuple(p[:k]) for p, k in zip(prompts, lengths)], engine.device)
         if self.cache is None and any(lengths):  # cache layers that cannot be stacked: one prefix for the batch
-            lengths = [min(min(lengths), common)] * n
+            lengths = [min(min(lengths), shared_prefix_length(prompts))] * n
             self.cache = engine.prefixes.rows([tuple(prompts[0][:lengths[0]])] * n, engine.device)
         self.ids, mask = left_pad([p[k:] for p, k in zip(prompts, lengths)], engine.pad_id, engine.device)
         self.mask = mask  # [B, width]: real (not padding) positions of the first forward

@@ -168,25 +168,15 @@ def run_path_row(name: str, batch_size: int, tokenizer, model, info: dict, out: 
     positions = Counter()
 
     def count(module, args, kwargs):
-        ids = kwargs["input_ids"]
         positions["forwards"] += 1
-        positions["positions"] += ids.numel()
-
-    captured: list[Runner] = []
-    init = Runner.__init__
-
-    def recording(self, *a, **k):
-        init(self, *a, **k)
-        captured.append(self)
+        positions["positions"] += kwargs["input_ids"].numel()
 
     handle = model.register_forward_pre_hook(count, with_kwargs=True)
-    Runner.__init__ = recording
     try:
         run(config, out, loaded=(model, tokenizer, info), progress=False)
     finally:
         handle.remove()
-        Runner.__init__ = init
-    runner = captured[0]
+    runner = Runner(model, tokenizer, config, suite)  # renders prompts and builds tries as the run's did
     items = [item for unit in work_units(suite.groups(suite.dataset(config)), config.unit_size)
              for item in unit.items]
     prompts = [runner.tokens(item) for item in items]
