@@ -19,6 +19,8 @@ SPACE_MARKERS = "Ġ▁ "
 DIGITS = "0123456789"  # str.isdigit() also accepts "²", which byte-level BPE uses for a raw byte
 
 
+READ_BYTES = 2**30  # float32 logits an AnswerTrie reads at a time
+
 @dataclass(frozen=True)
 class Label:
     """One answer: its name (an int for a number), its surface forms, and its value for expectations."""
@@ -200,11 +202,32 @@ class AnswerTrie:
 
     def read(self, logits: torch.Tensor) -> list[Scores]:
         """Scores from logits [B, 1 + T, V]: position 0 after the prompt (and prefill), position i + 1 after node i.
-        Everything the scores need is computed on the logits' device and moved to the host in one transfer per
-        batch (per-row reads would stall a GPU once per number)."""
+        Everything the scores need is computed on the logits' device, READ_BYTES of float32 logits at a time (a
+        whole batch's copy is 13 GB at B = 256, T = 101, V = 128k), and moved to the host in one transfer per batch
+        (per-row reads would stall a GPU once per number)."""
+        rows = max(1, READ_BYTES // (logits[0].numel() * 4))
+        parts = [self._summaries(logits[i:i + rows]) for i in range(0, len(logits), rows)]
+        host = [torch.cat(column).cpu().tolist() for column in zip(*parts)]
+        expected, valid, start, probs, tree_logits, top_values, top_indices = host
+        column = {int(t): j for j, t in enumerate(torch.unique(self.tokens).tolist())}
+        branching = self._branching()
+        return [
+            Scores(self._greedy(tree_logits[b], dict(zip(branching, zip(top_values[b], top_indices[b]))), column),
+                   None if not self.spec.values else expected[b], valid[b], start[b], tuple(probs[b]))
+            for b in range(len(probs))
+        ]
+
+    def _branching(self) -> list[int]:
+        """Logit positions whose node has children (0: after the prompt)."""
+        return [0] + [i + 1 for i in range(len(self.tokens)) if self.children[i + 1]]
+
+    def _summaries(self, logits: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """Per row of `logits` [b, 1 + T, V], on their device: expected value, valid mass, start mass, label
+        probabilities, the trie tokens' logits at every position, and the top-k (values, tokens) at branching
+        positions."""
         logits = logits.float()
         device = logits.device
-        _, label_logp = self.answer_logprobs(logits)  # [B, labels]
+        _, label_logp = self.answer_logprobs(logits)  # [b, labels]
         probs = torch.softmax(label_logp, dim=-1)
         values = self.spec.values
         expected = probs.double() @ torch.tensor(values, dtype=torch.float64, device=device) if values else \
@@ -213,18 +236,9 @@ class AnswerTrie:
         starts = self.starts.to(device)
         start = (torch.logsumexp(logits[:, 0, :len(starts)][:, starts], dim=-1) - torch.logsumexp(logits[:, 0], dim=-1)).exp()
         k = max(len(c) for c in self.children) + 1
-        branching = [0] + [i + 1 for i in range(len(self.tokens)) if self.children[i + 1]]  # positions with children
-        top = logits[:, branching].topk(k, dim=-1)  # [B, positions, k]: the best token outside a node's children
-        vocab = torch.unique(self.tokens)
-        host = [t.cpu() for t in (expected, valid.double(), start.double(), probs, logits[:, :, vocab.to(device)],
-                                  top.values, top.indices)]
-        expected, valid, start, probs, tree_logits, top_values, top_indices = (t.tolist() for t in host)
-        column = {int(t): j for j, t in enumerate(vocab.tolist())}
-        return [
-            Scores(self._greedy(tree_logits[b], dict(zip(branching, zip(top_values[b], top_indices[b]))), column),
-                   None if not values else expected[b], valid[b], start[b], tuple(probs[b]))
-            for b in range(len(probs))
-        ]
+        top = logits[:, self._branching()].topk(k, dim=-1)  # [b, positions, k]: the best token outside a node's children
+        vocab = torch.unique(self.tokens).to(device)
+        return expected, valid.double(), start.double(), probs, logits[:, :, vocab], top.values, top.indices
 
     def _greedy(self, tree_logits: list[list[float]], top: dict[int, tuple[list[float], list[int]]],
                 column: dict[int, int]) -> int | str:

@@ -164,19 +164,29 @@ class PrefixCache:
         if prefix in self.entries:
             self.entries.move_to_end(prefix)
             return self.entries[prefix]
-        base = max((k for k in self.entries if prefix[:len(k)] == k), key=len, default=())
+        base = self.base(prefix)
         cache = copy.deepcopy(self.entries[base]) if base else None
         ids = torch.tensor([prefix[len(base):]], device=device)
         positions = torch.arange(len(base), len(prefix), device=device)[None]
         out = self.model(input_ids=ids, position_ids=positions, use_cache=True, logits_to_keep=1,
                          **{self.cache_key: cache})
         self.tokens_computed += len(prefix) - len(base)
-        self.entries[prefix] = getattr(out, self.cache_key)
+        cache = getattr(out, self.cache_key)
         if self.plain is None:
-            self.plain = all(type(layer) is DynamicLayer for layer in self.entries[prefix].layers)
+            self.plain = all(type(layer) is DynamicLayer for layer in cache.layers)
+        self.store(prefix, cache)
+        return cache
+
+    def store(self, prefix: tuple[int, ...], cache) -> None:
+        """Keep `cache` as the KV cache of `prefix`, dropping the least recently used beyond capacity."""
+        self.entries[prefix] = cache
         while len(self.entries) > self.capacity:
             self.entries.popitem(last=False)
-        return self.entries[prefix]
+
+    def base(self, prefix: tuple[int, ...], others: Sequence[tuple[int, ...]] = ()) -> tuple[int, ...]:
+        """The longest stored prefix, or prefix among `others`, that `prefix` properly extends (() if none)."""
+        return max((k for k in (*self.entries, *others) if len(k) < len(prefix) and prefix[:len(k)] == k),
+                   key=len, default=())
 
     @torch.inference_mode()
     def rows(self, prefixes: Sequence[tuple[int, ...]], device):
@@ -326,6 +336,40 @@ class Engine:
         self.prefixes.capacity = max(PrefixCache.CAPACITY, len(distinct))
         return batches(prompts, prefixes, self.batch_size, extra, self.max_batch_tokens)
 
+    @torch.inference_mode()
+    def _fill_prefixes(self, prefixes: Sequence[tuple[int, ...]]) -> None:
+        """Compute the prefix store's missing `prefixes` in batched forwards, each row extending the longest prefix
+        stored or computed before it (a forward per prefix costs a GPU about as much as a batch of them). Models
+        whose cache layers cannot be split row by row (sliding windows) compute each prefix when a batch asks."""
+        todo = sorted({p for p in prefixes if p and p not in self.prefixes.entries}, key=len)
+        if todo and self.prefixes.plain is None:
+            self.prefixes.get(todo.pop(0), self.device)  # tells whether the cache layers are plain
+        if not todo or not self.prefixes.plain:
+            return
+        bases = {p: self.prefixes.base(p, todo) for p in todo}
+        while todo:
+            ready = [p for p in todo if bases[p] not in todo]  # every base stored: one level of the prefix tree
+            todo = [p for p in todo if p not in ready]
+            chunks = [ready[i:i + self.batch_size] for i in range(0, len(ready), self.batch_size)]
+            halving_on_oom(lambda chunk: self._prefix_batch(chunk, [len(bases[p]) for p in chunk]), chunks)
+
+    def _prefix_batch(self, prefixes: list[tuple[int, ...]], cached: list[int]) -> list[None]:
+        """One forward of `prefixes` after their `cached` stored bases; each row's KV cache (its base and new
+        tokens, padding dropped) goes into the prefix store."""
+        batch = Batch(self, [list(p) for p in prefixes], cached)
+        out = self.model(input_ids=batch.ids, attention_mask=batch.bias(batch.prompt_mask()),
+                         position_ids=batch.positions, use_cache=True, logits_to_keep=1,
+                         **{self.cache_key: batch.cache})
+        self.prefixes.tokens_computed += batch.ids.numel()
+        layers = getattr(out, self.cache_key).layers
+        for row, prefix in enumerate(prefixes):
+            keep = batch.keys[row]
+            cache = DynamicCache()
+            for index, layer in enumerate(layers):
+                cache.update(layer.keys[row:row + 1, :, keep], layer.values[row:row + 1, :, keep], index)
+            self.prefixes.store(prefix, cache)
+        return [None] * len(prefixes)
+
     def _batched(self, fn: Callable[[list[int], list[int]], list[T]], prompts: Sequence[list[int]],
                  extra: int) -> list[T]:
         """fn(prompt indices, their cached prefix lengths) on each batch of the plan; results in prompt order, each
@@ -339,8 +383,10 @@ class Engine:
         def halved(size: int) -> None:
             self.batch_size = max(1, size)
 
+        chunks = self._chunks(prompts, extra)
+        self._fill_prefixes([tuple(prompts[i][:k]) for chunk in chunks for i, k in chunk])
         out: list[T | None] = [None] * len(prompts)
-        for i, r in halving_on_oom(run, self._chunks(prompts, extra), halved):
+        for i, r in halving_on_oom(run, chunks, halved):
             out[i] = r
         return out  # type: ignore[return-value]
 

@@ -7,6 +7,7 @@ import math
 import pytest
 import torch
 
+from behavioral import answer_space
 from behavioral.answer_space import AnswerSpec, AnswerTrie
 from behavioral.engine import Engine
 from tests.conftest import make_tiny_model
@@ -66,6 +67,20 @@ def test_label_scores_equal_brute_force(tiny_model, tiny_tokenizer, spec, paddin
         else:
             assert got.expected is None
         assert got.greedy in spec.names and 0 < got.start_mass <= 1
+
+
+def test_read_in_row_chunks_equals_one_read(tiny_model, tiny_tokenizer, monkeypatch):
+    """A batch's logits are read a few rows at a time (bounded float32 copies); the scores are those of one read."""
+    trie = AnswerTrie.for_scale(tiny_tokenizer, 100)
+    prompts = _prompt_ids(tiny_tokenizer, 5)
+    engine = Engine(tiny_model, tiny_tokenizer, batch_size=5)
+    whole = engine.score(prompts, trie)
+    monkeypatch.setattr(answer_space, "READ_BYTES", 2 * (1 + len(trie)) * len(tiny_tokenizer) * 4)  # two rows
+    for got, want in zip(engine.score(prompts, trie), whole):  # equal up to float rounding (matmul row blocking)
+        assert got.greedy == want.greedy
+        assert got.expected == pytest.approx(want.expected, rel=1e-9)
+        assert got.probs == pytest.approx(want.probs, rel=1e-6)
+        assert (got.valid_mass, got.start_mass) == pytest.approx((want.valid_mass, want.start_mass), rel=1e-6)
 
 
 def test_forms_share_tokens_and_prefill_is_forced(tiny_tokenizer):

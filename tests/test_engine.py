@@ -17,6 +17,7 @@ from behavioral.answer_space import AnswerSpec, AnswerTrie
 from behavioral.suites.intergroup.answers import answer_decided, parse_intensity
 from behavioral.suites.intergroup.corpus import embedded_events
 from behavioral.engine import Batch, Engine, Sampling, shared_prefix_length
+from behavioral.prefix_plan import common_length
 from tests.conftest import favouring_model, make_tiny_model
 
 
@@ -204,6 +205,29 @@ def test_rows_reading_different_cached_prefixes_equal_plain_forwards(tiny_model,
         out = tiny_model.generate(torch.tensor([prompt]), do_sample=False, max_new_tokens=5,
                                   eos_token_id=engine.stop_ids, pad_token_id=engine.pad_id)[0, len(prompt):]
         assert tiny_tokenizer.decode(out, skip_special_tokens=True) == got.text
+
+
+def test_prefixes_filled_in_batches_equal_each_computed_alone(tiny_model, tiny_tokenizer):
+    """The prefix store computes a pool's prefixes in one forward per level of their prefix tree, not one per prefix,
+    a deeper prefix extending the stored one above it; every stored key and value is that of the prefix alone."""
+    a, b = _prompt_ids(tiny_tokenizer, 2, perceivers=("a Jew", "a person from the United Kingdom"))
+    d = common_length(a, b)  # the two personas' prompts part here
+    wanted = [tuple(a[:d + 35]), tuple(b[:d + 20]), tuple(a[:d]), tuple(a[:d + 20])]
+    engine = Engine(tiny_model, tiny_tokenizer, batch_size=8)
+    forwards = []
+    handle = tiny_model.model.embed_tokens.register_forward_hook(lambda m, i, o: forwards.append(tuple(o.shape[:2])))
+    try:
+        engine._fill_prefixes(wanted)
+    finally:
+        handle.remove()
+    assert forwards == [(1, d), (2, 20), (1, 15)]  # a[:d] alone (it tells the cache kind), then one per level
+    for prefix in wanted:
+        alone = tiny_model(torch.tensor([prefix]), use_cache=True)
+        alone = getattr(alone, engine.cache_key)
+        for stored, plain in zip(engine.prefixes.entries[prefix].layers, alone.layers):
+            assert stored.keys.shape == plain.keys.shape
+            assert torch.allclose(stored.keys, plain.keys, atol=1e-5)
+            assert torch.allclose(stored.values, plain.values, atol=1e-5)
 
 
 @pytest.mark.parametrize("sampled", [False, True])
