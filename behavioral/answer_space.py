@@ -15,11 +15,12 @@ from dataclasses import dataclass, field
 
 import torch
 
+from behavioral import tree_logits
+from behavioral.tree_logits import TreeLogits
+
 SPACE_MARKERS = "Ġ▁ "
 DIGITS = "0123456789"  # str.isdigit() also accepts "²", which byte-level BPE uses for a raw byte
 
-
-READ_BYTES = 2**30  # float32 logits an AnswerTrie reads at a time
 
 @dataclass(frozen=True)
 class Label:
@@ -173,46 +174,64 @@ class AnswerTrie:
         """Label names of the terminal nodes, in node order."""
         return tuple(self.spec.labels[v].name for v in self.value_of if v is not None)
 
-    def answer_logprobs(self, logits: torch.Tensor) -> tuple[list, torch.Tensor]:
-        """(label names, [B, labels] float64 log-probabilities, each answer's end included) from tree logits."""
-        logits = logits.float()
-        device = logits.device
-        lse = torch.logsumexp(logits, dim=-1)  # [B, P]
+    @property
+    def top_k(self) -> int:
+        """Top tokens a position's reduction keeps: enough to find the best token outside any node's children."""
+        return max(len(c) for c in self.children) + 1
+
+    def reduce(self, logits: torch.Tensor | TreeLogits) -> TreeLogits:
+        """What the trie reads from full tree logits [B, 1 + T, V] (a TreeLogits passes through)."""
+        if isinstance(logits, TreeLogits):
+            return logits
+        return TreeLogits.of(logits, torch.unique(self.tokens), self.continues, self.starts, self.top_k)
+
+    def reduce_hidden(self, hidden: torch.Tensor, head: torch.nn.Linear) -> TreeLogits:
+        """What the trie reads, from the output head's input [B, 1 + T, d] (tree_logits.TreeLogits.of_hidden)."""
+        return TreeLogits.of_hidden(hidden, head, torch.unique(self.tokens), self.continues, self.starts, self.top_k)
+
+    def answer_logprobs(self, logits: torch.Tensor | TreeLogits) -> tuple[list, torch.Tensor]:
+        """(label names, [B, labels] float64 log-probabilities, each answer's end included) from tree logits (full,
+        or reduced)."""
+        tree = self.reduce(logits)
+        device = tree.lse.device
+        column = torch.searchsorted(tree.vocab, self.tokens.to(device))  # node -> its token's column
         node_pos = torch.tensor(self.parents, device=device) + 1
-        tok_logp = logits[:, node_pos, self.tokens.to(device)] - lse[:, node_pos]  # [B, T]
+        tok_logp = tree.columns[:, node_pos, column] - tree.lse[:, node_pos]  # [B, T]
         path_logp = tok_logp @ self.ancestry.T.float().to(device)  # [B, T]
         # After node i the answer goes on if the next token continues its word or number (where the form ends in a
         # letter or digit) or follows another form of the set.
-        go_on = torch.logsumexp(logits[:, 1:, :len(self.continues)][:, :, self.continues.to(device)], dim=-1)  # [B, T]
-        go_on = go_on.masked_fill(~self.ends_word.to(device), float("-inf"))
+        go_on = tree.lse_continues[:, 1:].masked_fill(~self.ends_word.to(device), float("-inf"))  # [B, T]
         if len(self.extra_nodes):
-            nodes, toks = self.extra_nodes.to(device), self.extra_tokens.to(device)
-            extra = logits[:, nodes + 1, toks]  # [B, E]
+            nodes = self.extra_nodes.to(device)
+            extra = tree.columns[:, nodes + 1, torch.searchsorted(tree.vocab, self.extra_tokens.to(device))]  # [B, E]
             for e in range(len(nodes)):
                 go_on[:, nodes[e]] = torch.logaddexp(go_on[:, nodes[e]], extra[:, e])
-        go_on = go_on - lse[:, 1:]
+        go_on = go_on - tree.lse[:, 1:]
         end_logp = torch.log1p(-go_on.exp().clamp(max=1 - 1e-7))  # [B, T]
         node_logp = (path_logp + end_logp).double()
-        labels = torch.full((logits.shape[0], len(self.spec.labels)), float("-inf"), dtype=torch.float64,
+        labels = torch.full((tree.lse.shape[0], len(self.spec.labels)), float("-inf"), dtype=torch.float64,
                             device=device)
         for node, k in enumerate(self.value_of):
             if k is not None:
                 labels[:, k] = torch.logaddexp(labels[:, k], node_logp[:, node])
         return list(self.spec.names), labels
 
-    def read(self, logits: torch.Tensor) -> list[Scores]:
-        """Scores from logits [B, 1 + T, V]: position 0 after the prompt (and prefill), position i + 1 after node i.
-        Everything the scores need is computed on the logits' device, READ_BYTES of float32 logits at a time (a
-        whole batch's copy is 13 GB at B = 256, T = 101, V = 128k), and moved to the host in one transfer per batch
-        (per-row reads would stall a GPU once per number)."""
-        rows = max(1, READ_BYTES // (logits[0].numel() * 4))
-        parts = [self._summaries(logits[i:i + rows]) for i in range(0, len(logits), rows)]
+    def read(self, logits: torch.Tensor | TreeLogits) -> list[Scores]:
+        """Scores from tree logits [B, 1 + T, V] (position 0 after the prompt and prefill, position i + 1 after node
+        i) or their reduction. Full logits are reduced READ_BYTES of float32 at a time; everything the scores need is
+        computed on the logits' device and moved to the host in one transfer per batch (per-row reads would stall a
+        GPU once per number)."""
+        if isinstance(logits, TreeLogits):
+            parts = [self._summaries(logits)]
+        else:
+            rows = max(1, tree_logits.READ_BYTES // (logits[0].numel() * 4))
+            parts = [self._summaries(self.reduce(logits[i:i + rows])) for i in range(0, len(logits), rows)]
         host = [torch.cat(column).cpu().tolist() for column in zip(*parts)]
-        expected, valid, start, probs, tree_logits, top_values, top_indices = host
+        expected, valid, start, probs, columns, top_values, top_indices = host
         column = {int(t): j for j, t in enumerate(torch.unique(self.tokens).tolist())}
         branching = self._branching()
         return [
-            Scores(self._greedy(tree_logits[b], dict(zip(branching, zip(top_values[b], top_indices[b]))), column),
+            Scores(self._greedy(columns[b], dict(zip(branching, zip(top_values[b], top_indices[b]))), column),
                    None if not self.spec.values else expected[b], valid[b], start[b], tuple(probs[b]))
             for b in range(len(probs))
         ]
@@ -221,26 +240,22 @@ class AnswerTrie:
         """Logit positions whose node has children (0: after the prompt)."""
         return [0] + [i + 1 for i in range(len(self.tokens)) if self.children[i + 1]]
 
-    def _summaries(self, logits: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        """Per row of `logits` [b, 1 + T, V], on their device: expected value, valid mass, start mass, label
-        probabilities, the trie tokens' logits at every position, and the top-k (values, tokens) at branching
-        positions."""
-        logits = logits.float()
-        device = logits.device
-        _, label_logp = self.answer_logprobs(logits)  # [b, labels]
+    def _summaries(self, tree: TreeLogits) -> tuple[torch.Tensor, ...]:
+        """Per row, on the logits' device: expected value, valid mass, start mass, label probabilities, the trie
+        tokens' logits at every position, and the top-k (values, tokens) at branching positions."""
+        device = tree.lse.device
+        _, label_logp = self.answer_logprobs(tree)  # [b, labels]
         probs = torch.softmax(label_logp, dim=-1)
         values = self.spec.values
         expected = probs.double() @ torch.tensor(values, dtype=torch.float64, device=device) if values else \
             torch.full(probs.shape[:1], torch.nan, dtype=torch.float64, device=device)
         valid = label_logp.exp().sum(-1)
-        starts = self.starts.to(device)
-        start = (torch.logsumexp(logits[:, 0, :len(starts)][:, starts], dim=-1) - torch.logsumexp(logits[:, 0], dim=-1)).exp()
-        k = max(len(c) for c in self.children) + 1
-        top = logits[:, self._branching()].topk(k, dim=-1)  # [b, positions, k]: the best token outside a node's children
-        vocab = torch.unique(self.tokens).to(device)
-        return expected, valid.double(), start.double(), probs, logits[:, :, vocab], top.values, top.indices
+        start = (tree.lse_starts[:, 0] - tree.lse[:, 0]).exp()
+        branching = self._branching()
+        return (expected, valid.double(), start.double(), probs, tree.columns, tree.top_values[:, branching],
+                tree.top_indices[:, branching])
 
-    def _greedy(self, tree_logits: list[list[float]], top: dict[int, tuple[list[float], list[int]]],
+    def _greedy(self, columns: list[list[float]], top: dict[int, tuple[list[float], list[int]]],
                 column: dict[int, int]) -> int | str:
         """The label greedy decoding reaches when it must stay in the set: continue while a child token is argmax.
         Reads one row's logits of the trie's tokens at each position (`column`: token -> index) and its top-k
@@ -252,7 +267,7 @@ class AnswerTrie:
             if not kids:
                 break
             kid_tokens = [token_ids[kid] for kid in kids]
-            kid_logits = [tree_logits[pos][column[t]] for t in kid_tokens]
+            kid_logits = [columns[pos][column[t]] for t in kid_tokens]
             best = kid_logits.index(max(kid_logits))
             outsider = next(v for v, t in zip(*top[pos]) if t not in kid_tokens)
             if node >= 0 and self.value_of[node] is not None and kid_logits[best] <= outsider:

@@ -21,6 +21,7 @@ from transformers.cache_utils import DynamicCache, DynamicLayer
 
 from behavioral.answer_space import AnswerTrie, Scores
 from behavioral.prefix_plan import batches, cached_prefixes, common_length
+from behavioral.tree_logits import head_inputs, output_head
 
 END_OF_TURN = ("<|eot_id|>", "<|im_end|>", "<end_of_turn>", "<|end|>", "<|endoftext|>")
 
@@ -289,6 +290,9 @@ class Engine:
         self.pad_id = pad_token_id(tokenizer)
         self.stop_ids = stop_token_ids(model, tokenizer)
         self.prefixes = PrefixCache(model)
+        # score mode reads answer trees through this head a vocabulary slice at a time (no full-vocabulary logits);
+        # None where the model's logits are not the head's output alone (soft-capping, scaling)
+        self.head = output_head(model, self.device)
         self.cache_key = self.prefixes.cache_key
         self.tokens_computed = 0  # positions run through the model outside the prefix cache, padding included
         self._tracer: Callable[[torch.Tensor], ContextManager] | None = None
@@ -453,9 +457,7 @@ class Engine:
             self.tokens_computed += batch.ids.numel()
             logits, cache = out.logits[:, -1], getattr(out, self.cache_key)
         else:
-            out = self.tree_forward(batch, trie, use_cache=True)
-            scores = trie.read(out.logits)
-            logits, cache = out.logits[:, 0], getattr(out, self.cache_key)
+            scores, logits, cache = self._tree_read(batch, trie, use_cache=True)
             cache.crop(-len(trie))  # the tree's keys; decoding continues after the prompt
         keys, position = batch.keys, batch.next_position
         uniforms = None
@@ -507,7 +509,19 @@ class Engine:
 
     @torch.inference_mode()
     def _score_batch(self, prompts: list[list[int]], prefixes: list[int], trie: AnswerTrie) -> list[Scores]:
-        return trie.read(self.tree_forward(Batch(self, prompts, prefixes), trie, use_cache=False).logits)
+        return self._tree_read(Batch(self, prompts, prefixes), trie, use_cache=False)[0]
+
+    def _tree_read(self, batch: Batch, trie: AnswerTrie, use_cache: bool):
+        """The batch's answer-tree scores, with `use_cache` also the first reply token's logits [B, V] and the KV
+        cache (tree included): through the output head's input where `head` allows, else from full logits."""
+        if self.head is None:
+            out = self.tree_forward(batch, trie, use_cache)
+            return trie.read(out.logits), out.logits[:, 0], getattr(out, self.cache_key)
+        with head_inputs(self.head) as caught:
+            out = self.tree_forward(batch, trie, use_cache)
+        hidden = caught[-1]  # [B, 1 + T, d]
+        first = self.head(hidden[:, 0]) if use_cache else None
+        return trie.read(trie.reduce_hidden(hidden, self.head)), first, getattr(out, self.cache_key)
 
     def tree_forward(self, batch: Batch, trie: AnswerTrie, use_cache: bool):
         """The batch's prompts and the answer tree in one forward (each node sees its prompt and its ancestors);

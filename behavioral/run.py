@@ -34,6 +34,10 @@ from behavioral.work import WorkUnit, unit_batches, work_units
 # The decoding settings' defaults; a suite replaces some with its own (Suite.run_defaults, e.g. its authors').
 RUN_DEFAULTS = {"mode": "generate", "seed": 0, "temperature": 0.0, "top_p": 1.0, "samples": 1, "max_new_tokens": 128,
                 "prompt_format": "auto"}
+# Work units go to the engine in pools of this many batches: it sorts a pool's rows by what is left after their
+# cached prefix, so batches pad little, and computes each of the pool's prefixes once (a pool of one batch pads every
+# row to the longest); a kill loses at most one pool, whose units rerun on resume.
+POOL_BATCHES = 4
 STORE_PROBS_UP_TO = 32  # answer sets this small keep every label's probability on each row (any set with store_probs)
 
 
@@ -412,7 +416,7 @@ def _work(config: RunConfig, suite: Suite, runner: Runner, data, out: Path, wher
     schema = result_schema(suite.fields, run_id)
     with tqdm(total=total, unit="prompt", disable=not progress, desc=label) as bar, \
             RowLog(out, schema, where.rank) as log, runner.engine.hooked(tracer=recorder and recorder.tracer):
-        for batch in unit_batches(todo(), config.batch_size):
+        for batch in unit_batches(todo(), POOL_BATCHES * config.batch_size):
             rows, states = runner.rows(batch)
             fresh = [r for r in rows if r["unit_id"] not in done]
             if fresh:

@@ -7,9 +7,9 @@ import math
 import pytest
 import torch
 
-from behavioral import answer_space
+from behavioral import tree_logits
 from behavioral.answer_space import AnswerSpec, AnswerTrie
-from behavioral.engine import Engine
+from behavioral.engine import Batch, Engine
 from tests.conftest import make_tiny_model
 from tests.test_engine import _prompt_ids
 
@@ -69,18 +69,53 @@ def test_label_scores_equal_brute_force(tiny_model, tiny_tokenizer, spec, paddin
         assert got.greedy in spec.names and 0 < got.start_mass <= 1
 
 
-def test_read_in_row_chunks_equals_one_read(tiny_model, tiny_tokenizer, monkeypatch):
-    """A batch's logits are read a few rows at a time (bounded float32 copies); the scores are those of one read."""
+def test_score_mode_never_builds_full_vocabulary_logits(tiny_model, tiny_tokenizer, monkeypatch):
+    """Score mode reads the answer tree through the output head's input, a few vocabulary rows at a time: the head
+    returns no logits in the tree forwards (the prefix store's forwards keep one position's), the largest float32
+    logits block is READ_BYTES, and the scores are those read from the full logits."""
     trie = AnswerTrie.for_scale(tiny_tokenizer, 100)
     prompts = _prompt_ids(tiny_tokenizer, 5)
     engine = Engine(tiny_model, tiny_tokenizer, batch_size=5)
-    whole = engine.score(prompts, trie)
-    monkeypatch.setattr(answer_space, "READ_BYTES", 2 * (1 + len(trie)) * len(tiny_tokenizer) * 4)  # two rows
-    for got, want in zip(engine.score(prompts, trie), whole):  # equal up to float rounding (matmul row blocking)
+    assert engine.head is tiny_model.lm_head
+    full = trie.read(engine.tree_forward(Batch(engine, prompts), trie, use_cache=False).logits)
+    rows = 5 * (1 + len(trie))
+    monkeypatch.setattr(tree_logits, "READ_BYTES", rows * 50 * 4)  # 50 vocabulary rows a slice: 12 slices
+    widths, blocks = [], []
+    hook = tiny_model.lm_head.register_forward_hook(lambda m, a, out: widths.append(tuple(out.shape[1:])))
+    logsumexp = torch.logsumexp
+    monkeypatch.setattr(torch, "logsumexp", lambda t, **k: blocks.append(t.numel()) or logsumexp(t, **k))
+    try:
+        scores = engine.score(prompts, trie)
+    finally:
+        hook.remove()
+    assert widths == [(1, len(tiny_tokenizer)), (1 + len(trie), 1)] and max(blocks) <= rows * 50
+    for got, want in zip(scores, full):
         assert got.greedy == want.greedy
-        assert got.expected == pytest.approx(want.expected, rel=1e-9)
-        assert got.probs == pytest.approx(want.probs, rel=1e-6)
-        assert (got.valid_mass, got.start_mass) == pytest.approx((want.valid_mass, want.start_mass), rel=1e-6)
+        assert got.expected == pytest.approx(want.expected, rel=1e-6)
+        assert got.probs == pytest.approx(want.probs, rel=1e-5, abs=1e-12)
+        assert (got.valid_mass, got.start_mass) == pytest.approx((want.valid_mass, want.start_mass), rel=1e-5)
+
+
+def test_soft_capped_logits_are_read_in_full(tiny_tokenizer):
+    """A model whose logits are not its head's output alone (Gemma-2's soft-capping) is scored from its full logits,
+    and its scores equal one full forward per form. (Its window is wider than the prompts, as Gemma-2's 4,096 is:
+    the engine's explicit masks do not apply a window.)"""
+    from transformers import Gemma2Config, Gemma2ForCausalLM
+
+    torch.manual_seed(0)
+    model = Gemma2ForCausalLM(Gemma2Config(
+        vocab_size=len(tiny_tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=16, final_logit_softcapping=3.0,
+        sliding_window=256, max_position_embeddings=512)).eval()
+    trie = AnswerTrie.build(tiny_tokenizer, YES_NO)
+    prompts = _prompt_ids(tiny_tokenizer, 3)
+    engine = Engine(model, tiny_tokenizer, batch_size=3)
+    assert engine.head is None
+    for ids, got in zip(prompts, engine.score(prompts, trie)):
+        want = _brute_force(model, tiny_tokenizer, trie, ids)
+        z = sum(math.exp(v) for v in want.values())
+        assert got.valid_mass == pytest.approx(z, rel=1e-4)
+        assert got.probs == pytest.approx([math.exp(want[n]) / z for n in YES_NO.names], rel=1e-4)
 
 
 def test_forms_share_tokens_and_prefill_is_forced(tiny_tokenizer):

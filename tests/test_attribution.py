@@ -108,7 +108,8 @@ def test_exact_map_is_the_patching_forward_of_interp_patching(tiny_model, tiny_t
     specs = [PatchSpec.parse("persona_end:1", (layer,)) for layer in (-1, 0, 1)]
     swept = evaluate(engine, [pair.clean], [pair.corrupted], [specs], pair.trie)
     last = exact.nodes[exact.nodes["offset"] == 0]
-    np.testing.assert_allclose(last["exact"], swept["delta_expected"], atol=1e-9)
+    # equal up to float32 rounding: the sweep's scores sum the normaliser a vocabulary slice at a time
+    np.testing.assert_allclose(last["exact"], swept["delta_expected"], atol=1e-6)
     sampled = A.exact_map(engine, [pair], scope="slot", sample=4, seed=1)
     assert len(sampled.nodes) == 4 and sampled.prompts == 1 + 5  # the corrupted prompt, the clean one, 4 nodes
     keyed = exact.nodes.set_index(["layer", "position"])["exact"]
