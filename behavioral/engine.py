@@ -20,7 +20,7 @@ from torch import nn
 from transformers.cache_utils import DynamicCache, DynamicLayer
 
 from behavioral.answer_space import AnswerTrie, Scores
-from behavioral.prefix_plan import batches, cached_prefixes, common_length
+from behavioral.prefix_plan import batches, cached_prefixes, common_length, with_branch_points
 from behavioral.tree_logits import head_inputs, output_head
 
 END_OF_TURN = ("<|eot_id|>", "<|im_end|>", "<end_of_turn>", "<|end|>", "<|endoftext|>")
@@ -337,15 +337,16 @@ class Engine:
         every prefix of these prompts while they run."""
         prefixes = cached_prefixes(prompts) if self._share_prefix else [0] * len(prompts)
         distinct = {tuple(p[:k]) for p, k in zip(prompts, prefixes)}
-        self.prefixes.capacity = max(PrefixCache.CAPACITY, len(distinct))
+        self.prefixes.capacity = max(PrefixCache.CAPACITY, len(with_branch_points(distinct)))
         return batches(prompts, prefixes, self.batch_size, extra, self.max_batch_tokens)
 
     @torch.inference_mode()
     def _fill_prefixes(self, prefixes: Sequence[tuple[int, ...]]) -> None:
-        """Compute the prefix store's missing `prefixes` in batched forwards, each row extending the longest prefix
-        stored or computed before it (a forward per prefix costs a GPU about as much as a batch of them). Models
-        whose cache layers cannot be split row by row (sliding windows) compute each prefix when a batch asks."""
-        todo = sorted({p for p in prefixes if p and p not in self.prefixes.entries}, key=len)
+        """Compute the prefix store's missing `prefixes`, and the branch points between them, in batched forwards,
+        each row extending the longest prefix stored or computed before it, so every shared segment runs once (a
+        forward per prefix costs a GPU about as much as a batch of them). Models whose cache layers cannot be split
+        row by row (sliding windows) compute each prefix when a batch asks."""
+        todo = sorted((p for p in with_branch_points(prefixes) if p not in self.prefixes.entries), key=len)
         if todo and self.prefixes.plain is None:
             self.prefixes.get(todo.pop(0), self.device)  # tells whether the cache layers are plain
         if not todo or not self.prefixes.plain:

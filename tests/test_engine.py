@@ -228,6 +228,14 @@ def test_prefixes_filled_in_batches_equal_each_computed_alone(tiny_model, tiny_t
             assert stored.keys.shape == plain.keys.shape
             assert torch.allclose(stored.keys, plain.keys, atol=1e-5)
             assert torch.allclose(stored.values, plain.values, atol=1e-5)
+    forwards.clear()
+    engine = Engine(tiny_model, tiny_tokenizer, batch_size=8)
+    handle = tiny_model.model.embed_tokens.register_forward_hook(lambda m, i, o: forwards.append(tuple(o.shape[:2])))
+    try:
+        engine._fill_prefixes([tuple(a[:d + 20]), tuple(b[:d + 20])])
+    finally:
+        handle.remove()
+    assert forwards == [(1, d), (2, 20)]  # their shared d tokens once, then each one's own 20
 
 
 @pytest.mark.parametrize("sampled", [False, True])

@@ -3,7 +3,7 @@ what each prompt has left."""
 
 from __future__ import annotations
 
-from behavioral.prefix_plan import batches, cached_prefixes
+from behavioral.prefix_plan import batches, cached_prefixes, with_branch_points
 
 
 def test_branch_points_that_save_enough_are_cached():
@@ -38,3 +38,23 @@ def test_batches_group_by_what_is_left_and_respect_the_budget():
     assert batches(prompts, prefixes, batch_size=4, extra=2, max_tokens=12) == [
         [(1, 10), (2, 10)], [(0, 10)], [(3, 10)]]
     assert batches(prompts, [0] * 4, batch_size=4, extra=0) == [[(1, 0), (2, 0), (0, 0), (3, 0)]]
+
+
+def test_batches_are_cut_where_padding_would_pass_its_share():
+    prompts = [[1] * n for n in (10, 10, 11, 20, 21, 40)]
+    prefixes = [0] * 6
+    # 10, 10, 11 pad 2 of 33 positions; adding 20 would pad 31 of 80: a new batch, and again at 40
+    assert batches(prompts, prefixes, batch_size=6, extra=0, max_padding=0.1, min_rows=1) == [
+        [(0, 0), (1, 0), (2, 0)], [(3, 0), (4, 0)], [(5, 0)]]
+    # new tokens (or tree nodes) are positions too, never padding: with 100 a row, 10-21 pad 33 of 605 positions
+    assert batches(prompts, prefixes, batch_size=6, extra=100, max_padding=0.1, min_rows=1) == [
+        [(0, 0), (1, 0), (2, 0), (3, 0), (4, 0)], [(5, 0)]]
+    # a batch of min_rows or fewer is never cut for padding
+    assert batches(prompts, prefixes, batch_size=6, extra=0, max_padding=0.1, min_rows=6) == [
+        [(i, 0) for i in range(6)]]
+
+
+def test_branch_points_between_cached_prefixes_are_added():
+    a, b, c = (1, 2, 3, 4, 5), (1, 2, 3, 9), (1, 7)
+    assert with_branch_points([a, b, c, a]) == {a, b, c, (1, 2, 3), (1,)}
+    assert with_branch_points([(5, 6), (7,)]) == {(5, 6), (7,)}  # nothing shared: no empty prefix
