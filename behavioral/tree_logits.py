@@ -66,11 +66,6 @@ class TreeLogits:
         columns = nn.functional.linear(hidden, weight[vocab], None if bias is None else bias[vocab]).float()
         return cls(vocab, lse, lse_continues, lse_starts, columns, top_values, top_indices)
 
-    def rows(self, lo: int, hi: int) -> "TreeLogits":
-        """Rows lo:hi."""
-        return TreeLogits(self.vocab, *(t[lo:hi] for t in (self.lse, self.lse_continues, self.lse_starts,
-                                                           self.columns, self.top_values, self.top_indices)))
-
 
 def _subset_lse(logits: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """logsumexp over the columns `mask` marks (a mask over the first ids; columns past it are outside)."""
