@@ -333,11 +333,8 @@ class Engine:
     def _chunks(self, prompts: Sequence[list[int]], extra: int) -> list[list[tuple[int, int]]]:
         """Batches of (prompt index, cached prefix length) (behavioral.prefix_plan): prefixes at the branch points
         of the prompts' prefix tree, rows by what is left after them, at most batch_size rows and, if set,
-        max_batch_tokens positions (padded remainder plus `extra` new tokens per row). The prefix store keeps
-        every prefix of these prompts while they run."""
+        max_batch_tokens positions (padded remainder plus `extra` new tokens per row)."""
         prefixes = cached_prefixes(prompts) if self._share_prefix else [0] * len(prompts)
-        distinct = {tuple(p[:k]) for p, k in zip(prompts, prefixes)}
-        self.prefixes.capacity = max(PrefixCache.CAPACITY, len(with_branch_points(distinct)))
         return batches(prompts, prefixes, self.batch_size, extra, self.max_batch_tokens)
 
     @torch.inference_mode()
@@ -345,16 +342,20 @@ class Engine:
         """Compute the prefix store's missing `prefixes`, and the branch points between them, in batched forwards,
         each row extending the longest prefix stored or computed before it, so every shared segment runs once (a
         forward per prefix costs a GPU about as much as a batch of them). Models whose cache layers cannot be split
-        row by row (sliding windows) compute each prefix when a batch asks."""
-        todo = sorted((p for p in with_branch_points(prefixes) if p not in self.prefixes.entries), key=len)
+        row by row (sliding windows) compute each prefix when a batch asks. The store keeps all of them while
+        the prompts run."""
+        needed = with_branch_points(prefixes)
+        self.prefixes.capacity = max(PrefixCache.CAPACITY, len(needed))
+        todo = sorted((p for p in needed if p not in self.prefixes.entries), key=len)
         if todo and self.prefixes.plain is None:
             self.prefixes.get(todo.pop(0), self.device)  # tells whether the cache layers are plain
         if not todo or not self.prefixes.plain:
             return
         bases = {p: self.prefixes.base(p, todo) for p in todo}
         while todo:
-            ready = [p for p in todo if bases[p] not in todo]  # every base stored: one level of the prefix tree
-            todo = [p for p in todo if p not in ready]
+            pending = set(todo)
+            ready = [p for p in todo if bases[p] not in pending]  # every base stored: one level of the prefix tree
+            todo = [p for p in todo if bases[p] in pending]
             chunks = [ready[i:i + self.batch_size] for i in range(0, len(ready), self.batch_size)]
             halving_on_oom(lambda chunk: self._prefix_batch(chunk, [len(bases[p]) for p in chunk]), chunks)
 
