@@ -10,6 +10,7 @@ import contextlib
 import copy
 import hashlib
 import inspect
+import itertools
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
@@ -146,6 +147,15 @@ def cache_keyword(model) -> str:
     return "cache" if "cache" in names else "past_key_values"
 
 
+def extendable(cache):
+    """A copy of a KV cache that can be extended without changing `cache`: its layers are copied, their tensors
+    shared (a cache layer's update concatenates or slices, never writes in place; a deep copy would also copy the
+    whole batch a stored row is a view of)."""
+    out = copy.copy(cache)
+    out.layers = [copy.copy(layer) for layer in cache.layers]
+    return out
+
+
 class PrefixCache:
     """KV caches of shared token prefixes (batch of one); a new prefix extends the longest stored one it starts with."""
 
@@ -166,7 +176,7 @@ class PrefixCache:
             self.entries.move_to_end(prefix)
             return self.entries[prefix]
         base = self.base(prefix)
-        cache = copy.deepcopy(self.entries[base]) if base else None
+        cache = extendable(self.entries[base]) if base else None
         ids = torch.tensor([prefix[len(base):]], device=device)
         positions = torch.arange(len(base), len(prefix), device=device)[None]
         out = self.model(input_ids=ids, position_ids=positions, use_cache=True, logits_to_keep=1,
@@ -198,7 +208,7 @@ class PrefixCache:
         if distinct == [()]:
             return None
         if len(distinct) == 1:
-            cache = copy.deepcopy(self.get(distinct[0], device))
+            cache = extendable(self.get(distinct[0], device))
             cache.batch_repeat_interleave(len(prefixes))
             return cache
         if self.plain is False:
@@ -206,16 +216,21 @@ class PrefixCache:
         entries = {p: self.get(p, device) for p in distinct if p}
         if not self.plain:
             return None
-        width = max(map(len, distinct))
+        # prefixes of one length are concatenated in one copy and padded once (a copy per prefix and layer cost a
+        # GPU a kernel launch each: thousands per batch at a pool's hundreds of prefixes)
+        distinct.sort(key=len)
+        width = len(distinct[-1])
         slot = {p: j for j, p in enumerate(distinct)}
         index = torch.tensor([slot[p] for p in prefixes], device=device)
+        groups = [list(g) for _, g in itertools.groupby(distinct, key=len)]
         some = next(iter(entries.values()))
         cache = DynamicCache()
         for layer, first in enumerate(some.layers):
             stacked = []
             for field_name in ("keys", "values"):
                 empty = getattr(first, field_name)[..., :0, :]
-                parts = [getattr(entries[p].layers[layer], field_name) if p else empty for p in distinct]
+                parts = [torch.cat([getattr(entries[p].layers[layer], field_name) if p else empty for p in group])
+                         for group in groups]
                 stacked.append(torch.cat([nn.functional.pad(t, (0, 0, width - t.shape[-2], 0)) for t in parts])[index])
             cache.update(*stacked, layer)
         return cache
@@ -368,12 +383,22 @@ class Engine:
                          **{self.cache_key: batch.cache})
         self.prefixes.tokens_computed += batch.ids.numel()
         layers = getattr(out, self.cache_key).layers
+        # rows with the same padding are cut out of each layer in one copy (their base's keys, then their own), and
+        # split into views: a copy per row and layer cost a GPU thousands of launches per pool
+        stacked = batch.keys.shape[1] - batch.width  # the bases' keys come first, left-padded to this width
+        groups: dict[tuple[int, int], list[int]] = {}
         for row, prefix in enumerate(prefixes):
-            keep = batch.keys[row]
-            cache = DynamicCache()
-            for index, layer in enumerate(layers):
-                cache.update(layer.keys[row:row + 1, :, keep], layer.values[row:row + 1, :, keep], index)
-            self.prefixes.store(prefix, cache)
+            groups.setdefault((cached[row], len(prefix) - cached[row]), []).append(row)
+        for (base, own), rows in groups.items():
+            index = torch.tensor(rows, device=self.device)
+            caches = [DynamicCache() for _ in rows]
+            for number, layer in enumerate(layers):
+                keys, values = (torch.cat([t[index, :, stacked - base:stacked], t[index, :, -own:]], dim=2)
+                                for t in (layer.keys, layer.values))
+                for cache, k, v in zip(caches, keys.split(1), values.split(1)):
+                    cache.update(k, v, number)
+            for row, cache in zip(rows, caches):
+                self.prefixes.store(prefixes[row], cache)
         return [None] * len(prefixes)
 
     def _batched(self, fn: Callable[[list[int], list[int]], list[T]], prompts: Sequence[list[int]],

@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 # A cached prefix costs a row of a batched prefix forward, a KV cache kept while its pool runs and a slot in each of
-# its batches' stacked caches; one that saves fewer positions than this is computed in the rows instead. (At 16 the
-# nationality grid's score run computes 1.00 x its prefix tree's positions, at 32 1.14-1.15 x, at 64 1.15 x; but at
-# batch 256, 16 keeps up to 307 prefixes (22,249 positions of KV) for a pool and stacks 256 in a batch, 32 keeps 27.)
-MIN_SAVED_POSITIONS = 32
+# its batches' stacked caches (copied a length at a time, not a prefix at a time); one that saves fewer positions than
+# this is computed in the rows instead. Nationality's score run (bench_engine_costs --run-path) computes 1.15 x its
+# prefix tree's positions at 32 (27 prefixes kept at batch 256), 1.07-1.08 x at 24 (75 at batch 64, 295 at 256).
+MIN_SAVED_POSITIONS = 24
 # A batch is cut where padding would pass this share of its positions, once it holds more than MIN_ROWS rows (fewer
 # would waste a GPU more than the padding does).
 MAX_PADDING = 0.10
