@@ -1,12 +1,16 @@
-"""What a layer-by-layer patching profile supports: the first layer from which patching stops mattering, read off the
-intervals over events of the effect closed, so that a claim about where a slot's information is read names a layer
-with its interval instead of a point estimate."""
+"""What a layer-by-layer patching profile supports: the first layer from which patching stops mattering, shown by an
+equivalence test on the intervals over events of the effect closed (an interval that merely includes 0 says the data
+cannot tell, not that the effect is gone), so that a claim about where a slot's information is read names a layer
+with its interval and its margin instead of a point estimate."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
+
+# The default equivalence margin of the gap closed: an effect within ±10% of the unpatched gap counts as none.
+EQUIVALENCE_MARGIN = 0.10
 
 
 def includes_zero(low: float, high: float) -> bool:
@@ -14,15 +18,33 @@ def includes_zero(low: float, high: float) -> bool:
     return bool(low <= 0 <= high)
 
 
-def stops_mattering(layers: Sequence[int], low: Sequence[float], high: Sequence[float]) -> int | None:
-    """The first of `layers` (in increasing order) from which on every tested layer's interval of the effect closed
-    includes 0: from there, patching the slot at one layer no longer moves the measure beyond what resampling the
-    events does. None where the last layer's interval excludes 0 or is undefined (NaN: no interval, say why): no
-    such layer among those tested. `low` and `high` follow `layers`."""
-    order = np.argsort(np.asarray(layers), kind="stable")
+def equivalent(low: float, high: float, margin: float = EQUIVALENCE_MARGIN) -> bool:
+    """Whether [low, high] lies within [-margin, margin]: with a 95% interval, both one-sided tests of an effect
+    beyond the margin reject at 0.025 (a TOST at 0.025 per side; False where either end is NaN)."""
+    return bool(-margin <= low and high <= margin)
+
+
+def _first_from(layers: Sequence[int], low: Sequence[float], high: Sequence[float],
+                holds: Callable[[float, float], bool]) -> int | None:
+    """The first of `layers` (in increasing order) from which on `holds` is true of every tested layer's interval."""
     found = None
-    for k in order[::-1]:
-        if not includes_zero(low[k], high[k]):
+    for k in np.argsort(np.asarray(layers), kind="stable")[::-1]:
+        if not holds(low[k], high[k]):
             break
         found = layers[k]
     return found
+
+
+def stops_mattering(layers: Sequence[int], low: Sequence[float], high: Sequence[float],
+                    margin: float = EQUIVALENCE_MARGIN) -> int | None:
+    """The first of `layers` from which on every tested layer's effect closed is shown to lie within ±margin (its
+    interval inside [-margin, margin]; each layer's test at its own level, which is the level of the claim about
+    all of them together: an intersection-union test needs no correction). None where the last layer's is not
+    (or is undefined: no interval, say why). `low` and `high` follow `layers`."""
+    return _first_from(layers, low, high, lambda lo, hi: equivalent(lo, hi, margin))
+
+
+def undetermined_from(layers: Sequence[int], low: Sequence[float], high: Sequence[float]) -> int | None:
+    """The first of `layers` from which on every tested layer's interval includes 0: from there the data cannot
+    tell the effect from 0, which is not evidence that it is 0 (`stops_mattering` is)."""
+    return _first_from(layers, low, high, includes_zero)

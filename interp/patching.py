@@ -11,7 +11,7 @@ The public API, by job (each module's docstring has the details):
 - many prompts (``interp.patch_sweep``): ``evaluate``, ``sweep`` (layer × position group), ``summarize``,
   ``heatmap_figure``.
 - reading a layer profile (``interp.patch_claims``): ``stops_mattering``, the first layer from which every tested
-  layer's interval of the effect closed includes 0.
+  layer's interval of the effect closed lies within an equivalence margin.
 
 >>> target = encode(tok, target_prompt, "perceiver")
 >>> source = encode(tok, source_prompt, "perceiver")

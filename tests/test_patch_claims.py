@@ -17,41 +17,19 @@ from behavioral.cli import main
 from behavioral.suites.intergroup import patch_report
 from behavioral.suites.intergroup.groups import get_category
 from behavioral.suites.intergroup.patch_gap import ONE_EVENT, gap_table
-from behavioral.suites.intergroup.stats import empathy_gap, zscore
-from interp.patch_claims import stops_mattering
+from behavioral.suites.intergroup.stats import zscore
+from behavioral.suites.intergroup.synthetic import GAP, patched_rows, true_closed
+from interp.patch_claims import stops_mattering, undetermined_from
 
 RELIGION = get_category("religion")
 NAMES = RELIGION.identities
 SAME = RELIGION.in_group()
-BASE = np.add.outer(np.linspace(0, 1, 5), np.linspace(3, 6, 5))  # perceiver and experiencer effects, no gap
-GAP = 1.5  # rating points added to the in-group cells of the clean matrix
 
 
 def synthetic(closed: dict[int, float], n_events: int, noise: float = 0.3, seed: int = 0,
               category=RELIGION) -> pd.DataFrame:
-    """Per-prompt rows of one mode: clean = BASE + GAP on in-group cells + event noise, and at each layer the patch
-    removes the share closed[layer] of the gap (the same event noise, so a layer closing 0 changes nothing)."""
-    n = len(category.identities)
-    base = np.add.outer(np.linspace(0, 1, n), np.linspace(3, 6, n))
-    same = category.in_group()
-    rng = np.random.default_rng(seed)
-    events = rng.normal(0, noise, (n, n, n_events))
-    clean = base[:, :, None] + GAP * same[:, :, None] + events
-    rows = []
-    for layer, share in closed.items():
-        patched = clean - share * GAP * same[:, :, None]
-        for (p, x, e), value in np.ndenumerate(clean):
-            rows.append({"mode": "person", "layer": layer, "positions": "system",
-                         "perceiver": category.identities[p], "experiencer": category.identities[x],
-                         "event_id": f"e{e}", "expected_clean": value, "expected": patched[p, x, e],
-                         "delta_expected": patched[p, x, e] - value})
-    return pd.DataFrame(rows)
-
-
-def true_closed(share: float) -> float:
-    """The gap closed without event noise: 1 - δ(patched) / δ(clean) of the noise-free matrices."""
-    return 1 - (empathy_gap(zscore(BASE + (1 - share) * GAP * SAME), SAME)
-                / empathy_gap(zscore(BASE + GAP * SAME), SAME))
+    """The synthetic patching rows of `behavioral.suites.intergroup.synthetic` (no patch noise)."""
+    return patched_rows(closed, n_events, noise, seed, category)
 
 
 def test_the_interval_covers_the_planted_gap_closed():
@@ -138,29 +116,53 @@ def test_a_sampled_test_says_so_and_its_family_wise_p_is_not_below_p():
 
 
 @pytest.mark.parametrize("layers, low, high, expected", [
-    ([0, 1, 2, 3, 4], [0.9, 0.5, -0.1, 0.2, -0.1], [1.1, 0.8, 0.1, 0.4, 0.1], 4),  # the dip at 2 is not "from on"
-    ([0, 5, 10], [0.9, -0.2, -0.1], [1.0, 0.3, 0.1], 5),
-    ([10, 0, 5], [-0.1, 0.9, -0.2], [0.1, 1.0, 0.3], 5),  # unsorted
+    ([0, 1, 2, 3, 4], [0.9, 0.5, -0.1, 0.2, -0.05], [1.1, 0.8, 0.05, 0.4, 0.05], 4),  # the dip at 2 is not "from on"
+    ([0, 5, 10], [0.9, -0.05, -0.1], [1.0, 0.08, 0.1], 5),
+    ([10, 0, 5], [-0.1, 0.9, -0.05], [0.1, 1.0, 0.08], 5),  # unsorted
     ([0, 1], [0.9, 0.1], [1.0, 0.3], None),  # the last tested layer still matters
+    ([0, 1], [0.9, -0.2], [1.0, 0.3], None),  # the last includes 0 but reaches beyond ±10%: not shown to be none
     ([0, 1], [math.nan, math.nan], [math.nan, math.nan], None),  # no intervals
     ([0, 1], [-0.1, -0.1], [0.1, 0.1], 0),
 ])
-def test_stops_mattering(layers, low, high, expected):
-    assert stops_mattering(layers, low, high) == expected
+def test_stops_mattering_needs_every_interval_from_there_within_the_margin(layers, low, high, expected):
+    assert stops_mattering(layers, low, high, margin=0.1) == expected
+
+
+def test_an_interval_that_only_includes_zero_is_read_as_undetermined():
+    assert undetermined_from([0, 1, 2], [0.9, -0.2, -0.3], [1.0, 0.3, 0.4]) == 1
+    assert stops_mattering([0, 1, 2], [0.9, -0.2, -0.3], [1.0, 0.3, 0.4], margin=0.1) is None
+    assert stops_mattering([0, 1, 2], [0.9, -0.2, -0.3], [1.0, 0.3, 0.4], margin=0.5) == 1
+
+
+def test_a_half_closed_gap_at_every_layer_is_never_read_as_stopping_to_matter():
+    # the review's world: 50% closed everywhere, 3 events, intervals about 3 wide; "includes 0" (the old rule)
+    # would have said "stops mattering" in 6 of these 20 runs
+    undetermined, declared = 0, 0
+    for seed in range(20):
+        frame = patched_rows({0: 0.5, 10: 0.5, 20: 0.5}, n_events=3, noise=2.0, seed=seed, patch_noise=1.0)
+        table = gap_table(frame, RELIGION, n_bootstrap=200)
+        bounds = table["layer"].tolist(), table["delta_removed_low"].tolist(), table["delta_removed_high"].tolist()
+        undetermined += undetermined_from(*bounds) is not None
+        declared += patch_report.result(table, 23)["person"]["stops_mattering"] is not None
+    assert undetermined == 6 and declared == 0
 
 
 def test_the_headline_names_the_planted_layer():
     shares = {0: 1.0, 4: 0.8, 8: 0.5, 12: 0.0, 16: 0.4, 20: 0.0, 23: 0.0}  # 12 dips to 0, 16 matters again
     table = gap_table(synthetic(shares, n_events=12, noise=0.2), RELIGION, n_bootstrap=300)
     text = patch_report.headline(table, last_block=23)
-    assert "from layer 20 on, every tested layer's gap-closed interval includes 0" in text
+    assert "from layer 20 on, every tested layer's gap closed lies within ±10.0% of the unpatched gap" in text
     assert "stop mattering between layers 16 and 20" in text
     assert "at layer 0 the patch closes" in text and "about 100% is expected by construction" in text
     assert "Here the interval excludes" not in text
     assert patch_report.result(table, 23)["person"]["stops_mattering"]["layer"] == 20
     still = gap_table(synthetic({0: 1.0, 23: 0.5}, n_events=12, noise=0.2), RELIGION, n_bootstrap=300)
-    assert "No layer from which patching stops mattering among those tested: the last, layer 23, still closes" in \
+    assert "No layer from which patching is shown to stop mattering among those tested" in \
         patch_report.headline(still, last_block=23)
+    wide = gap_table(synthetic({0: 1.0, 23: 0.0}, n_events=4, seed=2), RELIGION, n_bootstrap=300)
+    wide_text = patch_report.headline(wide.assign(delta_removed_low=[0.9, -0.3], delta_removed_high=[1.1, 0.4]), 23)
+    assert "From layer 23 on every interval includes 0 but reaches beyond ±10.0%: not distinguishable from 0" in \
+        wide_text
     last = gap_table(synthetic({0: 1.0, 10: 0.5, 23: 0.0}, n_events=12, noise=0.2), RELIGION, n_bootstrap=300)
     assert ("Layer 23 is the last block, where a patch before the answer's position changes nothing by construction; "
             "layer 10 is the last tested layer where patching mattered") in patch_report.headline(last, last_block=23)

@@ -17,6 +17,7 @@ from behavioral.options import check_minimums, option
 from behavioral.studies.identities import parse_where
 from behavioral.studies.rerun import load_model, one_run, suite_protocol
 from behavioral.studies.study import Study
+from interp.patch_claims import EQUIVALENCE_MARGIN
 from interp.patch_spec import SYSTEM_GROUP, PatchSpec
 from interp.patch_sweep import SWEEP_POSITION_GROUPS
 
@@ -53,6 +54,9 @@ class Options:
     bootstrap: int = option(1000, "resamples of the events (with replacement, seeded, δ recomputed on each) for "
                                   "the intervals of the gap closed, δ and the gap in points at each layer",
                             metavar="N", minimum=1)
+    equivalence_margin: float = option(EQUIVALENCE_MARGIN, "the gap closed within ±MARGIN (a share of the unpatched "
+                                       "gap) counts as none: a layer stops mattering only where its 95% interval "
+                                       "lies inside it", metavar="MARGIN", minimum=0)
     sweep_groups: tuple[str, ...] = option(SWEEP_POSITION_GROUPS, "position groups of the layer × group sweep",
                                            name="--sweep-group", metavar="GROUP")
     sweep_events: int = option(1, "events of the sweep (the first N patched; 0: no sweep)", metavar="N", minimum=0)

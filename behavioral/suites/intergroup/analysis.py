@@ -92,8 +92,8 @@ def analyze_setting(
     """All statistics of one category and setting from its result rows (missing prompts count as refused if allowed).
 
     `round_cells=2` rounds every cell mean before z-scoring, as the authors' notebook does; `n_bootstrap` resamples
-    of the events give δ's interval over events (0: none); the event-level test draws `n_permutations` matchings
-    and sign patterns where it cannot enumerate them.
+    of the events give the gap's interval over events (0: none); the gap test draws `n_permutations` null means
+    (and as many matchings where it cannot enumerate them).
     """
     I, n_missing = intensity_tensor(rows, category, event_ids, measure)
     if n_missing and not allow_partial:
@@ -102,7 +102,7 @@ def analyze_setting(
             f"({I.size - n_missing} present); finish the run or pass --allow-partial"
         )
     keep, keep_delta = stats.exclusion_mask(I), stats.exclusion_mask(I[1:, 1:])
-    M0 = M = M_delta = shown = permutation = summary = gap_points = bootstrap = event_test = None
+    M0 = M = M_delta = shown = permutation = summary = gap_points = bootstrap = gap_test = noise_share = None
     matrix_reason = mask_reason = delta_reason = None
     try:
         M0 = stats.cell_means(I, keep, round_cells)
@@ -125,7 +125,8 @@ def analyze_setting(
         gap_points = float(M0_delta[same].mean() - M0_delta[~same].mean())
         M_delta = stats.zscore(M0_delta)
         permutation = stats.permutation_test(M_delta, same, n_permutations, seed)
-        event_test = stats.event_test(I[1:, 1:], same, n_permutations, seed)
+        gap_test = stats.gap_test(I[1:, 1:], same, n_permutations, seed)
+        noise_share = stats.event_noise_share(I[1:, 1:])
         if n_bootstrap:
             bootstrap = stats.event_bootstrap(I[1:, 1:], same, n_bootstrap, seed, round_cells)
     except ValueError as exc:
@@ -153,7 +154,8 @@ def analyze_setting(
         delta_reason=delta_reason,
         gap_points=gap_points,
         bootstrap=bootstrap,
-        event_test=event_test,
+        gap_test=gap_test,
+        noise_share=noise_share,
     )
 
 

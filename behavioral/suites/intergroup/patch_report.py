@@ -11,7 +11,7 @@ from activations.capture import EMBED_LAYER
 from behavioral.analysis.formats import cell, is_missing
 from behavioral.analysis.spec import Section
 from behavioral.studies.study import scope
-from interp.patch_claims import stops_mattering
+from interp.patch_claims import EQUIVALENCE_MARGIN, stops_mattering, undetermined_from
 from interp.patch_spec import SYSTEM_GROUP
 from interp.patch_sweep import layer_label
 
@@ -81,21 +81,32 @@ def _construction(row: pd.Series, mode: str) -> str:
     return text
 
 
-def _informative(part: pd.Series, last_block: int) -> str:
-    """The first tested layer from which patching stops mattering, with its interval (and the layer before)."""
+def _informative(part: pd.DataFrame, last_block: int, margin: float) -> str:
+    """The first tested layer from which patching is shown to stop mattering (an equivalence test within ±margin),
+    with its interval and the layer before; else from where the data cannot tell the effect from 0."""
     if part["delta_removed_low"].isna().all():
         note = part["interval_note"].iloc[0] or "the gap closed has no interval"
         return f"Where patching stops mattering cannot be read without intervals ({note})."
-    layers = part["layer"].tolist()
-    layer = stops_mattering(layers, part["delta_removed_low"].tolist(), part["delta_removed_high"].tolist())
+    layers, low, high = part["layer"].tolist(), part["delta_removed_low"].tolist(), part["delta_removed_high"].tolist()
+    layer = stops_mattering(layers, low, high, margin)
+    bound = f"±{cell(margin, 'percent')}"
     if layer is None:
         last = part.iloc[-1]
-        return (f"No layer from which patching stops mattering among those tested: the last, layer "
-                f"{layer_label(last['layer'])}, still closes {closed(last)}.")
+        text = (f"No layer from which patching is shown to stop mattering among those tested (the gap closed within "
+                f"{bound} of the unpatched gap at every layer from it on): the last, layer "
+                f"{layer_label(last['layer'])}, closes {closed(last)}.")
+        unclear = undetermined_from(layers, low, high)
+        if unclear is not None:
+            text += (f" From layer {layer_label(unclear)} on every interval includes 0 but reaches beyond {bound}: "
+                     "not distinguishable from 0 at this sample size, and not shown to be 0 (more events narrow "
+                     "the intervals).")
+        return text
     at = layers.index(layer)
     row = part.iloc[at]
-    text = (f"The informative result: from layer {layer_label(layer)} on, every tested layer's gap-closed interval "
-            f"includes 0 (layer {layer_label(layer)}: {closed(row)})")
+    text = (f"The informative result: from layer {layer_label(layer)} on, every tested layer's gap closed lies within "
+            f"{bound} of the unpatched gap (its 95% interval inside [−{cell(margin, 'percent')}, "
+            f"{cell(margin, 'percent')}]: an equivalence test at 0.025 per side; layer {layer_label(layer)}: "
+            f"{closed(row)})")
     if at:
         before = part.iloc[at - 1]
         text += (f", where layer {layer_label(before['layer'])} closed {closed(before)}: the persona's states at these "
@@ -108,16 +119,17 @@ def _informative(part: pd.Series, last_block: int) -> str:
     return text
 
 
-def headline(table: pd.DataFrame, last_block: int) -> str:
+def headline(table: pd.DataFrame, last_block: int, margin: float = EQUIVALENCE_MARGIN) -> str:
     """The headline of the δ-by-layer table (one position group): the unpatched gap, then per mode what is true by
-    construction at the earliest layer and the first layer from which patching stops mattering."""
+    construction at the earliest layer and the first layer from which patching is shown to stop mattering (within
+    ±margin of the unpatched gap)."""
     if table.empty:
         return "No layer was patched."
     lines = [_unpatched(table.iloc[0]), ""]
     for mode, part in table.groupby("mode", sort=False):
         part = part.sort_values("layer", kind="stable")
         lines.append(f"- **{mode}** ({MODE_LABELS.get(mode, mode)}, {part['positions'].iloc[0]} positions): "
-                     f"{_construction(part.iloc[0], mode)} {_informative(part, last_block)}")
+                     f"{_construction(part.iloc[0], mode)} {_informative(part, last_block, margin)}")
     return "\n".join(lines)
 
 
@@ -168,15 +180,16 @@ def scope_section(table: pd.DataFrame, events: Sequence[str], layers: Sequence[i
     return scope(can, cannot)
 
 
-def result(table: pd.DataFrame, last_block: int) -> dict:
+def result(table: pd.DataFrame, last_block: int, margin: float = EQUIVALENCE_MARGIN) -> dict:
     """The headline in numbers for the manifest: per mode, the earliest layer's gap closed and the first layer from
-    which patching stops mattering (None: none among those tested, or no intervals), with their intervals."""
+    which patching is shown to stop mattering within ±margin (None: none among those tested, or no intervals), with
+    their intervals."""
     out = {}
     for mode, part in table.groupby("mode", sort=False):
         part = part.sort_values("layer", kind="stable")
         layer = stops_mattering(part["layer"].tolist(), part["delta_removed_low"].tolist(),
-                                part["delta_removed_high"].tolist())
-        out[mode] = {"earliest": _closed_numbers(part.iloc[0]), "last_block": last_block,
+                                part["delta_removed_high"].tolist(), margin)
+        out[mode] = {"earliest": _closed_numbers(part.iloc[0]), "last_block": last_block, "margin": margin,
                      "stops_mattering": None if layer is None else
                      _closed_numbers(part[part["layer"] == layer].iloc[0])}
     return out

@@ -48,8 +48,9 @@ class SettingAnalysis:
     # δ's gap before z-scoring: mean in-group minus mean out-group cell of δ's matrix, in rating points (δ moves when
     # the matrix's spread moves; this does not)
     gap_points: float | None = None
-    bootstrap: stats.EventBootstrap | None = None  # δ and gap_points over resamples of the events
-    event_test: stats.EventTest | None = None  # the sign-flip test of δ > 0 over events
+    bootstrap: stats.EventBootstrap | None = None  # gap_points (and δ) over resamples of the events
+    gap_test: stats.GapTest | None = None  # the per-event randomisation test of gap_points > 0
+    noise_share: float | None = None  # the share of σ(M⁰)² of δ's matrix that is event-sampling noise
 
     @property
     def identities(self) -> tuple[str, ...]:

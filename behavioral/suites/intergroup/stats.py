@@ -13,9 +13,9 @@ from scipy import stats as _sps
 from behavioral.analysis.bootstrap import percentile_interval, resamples
 
 EXACT_LIMIT = 100_000  # the most outcomes an exact test enumerates (8! = 40,320 matchings; 2^16 = 65,536 sign patterns)
-# Independent random streams of one seed for the event-level test: drawn from the seed itself, the tie-breaks and the
-# sign flips would share their first numbers (and with them, a ranked event's sign), which inflates the test's size.
-TIE_STREAM, SIGN_STREAM = 1, 2
+# The gap test's draws come from their own stream of the seed (the seed itself draws the sampled matchings).
+DRAW_STREAM = 1
+DRAW_CHUNK = 1_000  # null draws built at a time: [chunk, events] indices (6,050 events: 48 MB)
 
 
 @dataclass(frozen=True, eq=False)
@@ -237,35 +237,21 @@ def event_bootstrap(I: np.ndarray, same: np.ndarray, n_resamples: int = 1000, se
 
 
 @dataclass(frozen=True, eq=False)
-class EventTest:
-    """The event-level test of δ > 0 (the toolkit's addition): per kept event, where the identity matching's gap
-    ranks among the matchings' gaps (`ranks`, centred: 0 is the middle, ±1/2 the ends), and the one-sided sign-flip p
-    of their mean, exact over all 2^E sign patterns where 2^E <= EXACT_LIMIT, else from `n_draws` sampled ones."""
+class GapTest:
+    """The per-event randomisation test of the gap in rating points (the toolkit's addition): `gap` is the mean over
+    kept events of the in-group minus out-group rating; `null` holds that mean where each event's matching of
+    perceivers to identities is drawn at random, independently per event; p is one-sided for gap > 0 (H0: within each
+    event, which identity a perceiver is matched with does not change the ratings)."""
 
-    ranks: np.ndarray
+    gap: float
+    null: np.ndarray
     p_value: float
-    n_draws: int  # sign patterns drawn; 0 where all 2^E were enumerated
-    tied: np.ndarray  # bool per kept event: the identity matching's gap tied another matching's (rank drawn at random)
-
-    @property
-    def tied_share(self) -> float:
-        """The share of events whose rank was drawn among ties: where it is high, p moves with the seed."""
-        return float(self.tied.mean())
-
-    @property
-    def exact(self) -> bool:
-        """Whether every sign pattern was enumerated."""
-        return not self.n_draws
-
-    @property
-    def mean_quantile(self) -> float:
-        """The share of matchings the identity matching's gap beats in the mean event (0.5: chance)."""
-        return float(self.ranks.mean() + 0.5)
+    n_events: int
 
     @property
     def p_min(self) -> float:
-        """The smallest p this test can give: 1/2^E exact, 1/(draws + 1) sampled; never 1/n!."""
-        return 1 / (2 ** len(self.ranks) if self.exact else self.n_draws + 1)
+        """The smallest p this test can give: 1/(draws + 1)."""
+        return 1 / (len(self.null) + 1)
 
 
 def _matching_gaps(I: np.ndarray, same: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
@@ -276,59 +262,58 @@ def _matching_gaps(I: np.ndarray, same: np.ndarray, rows: np.ndarray, cols: np.n
     return inside / n_in - (I.sum(axis=(0, 1)) - inside) / n_out
 
 
-def event_ranks(I: np.ndarray, same: np.ndarray, n_permutations: int = 10_000, seed: int = 0) -> np.ndarray:
-    """The centred ranks of `_ranks_and_ties`."""
-    return _ranks_and_ties(I, same, n_permutations, seed)[0]
+def _matchings(same: np.ndarray, n_permutations: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Row and column permutations, each equally likely under H0: all n! matchings where enumerable, else the
+    identity and `n_permutations` independent row and column permutations (as in the authors' test)."""
+    n = same.shape[0]
+    count = n_matchings(same)
+    if count is not None and count <= EXACT_LIMIT:
+        cols = np.array(list(itertools.permutations(range(n))), dtype=np.intp)
+        return np.broadcast_to(np.arange(n), cols.shape), cols
+    rows, cols = _permutation_indices(n_permutations, same.shape, seed)
+    return np.vstack([np.arange(n), rows]), np.vstack([np.arange(same.shape[1]), cols])
 
 
-def _ranks_and_ties(I: np.ndarray, same: np.ndarray, n_permutations: int,
-                    seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """Per event kept by the exclusion, the centred rank of the identity matching's gap among the gaps of every
-    matching (all n! where enumerable, else the identity and `n_permutations` row and column permutations, as in the
-    authors' test), ties broken at random (seeded) so that the rank is uniform when the event's cells are
-    exchangeable, whatever the distribution of the answers; and per event whether the rank was drawn among ties."""
+def gap_test(I: np.ndarray, same: np.ndarray, n_draws: int = 10_000, seed: int = 0) -> GapTest:
+    """Randomisation test over events of the mean in-group minus out-group gap in rating points, whose p is floored
+    by `n_draws`, not by the n! matchings of the identities.
+
+    Under H0 each event's ratings do not depend on the matching, so the observed matching's gap in an event is as
+    likely as any matching's, independently across events: the null mean gap draws one matching per event. It
+    needs no ranks and no tie-breaking (tied greedy answers give the same p under any seed) and tests the quantity
+    Table 2 reports, not δ (which also moves with σ(M⁰)). Pass δ's I (without "a person").
+    """
     I = _check_intensities(I)
     same = _check_same(I[:, :, 0], same)
     kept = I[:, :, exclusion_mask(I)]
     if not kept.shape[2]:
         raise ValueError("no event kept: expected at least one event without refusals")
-    n = same.shape[0]
-    count = n_matchings(same)
-    if count is not None and count <= EXACT_LIMIT:
-        cols = np.array(list(itertools.permutations(range(n))), dtype=np.intp)
-        rows = np.broadcast_to(np.arange(n), cols.shape)
-    else:
-        rows, cols = _permutation_indices(n_permutations, same.shape, seed)
-        rows, cols = np.vstack([np.arange(n), rows]), np.vstack([np.arange(n), cols])
-    gaps = _matching_gaps(kept, same, rows, cols)
-    observed = kept[same].mean(axis=0) - kept[~same].mean(axis=0)
-    tied = np.isclose(gaps, observed, rtol=1e-12, atol=1e-12)
-    below = np.count_nonzero((gaps < observed) & ~tied, axis=0)
-    n_tied = np.count_nonzero(tied, axis=0)  # the identity matching itself included
-    position = below + np.random.default_rng([seed, TIE_STREAM]).integers(0, n_tied)
-    return (position + 0.5) / len(gaps) - 0.5, n_tied > 1
+    gaps = _matching_gaps(kept, same, *_matchings(same, n_draws, seed))  # [K, E]
+    events = kept.shape[2]
+    observed = float((kept[same].mean(axis=0) - kept[~same].mean(axis=0)).mean())
+    rng = np.random.default_rng([seed, DRAW_STREAM])
+    null = np.concatenate([gaps[rng.integers(0, len(gaps), (size, events)), np.arange(events)].mean(axis=1)
+                           for size in np.diff(np.r_[0:n_draws:DRAW_CHUNK, n_draws])])
+    null.flags.writeable = False
+    p = (1 + np.count_nonzero(at_least(null, observed))) / (n_draws + 1)
+    return GapTest(observed, null, float(p), events)
 
 
-def event_test(I: np.ndarray, same: np.ndarray, n_permutations: int = 10_000, seed: int = 0) -> EventTest:
-    """Sign-flip test over events of δ > 0, whose p is floored by the number of events, not of identities.
-
-    Each event's statistic is the centred rank of `event_ranks`: where a random answerer's cells are exchangeable
-    it is uniform, hence symmetric about 0, whatever the answers' distribution (a raw in-group minus out-group
-    contrast is not: n in-group cells against n(n-1) out-group cells make it skewed when answers are). Under H0 each
-    event's rank is symmetric about 0, so flipping signs leaves the data as likely; p is the share of the 2^E sign
-    patterns (the observed one included) whose mean is at least the observed mean (sampled beyond EXACT_LIMIT).
-    Pass δ's I (without "a person").
-    """
-    ranks, tied = _ranks_and_ties(I, same, n_permutations, seed)
-    e = len(ranks)
-    exact = 2 ** e <= EXACT_LIMIT
-    if exact:
-        signs = 1 - 2 * ((np.arange(2 ** e)[:, None] >> np.arange(e)) & 1)
-    else:
-        signs = np.random.default_rng([seed, SIGN_STREAM]).choice([-1, 1], size=(n_permutations, e))
-    hits = np.count_nonzero(at_least(signs @ ranks / e, float(ranks.mean())))
-    p = hits / len(signs) if exact else (1 + hits) / (n_permutations + 1)
-    return EventTest(ranks, float(p), 0 if exact else n_permutations, tied)
+def event_noise_share(I: np.ndarray) -> float:
+    """The estimated share of the variance of the cell means M⁰ (over cells, ddof 1) that is event-sampling noise:
+    σ²_ε/E over var(M⁰), σ²_ε the cell × event interaction variance of I's kept events (two-way residual), capped
+    at 1. It is why δ = gap / σ(M⁰) shrinks with fewer events; NaN with fewer than two kept events."""
+    I = _check_intensities(I)
+    kept = I[:, :, exclusion_mask(I)]
+    kept = kept.reshape(-1, kept.shape[2])  # [cells, E]
+    cells, events = kept.shape
+    if events < 2 or cells < 2:
+        return float("nan")
+    means = kept.mean(axis=1)
+    residual = kept - means[:, None] - kept.mean(axis=0)[None, :] + kept.mean()
+    noise = (residual ** 2).sum() / ((cells - 1) * (events - 1)) / events
+    total = means.var(ddof=1)
+    return float(min(1.0, noise / total)) if total > 0 else float("nan")
 
 
 def exclusion_mask(I: np.ndarray) -> np.ndarray:

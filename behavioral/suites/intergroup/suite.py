@@ -67,13 +67,14 @@ class AnalyzeOptions:
 
     measure: str = option("intensity", "the rating each cell averages: the parsed reply's intensity (the paper's) "
                                        "or the expected intensity of the answer distribution", choices=MEASURES)
-    permutations: int = option(10_000, "permutations of the identity matching in δ's test", metavar="N",
+    permutations: int = option(10_000, "permutations of the identity matching in δ's test, and null draws of the "
+                                       "gap test over events", metavar="N",
                                minimum=1)
     round_cells: int | None = option(None, "round M⁰ cells to DECIMALS before z-scoring, as the authors' notebook "
                                            "does with 2; none: no rounding", metavar="DECIMALS")
     seed: int = option(0, "seed of the permutations and of the event resamples", name="--permutation-seed")
     bootstrap: int = option(1000, "resamples of the events (with replacement, the whole pipeline rerun on each) for "
-                                  "δ's interval over events; 0: none", metavar="N", minimum=0)
+                                  "the gap's interval over events; 0: none", metavar="N", minimum=0)
 
     def __post_init__(self):
         if self.measure not in MEASURES:

@@ -44,38 +44,36 @@ def _row_table2(a: SettingAnalysis) -> dict:
         "n_permutations": 0 if perm is None else len(perm.null),
         "p_exact": _float(None if perm is None else perm.p_exact),
         "n_outcomes": None if perm is None else perm.n_outcomes,
+        "noise_share": _float(a.noise_share),
         **_events_interval(a),
-        **_event_test(a),
+        **_gap_test(a),
         "note": a.delta_reason or "",
     }
 
 
-def _event_test(a: SettingAnalysis) -> dict:
-    """The sign-flip test over events: the identity matching's mean quantile among matchings, its p and floor."""
-    test = a.event_test
+def _gap_test(a: SettingAnalysis) -> dict:
+    """The per-event randomisation test of the gap in points: its p and floor."""
+    test = a.gap_test
     if test is None:
-        return {"events_quantile": math.nan, "p_events": math.nan, "p_events_min": math.nan, "events_tied": math.nan}
-    return {"events_quantile": _float(test.mean_quantile), "p_events": _float(test.p_value),
-            "p_events_min": test.p_min, "events_tied": _float(test.tied_share)}
+        return {"p_gap": math.nan, "p_gap_min": math.nan}
+    return {"p_gap": _float(test.p_value), "p_gap_min": test.p_min}
 
 
 def _holm(frame: pd.DataFrame) -> pd.DataFrame:
     """Table 2 of one run with Holm-adjusted p over its tests (every category and setting): of the permutation p
-    (exact where enumerated, else sampled) and of the events p, and the family's size."""
+    (exact where enumerated, else sampled) and of the gap test's p, and the family's size."""
     permutation = frame["p_exact"].fillna(frame["p_value"])
-    return frame.assign(p_holm=holm(permutation), p_events_holm=holm(frame["p_events"]),
+    return frame.assign(p_holm=holm(permutation), p_gap_holm=holm(frame["p_gap"]),
                         holm_family=int(permutation.notna().sum()))
 
 
 def _events_interval(a: SettingAnalysis) -> dict:
-    """δ's and gap_points' percentile intervals over resamples of the events, and how many resamples defined δ."""
+    """gap_points' percentile interval over resamples of the events (δ gets none: see the Table 2 caption)."""
     boot = a.bootstrap
     if boot is None:
-        return {"delta_events_low": math.nan, "delta_events_high": math.nan, "gap_points_low": math.nan,
-                "gap_points_high": math.nan, "n_bootstrap": 0}
-    (d_low, d_high), (g_low, g_high) = boot.interval(boot.delta), boot.interval(boot.gap_points)
-    return {"delta_events_low": _float(d_low), "delta_events_high": _float(d_high),
-            "gap_points_low": _float(g_low), "gap_points_high": _float(g_high), "n_bootstrap": boot.n_valid}
+        return {"gap_points_low": math.nan, "gap_points_high": math.nan, "n_bootstrap": 0}
+    low, high = boot.interval(boot.gap_points)
+    return {"gap_points_low": _float(low), "gap_points_high": _float(high), "n_bootstrap": len(boot.gap_points)}
 
 
 def _row_table3(a: SettingAnalysis) -> dict:
@@ -120,11 +118,14 @@ def _cell_table2(r: pd.Series) -> str:
         return MISSING
     floor = " (floor)" if r["p_at_floor"] else ""
     exact = "" if is_missing(r["p_exact"]) else f", exact {cell(r['p_exact'], digits=4)}"
-    interval = "" if is_missing(r["delta_events_low"]) else \
-        f" [{cell(r['delta_events_low'])}, {cell(r['delta_events_high'])}]"
-    events = "" if is_missing(r["p_events"]) else f"; over events{interval}, p={cell(r['p_events'], 'p')}"
-    return (f"{cell(r['delta'], digits=2)} [{cell(r['ci_low'])}, {cell(r['ci_high'])}], "
-            f"p={cell(r['p_value'], digits=4)}{floor}{exact}{events}")
+    noise = "" if is_missing(r["noise_share"]) else f", {cell(100 * r['noise_share'], digits=0)}% noise"
+    interval = "" if is_missing(r["gap_points_low"]) else \
+        f" [{cell(r['gap_points_low'])}, {cell(r['gap_points_high'])}]"
+    gap = "" if is_missing(r["p_gap"]) else \
+        f"; gap {cell(r['gap_points'], digits=2)} points{interval}, p={cell(r['p_gap'], 'p')}" + \
+        (" (floor)" if r["p_gap"] == r["p_gap_min"] else "")
+    return (f"{cell(r['delta'], digits=2)} ({r['n_events']} events{noise}) [{cell(r['ci_low'])}, "
+            f"{cell(r['ci_high'])}], p={cell(r['p_value'], digits=4)}{floor}{exact}{gap}")
 
 
 def _cell_table3(r: pd.Series) -> str:
@@ -150,19 +151,19 @@ def _cell_numeric(r: pd.Series) -> str:
 # name: (title, tidy row of one category and setting, wide Markdown cell of a tidy row)
 TABLES: dict[str, tuple[str, Callable[[SettingAnalysis], dict], Callable[[pd.Series], str]]] = {
     "table2_delta": (
-        "Table 2: empathy gap δ [95% interval of the permutation null], one-sided p of the sampled permutations (the "
-        "paper's test); (floor): δ is at or above every value drawn, so no smaller p is possible with these "
-        "permutations; exact: the toolkit's exact p, enumerated over all n_outcomes = n! matchings of rows to columns "
-        f"where each identity is its own group and n! ≤ {EXACT_LIMIT:,} (5 religions: 120, so a multiple of 1/120); "
-        "the CSV also holds the measure, the events δ averages over (n_events), δ's gap before z-scoring in "
-        "rating points (gap_points: mean in-group minus mean out-group cell) and, over resamples of the events "
-        "(n_bootstrap that defined δ), the 95% percentile intervals of δ (delta_events_*) and gap_points "
-        "(gap_points_*): the uncertainty from which events were sampled, which the permutation null conditions away; "
-        "over events: that interval, and the sign-flip test of δ > 0 over events (p_events, floor p_events_min = "
-        "1/2^n_events; events_quantile: the share of matchings the identity matching's gap beats in the mean event; "
-        "events_tied: the share of events where it tied another matching and its rank was drawn among the ties, so "
-        "that p moves with --permutation-seed); "
-        "p_holm and p_events_holm: Holm-adjusted over the run's holm_family tests (every category and setting of the "
+        "Table 2: empathy gap δ (the events it averages over; the estimated share of σ(M⁰)² that is event-sampling "
+        "noise, which shrinks δ: compare δ only between runs with the same events) [95% interval of the permutation "
+        "null], one-sided p of the sampled permutations (the paper's test); (floor): δ is at or above every value "
+        "drawn, so no smaller p is possible with these permutations; exact: the toolkit's exact p, enumerated over "
+        "all n_outcomes = n! matchings of rows to columns where each identity is its own group and "
+        f"n! ≤ {EXACT_LIMIT:,} (5 religions: 120, so a multiple of 1/120); "
+        "gap: δ's gap before z-scoring in rating points (mean in-group minus mean out-group cell), its 95% percentile "
+        "interval over resamples of the events (gap_points_*, n_bootstrap resamples, the whole pipeline rerun on "
+        "each: the uncertainty from which events were sampled, which the permutation null conditions away) and the "
+        "one-sided p of the per-event randomisation test of gap > 0 (p_gap: one random matching per event builds "
+        "the null mean gap; floor p_gap_min = 1/(draws + 1)). δ gets no interval over events: with few events its "
+        "resampled values centre below δ's many-event value (docs/BENCHMARKS.md, calibration). "
+        "p_holm and p_gap_holm: Holm-adjusted over the run's holm_family tests (every category and setting of the "
         "run with this measure), p_holm of the exact p where enumerated, else of the sampled p",
         _row_table2,
         _cell_table2,
