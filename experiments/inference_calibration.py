@@ -15,6 +15,12 @@ where H0 (no positive gap) holds:
 Planted worlds add `gap` rating points to the in-group cells of N(70, 10²) answers: the true gap is `gap` and the
 true δ (the z-scored gap of the infinite-event matrix) is gap / σ(gap · same) = 2.5 for any gap > 0.
 
+Patching worlds (`behavioral.suites.intergroup.synthetic`: event noise sd 2, patch noise sd 1 per prompt, a 1.5-point
+gap) patch layers 0, 10 and 20: "half" closes 50% of the gap at every layer (nothing stops mattering), "stops at 10"
+closes 100%, 0 and 0. Per world: the share of runs whose headline says patching stops mattering (an equivalence test
+within ±10%, `interp.patch_claims.stops_mattering`) and the share the old rule (every later interval includes 0)
+would have said it.
+
     python experiments/inference_calibration.py --out calibration.json
 """
 
@@ -30,6 +36,10 @@ from pathlib import Path
 import numpy as np
 
 from behavioral.suites.intergroup import stats
+from behavioral.suites.intergroup.groups import get_category
+from behavioral.suites.intergroup.patch_gap import gap_table
+from behavioral.suites.intergroup.synthetic import patched_rows
+from interp.patch_claims import stops_mattering, undetermined_from
 
 SAME = np.eye(5, dtype=bool)
 TRUE_DELTA = float(1 / SAME.std())  # δ of gap · SAME, z-scored, for any gap > 0
@@ -80,6 +90,22 @@ def coverage(rng: np.random.Generator, world: World, true_gap: float, events: in
             "noise_share": float(np.mean(noise))}
 
 
+PATCH_WORLDS = {"half": {0: 0.5, 10: 0.5, 20: 0.5}, "stops at 10": {0: 1.0, 10: 0.0, 20: 0.0}}
+
+
+def patch_claims(world: dict[int, float], events: int, runs: int, resamples: int) -> dict:
+    """Over `runs` synthetic patching runs: the share whose profile is read as stopping to matter (equivalence
+    within ±10%) and the share the old rule (an interval that includes 0) would have read so."""
+    new, old = [], []
+    for seed in range(runs):
+        table = gap_table(patched_rows(world, events, 2.0, seed, patch_noise=1.0), get_category("religion"),
+                          resamples, seed)
+        bounds = table["layer"].tolist(), table["delta_removed_low"].tolist(), table["delta_removed_high"].tolist()
+        new.append(stops_mattering(*bounds) is not None)
+        old.append(undetermined_from(*bounds) is not None)
+    return {"stops_mattering": float(np.mean(new)), "old_rule": float(np.mean(old))}
+
+
 def rows(args: argparse.Namespace) -> list[dict]:
     """Every row of the table."""
     rng = np.random.default_rng(args.seed)
@@ -95,11 +121,16 @@ def rows(args: argparse.Namespace) -> list[dict]:
                                  ("planted 5 points", planted(5.0), 5.0)):
             out.append({"events": events, "world": f"{name}, intervals", "true_gap": gap,
                         **coverage(rng, world, gap, events, args.coverage_runs, args.resamples)})
+        if events <= 24:
+            for name, world in PATCH_WORLDS.items():
+                out.append({"events": events, "world": f"patching, {name}",
+                            **patch_claims(world, events, args.coverage_runs // 2, args.resamples // 5)})
         print(f"{events} events done", flush=True)
     return out
 
 
-COLUMNS = ("events", "world", "true_gap", "rejects", "covers_gap", "delta_mean", "covers_delta", "noise_share")
+COLUMNS = ("events", "world", "true_gap", "rejects", "covers_gap", "delta_mean", "covers_delta", "noise_share",
+           "stops_mattering", "old_rule")
 
 
 def table(result_rows: list[dict]) -> str:

@@ -57,7 +57,7 @@ import torch
 from scipy.stats import spearmanr
 
 from activations.capture import EMBED_LAYER, ResidualHooks, check_layers, n_layers_of
-from behavioral.analysis.bootstrap import LEVEL, percentile_interval, resamples
+from behavioral.analysis.bootstrap import LEVEL, MIN_UNITS, percentile_interval, resamples
 from behavioral.answer_space import AnswerTrie
 from behavioral.engine import Batch
 from interp.patch_sources import prefix_batches, prefixes, source_states
@@ -318,11 +318,12 @@ def _concat(frames: Sequence[pd.DataFrame]) -> pd.DataFrame:
 
 
 def exact_map(engine, pairs: Sequence[Pair], layers: Sequence[int] | None = None, scope: str = "prompt",
-              sample: int | None = None, seed: int = 0) -> NodeMap:
+              sample: int | None = None, seed: int = 0, ranked_by: Sequence[np.ndarray] | None = None) -> NodeMap:
     """The activation-patching map on `attribute`'s grid: column ``exact``, the metric with one node patched minus
     the clean metric. Per pair: its corrupted states from one forward, then the clean prompt once per node (and once
-    unpatched), `engine.batch_size` rows a forward, each row patching one node; with `sample`, only a seeded sample
-    of that many nodes of each pair (where its grid has more), in grid order."""
+    unpatched), `engine.batch_size` rows a forward, each row patching one node; with `sample`, only that many nodes
+    of each pair (where its grid has more), in grid order: those of largest |ranked_by[i]| (pair i's estimates in
+    grid order, e.g. its AtP map: where an estimate points is where it must hold), else a seeded uniform sample."""
     if sample is not None and sample < 1:
         raise ValueError(f"sample={sample}: expected at least 1 node a pair, or None for all")
     layers = _layers(engine.model, layers)
@@ -336,8 +337,12 @@ def exact_map(engine, pairs: Sequence[Pair], layers: Sequence[int] | None = None
         cache = source_states(engine.model, [pair.corrupted.ids], blocks, [max(s for _, s in g) + 1],
                               engine.batch_size)
         n = len(layers) * len(g)
-        chosen = np.arange(n) if sample is None or sample >= n else \
-            np.sort(np.random.default_rng([seed, i]).choice(n, sample, replace=False))
+        if sample is None or sample >= n:
+            chosen = np.arange(n)
+        elif ranked_by is not None:
+            chosen = np.sort(np.argsort(-np.abs(np.asarray(ranked_by[i], dtype=float)), kind="stable")[:sample])
+        else:
+            chosen = np.sort(np.random.default_rng([seed, i]).choice(n, sample, replace=False))
         jobs = [None, *((k // len(g), *g[k % len(g)]) for k in chosen.tolist())]
         values = [v for chunk in _chunks(jobs, engine.batch_size)
                   for v in _patched_metrics(engine, pair, chunk, layers, cache)]
@@ -353,6 +358,14 @@ def exact_map(engine, pairs: Sequence[Pair], layers: Sequence[int] | None = None
 
 
 # --- reading the maps ---------------------------------------------------------------------------------------------
+
+def caution(layer: int, offset: int) -> str:
+    """Where AtP's linear estimate is known to fail, as a map prints it: the slot's own tokens (offset <= 0, where
+    the corrupted state differs most; on SmolLM2 AtP overstated layers 7-12 there two to four times and got the sign
+    wrong) and the embedding and first block (layer <= 0); '' elsewhere."""
+    where = [name for name, hit in (("slot token", offset <= 0), ("earliest layer", layer <= 0)) if hit]
+    return ", ".join(where)
+
 
 def top_k(n_nodes: int, k: int | None = None, fraction: float | None = None) -> int:
     """The k of a top-k comparison: `k`, or ceil(`fraction` × n_nodes) (at least 1), at most n_nodes."""
@@ -387,10 +400,11 @@ def agreement(estimate: np.ndarray, exact: np.ndarray, ks: Sequence[int] = (10,)
 
 
 def summarize(nodes: pd.DataFrame, value: str, unit: str, by: Sequence[str] = ("layer", "offset"),
-              n_resamples: int = 1000, seed: int = 0, level: float = LEVEL) -> pd.DataFrame:
+              n_resamples: int = 1000, seed: int = 0, level: float = LEVEL, min_units: int = MIN_UNITS) -> pd.DataFrame:
     """Per node group (`by`): the mean of `value` over the pairs that have the node, n_pairs, n_units (the distinct
-    values of column `unit`, e.g. events) and the percentile interval of that mean over units drawn with replacement
-    (ci_low, ci_high; NaN where the node has fewer than 2 units)."""
+    values of column `unit`, e.g. events), the range of the per-unit means (unit_min, unit_max: not an interval of
+    the mean) and the percentile interval of the mean over units drawn with replacement (ci_low, ci_high; NaN where
+    the node has fewer than `min_units`, below which the interval covers far less than its level)."""
     by = list(by)
     units, unit_index = np.unique(nodes[unit].astype(str), return_inverse=True)
     groups = nodes.groupby(by, sort=True).ngroup().to_numpy()
@@ -408,6 +422,9 @@ def summarize(nodes: pd.DataFrame, value: str, unit: str, by: Sequence[str] = ("
         with np.errstate(invalid="ignore", divide="ignore"):
             means = (weight @ sums) / (weight @ counts)
         low, high = np.array([percentile_interval(means[:, g], level) for g in range(n_groups)]).T
-    alone = out["n_units"].to_numpy() < 2  # a node of one unit has no interval, however many the others have
-    out["ci_low"], out["ci_high"] = np.where(alone, np.nan, low), np.where(alone, np.nan, high)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        unit_means = np.where(counts > 0, sums / counts, np.nan)
+    out["unit_min"], out["unit_max"] = np.nanmin(unit_means, axis=0), np.nanmax(unit_means, axis=0)
+    few = out["n_units"].to_numpy() < max(2, min_units)  # a node's own units, however many the others have
+    out["ci_low"], out["ci_high"] = np.where(few, np.nan, low), np.where(few, np.nan, high)
     return out

@@ -115,6 +115,10 @@ def test_exact_map_is_the_patching_forward_of_interp_patching(tiny_model, tiny_t
     keyed = exact.nodes.set_index(["layer", "position"])["exact"]
     np.testing.assert_allclose(sampled.nodes["exact"], keyed.loc[list(zip(sampled.nodes["layer"],
                                                                           sampled.nodes["position"]))], atol=1e-9)
+    estimate = np.arange(len(exact.nodes), dtype=float) * np.where(np.arange(len(exact.nodes)) % 2, -1, 1)
+    ranked = A.exact_map(engine, [pair], scope="slot", sample=3, ranked_by=[estimate])
+    largest = exact.nodes.iloc[np.sort(np.argsort(-np.abs(estimate))[:3])]  # where the estimate points
+    assert ranked.nodes[["layer", "position"]].values.tolist() == largest[["layer", "position"]].values.tolist()
 
 
 def test_gradients_never_reach_the_model(tiny_model, tiny_tokenizer, event):
@@ -166,16 +170,24 @@ def test_summary_recovers_a_planted_node_with_an_interval_over_units():
     rng = np.random.default_rng(0)
     rows = [{"pair": 2 * u + k, "event": f"e{u}", "layer": layer, "offset": 0,
              "atp": (1.0 if layer == 3 else 0.0) + rng.normal(0, 0.1)}
-            for u in range(8) for k in range(2) for layer in range(5)]
-    out = A.summarize(pd.DataFrame(rows), "atp", "event", n_resamples=500)
+            for u in range(12) for k in range(2) for layer in range(5)]
+    frame = pd.DataFrame(rows)
+    out = A.summarize(frame, "atp", "event", n_resamples=500)
     planted = out.set_index("layer").loc[3]
     assert planted["ci_low"] < planted["mean"] < planted["ci_high"] and planted["ci_low"] > 0.8
     assert (out.set_index("layer").drop(3)["ci_high"] < 0.3).all()
-    assert out["n_pairs"].tolist() == [16] * 5 and out["n_units"].tolist() == [8] * 5
-    one = A.summarize(pd.DataFrame(rows).assign(event="e0"), "atp", "event")
-    assert one["ci_low"].isna().all()  # one event: no interval
-    some = pd.DataFrame(rows).assign(layer=lambda f: np.where((f["event"] == "e0") & (f["layer"] == 0), 9, f["layer"]))
+    assert out["n_pairs"].tolist() == [24] * 5 and out["n_units"].tolist() == [12] * 5
+    per_event = frame[frame["layer"] == 3].groupby("event")["atp"].mean()
+    assert (planted["unit_min"], planted["unit_max"]) == (per_event.min(), per_event.max())
+    few = A.summarize(frame[frame["event"].isin([f"e{u}" for u in range(8)])], "atp", "event")
+    assert few["ci_low"].isna().all() and few["unit_min"].notna().all()  # 8 events: a range, no interval
+    some = frame.assign(layer=lambda f: np.where((f["event"] == "e0") & (f["layer"] == 0), 9, f["layer"]))
     assert A.summarize(some, "atp", "event").set_index("layer").loc[9, ["ci_low", "ci_high"]].isna().all()
+
+
+def test_the_map_flags_where_atp_is_known_to_fail():
+    assert A.caution(5, 0) == "slot token" and A.caution(-1, 3) == "earliest layer"
+    assert A.caution(0, -1) == "slot token, earliest layer" and A.caution(5, 2) == ""
 
 
 def test_agreement_counts_the_top_nodes_recovered():

@@ -26,6 +26,7 @@ from matplotlib.figure import Figure as MplFigure
 from activations.capture import LAYER_GRAMMAR, hook_layer, hook_names, n_layers_of, select_hooks
 from activations.spans import prompt_spans
 from behavioral import chat
+from behavioral.analysis.bootstrap import MIN_UNITS
 from behavioral.analysis.runs import Run
 from behavioral.analysis.spec import Analysis, Figure, Section, Table
 from behavioral.answer_space import AnswerTrie
@@ -67,8 +68,9 @@ class Options:
                             metavar="SCOPE")
     validate: int = option(0, "activation-patch every node of the first K pairs of each mode as well, and compare "
                               "(one forward row a node)", metavar="K", minimum=0)
-    validate_nodes: int = option(0, "activation-patch a seeded sample of N nodes of each validated pair instead of "
-                                    "all (0: all); the agreement is then over the sample", metavar="N", minimum=0)
+    validate_nodes: int = option(0, "activation-patch the N nodes of largest |AtP| of each validated pair instead "
+                                    "of all (0: all): where AtP points is where it must hold; the agreement is then "
+                                    "over those nodes", metavar="N", minimum=0)
     graddrop: bool = option(False, "AtP*'s GradDrop magnitudes too (L more forwards and backwards a pair)")
     top: int = option(20, "nodes of largest mean |AtP| listed in the report, per mode", metavar="N", minimum=1)
     n_bootstrap: int = option(1000, "resamples of the events for the map's intervals", metavar="N", minimum=1)
@@ -233,6 +235,7 @@ def map_table(nodes: pd.DataFrame, value: str, options: Options) -> pd.DataFrame
     tokens = nodes.groupby("offset")["token"].agg(lambda t: t.iloc[0] if t.nunique() == 1 else
                                                   f"({t.nunique()} tokens)")
     out.insert(2, "token", out["offset"].map(tokens))
+    out["caution"] = [atp.caution(layer, offset) for layer, offset in zip(out["layer"], out["offset"])]
     return out
 
 
@@ -329,13 +332,18 @@ MAP_TEXT = (
     "when that one state is replaced by the corrupted prompt's (the state at the same distance from the slot's end): "
     "(a_corrupted − a_clean) · ∂metric/∂a_clean, from one clean forward and backward and one corrupted forward a "
     "pair. `offset` counts positions from the slot's last token (0; negative: inside the slot); layer -1 is the "
-    "token embedding. `mean` is over the pairs that have the node, `ci_low`/`ci_high` the 95% percentile interval "
-    "of that mean over the events (another slot: the clean items' contexts, `unit`) resampled with replacement "
-    "(none where the node has one). The report lists the nodes of largest |mean|; the whole map is "
-    "`map_<mode>.csv`, every pair's nodes `nodes.csv`.")
+    "token embedding. AtP is a first-order estimate: read the map as a ranking of where to look, then patch those "
+    "nodes (--validate), not as effect sizes in rating points. `caution` marks where it is known to fail: the slot's "
+    "own tokens (on SmolLM2 it overstated layers 7-12 there two to four times and got the sign wrong) and the "
+    "earliest layers. `mean` is over the pairs that have the node; `unit_min`/`unit_max` the range of its per-event "
+    "means (another slot: the clean items' contexts, `unit`), not an interval; `ci_low`/`ci_high` the 95% "
+    "percentile interval of the mean over the units resampled with replacement, only where the node has at least "
+    f"{MIN_UNITS} (with fewer it covers far less than 95%). The report lists the nodes of largest |mean|; the whole "
+    "map is `map_<mode>.csv`, every pair's nodes `nodes.csv`.")
 VALIDATION_TEXT = (
     "Activation patching ran every node of the first pairs of each mode (one forward row a node; with "
-    "--validate-nodes N, a seeded sample of N nodes a pair, and every measure below is over the sample). "
+    "--validate-nodes N, the N nodes of largest |AtP| a pair, where AtP points, and every measure below is over "
+    "those). "
     "`spearman` is the rank correlation of the signed effects, `top10` the share of the 10 nodes of largest "
     "|effect| under activation patching that are among AtP's 10 largest, `top_5pct` the same for 5% of the nodes "
     "(`k_5pct` of them); per pair, pooled over the validated pairs, and on their mean map. The cost table counts "
@@ -358,7 +366,9 @@ def _scope_section(pairs: Pairs, options: Options, n_nodes: int, validated: pd.D
     can = [f"Which of {n_nodes} (layer, position) residual-stream states of the {pairs.slot} move the "
            f"{pairs.metric} when taken one at a time from the corrupted prompt, to first order, over "
            f"{len(pairs.pairs)} pairs from {units} event{'s' if units != 1 else ''}"
-           + (" with intervals over the events." if units >= 2 else " (no interval: one event).")]
+           + (" with intervals over the events." if units >= MIN_UNITS else
+              f" (no interval: {units} event{'s' if units != 1 else ''}, fewer than {MIN_UNITS}; the range of the "
+              "per-event means instead).")]
     cannot = ["Where the outcome is computed: a state's effect is also carried by every later state that reads it, "
               "effects of several states do not add, and a last-layer state before the final position changes "
               "nothing by construction.",
@@ -371,7 +381,7 @@ def _scope_section(pairs: Pairs, options: Options, n_nodes: int, validated: pd.D
         pooled = validated[(validated["over"] == "pooled") & (validated["estimate"] == "AtP")]
         reading = "; ".join(f"{r.mode}: Spearman {r.spearman:.2f}, top-10 recovered {r.top10:.0%} over "
                             f"{r.n_nodes} nodes of {r.pairs} pairs" for r in pooled.itertuples())
-        sampled = f", on a seeded sample of {options.validate_nodes} nodes a pair" if options.validate_nodes else ""
+        sampled = f", on the {options.validate_nodes} nodes of largest |AtP| a pair" if options.validate_nodes else ""
         can.append(f"How far AtP's ranking agrees with activation patching on the validated pairs ({reading}); "
                    f"the agreement is measured on those pairs only{sampled}.")
         cannot.insert(0, "That the estimate is right on the pairs that were not validated, or at a node where the "
@@ -420,7 +430,7 @@ class AttributionStudy(Study):
                                  "persona only; expected slot or prompt")
             what = (f"{kind}: up to {options.limit_events} clean items ({where_text(where)}) and their "
                     "counterfactual slot values")
-        nodes_of = f"a sample of {options.validate_nodes} nodes" if options.validate_nodes else "every node"
+        nodes_of = f"the {options.validate_nodes} nodes of largest |AtP|" if options.validate_nodes else "every node"
         check = (f"; activation patching of {nodes_of} of {options.validate} pairs a mode (one forward row a node)"
                  if options.validate else "")
         return (f"{run.name}: {what}; AtP map over --layers {options.layers} × the positions to the "
@@ -450,10 +460,12 @@ class AttributionStudy(Study):
             if options.validate:
                 k = min(options.validate, len(chosen))
                 if progress:
-                    nodes_of = f"{options.validate_nodes} sampled nodes" if options.validate_nodes else "every node"
+                    nodes_of = (f"the {options.validate_nodes} nodes of largest |AtP|" if options.validate_nodes
+                                else "every node")
                     print(f"{mode}: activation patching of {nodes_of} of {k} pairs", flush=True)
+                ranked = [found.nodes.loc[found.nodes["pair"] == j, "atp"].to_numpy() for j in range(k)]
                 exact = atp.exact_map(engine, chosen[:k], layers, options.positions,
-                                      options.validate_nodes or None, options.seed)
+                                      options.validate_nodes or None, options.seed, ranked)
                 keyed = exact.nodes.assign(pair=index[exact.nodes["pair"]])[["pair", "layer", "position", "exact"]]
                 nodes = nodes.merge(keyed, on=["pair", "layer", "position"], how="left")
             mode_nodes.append(nodes)

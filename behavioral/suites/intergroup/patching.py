@@ -241,7 +241,9 @@ def analyze(run: Run, engine, where: Mapping, options, progress: bool) -> tuple[
     seconds["headline"] = time.perf_counter() - start
     last_block = n_layers_of(engine.model) - 1
     figure = gap_figure(table, f"δ by patched layer ({options.positions})\n{title(len(events))}")
-    sections = [Section("δ by patched layer", GAP_TEXT.format(headline=patch_report.headline(table, last_block, options.equivalence_margin)),
+    margin = options.equivalence_margin
+    text = GAP_TEXT.format(headline=patch_report.headline(table, last_block, margin))
+    sections = [Section("δ by patched layer", text,
                         (Table("delta_by_layer", "δ after patching the persona at one layer", table,
                                {"n_prompts": "count"}, display=patch_report.display(table)),),
                         (ReportFigure("figures/delta_by_layer", "δ by patched layer", figure),))]
@@ -263,7 +265,8 @@ def analyze(run: Run, engine, where: Mapping, options, progress: bool) -> tuple[
               "events": event_ids, "chat_format": chat_format, "bootstrap": {"resamples": options.bootstrap,
                                                                               "seed": SEED},
               "seconds": {k: round(v, 1) for k, v in seconds.items()},
-              "result": _result(run, table, category, setting) | {"gap_closed": patch_report.result(table, last_block, options.equivalence_margin)}}
+              "result": _result(run, table, category, setting) | {"gap_closed": patch_report.result(table, last_block,
+                                                                                                margin)}}
     return sections, files, record
 
 

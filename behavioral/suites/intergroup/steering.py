@@ -159,8 +159,9 @@ def _paired(tensors: Mapping[str, np.ndarray], condition: str, same: np.ndarray,
 def summarize(rows: pd.DataFrame, n_permutations: int = 10_000, seed: int = 0, n_bootstrap: int = 0) -> pd.DataFrame:
     """Per condition × category × setting × measure: the raw gap in rating points (in-group minus out-group cells of
     M⁰) and its change from the unsteered rerun, each with a percentile interval over resampled events (paired for
-    the change); σ of M⁰ (the scale δ divides by, re-estimated per condition, so δ moves with it alone); δ with its
-    interval over events, its permutation null interval (``ci_*``) and p; the refusal and numeric rates.
+    the change); σ of M⁰ (the scale δ divides by, re-estimated per condition, so δ moves with it alone); δ with the
+    share of σ(M⁰)² that is event noise (no interval over events: δ's resampled values centre below its many-event
+    value, docs/BENCHMARKS.md), its permutation null interval (``ci_*``) and p; the refusal and numeric rates.
     ``*_change`` columns subtract the unsteered condition's value.
 
     Measures: ``intensity`` (the generated answer, or the greedy score answer in score mode) and, where the run
@@ -184,7 +185,6 @@ def summarize(rows: pd.DataFrame, n_permutations: int = 10_000, seed: int = 0, n
                 a = analyze_setting(sub, cat, setting, event_ids, measure, n_permutations, seed,
                                     allow_partial=True, n_bootstrap=n_bootstrap)
                 perm, boot = a.permutation, a.bootstrap
-                delta_low, delta_high = boot.interval(boot.delta) if boot else (math.nan, math.nan)
                 gap_low, gap_high = boot.interval(boot.gap_points) if boot else (math.nan, math.nan)
                 change = (_paired(tensors, condition, same, draws) if "unsteered" in tensors
                           else (math.nan, math.nan, math.nan))
@@ -197,7 +197,8 @@ def summarize(rows: pd.DataFrame, n_permutations: int = 10_000, seed: int = 0, n
                     "gap_low": gap_low, "gap_high": gap_high, "gap_points_change": change[0],
                     "gap_change_low": change[1], "gap_change_high": change[2],
                     "sigma_M0": math.nan if (M0 := _m0(tensors[condition])) is None else float(M0.std()),
-                    "delta": perm.delta if perm else math.nan, "delta_low": delta_low, "delta_high": delta_high,
+                    "delta": perm.delta if perm else math.nan,
+                    "noise_share": math.nan if a.noise_share is None else a.noise_share,
                     "ci_low": perm.ci_low if perm else math.nan,
                     "ci_high": perm.ci_high if perm else math.nan, "p_value": perm.p_value if perm else math.nan,
                     "p_min": perm.p_min if perm else math.nan,
