@@ -47,3 +47,9 @@ def matched(rows: np.ndarray, cols: np.ndarray, matching: np.ndarray | None = No
 def overlap(matching: np.ndarray) -> int:
     """How many identities a matching pairs as the real one does (its fixed points)."""
     return int((np.asarray(matching) == np.arange(len(matching))).sum())
+
+
+def involves(rows: np.ndarray, cols: np.ndarray, index: int) -> np.ndarray:
+    """Bool per cell: whether identity index `index` is the cell's row or column (the cells a held-out-identity
+    control leaves out of a fit)."""
+    return (np.asarray(rows, dtype=np.int64) == index) | (np.asarray(cols, dtype=np.int64) == index)

@@ -212,23 +212,26 @@ def steered_run(config: RunConfig, out: str | Path, loaded: tuple, layer: int | 
 class Condition:
     """One steering of the sweep: none (layer None), add coef × direction at a layer, or project it out there. A
     control steers another direction of the same layer: `random` k ≥ 1 the k-th random direction within the span of
-    the captured states, `matching` m the direction of the m-th wrong matching of identities (interp.matchings)."""
+    the captured states, `matching` m the direction of the m-th wrong matching of identities (interp.matchings),
+    `held_out` j the direction fit without identity j's cells."""
 
     layer: int | None
     coef: float | None = None
     project: bool = False
     random: int = 0
     matching: int | None = None
+    held_out: int | None = None
 
     @property
     def control(self) -> bool:
-        """Whether it steers a control direction (random or a wrong matching's), not the real one."""
-        return bool(self.random) or self.matching is not None
+        """Whether it steers a control direction (random, a wrong matching's, one fit without an identity), not the
+        real one."""
+        return bool(self.random) or self.matching is not None or self.held_out is not None
 
     @property
     def label(self) -> str:
         """As tables show it: ``unsteered``, ``L12 +4``, ``L12 project``, ``L12 project random``, ``L12 project
-        random 2``, ``L12 project matching 3``."""
+        random 2``, ``L12 project matching 3``, ``L12 project held out 1``."""
         if self.layer is None:
             return "unsteered"
         control = ""
@@ -236,6 +239,8 @@ class Condition:
             control = " random" + ("" if self.random == 1 else f" {self.random}")
         elif self.matching is not None:
             control = f" matching {self.matching}"
+        elif self.held_out is not None:
+            control = f" held out {self.held_out}"
         if self.project:
             return f"L{self.layer} project" + ("" if self.coef is None else f" {self.coef:+g}") + control
         return f"L{self.layer} {self.coef:+g}{control}"
@@ -247,9 +252,10 @@ class Condition:
 
 
 def sweep_conditions(layers: Sequence[int], coefs: Sequence[float], project: bool = False, n_random: int = 0,
-                     n_matchings: int = 0) -> list[Condition]:
+                     n_matchings: int = 0, n_held_out: int = 0) -> list[Condition]:
     """The unsteered baseline, then each layer × coefficient (and, with `project`, each layer's projection, the
-    projections of `n_random` random directions and of the directions of `n_matchings` wrong matchings there).
+    projections of `n_random` random directions, of the directions of `n_matchings` wrong matchings and of the
+    directions fit without each of the first `n_held_out` identities there).
 
     Coefficient 0 runs at the first layer only: it checks that the steering hook leaves the run unchanged, and the
     hook is the same at every layer, so a second zero run would cost a whole grid and tell nothing new.
@@ -261,6 +267,7 @@ def sweep_conditions(layers: Sequence[int], coefs: Sequence[float], project: boo
             out.append(Condition(int(layer), None, True))
             out += [Condition(int(layer), None, True, random=k) for k in range(1, n_random + 1)]
             out += [Condition(int(layer), None, True, matching=m) for m in range(n_matchings)]
+            out += [Condition(int(layer), None, True, held_out=j) for j in range(n_held_out)]
     return out
 
 
@@ -269,8 +276,8 @@ def run_conditions(config: RunConfig, out: str | Path, loaded: tuple, directions
                    caches: Sequence[str] = (), seed_dir: str | Path | None = None,
                    progress: bool = False, controls: Mapping[Condition, np.ndarray] | None = None) -> pd.DataFrame:
     """The rows `read_rows` reads of each condition's run of the config's slice (e.g. a suite's result view), with
-    columns condition, layer, coef, project, random, matching added. Each condition runs (or resumes) into its own run
-    directory ``out/<condition.folder>``, capture off. A condition steers ``directions[layer]``, a control condition
+    columns condition, layer, coef, project, random, matching, held_out added. Each condition runs (or resumes) into
+    its own run directory ``out/<condition.folder>``, capture off. A condition steers ``directions[layer]``, a control condition
     its own vector in `controls`.
 
     Caches: the files named by `caches` (a suite's, e.g. intergroup's ``rewrites.jsonl``) in `seed_dir` (default:
@@ -305,7 +312,8 @@ def run_conditions(config: RunConfig, out: str | Path, loaded: tuple, directions
         frames.append(read_rows(run_dir).assign(
             condition=cond.label, layer=-1 if cond.layer is None else cond.layer,
             coef=np.nan if cond.coef is None else cond.coef, project=cond.project, random=cond.random,
-            matching=-1 if cond.matching is None else cond.matching))
+            matching=-1 if cond.matching is None else cond.matching,
+            held_out=-1 if cond.held_out is None else cond.held_out))
     return pd.concat(frames, ignore_index=True)
 
 

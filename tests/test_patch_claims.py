@@ -136,15 +136,15 @@ def test_an_interval_that_only_includes_zero_is_read_as_undetermined():
 
 def test_a_half_closed_gap_at_every_layer_is_never_read_as_stopping_to_matter():
     # the review's world: 50% closed everywhere, 3 events, intervals about 3 wide; "includes 0" (the old rule)
-    # would have said "stops mattering" in 6 of these 20 runs
+    # would have said "stops mattering" in 5 of these 10 runs
     undetermined, declared = 0, 0
-    for seed in range(20):
+    for seed in range(10):
         frame = patched_rows({0: 0.5, 10: 0.5, 20: 0.5}, n_events=3, noise=2.0, seed=seed, patch_noise=1.0)
-        table = gap_table(frame, RELIGION, n_bootstrap=200)
+        table = gap_table(frame, RELIGION, n_bootstrap=100)
         bounds = table["layer"].tolist(), table["delta_removed_low"].tolist(), table["delta_removed_high"].tolist()
         undetermined += undetermined_from(*bounds) is not None
         declared += patch_report.result(table, 23)["person"]["stops_mattering"] is not None
-    assert undetermined == 6 and declared == 0
+    assert undetermined == 5 and declared == 0
 
 
 def test_the_headline_names_the_planted_layer():

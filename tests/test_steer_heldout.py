@@ -1,6 +1,7 @@
 """Held-out steering and its controls on synthetic activations where the right answer is known: the split of events,
 a planted in-group direction recovered from the fit events and separating held-out ones, the wrong-matching control
-(a planted gap is special among every wrong matching; without structure the real matching is not), one-sided
+(ranked by the share of its own gap, which a shared feature does not make special) and the held-out-identity
+control (which tells a shared in-group feature from one feature per identity), one-sided
 steerings assembled from whole-grid reruns, and the options' bad input."""
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from behavioral.studies.steer import Options, direction, split_events
+from behavioral.studies.steer import Options, direction, labelled_difference, split_events
 from behavioral.suites.intergroup import steering as protocol
 from behavioral.suites.intergroup.groups import get_category
 from interp.matchings import matched, wrong_matchings
@@ -60,19 +61,26 @@ def _cells() -> pd.DataFrame:
     return pd.DataFrame({"perceiver": np.repeat(names, len(names)), "experiencer": np.tile(names, len(names))})
 
 
-def _states(plant: float, n_events: int = 30, d: int = 16, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """[cells, events, d] states: persona + experiencer vectors + noise, plus `plant` × u on in-group cells; and u."""
+def _states(plant: float, n_events: int = 30, d: int = 16, seed: int = 0,
+            shared: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """[cells, events, d] states: persona + experiencer vectors + noise, plus `plant` × u on in-group cells (shared)
+    or `plant` × its own unit vector g_p on each identity p's in-group cell (no shared feature); and the readout
+    direction of the gap (u, or the sum of the g_p over √5)."""
     rng = np.random.default_rng(seed)
     cells = _cells()
     names = RELIGION.with_unspecified
     persona, target = rng.standard_normal((len(names), d)), rng.standard_normal((len(names), d))
     u = rng.standard_normal(d)
     u /= np.linalg.norm(u)
+    own = rng.standard_normal((len(names), d))
+    own /= np.linalg.norm(own, axis=1, keepdims=True)
     p = cells["perceiver"].map(names.index).to_numpy()
     x = cells["experiencer"].map(names.index).to_numpy()
     ingroup = protocol.matched_cells(cells, SELECTION, None).fillna(False).to_numpy(dtype=bool)
     states = persona[p][:, None] + target[x][:, None] + 0.5 * rng.standard_normal((len(cells), n_events, d))
-    return states + plant * ingroup[:, None, None] * u, u
+    if shared:
+        return states + plant * ingroup[:, None, None] * u, u
+    return states + plant * ingroup[:, None, None] * own[p][:, None], own[1:].sum(axis=0) / np.sqrt(len(names) - 1)
 
 
 def _fake(states: np.ndarray, events: list[str]) -> SimpleNamespace:
@@ -115,48 +123,72 @@ def _projection_rows(states: np.ndarray, readout: np.ndarray, directions: dict[s
             unit = vector / np.linalg.norm(vector)
             h = states - (states @ unit)[..., None] * unit
         ratings = 50 + h @ readout  # [cells, events]
-        matching = int(condition.rsplit(" ", 1)[1]) if "matching" in condition else -1
+        index = lambda kind: int(condition.rsplit(" ", 1)[1]) if kind in condition else -1  # noqa: E731
         frames.append(pd.DataFrame({
             "perceiver": np.repeat(cells["perceiver"].to_numpy(), len(events)),
             "experiencer": np.repeat(cells["experiencer"].to_numpy(), len(events)),
             "event_id": np.tile(events, len(cells)), "intensity": ratings.ravel(),
             "expected_intensity": ratings.ravel(), "condition": condition, "category": "religion",
             "setting": SETTING, "layer": -1 if vector is None else 1, "project": vector is not None, "random": 0,
-            "matching": matching}))
+            "matching": index("matching"), "held_out": index("held out")}))
     return pd.concat(frames, ignore_index=True)
 
 
-def _control(plant: float, seed: int, n_bootstrap: int = 0) -> pd.DataFrame:
+def _controls(plant: float, seed: int, n_bootstrap: int = 0, shared: bool = True) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The wrong-matching and held-out-identity controls of one synthetic world (expected intensity)."""
     events = [f"e{i:02d}" for i in range(30)]
-    states, u = _states(plant, seed=seed)
+    states, u = _states(plant, seed=seed, shared=shared)
     readout = 3 * u + 0.3 * np.random.default_rng(seed + 1).standard_normal(len(u))
     split = split_events(events, Options())
     fake = _fake(states, events)
     matchings = wrong_matchings(5, 1000)  # all 119
-    directions = {"L1 project": direction(None, fake, SELECTION, False, split.fit).used[0]}
+    found = direction(None, fake, SELECTION, False, split.fit)
+    directions = {"L1 project": found.used[0]}
     for m, matching in enumerate(matchings):
         directions[f"L1 project matching {m}"] = direction(None, fake, SELECTION, False, split.fit, matching).used[0]
+    for j in range(5):
+        directions[f"L1 project held out {j}"] = labelled_difference(found.means, found.cells, fake, SELECTION,
+                                                                     False, None, j).used[0]
     held = [events.index(e) for e in split.test]
     rows = _projection_rows(states[:, held], readout, directions, split.test)
-    table = protocol.matching_control(rows, matchings, n_bootstrap=n_bootstrap, seed=0)
-    return table[table["measure"] == "expected_intensity"]
+    matching = protocol.matching_control(rows, matchings, n_bootstrap=n_bootstrap, seed=0)
+    held_out = protocol.held_out_control(rows)
+    return (matching[matching["measure"] == "expected_intensity"],
+            held_out[held_out["measure"] == "expected_intensity"])
 
 
-def test_with_a_planted_gap_the_real_matching_closes_more_than_every_wrong_one():
-    table = _control(plant=3.0, seed=0, n_bootstrap=100)
+def test_the_matching_control_ranks_each_matching_by_the_share_of_its_own_gap_closed():
+    table = _controls(plant=3.0, seed=0, n_bootstrap=100)[0]
     real = table[table["matching"] == "real"].iloc[0]
     assert len(table) == 120 and real["fixed_points"] == 5
     assert real["gap_unsteered"] > 5 and abs(real["gap_projected"]) < 0.5 * real["gap_unsteered"]
     assert real["closed_low"] > 0  # the interval over held-out events excludes no effect
-    assert real["rank_real"] == 1 and real["p_real"] == pytest.approx(1 / 120) == real["p_floor"]
     wrong = table[table["matching"] != "real"]
     closed = np.abs(wrong["gap_unsteered"]) - np.abs(wrong["gap_projected"])
     np.testing.assert_allclose(wrong["closed_points"], closed)
-    assert real["p_real"] == (1 + (wrong["closed_points"] >= real["closed_points"]).sum()) / (len(wrong) + 1)
+    assert (wrong["closed_points"] < real["closed_points"]).all()  # ranked by points it would win by construction
+    assert real["p_real"] == (1 + (wrong["closed_share"] >= real["closed_share"] - 1e-12).sum()) / (len(wrong) + 1)
+
+
+def test_the_held_out_identity_control_tells_a_shared_feature_from_per_identity_ones():
+    (_, shared), (matching, per_identity) = (_controls(plant=3.0, seed=0, shared=flag) for flag in (True, False))
+    for table in (shared, per_identity):
+        assert table["identity"].tolist() == NAMES + ["pooled"]
+        rows = table[table["identity"] != "pooled"]
+        np.testing.assert_allclose(rows["removed_held_out"],
+                                   1 - rows["gap_held_out"].abs() / rows["gap_unsteered"].abs())
+        pooled = table.iloc[-1]
+        assert pooled["removed_real"] == pytest.approx(1 - rows["gap_real"].abs().sum() / rows["gap_unsteered"].abs()
+                                                       .sum())
+        assert pooled["removed_real"] > 0.7  # the real direction, fit with every identity, removes most of it
+    assert shared["transfer"].iloc[-1] > 0.8  # a shared feature: the direction fit without an identity removes it
+    assert per_identity["transfer"].iloc[-1] < 0.4  # one feature per identity: it does not
+    # where the wrong-matching control cannot tell the two worlds apart: it passes here too
+    assert matching[matching["matching"] == "real"]["p_real"].iloc[0] < 0.05
 
 
 def test_without_planted_structure_the_real_matching_is_not_special():
-    real = _control(plant=0.0, seed=0).iloc[0]
+    real = _controls(plant=0.0, seed=0)[0].iloc[0]
     assert real["matching"] == "real" and real["p_real"] > 0.2  # it closes its gap no more than wrong ones do
 
 

@@ -58,8 +58,10 @@ class SteeringProtocol(Protocol):
     def n_groups(self, selection: Mapping) -> int:
         """How many identities (groups) a matching of the selection permutes."""
 
-    def matched_cells(self, cells: pd.DataFrame, selection: Mapping, matching: np.ndarray | None) -> pd.Series:
-        """The label per cell (or result row) under a matching of identities (None: the real one), NA on neither."""
+    def matched_cells(self, cells: pd.DataFrame, selection: Mapping, matching: np.ndarray | None,
+                      without: int | None = None) -> pd.Series:
+        """The label per cell (or result row) under a matching of identities (None: the real one), NA on neither
+        and, with `without`, on that identity's cells."""
 
     def slice_config(self, stored: RunConfig, selection: Mapping, limit_events: int | None,
                      exclude_events: Sequence[str] = ()) -> RunConfig:
@@ -77,6 +79,9 @@ class SteeringProtocol(Protocol):
     def matching_control(self, rows: pd.DataFrame, matchings: np.ndarray, n_bootstrap: int,
                          seed: int) -> pd.DataFrame:
         """The gap each matching's own projection removes, the real one's rank among them."""
+
+    def held_out_control(self, rows: pd.DataFrame) -> pd.DataFrame:
+        """Each held-out identity's own gap removed by the direction fit without it, beside the real direction's."""
 
     def figures(self, summary: pd.DataFrame) -> list[tuple[str, str, MplFigure]]:
         """(name, title, figure) of the summary."""
@@ -110,6 +115,10 @@ class Options:
                             metavar="K", minimum=0)
     random_directions: int = option(0, "with --project: also project out K random directions within the span of "
                                        "the fit cells' states, of the direction's norm", metavar="K", minimum=0)
+    held_out_identities: int = option(0, "with --project: also fit the direction without each of the first K "
+                                         "identities' cells and project it out (all of them where there are fewer), "
+                                         "the control that tells a shared in-group feature from per-identity ones",
+                                      metavar="K", minimum=0)
     one_sided: bool = option(False, "also report one-sided steerings: a positive coefficient on the label's false "
                                     "cells only (intergroup: out-group), a negative one on its true cells only, "
                                     "assembled from the whole-grid reruns")
@@ -199,11 +208,11 @@ class Direction:
 
 
 def labelled_difference(means: np.ndarray, cells: pd.DataFrame, protocol: SteeringProtocol, selection: Mapping,
-                        unit: bool, matching: np.ndarray | None = None) -> Direction:
+                        unit: bool, matching: np.ndarray | None = None, without: int | None = None) -> Direction:
     """The count-weighted mean of the cells (`means` [hooks, cells, d], `cells` their index with `count`) whose label
     (the protocol's LABEL under `matching`, None the real one) is true minus that of the cells where it is false
-    (cells where it is NA in neither)."""
-    values = protocol.matched_cells(cells, selection, matching)
+    (cells where it is NA, and with `without` that identity's cells, in neither)."""
+    values = protocol.matched_cells(cells, selection, matching, without)
     raw = mean_difference(means, cells["count"], values.eq(True).fillna(False), values.eq(False).fillna(False))
     return Direction(raw.astype(np.float32), (unit_rows(raw) if unit else raw).astype(np.float32), means, cells)
 
@@ -218,8 +227,8 @@ def direction(store: ActivationStore, protocol: SteeringProtocol, selection: Map
 def control_directions(hooks: Sequence[str], protocol: SteeringProtocol, selection: Mapping, options: Options,
                        found: Direction, layers: Sequence[int], matchings: np.ndarray) -> dict[Condition, np.ndarray]:
     """The vector of every control condition: each layer's random directions within the span of the fit cells'
-    means (the real direction's norm, seeded by layer and index) and each wrong matching's own direction, from the
-    same fit cells (read from the store once)."""
+    means (the real direction's norm, seeded by layer and index), each wrong matching's own direction and each
+    direction fit without one identity's cells, from the same fit cells (read from the store once)."""
     out = {}
     for layer in layers:
         row = hook_row(hooks, layer)
@@ -231,7 +240,16 @@ def control_directions(hooks: Sequence[str], protocol: SteeringProtocol, selecti
         wrong = labelled_difference(found.means, found.cells, protocol, selection, options.unit, matching)
         for layer in layers:
             out[Condition(layer, None, True, matching=m)] = wrong.used[hook_row(hooks, layer)]
+    for j in range(held_out_count(protocol, selection, options)):
+        without = labelled_difference(found.means, found.cells, protocol, selection, options.unit, None, j)
+        for layer in layers:
+            out[Condition(layer, None, True, held_out=j)] = without.used[hook_row(hooks, layer)]
     return out
+
+
+def held_out_count(protocol: SteeringProtocol, selection: Mapping, options: Options) -> int:
+    """How many identities the held-out-identity control leaves out of a fit, one at a time (0 without --project)."""
+    return min(options.held_out_identities, protocol.n_groups(selection)) if options.project else 0
 
 
 DIRECTION_TEXT = (
@@ -257,8 +275,20 @@ MATCHING_TEXT = (
     "the cells, so removing a gap there is partly true by construction. The control does the same for wrong "
     "matchings of the identities: each matching's own direction (fit on the same events) is projected out and the "
     "gap of the cells that matching calls in-group is measured before and after on the test events. `closed_points` "
-    "is how much closer to 0 it came; `p_real` is the share of wrong matchings closing at least as much of their gap "
-    "as the real one does of its gap (floor `p_floor`, exact where every wrong matching ran).")
+    "is how much closer to 0 it came, `closed_share` its share of the gap; `p_real` is the share of wrong matchings "
+    "closing at least as large a share of their gap as the real one does of its gap (floor `p_floor`, exact where "
+    "every wrong matching ran). Ranked by points the real matching would win by construction (a wrong matching's "
+    "own gap is a fraction of the real one).")
+HELD_OUT_TEXT = (
+    "The wrong-matching control cannot tell a feature every in-group cell shares from one feature per identity: "
+    "where a shared feature exists, a wrong matching's direction is the real one scaled by (fixed points − 1) / "
+    "(n − 1). This control can. For each identity (its group) in turn, the direction is fit again without that "
+    "identity's cells and projected out; `removed_held_out` is the share of that identity's own gap (its in-group "
+    "cell against its out-group cells) it removes, `removed_real` the share the real direction, fit with those "
+    "cells, removes. Where one shared feature carries the gap the two agree (`transfer`, their ratio pooled over the "
+    "identities' gaps, near 1); where each identity has its own, the direction fit without it misses it (near 0). It "
+    "supports \"the direction carries an in-group feature shared across identities\"; the wrong-matching control "
+    "supports only \"the projection closes more than a labelling of the cells does by construction\".")
 CHECK_TEXT = (
     "Coefficient 0 runs the steering hook without moving anything, on {checked} of the test events (the hook is the "
     "same code for every prompt) beside an unsteered rerun of the same events (so the batches hold the same "
@@ -267,7 +297,7 @@ CHECK_TEXT = (
 
 
 def scope_lines(split: Split, test: Sequence[str], options: Options, n_matchings: int,
-                control: pd.DataFrame) -> tuple[list[str], list[str]]:
+                control: pd.DataFrame, held: pd.DataFrame) -> tuple[list[str], list[str]]:
     """What this steering can and cannot show, from its own split, events and controls."""
     can, cannot = [], []
     n = len(test)
@@ -281,12 +311,21 @@ def scope_lines(split: Split, test: Sequence[str], options: Options, n_matchings
         cannot.append("Whether the effect holds beyond the events the direction was fit on (in-sample).")
     if options.project and n_matchings:
         p = control["p_real"].dropna() if "p_real" in control else pd.Series(dtype=float)
-        can.append(f"Whether projecting out the real direction closes more of its gap than {n_matchings} wrong "
-                   f"matchings' directions close of theirs (p floor {1 / (n_matchings + 1):.3g}"
+        can.append(f"Whether projecting out the real direction closes a larger share of its gap than {n_matchings} "
+                   f"wrong matchings' directions close of theirs (p floor {1 / (n_matchings + 1):.3g}"
                    + (f"; p here {', '.join(f'{v:.3g}' for v in p.unique())})." if len(p) else ")."))
     elif options.project:
         cannot.append("Whether the projection's effect exceeds what it does by construction: no wrong-matching "
                       "control ran (--matchings K).")
+    if len(held):
+        transfer = held.loc[held["identity"] == "pooled", "transfer"].dropna()
+        can.append("Whether the direction carries a feature shared across identities: the direction fit without "
+                   "an identity's cells removes that identity's gap"
+                   + (f" {', '.join(f'{v:.2f}' for v in transfer)} times as much as the real direction does."
+                      if len(transfer) else " (undefined here: no gap to remove)."))
+    elif options.project:
+        cannot.append("Whether the direction carries an in-group feature shared across identities rather than one "
+                      "per identity: no held-out-identity control ran (--held-out-identities K).")
     if options.project and not options.random_directions:
         cannot.append("What projecting out a direction the states vary along does in general: no random-direction "
                       "control ran (--random-directions K).")
@@ -327,8 +366,9 @@ class SteerStudy(Study):
     def plan(self, runs: Sequence[Run], options: Options) -> str:
         run, protocol, selection, split, matchings = self._setup(runs, options)
         layers = steered_hooks(options.layers, load(run.run_dir).hooks)
+        n_held = held_out_count(protocol, selection, options)
         steerings = sweep_conditions(layers, sorted(set(options.coefs) | {0.0}), options.project,
-                                     options.random_directions, len(matchings))
+                                     options.random_directions, len(matchings), n_held)
         stored = RunConfig.from_run_dir(run.run_dir, trust_remote_code=options.trust_remote_code)
         drawn = protocol.rerun_events(protocol.slice_config(stored, selection, split.limit_events, split.exclude))
         return (f"{run.name}: the direction of {where_text(selection)} from its final-token cells ({protocol.LABEL} "
@@ -345,8 +385,9 @@ class SteerStudy(Study):
         layers = steered_hooks(options.layers, store.hooks)
         fit = split.fit if split.held_out and split.test is not None else None  # else every event: the cell means
         found = direction(store, protocol, selection, options.unit, fit)
+        n_held = held_out_count(protocol, selection, options)
         steerings = sweep_conditions(layers, sorted(set(options.coefs) | {0.0}), options.project,
-                                     options.random_directions, len(matchings))
+                                     options.random_directions, len(matchings), n_held)
         controls = control_directions(store.hooks, protocol, selection, options, found, layers, matchings)
         loaded = load_model(run, options.device, options.dtype, options.trust_remote_code)
         stored = RunConfig.from_run_dir(run.run_dir, trust_remote_code=options.trust_remote_code)
@@ -377,6 +418,7 @@ class SteerStudy(Study):
         summary = protocol.summarize(rows, options.permutations, options.seed, options.bootstrap)
         control = (protocol.matching_control(rows, matchings, options.bootstrap, options.seed) if len(matchings)
                    else pd.DataFrame())
+        held = protocol.held_out_control(rows) if n_held else pd.DataFrame()
         reproduces = bool(check["identical"].all()) and len(check) == 1
         vectors = pd.DataFrame(found.used, columns=[f"d{i}" for i in range(found.used.shape[1])])
         vectors.insert(0, "hook", store.hooks)
@@ -398,11 +440,15 @@ class SteerStudy(Study):
             sections.append(Section("Control: wrong matchings of the identities", MATCHING_TEXT,
                                     (Table("matching_control", "Gap removed by each matching's own projection",
                                            control, {"p_real": "p", "p_floor": "p"}),)))
+        if len(held):
+            sections.append(Section("Control: each identity held out of the fit", HELD_OUT_TEXT,
+                                    (Table("held_out_control", "Each held-out identity's gap removed",
+                                           held, {"removed_held_out": "percent", "removed_real": "percent"}),)))
         sections += [
             Section("Coefficient 0 reproduces the unsteered rerun", CHECK_TEXT.format(checked=len(checked)),
                     (Table("zero_coefficient_check", "Coefficient 0 against the unsteered rerun", check,
                            {"n_rows": "count", "differing_rows": "count"}),)),
-            scope(*scope_lines(split, test, options, len(matchings), control))]
+            scope(*scope_lines(split, test, options, len(matchings), control, held))]
         notes = [] if reproduces else ["Coefficient 0 did NOT reproduce the unsteered rerun exactly (see "
                                        "zero_coefficient_check.csv): the steered numbers are suspect."]
         record = {"selection": selection, "layers": layers, "coefficients": sorted(set(options.coefs) | {0.0}),

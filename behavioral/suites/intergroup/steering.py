@@ -21,7 +21,7 @@ from behavioral.suites.intergroup import stats
 from behavioral.suites.intergroup.analysis import analyze_setting, intensity_tensor
 from behavioral.suites.intergroup.groups import UNSPECIFIED, Category, get_category
 from behavioral.suites.intergroup.suite import SUITE, results
-from interp.matchings import matched, overlap
+from interp.matchings import involves, matched, overlap
 from interp.steering import mean_difference, unit_rows
 
 LABEL = "ingroup"  # the cell label (Suite.cell_labels) whose true cells minus false cells is the direction
@@ -76,12 +76,16 @@ def n_groups(selection: Mapping[str, str]) -> int:
     return len(set(category.group_of[name] for name in category.identities))
 
 
-def matched_cells(cells: pd.DataFrame, selection: Mapping[str, str], matching: np.ndarray | None) -> pd.Series:
+def matched_cells(cells: pd.DataFrame, selection: Mapping[str, str], matching: np.ndarray | None,
+                  without: int | None = None) -> pd.Series:
     """Nullable bool per cell (perceiver, experiencer): in-group under `matching` of the category's groups (None: the
-    real one, the suite's `ingroup` label), NA where "a person" is on either side."""
+    real one, the suite's `ingroup` label), NA where "a person" is on either side or, with `without`, where that
+    group is (a held-out identity)."""
     category = get_category(selection["category"])
     rows, cols = _group_index(category, cells["perceiver"]), _group_index(category, cells["experiencer"])
     named = (rows >= 0) & (cols >= 0)
+    if without is not None:
+        named &= ~involves(rows, cols, without)
     return pd.Series(matched(rows, cols, matching), index=cells.index, dtype="boolean").where(named, pd.NA)
 
 
@@ -191,7 +195,8 @@ def summarize(rows: pd.DataFrame, n_permutations: int = 10_000, seed: int = 0, n
                 out.append({
                     "condition": condition, "layer": int(first["layer"]), "coef": float(first["coef"]),
                     "project": bool(first["project"]), "random": int(first["random"]),
-                    "matching": int(first["matching"]), "one_sided": bool(first.get("one_sided", False)),
+                    "matching": int(first["matching"]), "held_out": int(first.get("held_out", -1)),
+                    "one_sided": bool(first.get("one_sided", False)),
                     "category": category, "setting": setting, "measure": measure,
                     "gap_points": math.nan if a.gap_points is None else a.gap_points,
                     "gap_low": gap_low, "gap_high": gap_high, "gap_points_change": change[0],
@@ -231,10 +236,13 @@ def matching_control(rows: pd.DataFrame, matchings: np.ndarray, n_bootstrap: int
     matching before and after projecting out that matching's own direction (``L{l} project`` and ``L{l} project
     matching {i}``), and how much closer to 0 it came (``closed_points`` = |before| − |after|, sign-free since a
     wrong matching's gap may have either sign; ``closed_share`` = its share of |before|), with an interval over
-    events for the real one; the real matching's rank among all and p = (1 + #{wrong closed >= real closed}) /
-    (m + 1), floor 1 / (m + 1), exact where `matchings` holds every wrong matching. A procedure that closes "its" gap
-    for any labelling of the cells closes the real gap by construction; only a real closure above the wrong ones'
-    says more."""
+    events for the real one; the real matching's rank among all by the share each closes of its own gap and p =
+    (1 + #{wrong share >= real share}) / (m + 1), floor 1 / (m + 1), exact where `matchings` holds every wrong
+    matching. Ranked by points the real matching wins by construction (a wrong matching's own gap is a fraction of
+    the real one); by share, a projection that closes "its" gap for any labelling of the cells ranks the real one
+    among the rest. A wrong matching's direction is (fixed points − 1) / (n − 1) times the real one where a
+    shared feature exists, so this control cannot tell a shared in-group feature from per-identity ones:
+    `held_out_control` can."""
     out = []
     projected = rows[rows["project"].astype(bool) & rows["random"].eq(0)]
     draws = None
@@ -274,14 +282,67 @@ def matching_control(rows: pd.DataFrame, matchings: np.ndarray, n_bootstrap: int
                     continue
                 frame = pd.DataFrame(records)
                 real = frame["matching"] == "real"
-                wrong = frame.loc[~real, "closed_points"].to_numpy(dtype=float)
+                wrong = frame.loc[~real, "closed_share"].to_numpy(dtype=float)
                 if real.any() and len(wrong):
-                    removed = float(frame.loc[real, "closed_points"].iloc[0])
+                    removed = float(frame.loc[real, "closed_share"].iloc[0])
                     exceed = int(stats.at_least(wrong, removed).sum())
                     frame["p_real"] = (1 + exceed) / (len(wrong) + 1)
                     frame["p_floor"] = 1 / (len(wrong) + 1)
                     frame["rank_real"] = 1 + int((wrong > removed).sum())
                 out.append(frame)
+    return pd.concat(out, ignore_index=True) if out else pd.DataFrame()
+
+
+def held_out_control(rows: pd.DataFrame) -> pd.DataFrame:
+    """The held-out-identity control of the projections: per layer × category × setting × measure and identity
+    group j left out of a fit, j's own gap (its in-group cell against its out-group cells, j as perceiver or
+    experiencer, "a person" left out) unsteered, after projecting out the direction fit without j's cells (``L{l}
+    project held out {j}``) and after projecting out the real direction, fit with them (``L{l} project``); the share
+    of |gap| each removes (``removed_held_out``, ``removed_real``), and per layer the shares of the identities' |gaps|
+    summed (``identity`` "pooled": a small gap weighs little; ``transfer`` = pooled removed_held_out / pooled
+    removed_real). A direction that carries a feature
+    every in-group cell shares removes a held-out identity's gap as it removes the others' (transfer near 1); one
+    fit from identity-specific features does not (near 0), and no labelling of cells makes it large by
+    construction."""
+    out = []
+    held = rows[rows["held_out"].ge(0)] if "held_out" in rows else rows.iloc[:0]
+    for (category, setting), block in rows[rows["category"].isin(held["category"])].groupby(
+            ["category", "setting"], sort=False):
+        cat = get_category(category)
+        groups = _group_index(cat, pd.Series(cat.identities))
+        first = {j: name for name, j in reversed(list(zip(cat.identities, groups)))}
+        same = cat.in_group()
+        for measure in _measures(block):
+            tensors = _tensors(block, cat, measure)
+            records = []
+            mine = held[(held["category"] == category) & (held["setting"] == setting)]
+            for (layer, j), _ in mine.groupby(["layer", "held_out"]):
+                cells = involves(groups[:, None], groups[None, :], int(j))
+
+                def gap(I: np.ndarray) -> float:
+                    M0 = _m0(I)
+                    return math.nan if M0 is None else float(M0[same & cells].mean() - M0[~same & cells].mean())
+
+                before = gap(tensors["unsteered"])
+                after_held = gap(tensors[f"L{layer} project held out {j}"])
+                after_real = gap(tensors[f"L{layer} project"]) if f"L{layer} project" in tensors else math.nan
+                records.append({"layer": int(layer), "category": category, "setting": setting, "measure": measure,
+                                "identity": first[int(j)], "gap_unsteered": before, "gap_held_out": after_held,
+                                "gap_real": after_real,
+                                "removed_held_out": 1 - abs(after_held) / abs(before) if before else math.nan,
+                                "removed_real": 1 - abs(after_real) / abs(before) if before else math.nan})
+            if not records:
+                continue
+            frame = pd.DataFrame(records)
+            for layer, part in frame.groupby("layer", sort=False):
+                before = part["gap_unsteered"].abs().sum()
+                held_share, real_share = (1 - part[column].abs().sum() / before if before else math.nan
+                                          for column in ("gap_held_out", "gap_real"))
+                out.append(pd.concat([part, pd.DataFrame([{
+                    "layer": layer, "category": category, "setting": setting, "measure": measure,
+                    "identity": "pooled", "gap_unsteered": before, "removed_held_out": held_share,
+                    "removed_real": real_share, "transfer": held_share / real_share if real_share else math.nan,
+                }])], ignore_index=True))
     return pd.concat(out, ignore_index=True) if out else pd.DataFrame()
 
 
@@ -314,6 +375,7 @@ def sweep_figure(summary: pd.DataFrame, category: str, setting: str) -> Figure:
                 random = sub["random"].astype(int) > 0
                 wrong = sub["matching"].astype(int) >= 0 if "matching" in sub else random & False
                 lone = sub["one_sided"].astype(bool) if "one_sided" in sub else random & False
+                held = sub["held_out"].astype(int) >= 0 if "held_out" in sub else random & False  # own table
                 added = sub[~sub["project"] & ~lone]
                 if len(base) and not (added["coef"] == 0).any():
                     added = pd.concat([added, base.assign(coef=0.0)])  # coefficient 0 is the unsteered run
@@ -325,7 +387,7 @@ def sweep_figure(summary: pd.DataFrame, category: str, setting: str) -> Figure:
                                transform=ax.get_xaxis_transform(), clip_on=False,
                                label=None if marked else "δ undefined (all cells equal)")
                     marked = True
-                projected = sub[sub["project"] & ~random & ~wrong]
+                projected = sub[sub["project"] & ~random & ~wrong & ~held]
                 if len(projected):
                     ax.scatter([x_project] * len(projected), projected[column], marker="x", s=60, color=colors[layer])
                 matchings = sub[sub["project"] & wrong]
