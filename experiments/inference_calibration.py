@@ -1,8 +1,9 @@
-"""Calibration of seed 000's inference over events on synthetic runs where the truth is known: the size and power of
-the per-event randomisation test of the gap in rating points (`stats.gap_test`), the coverage of the 95%
-event-bootstrap interval of that gap, and what happens to δ with few events (its mean, the coverage of a bootstrap
-interval of δ, the share of σ(M⁰)² that is event noise), which is why Table 2 prints no interval of δ over events.
-Prints a table and writes a JSON file.
+"""Calibration of seed 000's inference and of the mechanistic controls on synthetic worlds where the truth is known:
+the size and power of the per-event randomisation test of the gap in rating points (`stats.gap_test`), the coverage
+of the 95% t-interval of that gap over events (`stats.gap_interval`) beside the event-bootstrap percentile interval
+it replaced, and what happens to δ with few events (its mean, the coverage of a bootstrap interval of δ, the share
+of σ(M⁰)² that is event noise), which is why Table 2 prints no interval of δ over events; then patching's "stops
+mattering" and steering's two controls. Prints a table and writes a JSON file.
 
 A synthetic run is I[p, x, e] for 5 identities (religion's one-to-one grid without "a person") and E events. Worlds
 where H0 (no positive gap) holds:
@@ -38,8 +39,11 @@ import numpy as np
 from behavioral.suites.intergroup import stats
 from behavioral.suites.intergroup.groups import get_category
 from behavioral.suites.intergroup.patch_gap import gap_table
-from behavioral.suites.intergroup.synthetic import patched_rows
+from behavioral.suites.intergroup import steering
+from behavioral.suites.intergroup.synthetic import patched_rows, projection_rows, steering_states
+from interp.matchings import wrong_matchings
 from interp.patch_claims import stops_mattering, undetermined_from
+from interp.steering import mean_difference
 
 SAME = np.eye(5, dtype=bool)
 TRUE_DELTA = float(1 / SAME.std())  # δ of gap · SAME, z-scored, for any gap > 0
@@ -72,20 +76,25 @@ def rejection(rng: np.random.Generator, world: World, events: int, runs: int, dr
 
 def coverage(rng: np.random.Generator, world: World, true_gap: float, events: int, runs: int,
              resamples: int) -> dict:
-    """Over `runs` runs of `world`: the share whose 95% event-bootstrap interval holds the true gap, δ's mean, the
-    share whose bootstrap interval of δ holds the infinite-event δ (planted worlds), the mean event-noise share."""
-    gap_hits, delta_hits, deltas, noise = [], [], [], []
+    """Over `runs` runs of `world`: the share whose 95% t-interval of the gap (`stats.gap_interval`, what Table 2
+    prints) and whose 95% event-bootstrap percentile interval of the gap (what it printed before) hold the true gap,
+    δ's mean, the share whose bootstrap interval of δ holds the infinite-event δ (planted worlds), the mean
+    event-noise share."""
+    gap_hits, boot_hits, delta_hits, deltas, noise = [], [], [], [], []
     for k in range(runs):
         I = world(rng, events)
+        low, high = stats.gap_interval(I, SAME)
+        gap_hits.append(low <= true_gap <= high)
         boot = stats.event_bootstrap(I, SAME, resamples, seed=k)
         low, high = boot.interval(boot.gap_points)
-        gap_hits.append(low <= true_gap <= high)
+        boot_hits.append(low <= true_gap <= high)
         deltas.append(stats.empathy_gap(stats.zscore(I.mean(axis=2)), SAME))
         noise.append(stats.event_noise_share(I))
         if true_gap > 0:
             low, high = boot.interval(boot.delta)
             delta_hits.append(low <= TRUE_DELTA <= high)
-    return {"covers_gap": float(np.mean(gap_hits)), "delta_mean": float(np.mean(deltas)),
+    return {"covers_gap": float(np.mean(gap_hits)), "covers_gap_bootstrap": float(np.mean(boot_hits)),
+            "delta_mean": float(np.mean(deltas)),
             "covers_delta": float(np.mean(delta_hits)) if delta_hits else None,
             "noise_share": float(np.mean(noise))}
 
@@ -106,11 +115,41 @@ def patch_claims(world: dict[int, float], events: int, runs: int, resamples: int
     return {"stops_mattering": float(np.mean(new)), "old_rule": float(np.mean(old))}
 
 
+def steering_controls(shared: bool, runs: int) -> dict:
+    """Over `runs` synthetic steering worlds: how often each control says the direction carries a shared in-group
+    feature (wrong matchings: p_real <= 0.05; held out: transfer > 0.5), and the mean transfer."""
+    selection = {"category": "religion", "setting": "P0S0T0"}
+    matchings = wrong_matchings(5, 1000)
+    events = [f"e{i:02d}" for i in range(30)]
+    passed, transfers = [], []
+    for seed in range(runs):
+        states, readout, cells = steering_states(3.0, seed=seed, shared=shared)
+        means = states[:, :15].mean(axis=1)[None]
+        counts = np.full(len(cells), 15)
+
+        def fit(matching=None, without=None) -> np.ndarray:
+            label = steering.matched_cells(cells, selection, matching, without)
+            return mean_difference(means, counts, label.eq(True).fillna(False), label.eq(False).fillna(False))[0]
+
+        directions = {"L1 project": fit(), **{f"L1 project matching {m}": fit(matching) for m, matching
+                                              in enumerate(matchings)},
+                      **{f"L1 project held out {j}": fit(without=j) for j in range(5)}}
+        rows = projection_rows(states[:, 15:], cells, 3 * readout, directions, events[15:])
+        control = steering.matching_control(rows, matchings)
+        held = steering.held_out_control(rows)
+        p_real = control.loc[(control["matching"] == "real") & (control["measure"] == "intensity"), "p_real"].iloc[0]
+        transfer = held.loc[(held["identity"] == "pooled") & (held["measure"] == "intensity"), "transfer"].iloc[0]
+        passed.append((p_real <= 0.05, transfer > 0.5))
+        transfers.append(transfer)
+    return {"matching_control_passes": float(np.mean([a for a, _ in passed])),
+            "held_out_passes": float(np.mean([b for _, b in passed])), "transfer_mean": float(np.mean(transfers))}
+
+
 def rows(args: argparse.Namespace) -> list[dict]:
     """Every row of the table."""
     rng = np.random.default_rng(args.seed)
     out = []
-    for events in (int(e) for e in args.events.split(",")):
+    for events in (int(e) for e in args.events.split(",") if e):
         for name, world in NULLS.items():
             out.append({"events": events, "world": f"{name} null", "true_gap": TRUE_GAP.get(name, 0.0),
                         "rejects": rejection(rng, world, events, args.runs, args.draws)})
@@ -126,11 +165,14 @@ def rows(args: argparse.Namespace) -> list[dict]:
                 out.append({"events": events, "world": f"patching, {name}",
                             **patch_claims(world, events, args.coverage_runs // 2, args.resamples // 5)})
         print(f"{events} events done", flush=True)
+    for name, shared in (("steering, shared feature", True), ("steering, per-identity features", False)):
+        out.append({"events": 15, "world": name, **steering_controls(shared, args.steering_runs)})
     return out
 
 
-COLUMNS = ("events", "world", "true_gap", "rejects", "covers_gap", "delta_mean", "covers_delta", "noise_share",
-           "stops_mattering", "old_rule")
+COLUMNS = ("events", "world", "true_gap", "rejects", "covers_gap", "covers_gap_bootstrap", "delta_mean",
+           "covers_delta", "noise_share", "stops_mattering", "old_rule", "matching_control_passes", "held_out_passes",
+           "transfer_mean")
 
 
 def table(result_rows: list[dict]) -> str:
@@ -148,7 +190,8 @@ def main() -> None:
     parser.add_argument("--draws", type=int, default=2000, help="null draws per gap test")
     parser.add_argument("--coverage-runs", type=int, default=200, help="synthetic runs per interval cell")
     parser.add_argument("--resamples", type=int, default=1000, help="event resamples per bootstrap")
-    parser.add_argument("--events", default="4,12,24,100", help="events per run, comma separated")
+    parser.add_argument("--events", default="4,12,24,100", help="events per run, comma separated (empty: none)")
+    parser.add_argument("--steering-runs", type=int, default=20, help="synthetic worlds per steering row")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=Path("inference_calibration.json"))
     args = parser.parse_args()
@@ -156,7 +199,7 @@ def main() -> None:
     result_rows = rows(args)
     print(table(result_rows))
     result = {"rows": result_rows, **{k: getattr(args, k) for k in ("runs", "draws", "coverage_runs", "resamples",
-                                                                     "seed")},
+                                                                     "steering_runs", "seed")},
               "true_delta": TRUE_DELTA, "seconds": time.perf_counter() - started, "machine": platform.platform()}
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     print(f"json: {args.out}")

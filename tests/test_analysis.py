@@ -288,7 +288,7 @@ def test_two_runs_give_table2_by_run_with_each_runs_own_statistics(tmp_path: Pat
     assert by_run["strong"] > 1 and abs(by_run["none"]) < 0.5
     points = table2.groupby("run").gap_points.mean()  # the planted 10 rating points, before z-scoring
     assert abs(points["strong"] - 10) < 1.5 and abs(points["none"]) < 1.5
-    assert set(table2.measure) == {"generated intensity"} and (table2.n_bootstrap == 1000).all()
+    assert set(table2.measure) == {"generated intensity"}
     assert (table2.gap_points_low < table2.gap_points).all() and (table2.gap_points < table2.gap_points_high).all()
     strong = table2[table2.run == "strong"]
     assert (strong.gap_points_low > 5).all()  # over events too, a clear gap
@@ -325,7 +325,7 @@ def test_runs_of_two_suites_or_names_that_clash_are_refused(tmp_path: Path) -> N
 
 def test_the_report_shows_the_distributions_behind_the_expected_intensity(tmp_path: Path) -> None:
     run_dir = make_run(tmp_path / "run", categories=("religion",), mode="score", settings=("P0S0T0",), probs=True)
-    analyze([run_dir], tmp_path / "out", AnalyzeOptions(permutations=50, bootstrap=0, measure="expected_intensity"))
+    analyze([run_dir], tmp_path / "out", AnalyzeOptions(permutations=50, measure="expected_intensity"))
     pooled = pd.read_csv(tmp_path / "out" / "answer_distributions.csv").set_index("cells")
     # every cell puts 0.4 on 20 and 0.6 on its own rating (about 60 in-group, 50 out-group: the planted 10 points),
     # spread by noise over several ratings: the pooled mode is 20, far below the means
@@ -344,7 +344,7 @@ def test_the_report_shows_the_distributions_behind_the_expected_intensity(tmp_pa
 
 def test_a_run_without_stored_distributions_has_no_distribution_section(tmp_path: Path) -> None:
     run_dir = make_run(tmp_path / "run", categories=("religion",), mode="score", settings=("P0S0T0",))
-    analyze([run_dir], tmp_path / "out", AnalyzeOptions(permutations=50, bootstrap=0))
+    analyze([run_dir], tmp_path / "out", AnalyzeOptions(permutations=50))
     assert not (tmp_path / "out" / "answer_distributions.csv").exists()
     assert "Answer distributions" not in (tmp_path / "out" / "report.md").read_text()
 
@@ -353,19 +353,19 @@ def test_tidy_csvs_hold_every_number_at_full_precision(tmp_path: Path) -> None:
     """A CSV is for computing (issue 32): Table 2's δ, its interval, p and gap in points, Table 3's μ and σ and
     Table 6's shares are the analysis's own floats, read back exactly; only the Markdown rounds."""
     run_dir = make_run(tmp_path / "run", categories=("religion",))
-    options = AnalyzeOptions(permutations=200, bootstrap=50)
+    options = AnalyzeOptions(permutations=200)
     analyze([run_dir], tmp_path / "out", options)
     found = {(a.category.name, a.setting): a for a in analysis.load_analyses(run_dir, options)}
     table2 = pd.read_csv(tmp_path / "out" / "table2_delta.csv").set_index(["category", "setting"])
     table3 = pd.read_csv(tmp_path / "out" / "table3_mean_std.csv").set_index(["category", "setting"])
     table6 = pd.read_csv(tmp_path / "out" / "table6_refusal.csv").set_index(["category", "setting"])
     for key, a in found.items():
-        perm, boot = a.permutation, a.bootstrap
+        perm = a.permutation
         assert table2.loc[key, ["delta", "ci_low", "ci_high", "p_value", "p_min", "p_exact", "gap_points"]].tolist() \
             == [perm.delta, perm.ci_low, perm.ci_high, perm.p_value, perm.p_min, perm.p_exact, a.gap_points]
         assert table2.loc[key, "p_exact"] * perm.n_outcomes == pytest.approx(round(perm.p_exact * perm.n_outcomes),
                                                                               abs=1e-9)
-        assert table2.loc[key, ["gap_points_low", "gap_points_high"]].tolist() == list(boot.interval(boot.gap_points))
+        assert table2.loc[key, ["gap_points_low", "gap_points_high"]].tolist() == list(a.gap_interval)
         assert table2.loc[key, ["p_gap", "p_gap_min", "noise_share"]].tolist() == [
             a.gap_test.p_value, a.gap_test.p_min, a.noise_share]
         assert table3.loc[key, ["mean", "std"]].tolist() == [a.summary["mean"], a.summary["std"]]

@@ -15,6 +15,7 @@ import pytest
 from behavioral.studies.steer import Options, direction, labelled_difference, split_events
 from behavioral.suites.intergroup import steering as protocol
 from behavioral.suites.intergroup.groups import get_category
+from behavioral.suites.intergroup.synthetic import cells_of, projection_rows, steering_states
 from interp.matchings import matched, wrong_matchings
 from interp.steering import one_sided
 
@@ -57,30 +58,13 @@ def test_bad_options_name_the_flag(options, message):
 
 def _cells() -> pd.DataFrame:
     """The 5 × 5 named cells of religion plus "a person" (neither side), Table 1 order."""
-    names = RELIGION.with_unspecified
-    return pd.DataFrame({"perceiver": np.repeat(names, len(names)), "experiencer": np.tile(names, len(names))})
+    return cells_of(RELIGION)
 
 
-def _states(plant: float, n_events: int = 30, d: int = 16, seed: int = 0,
-            shared: bool = True) -> tuple[np.ndarray, np.ndarray]:
-    """[cells, events, d] states: persona + experiencer vectors + noise, plus `plant` × u on in-group cells (shared)
-    or `plant` × its own unit vector g_p on each identity p's in-group cell (no shared feature); and the readout
-    direction of the gap (u, or the sum of the g_p over √5)."""
-    rng = np.random.default_rng(seed)
-    cells = _cells()
-    names = RELIGION.with_unspecified
-    persona, target = rng.standard_normal((len(names), d)), rng.standard_normal((len(names), d))
-    u = rng.standard_normal(d)
-    u /= np.linalg.norm(u)
-    own = rng.standard_normal((len(names), d))
-    own /= np.linalg.norm(own, axis=1, keepdims=True)
-    p = cells["perceiver"].map(names.index).to_numpy()
-    x = cells["experiencer"].map(names.index).to_numpy()
-    ingroup = protocol.matched_cells(cells, SELECTION, None).fillna(False).to_numpy(dtype=bool)
-    states = persona[p][:, None] + target[x][:, None] + 0.5 * rng.standard_normal((len(cells), n_events, d))
-    if shared:
-        return states + plant * ingroup[:, None, None] * u, u
-    return states + plant * ingroup[:, None, None] * own[p][:, None], own[1:].sum(axis=0) / np.sqrt(len(names) - 1)
+def _states(plant: float, seed: int = 0, shared: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """The synthetic steering world's states [cells, 30 events, 16] and its readout direction."""
+    states, readout, _ = steering_states(plant, seed=seed, shared=shared)
+    return states, readout
 
 
 def _fake(states: np.ndarray, events: list[str]) -> SimpleNamespace:
@@ -111,29 +95,6 @@ def test_a_planted_ingroup_direction_is_recovered_from_the_fit_events_and_separa
     assert float(wrong.used[0] @ u) < -0.9
 
 
-def _projection_rows(states: np.ndarray, readout: np.ndarray, directions: dict[str, np.ndarray],
-                     events: list[str]) -> pd.DataFrame:
-    """Result rows of a linear 'model' (rating = 50 + readout · state) unsteered and with each direction projected
-    out, as intergroup's steering rows."""
-    cells = _cells()
-    frames = []
-    for condition, vector in [("unsteered", None), *directions.items()]:
-        h = states
-        if vector is not None:
-            unit = vector / np.linalg.norm(vector)
-            h = states - (states @ unit)[..., None] * unit
-        ratings = 50 + h @ readout  # [cells, events]
-        index = lambda kind: int(condition.rsplit(" ", 1)[1]) if kind in condition else -1  # noqa: E731
-        frames.append(pd.DataFrame({
-            "perceiver": np.repeat(cells["perceiver"].to_numpy(), len(events)),
-            "experiencer": np.repeat(cells["experiencer"].to_numpy(), len(events)),
-            "event_id": np.tile(events, len(cells)), "intensity": ratings.ravel(),
-            "expected_intensity": ratings.ravel(), "condition": condition, "category": "religion",
-            "setting": SETTING, "layer": -1 if vector is None else 1, "project": vector is not None, "random": 0,
-            "matching": index("matching"), "held_out": index("held out")}))
-    return pd.concat(frames, ignore_index=True)
-
-
 def _controls(plant: float, seed: int, n_bootstrap: int = 0, shared: bool = True) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The wrong-matching and held-out-identity controls of one synthetic world (expected intensity)."""
     events = [f"e{i:02d}" for i in range(30)]
@@ -150,7 +111,7 @@ def _controls(plant: float, seed: int, n_bootstrap: int = 0, shared: bool = True
         directions[f"L1 project held out {j}"] = labelled_difference(found.means, found.cells, fake, SELECTION,
                                                                      False, None, j).used[0]
     held = [events.index(e) for e in split.test]
-    rows = _projection_rows(states[:, held], readout, directions, split.test)
+    rows = projection_rows(states[:, held], _cells(), readout, directions, split.test)
     matching = protocol.matching_control(rows, matchings, n_bootstrap=n_bootstrap, seed=0)
     held_out = protocol.held_out_control(rows)
     return (matching[matching["measure"] == "expected_intensity"],

@@ -87,13 +87,12 @@ def analyze_setting(
     seed: int = 0,
     allow_partial: bool = False,
     round_cells: int | None = None,
-    n_bootstrap: int = 0,
 ) -> SettingAnalysis:
     """All statistics of one category and setting from its result rows (missing prompts count as refused if allowed).
 
-    `round_cells=2` rounds every cell mean before z-scoring, as the authors' notebook does; `n_bootstrap` resamples
-    of the events give the gap's interval over events (0: none); the gap test draws `n_permutations` null means
-    (and as many matchings where it cannot enumerate them).
+    `round_cells=2` rounds every cell mean before z-scoring, as the authors' notebook does; the gap in points gets
+    its t-interval over events (`stats.gap_interval`); the gap test draws `n_permutations` null means (and as many
+    matchings where it cannot enumerate them).
     """
     I, n_missing = intensity_tensor(rows, category, event_ids, measure)
     if n_missing and not allow_partial:
@@ -102,7 +101,7 @@ def analyze_setting(
             f"({I.size - n_missing} present); finish the run or pass --allow-partial"
         )
     keep, keep_delta = stats.exclusion_mask(I), stats.exclusion_mask(I[1:, 1:])
-    M0 = M = M_delta = shown = permutation = summary = gap_points = bootstrap = gap_test = noise_share = None
+    M0 = M = M_delta = shown = permutation = summary = gap_points = gap_interval = gap_test = noise_share = None
     matrix_reason = mask_reason = delta_reason = None
     try:
         M0 = stats.cell_means(I, keep, round_cells)
@@ -127,8 +126,7 @@ def analyze_setting(
         permutation = stats.permutation_test(M_delta, same, n_permutations, seed)
         gap_test = stats.gap_test(I[1:, 1:], same, n_permutations, seed)
         noise_share = stats.event_noise_share(I[1:, 1:])
-        if n_bootstrap:
-            bootstrap = stats.event_bootstrap(I[1:, 1:], same, n_bootstrap, seed, round_cells)
+        gap_interval = stats.gap_interval(I[1:, 1:], same)
     except ValueError as exc:
         delta_reason = f"{exc} (matrix without \"a person\")"
     return SettingAnalysis(
@@ -153,7 +151,7 @@ def analyze_setting(
         mask_reason=mask_reason,
         delta_reason=delta_reason,
         gap_points=gap_points,
-        bootstrap=bootstrap,
+        gap_interval=gap_interval,
         gap_test=gap_test,
         noise_share=noise_share,
     )
@@ -188,6 +186,5 @@ def analyses_of(run_dir: str | Path, config: dict, results: pd.DataFrame, option
         raise RunDirError(f"{run_dir}: no categories or settings in the manifest or the results")
     groups = dict(tuple(results.groupby(["category", "setting"], sort=False)))
     return [analyze_setting(groups.get((category.name, setting), results.iloc[:0]), category, setting, event_ids,
-                            options.measure, options.permutations, options.seed, allow_partial, options.round_cells,
-                            options.bootstrap)
+                            options.measure, options.permutations, options.seed, allow_partial, options.round_cells)
             for category in categories for setting in settings]

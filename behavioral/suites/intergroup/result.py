@@ -48,7 +48,7 @@ class SettingAnalysis:
     # δ's gap before z-scoring: mean in-group minus mean out-group cell of δ's matrix, in rating points (δ moves when
     # the matrix's spread moves; this does not)
     gap_points: float | None = None
-    bootstrap: stats.EventBootstrap | None = None  # gap_points (and δ) over resamples of the events
+    gap_interval: tuple[float, float] | None = None  # gap_points' 95% t-interval over events
     gap_test: stats.GapTest | None = None  # the per-event randomisation test of gap_points > 0
     noise_share: float | None = None  # the share of σ(M⁰)² of δ's matrix that is event-sampling noise
 

@@ -162,8 +162,8 @@ def _paired(tensors: Mapping[str, np.ndarray], condition: str, same: np.ndarray,
 
 def summarize(rows: pd.DataFrame, n_permutations: int = 10_000, seed: int = 0, n_bootstrap: int = 0) -> pd.DataFrame:
     """Per condition × category × setting × measure: the raw gap in rating points (in-group minus out-group cells of
-    M⁰) and its change from the unsteered rerun, each with a percentile interval over resampled events (paired for
-    the change); σ of M⁰ (the scale δ divides by, re-estimated per condition, so δ moves with it alone); δ with the
+    M⁰) with its t-interval over the events (`stats.gap_interval`) and its change from the unsteered rerun with a
+    percentile interval over resampled events, paired by event; σ of M⁰ (the scale δ divides by, re-estimated per condition, so δ moves with it alone); δ with the
     share of σ(M⁰)² that is event noise (no interval over events: δ's resampled values centre below its many-event
     value, docs/BENCHMARKS.md), its permutation null interval (``ci_*``) and p; the refusal and numeric rates.
     ``*_change`` columns subtract the unsteered condition's value.
@@ -173,7 +173,7 @@ def summarize(rows: pd.DataFrame, n_permutations: int = 10_000, seed: int = 0, n
     a number (score modes); ``refusal_rate`` counts prompts without a value of the measure (those drop whole events);
     ``p_min`` is the smallest p the sampled permutation null allows (see ``PermutationResult``); ``p_exact`` the p
     over every matching of identities where the test enumerates them (religion), NaN otherwise. With `n_bootstrap`
-    0 the intervals over events are NaN.
+    0 the change's interval is NaN.
     """
     out = []
     event_ids = tuple(sorted(rows["event_id"].unique()))
@@ -186,10 +186,9 @@ def summarize(rows: pd.DataFrame, n_permutations: int = 10_000, seed: int = 0, n
             tensors = _tensors(block, cat, measure)
             for condition, sub in block.groupby("condition", sort=False):
                 first = sub.iloc[0]
-                a = analyze_setting(sub, cat, setting, event_ids, measure, n_permutations, seed,
-                                    allow_partial=True, n_bootstrap=n_bootstrap)
-                perm, boot = a.permutation, a.bootstrap
-                gap_low, gap_high = boot.interval(boot.gap_points) if boot else (math.nan, math.nan)
+                a = analyze_setting(sub, cat, setting, event_ids, measure, n_permutations, seed, allow_partial=True)
+                perm = a.permutation
+                gap_low, gap_high = a.gap_interval or (math.nan, math.nan)
                 change = (_paired(tensors, condition, same, draws) if "unsteered" in tensors
                           else (math.nan, math.nan, math.nan))
                 out.append({

@@ -73,8 +73,6 @@ class AnalyzeOptions:
     round_cells: int | None = option(None, "round M⁰ cells to DECIMALS before z-scoring, as the authors' notebook "
                                            "does with 2; none: no rounding", metavar="DECIMALS")
     seed: int = option(0, "seed of the permutations and of the event resamples", name="--permutation-seed")
-    bootstrap: int = option(1000, "resamples of the events (with replacement, the whole pipeline rerun on each) for "
-                                  "the gap's interval over events; 0: none", metavar="N", minimum=0)
 
     def __post_init__(self):
         if self.measure not in MEASURES:

@@ -45,3 +45,56 @@ def true_closed(share: float, category: Category | None = None) -> float:
     base, same = base_matrix(len(category.identities)), category.in_group()
     return 1 - (empathy_gap(zscore(base + (1 - share) * GAP * same), same)
                 / empathy_gap(zscore(base + GAP * same), same))
+
+
+# --- a steering world: linear final-token states and a linear readout of the rating ---------------------------
+
+def cells_of(category: Category) -> pd.DataFrame:
+    """Every (perceiver, experiencer) cell, "a person" included, Table 1 order."""
+    names = category.with_unspecified
+    return pd.DataFrame({"perceiver": np.repeat(names, len(names)), "experiencer": np.tile(names, len(names))})
+
+
+def steering_states(plant: float, n_events: int = 30, d: int = 16, seed: int = 0, shared: bool = True,
+                    category: Category | None = None) -> tuple[np.ndarray, np.ndarray, pd.DataFrame]:
+    """[cells, events, d] states (persona + experiencer vectors + noise), plus `plant` × u on every in-group cell
+    (`shared`: one in-group feature) or `plant` × its own unit vector g_p on identity p's in-group cell (no shared
+    feature); the readout direction of the gap (u, or the sum of the g_p over √n); and the cells."""
+    category = category or get_category("religion")
+    rng = np.random.default_rng(seed)
+    cells = cells_of(category)
+    names = category.with_unspecified
+    persona, target = rng.standard_normal((len(names), d)), rng.standard_normal((len(names), d))
+    u = rng.standard_normal(d)
+    u /= np.linalg.norm(u)
+    own = rng.standard_normal((len(names), d))
+    own /= np.linalg.norm(own, axis=1, keepdims=True)
+    p = cells["perceiver"].map(names.index).to_numpy()
+    x = cells["experiencer"].map(names.index).to_numpy()
+    ingroup = ((p == x) & (p > 0))[:, None, None]
+    states = persona[p][:, None] + target[x][:, None] + 0.5 * rng.standard_normal((len(cells), n_events, d))
+    if shared:
+        return states + plant * ingroup * u, u, cells
+    return states + plant * ingroup * own[p][:, None], own[1:].sum(axis=0) / np.sqrt(len(names) - 1), cells
+
+
+def projection_rows(states: np.ndarray, cells: pd.DataFrame, readout: np.ndarray, directions: dict[str, np.ndarray],
+                    events: list[str], setting: str = "P0S0T0", category: str = "religion") -> pd.DataFrame:
+    """Result rows of a linear 'model' (rating = 50 + readout · state) unsteered and with each direction projected
+    out at layer 1 (conditions named as the steer study names them), as intergroup's steering rows."""
+    frames = []
+    for condition, vector in [("unsteered", None), *directions.items()]:
+        h = states
+        if vector is not None:
+            unit = vector / np.linalg.norm(vector)
+            h = states - (states @ unit)[..., None] * unit
+        ratings = 50 + h @ readout  # [cells, events]
+        index = lambda kind: int(condition.rsplit(" ", 1)[1]) if kind in condition else -1  # noqa: E731
+        frames.append(pd.DataFrame({
+            "perceiver": np.repeat(cells["perceiver"].to_numpy(), len(events)),
+            "experiencer": np.repeat(cells["experiencer"].to_numpy(), len(events)),
+            "event_id": np.tile(events, len(cells)), "intensity": ratings.ravel(),
+            "expected_intensity": ratings.ravel(), "condition": condition, "category": category,
+            "setting": setting, "layer": -1 if vector is None else 1, "project": vector is not None, "random": 0,
+            "matching": index("matching"), "held_out": index("held out")}))
+    return pd.concat(frames, ignore_index=True)

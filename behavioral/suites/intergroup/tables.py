@@ -68,12 +68,9 @@ def _holm(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def _events_interval(a: SettingAnalysis) -> dict:
-    """gap_points' percentile interval over resamples of the events (δ gets none: see the Table 2 caption)."""
-    boot = a.bootstrap
-    if boot is None:
-        return {"gap_points_low": math.nan, "gap_points_high": math.nan, "n_bootstrap": 0}
-    low, high = boot.interval(boot.gap_points)
-    return {"gap_points_low": _float(low), "gap_points_high": _float(high), "n_bootstrap": len(boot.gap_points)}
+    """gap_points' 95% t-interval over the events (δ gets none: see the Table 2 caption)."""
+    low, high = a.gap_interval or (math.nan, math.nan)
+    return {"gap_points_low": _float(low), "gap_points_high": _float(high)}
 
 
 def _row_table3(a: SettingAnalysis) -> dict:
@@ -157,9 +154,10 @@ TABLES: dict[str, tuple[str, Callable[[SettingAnalysis], dict], Callable[[pd.Ser
         "drawn, so no smaller p is possible with these permutations; exact: the toolkit's exact p, enumerated over "
         "all n_outcomes = n! matchings of rows to columns where each identity is its own group and "
         f"n! ≤ {EXACT_LIMIT:,} (5 religions: 120, so a multiple of 1/120); "
-        "gap: δ's gap before z-scoring in rating points (mean in-group minus mean out-group cell), its 95% percentile "
-        "interval over resamples of the events (gap_points_*, n_bootstrap resamples, the whole pipeline rerun on "
-        "each: the uncertainty from which events were sampled, which the permutation null conditions away) and the "
+        "gap: δ's gap before z-scoring in rating points (mean in-group minus mean out-group cell, the mean over "
+        "events of each event's gap), its 95% t-interval over the events (gap_points_*: the uncertainty from which "
+        "events were sampled, which the permutation null conditions away; a percentile bootstrap ran short with "
+        "few events) and the "
         "one-sided p of the per-event randomisation test of gap > 0 (p_gap: one random matching per event builds "
         "the null mean gap; floor p_gap_min = 1/(draws + 1)). δ gets no interval over events: with few events its "
         "resampled values centre below δ's many-event value (docs/BENCHMARKS.md, calibration). "
