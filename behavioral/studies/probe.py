@@ -169,7 +169,8 @@ def probe_tables(store: ActivationStore, suite: Suite, where: dict, targets: Seq
                  C: float = 1.0, progress: bool = False, matchings: int = 20, n_bootstrap: int = 1000) -> Probes:
     """Probes of every target (None: the labels the suite derives) and split at `hooks` on the final-token samples
     `where` selects, rows where a target is NA left out of its probes, with the control task (`matchings` wrong
-    matchings, seeded, of a target whose `Design` has a matching; the same folds as its probe) and the cross-name
+    matchings, seeded, of a target whose `Design` has a matching; folds of the same number and seed, stratified by
+    each labelling, so they differ between labellings) and the cross-name
     probe (a target whose Design has a source; cells held out as in the cell split)."""
     samples, table, derived = labelled_samples(store, suite, where)
     targets = list(targets or derived)
@@ -306,7 +307,8 @@ PROBE_TEXT = (
     "across samples; it destroys the cell structure, so it says only whether the probe beats labels with no "
     "structure. **Wrong matchings** (`matching_*`, the control task): a target that is the equality of two fields "
     "(ingroup: perceiver_group = experiencer_group) relabelled by permutations π of the left field's values "
-    "(persona group g is \"in-group\" with experiencer group π(g)), each probed with the same folds; `selectivity` "
+    "(persona group g is \"in-group\" with experiencer group π(g)), each probed with folds of the same number and "
+    "seed, stratified by its own labels (so its folds differ from the real label's); `selectivity` "
     "is the real balanced accuracy minus the wrong matchings' mean, `matching_p` = (1 + #{wrong >= real}) / (m + 1) "
     "(floor 1 / (m + 1), exact where all n! − 1 are enumerated) and `matching_p_fwe` the same against the largest "
     "wrong score over the layers (max statistic): what a procedure reads equally well for wrong matchings is the "
@@ -445,7 +447,8 @@ class ProbeStudy(Study):
         method = [f"Probe: StandardScaler then LogisticRegression (C={options.C}, balanced class weights); "
                   f"{options.cv}-fold cross-validation (seed {options.seed}); controls: {options.n_shuffles} label "
                   f"shuffles (folds pooled); up to {options.matchings} wrong matchings (interp.matchings, seed "
-                  f"{options.seed}; all where fewer exist), the same folds; cross-name: {options.cv} folds of the "
+                  f"{options.seed}; all where fewer exist), folds of the same number and seed stratified by each "
+                  f"labelling; cross-name: {options.cv} folds of the "
                   f"negative cells, {options.n_bootstrap} resamples of the test cells."]
         return Analysis("Linear probes per layer", "empathy-gap interp probe (interp.probes)", sections, method,
                         files, record={"where": where})
