@@ -95,14 +95,16 @@ def test_a_planted_ingroup_direction_is_recovered_from_the_fit_events_and_separa
     assert float(wrong.used[0] @ u) < -0.9
 
 
-def _controls(plant: float, seed: int, n_bootstrap: int = 0, shared: bool = True) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The wrong-matching and held-out-identity controls of one synthetic world (expected intensity)."""
+def _controls(plant: float, seed: int, n_bootstrap: int = 0, shared: bool = True,
+              with_matchings: bool = True) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The wrong-matching (empty without `with_matchings`) and held-out-identity controls of one synthetic world
+    (expected intensity)."""
     events = [f"e{i:02d}" for i in range(30)]
     states, u = _states(plant, seed=seed, shared=shared)
     readout = 3 * u + 0.3 * np.random.default_rng(seed + 1).standard_normal(len(u))
     split = split_events(events, Options())
     fake = _fake(states, events)
-    matchings = wrong_matchings(5, 1000)  # all 119
+    matchings = wrong_matchings(5, 1000) if with_matchings else np.zeros((0, 5), int)  # all 119
     found = direction(None, fake, SELECTION, False, split.fit)
     directions = {"L1 project": found.used[0]}
     for m, matching in enumerate(matchings):
@@ -112,7 +114,8 @@ def _controls(plant: float, seed: int, n_bootstrap: int = 0, shared: bool = True
                                                                      False, None, j).used[0]
     held = [events.index(e) for e in split.test]
     rows = projection_rows(states[:, held], _cells(), readout, directions, split.test)
-    matching = protocol.matching_control(rows, matchings, n_bootstrap=n_bootstrap, seed=0)
+    matching = protocol.matching_control(rows, matchings, n_bootstrap=n_bootstrap, seed=0) if with_matchings else \
+        pd.DataFrame({"measure": []})
     held_out = protocol.held_out_control(rows)
     return (matching[matching["measure"] == "expected_intensity"],
             held_out[held_out["measure"] == "expected_intensity"])
@@ -132,7 +135,8 @@ def test_the_matching_control_ranks_each_matching_by_the_share_of_its_own_gap_cl
 
 
 def test_the_held_out_identity_control_tells_a_shared_feature_from_per_identity_ones():
-    (_, shared), (matching, per_identity) = (_controls(plant=3.0, seed=0, shared=flag) for flag in (True, False))
+    shared = _controls(plant=3.0, seed=0, shared=True, with_matchings=False)[1]
+    matching, per_identity = _controls(plant=3.0, seed=0, shared=False)
     for table in (shared, per_identity):
         assert table["identity"].tolist() == NAMES + ["pooled"]
         rows = table[table["identity"] != "pooled"]
@@ -184,15 +188,25 @@ def test_one_sided_steerings_take_the_steered_results_on_one_side_only():
 
 
 @pytest.mark.slow
-def test_a_check_of_every_test_event_joins_the_sweep_instead_of_rerunning_it(pinned_run, tmp_path):
+def test_a_check_of_every_test_event_joins_the_sweep_and_the_held_out_control_runs_through_the_cli(pinned_run,
+                                                                                                  tmp_path):
     from behavioral.cli import main
 
     out = tmp_path / "out"
     assert main(["interp", "steer", str(pinned_run), "--out", str(out), "--where", "category=religion", "--where",
                  f"setting={SETTING}", "--layers", "last", "--coef=0", "--in-sample", "--check-events", "0",
-                 "--bootstrap", "10", "--permutations", "20", "--device", "cpu", "--no-progress"]) == 0
+                 "--project", "--held-out-identities", "2", "--bootstrap", "10", "--permutations", "20",
+                 "--device", "cpu", "--no-progress"]) == 0
     check = pd.read_csv(out / "zero_coefficient_check.csv")
     assert check[["condition", "n_rows", "identical"]].values.tolist() == [["L1 +0", 108, True]]  # 3 events × 36
     assert not (out / "runs" / "check").exists()  # no second unsteered rerun
-    assert set(pd.read_csv(out / "steering.csv")["condition"]) == {"unsteered"}  # the check is no steering
-    assert "in-sample, on the 3 events the direction was fit on" in (out / "report.md").read_text()
+    steered = {"unsteered", "L1 project", "L1 project held out 0", "L1 project held out 1"}
+    assert set(pd.read_csv(out / "steering.csv")["condition"]) == steered  # the check is no steering
+    rows = pd.read_csv(out / "steering_rows.csv")
+    table = pd.read_csv(out / "held_out_control.csv")
+    expected = protocol.held_out_control(rows)
+    assert table["identity"].tolist() == expected["identity"].tolist() == ["a Christian", "a Muslim", "pooled"] * 2
+    np.testing.assert_allclose(table["removed_held_out"], expected["removed_held_out"])
+    report = (out / "report.md").read_text()
+    assert "in-sample, on the 3 events the direction was fit on" in report
+    assert "Control: each identity held out of the fit" in report and "no held-out-identity control ran" not in report

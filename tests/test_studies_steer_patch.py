@@ -107,24 +107,6 @@ def test_steer_study_through_the_cli_equals_the_direct_calls(run_dir, loaded, tm
 
 
 @pytest.mark.slow
-def test_the_held_out_identity_control_runs_through_the_cli(run_dir, tmp_path, capsys):
-    out = tmp_path / "out"
-    assert main(["interp", "steer", str(run_dir), "--out", str(out), *RELIGION, "--layers", "last", "--coef=0",
-                 "--project", "--held-out-identities", "2", "--in-sample", "--check-events", "0", "--permutations",
-                 "20", "--bootstrap", "0", "--device", "cpu"]) == 0
-    rows = pd.read_csv(out / "steering_rows.csv")
-    assert sorted(rows["condition"].unique()) == ["L1 project", "L1 project held out 0", "L1 project held out 1",
-                                                  "unsteered"]
-    table = pd.read_csv(out / "held_out_control.csv")
-    expected = _csv(protocol.held_out_control(rows), tmp_path)
-    pd.testing.assert_frame_equal(table, expected)
-    assert table["identity"].tolist()[:3] == ["a Christian", "a Muslim", "pooled"]
-    report = (out / "report.md").read_text()
-    assert "Control: each identity held out of the fit" in report
-    assert "no held-out-identity control ran" not in report
-
-
-@pytest.mark.slow
 def test_patch_study_through_run_study_equals_the_direct_calls(run_dir, loaded, tmp_path, capsys):
     study = get_study("patch")
     options = study.Options(where=("category=religion", "setting=P0S1T0"), layers="1", layer_step=1,
