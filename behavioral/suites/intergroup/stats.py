@@ -303,7 +303,7 @@ def gap_interval(I: np.ndarray, same: np.ndarray, level: float = 0.95) -> tuple[
     """The interval over events of the gap in rating points: the gap is the mean over kept events of each event's
     in-group minus out-group mean, so Student's t over those per-event gaps (mean ± t_(E-1) · sd / √E). A
     percentile bootstrap of the same mean runs short with few events (it covered a planted gap 0.77-0.86 of the time
-    at 4 events and 0.87-0.92 at 12, docs/BENCHMARKS.md); NaN with fewer than two kept events. Pass δ's I."""
+    at 4 events and 0.87-0.93 at 12, docs/BENCHMARKS.md); NaN with fewer than two kept events. Pass δ's I."""
     I = _check_intensities(I)
     same = _check_same(I[:, :, 0], same)
     kept = I[:, :, exclusion_mask(I)]
