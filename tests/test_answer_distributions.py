@@ -180,7 +180,7 @@ def test_an_old_run_reads_and_analyzes(plain, tmp_path):
     assert list(stored.columns) == list(rows.columns) and stored["unit_probs"].isna().all()
     _, viewed, done = read_run(old, "intergroup")
     assert done.complete and len(viewed) == len(rows)
-    report = analyze([old], tmp_path / "analysis", AnalyzeOptions(permutations=20, bootstrap=0))
+    report = analyze([old], tmp_path / "analysis", AnalyzeOptions(permutations=20))
     assert report.is_file()
 
 

@@ -49,7 +49,7 @@ def race_personas(run_dir: Path) -> tuple[np.ndarray, list[str], list[str], list
 
 def race_M_rows(run_dir: Path) -> np.ndarray:
     """The persona rows of race's M without "a person", as the old nationality_clusters script read them."""
-    options = AnalyzeOptions(measure="expected_intensity", permutations=10, bootstrap=0)
+    options = AnalyzeOptions(measure="expected_intensity", permutations=10)
     (a,) = [a for a in load_analyses(run_dir, options) if a.category.name == "race"]
     return a.M[1:]
 
