@@ -274,6 +274,14 @@ def _matchings(same: np.ndarray, n_permutations: int, seed: int) -> tuple[np.nda
     return np.vstack([np.arange(n), rows]), np.vstack([np.arange(same.shape[1]), cols])
 
 
+def _event_gaps(I: np.ndarray, same: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """I's kept events [n, m, E], `same` checked against it, and each kept event's in-group minus out-group mean."""
+    I = _check_intensities(I)
+    same = _check_same(I[:, :, 0], same)
+    kept = I[:, :, exclusion_mask(I)]
+    return kept, same, kept[same].mean(axis=0) - kept[~same].mean(axis=0)
+
+
 def gap_test(I: np.ndarray, same: np.ndarray, n_draws: int = 10_000, seed: int = 0) -> GapTest:
     """Randomisation test over events of the mean in-group minus out-group gap in rating points, whose p is floored
     by `n_draws`, not by the n! matchings of the identities.
@@ -283,14 +291,12 @@ def gap_test(I: np.ndarray, same: np.ndarray, n_draws: int = 10_000, seed: int =
     needs no ranks and no tie-breaking (tied greedy answers give the same p under any seed) and tests the quantity
     Table 2 reports, not δ (which also moves with σ(M⁰)). Pass δ's I (without "a person").
     """
-    I = _check_intensities(I)
-    same = _check_same(I[:, :, 0], same)
-    kept = I[:, :, exclusion_mask(I)]
+    kept, same, per_event = _event_gaps(I, same)
     if not kept.shape[2]:
         raise ValueError("no event kept: expected at least one event without refusals")
     gaps = _matching_gaps(kept, same, *_matchings(same, n_draws, seed))  # [K, E]
     events = kept.shape[2]
-    observed = float((kept[same].mean(axis=0) - kept[~same].mean(axis=0)).mean())
+    observed = float(per_event.mean())
     rng = np.random.default_rng([seed, DRAW_STREAM])
     null = np.concatenate([gaps[rng.integers(0, len(gaps), (size, events)), np.arange(events)].mean(axis=1)
                            for size in np.diff(np.r_[0:n_draws:DRAW_CHUNK, n_draws])])
@@ -304,10 +310,7 @@ def gap_interval(I: np.ndarray, same: np.ndarray, level: float = 0.95) -> tuple[
     in-group minus out-group mean, so Student's t over those per-event gaps (mean ± t_(E-1) · sd / √E). A
     percentile bootstrap of the same mean runs short with few events (it covered a planted gap 0.77-0.86 of the time
     at 4 events and 0.87-0.93 at 12, docs/BENCHMARKS.md); NaN with fewer than two kept events. Pass δ's I."""
-    I = _check_intensities(I)
-    same = _check_same(I[:, :, 0], same)
-    kept = I[:, :, exclusion_mask(I)]
-    gaps = kept[same].mean(axis=0) - kept[~same].mean(axis=0)
+    gaps = _event_gaps(I, same)[2]
     if len(gaps) < 2:
         return float("nan"), float("nan")
     half = _sps.t.ppf((1 + level) / 2, len(gaps) - 1) * gaps.std(ddof=1) / np.sqrt(len(gaps))

@@ -137,11 +137,11 @@ def _m0(I: np.ndarray) -> np.ndarray | None:
         return None
 
 
-def _gap(I: np.ndarray, same: np.ndarray) -> float:
-    """The raw gap of I [n, n, events] (no "a person"): mean in-group cell minus mean out-group cell of M⁰, in rating
-    points; NaN where no event is kept."""
+def _gap(I: np.ndarray, same: np.ndarray, within: np.ndarray | bool = True) -> float:
+    """The raw gap of I [n, n, events] (no "a person"): mean in-group cell minus mean out-group cell of M⁰ (among the
+    cells `within`, e.g. one identity's), in rating points; NaN where no event is kept."""
     M0 = _m0(I)
-    return math.nan if M0 is None else float(M0[same].mean() - M0[~same].mean())
+    return math.nan if M0 is None else float(M0[same & within].mean() - M0[~same & within].mean())
 
 
 def _tensors(rows: pd.DataFrame, category: Category, measure: str) -> dict[str, np.ndarray]:
@@ -317,14 +317,10 @@ def held_out_control(rows: pd.DataFrame) -> pd.DataFrame:
             mine = held[(held["category"] == category) & (held["setting"] == setting)]
             for (layer, j), _ in mine.groupby(["layer", "held_out"]):
                 cells = involves(groups[:, None], groups[None, :], int(j))
-
-                def gap(I: np.ndarray) -> float:
-                    M0 = _m0(I)
-                    return math.nan if M0 is None else float(M0[same & cells].mean() - M0[~same & cells].mean())
-
-                before = gap(tensors["unsteered"])
-                after_held = gap(tensors[f"L{layer} project held out {j}"])
-                after_real = gap(tensors[f"L{layer} project"]) if f"L{layer} project" in tensors else math.nan
+                before = _gap(tensors["unsteered"], same, cells)
+                after_held = _gap(tensors[f"L{layer} project held out {j}"], same, cells)
+                after_real = (_gap(tensors[f"L{layer} project"], same, cells) if f"L{layer} project" in tensors
+                              else math.nan)
                 records.append({"layer": int(layer), "category": category, "setting": setting, "measure": measure,
                                 "identity": first[int(j)], "gap_unsteered": before, "gap_held_out": after_held,
                                 "gap_real": after_real,
