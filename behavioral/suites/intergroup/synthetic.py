@@ -59,7 +59,8 @@ def steering_states(plant: float, n_events: int = 30, d: int = 16, seed: int = 0
                     category: Category | None = None) -> tuple[np.ndarray, np.ndarray, pd.DataFrame]:
     """[cells, events, d] states (persona + experiencer vectors + noise), plus `plant` × u on every in-group cell
     (`shared`: one in-group feature) or `plant` × its own unit vector g_p on identity p's in-group cell (no shared
-    feature); the readout direction of the gap (u, or the sum of the g_p over √n); and the cells."""
+    feature); the readout direction of the gap (u, or the sum of the g_p over √n); and the cells. One identity per
+    group (religion, nationality): an in-group cell is a named identity rating itself."""
     category = category or get_category("religion")
     rng = np.random.default_rng(seed)
     cells = cells_of(category)
