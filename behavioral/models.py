@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import importlib.util
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import torch
 
+from behavioral.gguf_parsing import parsed_once
 from behavioral.optional import require
 
 EMBEDDED_ALIAS = "smollm2-135m"
@@ -177,13 +179,14 @@ def load(spec: str, device: str = "auto", dtype: str = "auto", trust_remote_code
     source = resolve_source(spec)
     device = resolve_device(device)
     torch_dtype = resolve_dtype(dtype, device)
-    tokenizer = load_tokenizer(spec, trust_remote_code)
     kwargs = _source_kwargs(source, trust_remote_code)
     model_kwargs = kwargs | _dense_gguf() if source.gguf_file else kwargs
-    try:
-        model = AutoModelForCausalLM.from_pretrained(source.path, dtype=torch_dtype, **model_kwargs)
-    except (OSError, ValueError) as err:
-        raise ModelLoadError(f"cannot load model {spec!r}: {err}") from err
+    with parsed_once() if source.gguf_file else contextlib.nullcontext():
+        tokenizer = load_tokenizer(spec, trust_remote_code)
+        try:
+            model = AutoModelForCausalLM.from_pretrained(source.path, dtype=torch_dtype, **model_kwargs)
+        except (OSError, ValueError) as err:
+            raise ModelLoadError(f"cannot load model {spec!r}: {err}") from err
     model.to(device).eval()
     info = {
         "model": spec,
