@@ -10,6 +10,11 @@ from collections.abc import Iterable, Sequence
 # this is computed in the rows instead. Nationality's score run (bench_engine_costs --run-path) computes 1.15 x its
 # prefix tree's positions at 32 (27 prefixes kept at batch 256), 1.07-1.08 x at 24 (75 at batch 64, 295 at 256).
 MIN_SAVED_POSITIONS = 24
+# A branch point between cached prefixes is one more level of the pool's prefix fill: a forward, which a GPU pays in
+# kernel launches however short its segment. One that saves fewer positions than this is computed in the rows below
+# it. The GPU check's grid fills in 2 levels at 8 (4 at 1: prefix fill 0.07 s against 0.12-0.48 s per 256 prompts on
+# an H200); nationality's score run at batch 256 computes 1.077 x its prefix tree (1.071 at 1, 1.158 at 24).
+MIN_BRANCH_SAVED = 8
 # A batch is cut where padding would pass this share of its positions, once it holds more than MIN_ROWS rows (fewer
 # would waste a GPU more than the padding does).
 MAX_PADDING = 0.10
@@ -50,16 +55,20 @@ def cached_prefixes(prompts: Sequence[Sequence[int]], min_saved: int = MIN_SAVED
     return out
 
 
-def with_branch_points(prefixes: Iterable[tuple[int, ...]]) -> set[tuple[int, ...]]:
-    """The prefixes and the branch points of their own prefix tree (the longest common prefix of each pair adjacent
-    in sorted order): computing these, each extending the longest one it starts with, computes every shared
-    segment once."""
+def with_branch_points(prefixes: Iterable[tuple[int, ...]],
+                       min_saved: int = MIN_BRANCH_SAVED) -> set[tuple[int, ...]]:
+    """The prefixes and the branch points of their own prefix tree (the longest common prefix of a pair adjacent in
+    sorted order) that save at least `min_saved` positions over the point above them: computing these, each
+    extending the longest one it starts with, computes every shared segment worth a level of the fill once."""
     ordered = sorted(set(prefixes))
-    out = set(ordered)
-    for a, b in zip(ordered, ordered[1:]):
-        out.add(a[:common_length(a, b)])
-    out.discard(())
-    return out
+    points = {a[:common_length(a, b)] for a, b in zip(ordered, ordered[1:])} - set(ordered) - {()}
+    kept = set(ordered) - {()}
+    for point in sorted(points, key=len):
+        above = max((p for p in kept if len(p) < len(point) and point[:len(p)] == p), key=len, default=())
+        below = sum(1 for p in ordered if p[:len(point)] == point)
+        if (below - 1) * (len(point) - len(above)) >= min_saved:
+            kept.add(point)
+    return kept
 
 
 def batches(prompts: Sequence[Sequence[int]], prefixes: Sequence[int], batch_size: int, extra: int,

@@ -56,5 +56,16 @@ def test_batches_are_cut_where_padding_would_pass_its_share():
 
 def test_branch_points_between_cached_prefixes_are_added():
     a, b, c = (1, 2, 3, 4, 5), (1, 2, 3, 9), (1, 7)
-    assert with_branch_points([a, b, c, a]) == {a, b, c, (1, 2, 3), (1,)}
-    assert with_branch_points([(5, 6), (7,)]) == {(5, 6), (7,)}  # nothing shared: no empty prefix
+    assert with_branch_points([a, b, c, a], min_saved=1) == {a, b, c, (1, 2, 3), (1,)}
+    assert with_branch_points([(5, 6), (7,)], min_saved=1) == {(5, 6), (7,)}  # nothing shared: no empty prefix
+
+
+def test_a_branch_point_is_kept_only_where_it_saves_enough_over_the_point_above():
+    trunk = (1,) * 60
+    a, b, c = trunk + (2, 3, 4), trunk + (2, 3, 5), trunk + (6,)
+    # the trunk is shared by three prefixes (saving 2 x 60); trunk + (2, 3) by two (1 x 2 over the trunk)
+    assert with_branch_points([a, b, c], min_saved=24) == {a, b, c, trunk}
+    assert with_branch_points([a, b, c], min_saved=2) == {a, b, c, trunk, trunk + (2, 3)}
+    # without the trunk kept, the two-token point is measured from the root: 1 x 62
+    assert with_branch_points([a, b], min_saved=24) == {a, b, trunk + (2, 3)}
+    assert with_branch_points([(), a]) == {a}  # a prompt without a cached prefix adds nothing to compute
