@@ -16,6 +16,11 @@ where H0 (no positive gap) holds:
 Planted worlds add `gap` rating points to the in-group cells of N(70, 10²) answers: the true gap is `gap` and the
 true δ (the z-scored gap of the infinite-event matrix) is gap / σ(gap · same) = 2.5 for any gap > 0.
 
+A steered pair is an unsteered and a steered rerun on the same events: they share a cell × event part (N(70, 10²)),
+each adds N(0, 2²) noise of its own, and steering closes half of a 3-point in-group gap (true change -1.5 points);
+per event count, the coverage of the steer study's paired t-interval of the change (`stats.gap_change`) beside the
+paired event-bootstrap percentile interval it replaced.
+
 Patching worlds (`behavioral.suites.intergroup.synthetic`: event noise sd 2, patch noise sd 1 per prompt, a 1.5-point
 gap) patch layers 0, 10 and 20: "half" closes 50% of the gap at every layer (nothing stops mattering), "stops at 10"
 closes 100%, 0 and 0. Per world: the share of runs whose headline says patching stops mattering (an equivalence test
@@ -36,6 +41,7 @@ from pathlib import Path
 
 import numpy as np
 
+from behavioral.analysis.bootstrap import percentile_interval, resamples
 from behavioral.suites.intergroup import stats
 from behavioral.suites.intergroup.groups import get_category
 from behavioral.suites.intergroup.patch_gap import gap_table
@@ -97,6 +103,33 @@ def coverage(rng: np.random.Generator, world: World, true_gap: float, events: in
             "delta_mean": float(np.mean(deltas)),
             "covers_delta": float(np.mean(delta_hits)) if delta_hits else None,
             "noise_share": float(np.mean(noise))}
+
+
+def steered_pair(rng: np.random.Generator, events: int, gap: float = 3.0,
+                 closure: float = 0.5) -> tuple[np.ndarray, np.ndarray]:
+    """An unsteered and a steered rerun on the same events: a cell × event part both share (N(70, 10²)), a `gap`
+    in the in-group cells that steering closes by `closure`, and N(0, 2²) noise of each rerun's own."""
+    shared = rng.normal(70, 10, (5, 5, events))
+    before = shared + gap * SAME[:, :, None] + rng.normal(0, 2, shared.shape)
+    after = shared + (1 - closure) * gap * SAME[:, :, None] + rng.normal(0, 2, shared.shape)
+    return before, after
+
+
+def change_coverage(rng: np.random.Generator, events: int, runs: int, n_resamples: int,
+                    gap: float = 3.0, closure: float = 0.5) -> dict:
+    """Over `runs` steered pairs: the share whose 95% paired t-interval of the gap's change (`stats.gap_change`, what
+    the steer study prints) and whose paired event-bootstrap percentile interval (what it printed before) hold the
+    true change, -closure x gap."""
+    truth, hits, boot_hits = -closure * gap, [], []
+    for k in range(runs):
+        before, after = steered_pair(rng, events, gap, closure)
+        _, low, high = stats.gap_change(before, after, SAME)
+        hits.append(low <= truth <= high)
+        draws = resamples(events, n_resamples, k)
+        changes = [steering._gap(after[:, :, d], SAME) - steering._gap(before[:, :, d], SAME) for d in draws]
+        low, high = percentile_interval(np.array(changes))
+        boot_hits.append(low <= truth <= high)
+    return {"true_gap": truth, "covers_gap": float(np.mean(hits)), "covers_gap_bootstrap": float(np.mean(boot_hits))}
 
 
 PATCH_WORLDS = {"half": {0: 0.5, 10: 0.5, 20: 0.5}, "stops at 10": {0: 1.0, 10: 0.0, 20: 0.0}}
@@ -163,6 +196,8 @@ def rows(args: argparse.Namespace) -> list[dict]:
                                  ("planted 5 points", planted(5.0), 5.0)):
             out.append({"events": events, "world": f"{name}, intervals", "true_gap": gap,
                         **coverage(rng, world, gap, events, args.coverage_runs, args.resamples)})
+        out.append({"events": events, "world": "steering, gap change (3 points, half closed), intervals",
+                    **change_coverage(rng, events, args.coverage_runs, args.resamples)})
         if events <= 24:
             for name, world in PATCH_WORLDS.items():
                 out.append({"events": events, "world": f"patching, {name}",

@@ -28,3 +28,9 @@ def test_the_gap_test_has_power_and_its_interval_covers_the_gap_in_points():
         measured = harness.coverage(np.random.default_rng(3), world, gap, 4, 100, 200)
         assert measured["covers_gap"] >= 0.90  # the t-interval, at 4 events
     assert measured["covers_delta"] < 0.5  # δ's interval misses its many-event value: Table 2 prints none
+
+
+def test_the_steering_change_interval_covers_the_true_change_at_few_events():
+    measured = harness.change_coverage(np.random.default_rng(4), 4, 200, 200)
+    assert measured["covers_gap"] >= 0.90  # the paired t-interval the steer study prints
+    assert measured["covers_gap_bootstrap"] < 0.90  # the paired bootstrap it replaced runs short at 4 events

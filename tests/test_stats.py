@@ -11,6 +11,7 @@ import pytest
 from behavioral.suites.intergroup.stats import (
     event_bootstrap,
     event_noise_share,
+    gap_change,
     gap_test,
     EXACT_LIMIT,
     PermutationResult,
@@ -557,3 +558,18 @@ def test_event_noise_share_is_the_interaction_variance_over_events_against_the_c
     expected = (residual ** 2).sum() / (24 * 23) / 24 / kept.mean(1).var(ddof=1)
     assert event_noise_share(I) == pytest.approx(expected)
     assert event_noise_share(70 + 5 * same[:, :, None] + rng.normal(0, 10, (5, 5, 2_000))) < 0.05  # a true gap
+
+
+def test_gap_change_is_the_mean_paired_change_with_a_t_interval_over_the_events_kept_in_both():
+    rng = np.random.default_rng(0)
+    same = np.eye(3, dtype=bool)
+    before = rng.normal(50, 5, (3, 3, 6))
+    after = before - 2.0 * same[:, :, None] + rng.normal(0, 1, (3, 3, 6))
+    before[0, 1, 5] = np.nan  # event 5 refused before steering: left out of the pairs
+    per_event = [(after[:, :, e][same].mean() - after[:, :, e][~same].mean())
+                 - (before[:, :, e][same].mean() - before[:, :, e][~same].mean()) for e in range(5)]
+    half = 2.7764451051977987 * np.std(per_event, ddof=1) / math.sqrt(5)  # t_0.975 with 4 degrees of freedom
+    change, low, high = gap_change(before, after, same)
+    assert change == pytest.approx(np.mean(per_event))
+    assert (low, high) == pytest.approx((np.mean(per_event) - half, np.mean(per_event) + half))
+    assert all(math.isnan(v) for v in gap_change(before[:, :, 5:], after[:, :, 5:], same))

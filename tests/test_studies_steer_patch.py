@@ -88,7 +88,7 @@ def test_steer_study_through_the_cli_equals_the_direct_calls(run_dir, loaded, tm
     measured = steering.run_conditions(config, out / "runs", loaded, {1: direction[-1]}, [conditions[0], conditions[2]],
                                        protocol.read_rows)  # resumed
     pd.testing.assert_frame_equal(pd.read_csv(out / "steering.csv"),
-                                  _csv(protocol.summarize(measured.assign(one_sided=False), 50, 0, 20), tmp_path))
+                                  _csv(protocol.summarize(measured.assign(one_sided=False), 50, 0), tmp_path))
     checked = steering.run_conditions(check, out / "runs" / "check", loaded, {1: direction[-1]}, conditions[:2],
                                       protocol.read_rows)  # resumed: the check's own unsteered rerun and coefficient 0
     assert set(checked["event_id"]) == {drawn[0]}

@@ -73,7 +73,7 @@ class SteeringProtocol(Protocol):
     def read_rows(self, run_dir: Path) -> pd.DataFrame:
         """A rerun's result rows."""
 
-    def summarize(self, rows: pd.DataFrame, n_permutations: int, seed: int, n_bootstrap: int) -> pd.DataFrame:
+    def summarize(self, rows: pd.DataFrame, n_permutations: int, seed: int) -> pd.DataFrame:
         """The suite's measures per steering (and per block of the slice), with intervals over events."""
 
     def matching_control(self, rows: pd.DataFrame, matchings: np.ndarray, n_bootstrap: int,
@@ -124,7 +124,8 @@ class Options:
                                     "assembled from the whole-grid reruns")
     check_events: int = option(1, "test events the coefficient-0 exactness check reruns (0: all of them)",
                                metavar="N", minimum=0)
-    bootstrap: int = option(1000, "resamples of the test events for the intervals over events; 0: none",
+    bootstrap: int = option(1000, "resamples of the test events for the interval of the gap the real matching's "
+                                  "projection closes (the matching control); 0: none",
                             metavar="N", minimum=0)
     permutations: int = option(10_000, "permutations of the identity matching in δ's test", metavar="N", minimum=1)
     seed: int = option(0, "seed of the permutations, resamples and wrong matchings", name="--permutation-seed",
@@ -303,10 +304,8 @@ def scope_lines(split: Split, test: Sequence[str], options: Options, n_matchings
     n = len(test)
     where = (f"on {n} events the direction was not fit on ({split.how})" if split.held_out
              else f"in-sample, on the {n} events the direction was fit on")
-    can.append(f"Whether moving the states along the direction changes the measure {where}, with intervals over "
-               f"those events ({options.bootstrap} resamples)." if options.bootstrap else
-               f"Whether moving the states along the direction changes the measure {where} (no intervals: "
-               "--bootstrap 0).")
+    can.append(f"Whether moving the states along the direction changes the measure {where}, with t-intervals over "
+               "those events of the gap and of its change from the unsteered rerun (paired by event).")
     if not split.held_out:
         cannot.append("Whether the effect holds beyond the events the direction was fit on (in-sample).")
     if options.project and n_matchings:
@@ -415,7 +414,7 @@ class SteerStudy(Study):
             inside = protocol.matched_cells(rows, selection, None)
             rows = pd.concat([rows, one_sided(rows, inside, protocol.KEY, protocol.SIDES)], ignore_index=True)
         test = sorted(rows["event_id"].unique())
-        summary = protocol.summarize(rows, options.permutations, options.seed, options.bootstrap)
+        summary = protocol.summarize(rows, options.permutations, options.seed)
         control = (protocol.matching_control(rows, matchings, options.bootstrap, options.seed) if len(matchings)
                    else pd.DataFrame())
         held = protocol.held_out_control(rows) if n_held else pd.DataFrame()

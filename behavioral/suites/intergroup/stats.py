@@ -310,11 +310,27 @@ def gap_interval(I: np.ndarray, same: np.ndarray, level: float = 0.95) -> tuple[
     in-group minus out-group mean, so Student's t over those per-event gaps (mean ± t_(E-1) · sd / √E). A
     percentile bootstrap of the same mean runs short with few events (it covered a planted gap 0.77-0.86 of the time
     at 4 events and 0.87-0.93 at 12, docs/BENCHMARKS.md); NaN with fewer than two kept events. Pass δ's I."""
-    gaps = _event_gaps(I, same)[2]
-    if len(gaps) < 2:
+    return _t_interval(_event_gaps(I, same)[2], level)
+
+
+def gap_change(before: np.ndarray, after: np.ndarray, same: np.ndarray,
+               level: float = 0.95) -> tuple[float, float, float]:
+    """The change of the gap in rating points from `before` to `after` (I of two runs on the same events, e.g. an
+    unsteered and a steered rerun), paired by event over the events kept in both: the mean per-event difference of
+    the gaps and its t-interval; NaN without a common kept event (interval: fewer than two)."""
+    both = exclusion_mask(before) & exclusion_mask(after)
+    if not both.any():
+        return float("nan"), float("nan"), float("nan")
+    change = _event_gaps(after[:, :, both], same)[2] - _event_gaps(before[:, :, both], same)[2]
+    return (float(change.mean()), *_t_interval(change, level))
+
+
+def _t_interval(values: np.ndarray, level: float) -> tuple[float, float]:
+    """Student's t interval of the mean of per-event values; NaN with fewer than two."""
+    if len(values) < 2:
         return float("nan"), float("nan")
-    half = _sps.t.ppf((1 + level) / 2, len(gaps) - 1) * gaps.std(ddof=1) / np.sqrt(len(gaps))
-    return float(gaps.mean() - half), float(gaps.mean() + half)
+    half = _sps.t.ppf((1 + level) / 2, len(values) - 1) * values.std(ddof=1) / np.sqrt(len(values))
+    return float(values.mean() - half), float(values.mean() + half)
 
 
 def event_noise_share(I: np.ndarray) -> float:

@@ -151,19 +151,10 @@ def _tensors(rows: pd.DataFrame, category: Category, measure: str) -> dict[str, 
             for condition, sub in rows.groupby("condition", sort=False)}
 
 
-def _paired(tensors: Mapping[str, np.ndarray], condition: str, same: np.ndarray, draws: np.ndarray) -> tuple:
-    """The gap change of `condition` from the unsteered rerun on the same events, and its percentile interval over
-    `draws` of the events (each draw the same events for both)."""
-    base, steered = tensors["unsteered"], tensors[condition]
-    change = _gap(steered, same) - _gap(base, same)
-    values = [_gap(steered[:, :, d], same) - _gap(base[:, :, d], same) for d in draws]
-    return (change, *percentile_interval(np.array(values)))
-
-
-def summarize(rows: pd.DataFrame, n_permutations: int = 10_000, seed: int = 0, n_bootstrap: int = 0) -> pd.DataFrame:
+def summarize(rows: pd.DataFrame, n_permutations: int = 10_000, seed: int = 0) -> pd.DataFrame:
     """Per condition × category × setting × measure: the raw gap in rating points (in-group minus out-group cells of
-    M⁰) with its t-interval over the events (`stats.gap_interval`) and its change from the unsteered rerun with a
-    percentile interval over resampled events, paired by event; σ of M⁰ (the scale δ divides by, re-estimated per condition, so δ moves with it alone); δ with the
+    M⁰) with its t-interval over the events (`stats.gap_interval`) and its change from the unsteered rerun with the
+    t-interval of the per-event changes (`stats.gap_change`, paired by event); σ of M⁰ (the scale δ divides by, re-estimated per condition, so δ moves with it alone); δ with the
     share of σ(M⁰)² that is event noise (no interval over events: δ's resampled values centre below its many-event
     value, docs/BENCHMARKS.md), its permutation null interval (``ci_*``) and p; the refusal and numeric rates.
     ``*_change`` columns subtract the unsteered condition's value.
@@ -172,13 +163,11 @@ def summarize(rows: pd.DataFrame, n_permutations: int = 10_000, seed: int = 0, n
     scored, ``expected_intensity``. ``non_numeric_mass`` = 1 − mean probability that the first answer token starts
     a number (score modes); ``refusal_rate`` counts prompts without a value of the measure (those drop whole events);
     ``p_min`` is the smallest p the sampled permutation null allows (see ``PermutationResult``); ``p_exact`` the p
-    over every matching of identities where the test enumerates them (religion), NaN otherwise. With `n_bootstrap`
-    0 the change's interval is NaN.
+    over every matching of identities where the test enumerates them (religion), NaN otherwise.
     """
     out = []
     event_ids = tuple(sorted(rows["event_id"].unique()))
     order = list(dict.fromkeys(rows["condition"]))
-    draws = resamples(len(event_ids), n_bootstrap, seed) if n_bootstrap else np.zeros((0, len(event_ids)), int)
     for (category, setting), block in rows.groupby(["category", "setting"], sort=False):
         cat = get_category(category)
         same = cat.in_group()
@@ -189,8 +178,8 @@ def summarize(rows: pd.DataFrame, n_permutations: int = 10_000, seed: int = 0, n
                 a = analyze_setting(sub, cat, setting, event_ids, measure, n_permutations, seed, allow_partial=True)
                 perm = a.permutation
                 gap_low, gap_high = a.gap_interval or (math.nan, math.nan)
-                change = (_paired(tensors, condition, same, draws) if "unsteered" in tensors
-                          else (math.nan, math.nan, math.nan))
+                change = (stats.gap_change(tensors["unsteered"], tensors[condition], same)
+                          if "unsteered" in tensors else (math.nan, math.nan, math.nan))
                 out.append({
                     "condition": condition, "layer": int(first["layer"]), "coef": float(first["coef"]),
                     "project": bool(first["project"]), "random": int(first["random"]),
