@@ -154,9 +154,10 @@ def _tensors(rows: pd.DataFrame, category: Category, measure: str) -> dict[str, 
 def summarize(rows: pd.DataFrame, n_permutations: int = 10_000, seed: int = 0) -> pd.DataFrame:
     """Per condition × category × setting × measure: the raw gap in rating points (in-group minus out-group cells of
     M⁰) with its t-interval over the events (`stats.gap_interval`) and its change from the unsteered rerun with the
-    t-interval of the per-event changes (`stats.gap_change`, paired by event); σ of M⁰ (the scale δ divides by, re-estimated per condition, so δ moves with it alone); δ with the
-    share of σ(M⁰)² that is event noise (no interval over events: δ's resampled values centre below its many-event
-    value, docs/BENCHMARKS.md), its permutation null interval (``ci_*``) and p; the refusal and numeric rates.
+    t-interval of the per-event changes (`stats.gap_change`, paired by event); σ of M⁰ (the scale δ divides by,
+    re-estimated per condition, so δ moves with it alone); δ with the share of σ(M⁰)² that is event noise (no
+    interval over events: δ's resampled values centre below its many-event value, docs/BENCHMARKS.md), its
+    permutation null interval (``ci_*``) and p; the refusal and numeric rates.
     ``*_change`` columns subtract the unsteered condition's value.
 
     Measures: ``intensity`` (the generated answer, or the greedy score answer in score mode) and, where the run
