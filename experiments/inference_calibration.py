@@ -25,7 +25,8 @@ Patching worlds (`behavioral.suites.intergroup.synthetic`: event noise sd 2, pat
 gap) patch layers 0, 10 and 20: "half" closes 50% of the gap at every layer (nothing stops mattering), "stops at 10"
 closes 100%, 0 and 0. Per world: the share of runs whose headline says patching stops mattering (an equivalence test
 within ±10%, `interp.patch_claims.stops_mattering`) and the share the old rule (every later interval includes 0)
-would have said it.
+would have said it; where half the gap is closed at one layer, the coverage of the patched gap's t-interval in
+points (`covers_gap`) and of the gap closed's event-bootstrap interval (`covers_delta`, against `true_closed`).
 
     python experiments/inference_calibration.py --out calibration.json
 """
@@ -46,7 +47,8 @@ from behavioral.suites.intergroup import stats
 from behavioral.suites.intergroup.groups import get_category
 from behavioral.suites.intergroup.patch_gap import gap_table
 from behavioral.suites.intergroup import steering
-from behavioral.suites.intergroup.synthetic import patched_rows, projection_rows, steering_states
+from behavioral.suites.intergroup.synthetic import GAP, base_matrix, patched_rows, projection_rows, steering_states, \
+    true_closed
 from interp.matchings import wrong_matchings
 from interp.patch_claims import stops_mattering, undetermined_from
 from interp.steering import mean_difference
@@ -148,6 +150,24 @@ def patch_claims(world: dict[int, float], events: int, runs: int, resamples: int
     return {"stops_mattering": float(np.mean(new)), "old_rule": float(np.mean(old))}
 
 
+def patch_intervals(events: int, runs: int, resamples: int) -> dict:
+    """Over `runs` synthetic patching runs closing half the gap at one layer: the share whose 95% t-interval of the
+    patched gap in points holds its noise-free value (`covers_gap`) and whose percentile interval of the gap closed
+    (1 - δ ratio, event bootstrap) holds `synthetic.true_closed` (`covers_delta`)."""
+    category = get_category("religion")
+    same = category.in_group()
+    patched = base_matrix(len(category.identities)) + 0.5 * GAP * same
+    truth_gap, truth_closed = patched[same].mean() - patched[~same].mean(), true_closed(0.5)
+    gap_hits, closed_hits = [], []
+    for seed in range(runs):
+        row = gap_table(patched_rows({10: 0.5}, events, 2.0, seed, patch_noise=1.0), category, resamples,
+                        seed).iloc[0]
+        gap_hits.append(row["gap_raw_patched_low"] <= truth_gap <= row["gap_raw_patched_high"])
+        closed_hits.append(row["delta_removed_low"] <= truth_closed <= row["delta_removed_high"])
+    return {"true_gap": float(truth_gap), "covers_gap": float(np.mean(gap_hits)),
+            "covers_delta": float(np.mean(closed_hits))}
+
+
 def steering_controls(shared: bool, runs: int) -> dict:
     """Over `runs` synthetic steering worlds: how often each control says the direction carries a shared in-group
     feature (wrong matchings: p_real <= 0.05; held out: transfer > 0.5), and the mean transfer."""
@@ -202,6 +222,8 @@ def rows(args: argparse.Namespace) -> list[dict]:
             for name, world in PATCH_WORLDS.items():
                 out.append({"events": events, "world": f"patching, {name}",
                             **patch_claims(world, events, args.coverage_runs // 2, args.resamples // 5)})
+            out.append({"events": events, "world": "patching, half at one layer, intervals",
+                        **patch_intervals(events, args.coverage_runs, args.resamples // 5)})
         print(f"{events} events done", flush=True)
     for name, shared in (("steering, shared feature", True), ("steering, per-identity features", False)):
         out.append({"events": 15, "world": name, **steering_controls(shared, args.steering_runs)})

@@ -34,3 +34,8 @@ def test_the_steering_change_interval_covers_the_true_change_at_few_events():
     measured = harness.change_coverage(np.random.default_rng(4), 4, 200, 200)
     assert measured["covers_gap"] >= 0.90  # the paired t-interval the steer study prints
     assert measured["covers_gap_bootstrap"] < 0.90  # the paired bootstrap it replaced runs short at 4 events
+
+
+def test_the_patched_gap_interval_covers_its_value_at_few_events():
+    measured = harness.patch_intervals(4, 100, 200)
+    assert measured["covers_gap"] >= 0.90  # the t-interval the patch study prints for the gap in points

@@ -11,8 +11,8 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+import scipy.stats
 
-from behavioral.analysis.bootstrap import percentile_interval, resamples
 from behavioral.cli import main
 from behavioral.suites.intergroup import patch_report
 from behavioral.suites.intergroup.groups import get_category
@@ -74,15 +74,15 @@ def test_the_raw_gap_is_the_literal_difference_of_cell_means():
                 mean = frame.loc[(frame["perceiver"] == p) & (frame["experiencer"] == x), column].mean()
                 (inside if p == x else outside).append(mean)
         assert row[raw] == pytest.approx(sum(inside) / len(inside) - sum(outside) / len(outside), rel=1e-12)
-        # its interval: the same literal gap on each resample of the six events (the seed's draws), percentiles
-        by_event = {e: part for e, part in frame.groupby("event_id", sort=False)}
-        ids = list(by_event)
+        # its interval: Student's t over the same literal gap in each of the six events
         gaps = []
-        for draw in resamples(len(ids), 200, seed=0):
-            cells = pd.concat([by_event[ids[k]] for k in draw]).groupby(["perceiver", "experiencer"])[column].mean()
+        for _, part in frame.groupby("event_id", sort=False):
+            cells = part.groupby(["perceiver", "experiencer"])[column].mean()
             gaps.append(np.mean([cells[p, p] for p in NAMES])
                         - np.mean([cells[p, x] for p in NAMES for x in NAMES if p != x]))
-        assert (row[f"{raw}_low"], row[f"{raw}_high"]) == pytest.approx(percentile_interval(gaps), rel=1e-9)
+        half = scipy.stats.t.ppf(0.975, len(gaps) - 1) * np.std(gaps, ddof=1) / np.sqrt(len(gaps))
+        assert (row[f"{raw}_low"], row[f"{raw}_high"]) == pytest.approx(
+            (np.mean(gaps) - half, np.mean(gaps) + half), rel=1e-9)
     assert row["gap_raw_patched"] == pytest.approx(row["gap_raw_unpatched"] - 0.4 * GAP, rel=1e-9)
 
 

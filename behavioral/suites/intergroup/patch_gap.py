@@ -1,7 +1,7 @@
 """δ after patching, one row per (mode, layer, position group), with what a reviewer asks of each number: the gap in
-rating points beside the z-scaled δ, 95% percentile intervals over resamples of the events (the suite's
-``stats.event_bootstrap``), the permutation p (exact over every matching where the suite's test enumerates them) with
-its floor, and a family-wise p over the layers of a mode."""
+rating points with its t-interval over events beside the z-scaled δ, 95% percentile intervals over resamples of
+the events for δ and the gap closed (the suite's ``stats.event_bootstrap``), the permutation p (exact over every
+matching where the suite's test enumerates them) with its floor, and a family-wise p over the layers of a mode."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ import pandas as pd
 from behavioral.analysis.multiplicity import max_statistic
 from behavioral.suites.intergroup.analysis import intensity_tensor
 from behavioral.suites.intergroup.groups import Category, get_category
-from behavioral.suites.intergroup.stats import EXACT_LIMIT, empathy_gap, event_bootstrap, n_matchings, \
-    permutation_test, zscore
+from behavioral.suites.intergroup.stats import EXACT_LIMIT, empathy_gap, event_bootstrap, gap_interval, \
+    n_matchings, permutation_test, zscore
 
 N_PERMUTATIONS = 2000  # sampled permutations where the matchings are not enumerated (seed 0, shared by the layers)
 BOOTSTRAP = 1000  # resamples of the events, by default
@@ -101,17 +101,18 @@ def family_wise(observed: list[float], nulls: list[np.ndarray | None]) -> np.nda
 
 def event_intervals(clean: np.ndarray, patched: np.ndarray, same: np.ndarray, n_resamples: int,
                     seed: int = SEED) -> dict:
-    """Percentile intervals over resamples of the events of INTERVALS (each resample through the suite's whole
-    pipeline, `stats.event_bootstrap`, the same draws for the clean and the patched tensor, so each draw's gap closed
-    pairs its own two δ); NaN with the reason in `interval_note` where there is one event, or where δ was undefined
-    on a draw of one tensor and not the other."""
+    """Intervals over the events of INTERVALS: the raw gaps' t-intervals over their per-event gaps
+    (`stats.gap_interval`; a percentile bootstrap of them covered 0.81 at 4 events, docs/BENCHMARKS.md); δ's and
+    the gap closed's percentile intervals over resamples of the events (each through the suite's whole pipeline,
+    `stats.event_bootstrap`, the same draws for the clean and the patched tensor, so each draw's gap closed pairs its
+    own two δ). NaN with the reason in `interval_note` where there is one event, or where δ was undefined on a draw
+    of one tensor and not the other."""
     out = {f"{name}{end}": math.nan for name in INTERVALS for end in ("_low", "_high")}
     if clean.shape[2] < 2:
         return out | {"n_bootstrap": 0, "interval_note": ONE_EVENT}
     b0 = event_bootstrap(clean, same, n_resamples, seed)
     b1 = event_bootstrap(patched, same, n_resamples, seed)
-    values = {"delta_unpatched": b0.delta, "delta_patched": b1.delta, "gap_raw_unpatched": b0.gap_points,
-              "gap_raw_patched": b1.gap_points}
+    values = {"delta_unpatched": b0.delta, "delta_patched": b1.delta}
     note = ""
     if b0.n_valid == b1.n_valid == n_resamples:
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -121,6 +122,8 @@ def event_intervals(clean: np.ndarray, patched: np.ndarray, same: np.ndarray, n_
                 f"{n_resamples - b1.n_valid} patched resamples, so the gap closed has no paired interval")
     for name, draws in values.items():
         out[f"{name}_low"], out[f"{name}_high"] = b0.interval(draws)
+    for name, tensor in (("gap_raw_unpatched", clean), ("gap_raw_patched", patched)):
+        out[f"{name}_low"], out[f"{name}_high"] = gap_interval(tensor, same)
     return out | {"n_bootstrap": min(b0.n_valid, b1.n_valid), "interval_note": note}
 
 
@@ -131,8 +134,9 @@ def gap_table(frame: pd.DataFrame, category: str | Category, n_bootstrap: int = 
     from the patched matrix beside δ_unpatched from the clean one.
 
     delta_removed = 1 - δ_patched / δ_unpatched, the gap closed (1: gone, 2: reversed); gap_raw_*: mean in-group minus
-    mean out-group cell of M0 in intensity points (not z-scored, so not moved by a change of σ(M0)); *_low/_high: the
-    95% percentile interval of each over `n_bootstrap` resamples of the events (seeded; `event_intervals`); p_unpatched
+    mean out-group cell of M0 in intensity points (not z-scored, so not moved by a change of σ(M0)); *_low/_high: 95%
+    intervals over the events (`event_intervals`: t over the per-event gaps for gap_raw_*, percentile over
+    `n_bootstrap` seeded resamples for δ and the gap closed); p_unpatched
     / p_patched: one-sided permutation p of each δ, exact over all n! matchings where every identity is its own group
     and n! is small enough (p_test says which; stats.EXACT_LIMIT), else sampled (N_PERMUTATIONS, seed 0); p_patched_fwe:
     max-statistic family-wise p over the layers of the same mode and position group (the same matchings for every
