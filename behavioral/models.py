@@ -167,9 +167,15 @@ def load_tokenizer(spec: str, trust_remote_code: bool = False):
     source = resolve_source(spec)
     kwargs = _source_kwargs(source, trust_remote_code)
     try:
-        return AutoTokenizer.from_pretrained(source.path, **kwargs)
+        with _parsed_once(source):
+            return AutoTokenizer.from_pretrained(source.path, **kwargs)
     except (OSError, ValueError) as err:
         raise ModelLoadError(f"cannot load the tokenizer of model {spec!r}: {err}") from err
+
+
+def _parsed_once(source: ModelSource):
+    """While loading from a .gguf file, each parse of it is shared (behavioral.gguf_parsing); else nothing."""
+    return parsed_once() if source.gguf_file else contextlib.nullcontext()
 
 
 def load(spec: str, device: str = "auto", dtype: str = "auto", trust_remote_code: bool = False):
@@ -181,7 +187,7 @@ def load(spec: str, device: str = "auto", dtype: str = "auto", trust_remote_code
     torch_dtype = resolve_dtype(dtype, device)
     kwargs = _source_kwargs(source, trust_remote_code)
     model_kwargs = kwargs | _dense_gguf() if source.gguf_file else kwargs
-    with parsed_once() if source.gguf_file else contextlib.nullcontext():
+    with _parsed_once(source):
         tokenizer = load_tokenizer(spec, trust_remote_code)
         try:
             model = AutoModelForCausalLM.from_pretrained(source.path, dtype=torch_dtype, **model_kwargs)
