@@ -23,10 +23,12 @@ paired event-bootstrap percentile interval it replaced.
 
 Patching worlds (`behavioral.suites.intergroup.synthetic`: event noise sd 2, patch noise sd 1 per prompt, a 1.5-point
 gap) patch layers 0, 10 and 20: "half" closes 50% of the gap at every layer (nothing stops mattering), "stops at 10"
-closes 100%, 0 and 0. Per world: the share of runs whose headline says patching stops mattering (an equivalence test
-within ±10%, `interp.patch_claims.stops_mattering`) and the share the old rule (every later interval includes 0)
-would have said it; where half the gap is closed at one layer, the coverage of the patched gap's t-interval in
-points (`covers_gap`) and of the gap closed's event-bootstrap interval (`covers_delta`, against `true_closed`).
+closes 100%, 0 and 0, "10% from 10" closes 100%, 10% and 10% (the equivalence margin: a test at 0.05 may declare
+it in at most 0.05 of runs). Per world: the share of runs whose headline says patching stops mattering (Fieller's
+interval of the share closed within ±10%, `interp.patch_claims.stops_mattering`) and the share the old rule (every
+later interval includes 0) would have said it; where half the gap is closed at one layer, the coverage of the
+patched gap's t-interval in points (`covers_gap`), of the share closed's Fieller interval (`covers_share`, with the
+share of runs where it is unbounded) and of 1 − δ ratio's event-bootstrap interval it replaced (`covers_delta`).
 
     python experiments/inference_calibration.py --out calibration.json
 """
@@ -45,10 +47,9 @@ import numpy as np
 from behavioral.analysis.bootstrap import percentile_interval, resamples
 from behavioral.suites.intergroup import stats
 from behavioral.suites.intergroup.groups import get_category
-from behavioral.suites.intergroup.patch_gap import gap_table
+from behavioral.suites.intergroup.patch_gap import event_tensor, gap_table
 from behavioral.suites.intergroup import steering
-from behavioral.suites.intergroup.synthetic import GAP, base_matrix, patched_rows, projection_rows, steering_states, \
-    true_closed
+from behavioral.suites.intergroup.synthetic import GAP, base_matrix, patched_rows, projection_rows, steering_states
 from interp.matchings import wrong_matchings
 from interp.patch_claims import stops_mattering, undetermined_from
 from interp.steering import mean_difference
@@ -134,17 +135,17 @@ def change_coverage(rng: np.random.Generator, events: int, runs: int, n_resample
     return {"true_gap": truth, "covers_gap": float(np.mean(hits)), "covers_gap_bootstrap": float(np.mean(boot_hits))}
 
 
-PATCH_WORLDS = {"half": {0: 0.5, 10: 0.5, 20: 0.5}, "stops at 10": {0: 1.0, 10: 0.0, 20: 0.0}}
+PATCH_WORLDS = {"half": {0: 0.5, 10: 0.5, 20: 0.5}, "stops at 10": {0: 1.0, 10: 0.0, 20: 0.0},
+                "10% from 10 (the margin)": {0: 1.0, 10: 0.1, 20: 0.1}}
 
 
-def patch_claims(world: dict[int, float], events: int, runs: int, resamples: int) -> dict:
-    """Over `runs` synthetic patching runs: the share whose profile is read as stopping to matter (equivalence
-    within ±10%) and the share the old rule (an interval that includes 0) would have read so."""
+def patch_claims(world: dict[int, float], events: int, runs: int) -> dict:
+    """Over `runs` synthetic patching runs: the share whose profile is read as stopping to matter (equivalence of the
+    share closed within ±10%) and the share the old rule (every later interval includes 0) would have read so."""
     new, old = [], []
     for seed in range(runs):
-        table = gap_table(patched_rows(world, events, 2.0, seed, patch_noise=1.0), get_category("religion"),
-                          resamples, seed)
-        bounds = table["layer"].tolist(), table["delta_removed_low"].tolist(), table["delta_removed_high"].tolist()
+        table = gap_table(patched_rows(world, events, 2.0, seed, patch_noise=1.0), get_category("religion"))
+        bounds = table["layer"].tolist(), table["gap_closed_low"].tolist(), table["gap_closed_high"].tolist()
         new.append(stops_mattering(*bounds) is not None)
         old.append(undetermined_from(*bounds) is not None)
     return {"stops_mattering": float(np.mean(new)), "old_rule": float(np.mean(old))}
@@ -152,20 +153,33 @@ def patch_claims(world: dict[int, float], events: int, runs: int, resamples: int
 
 def patch_intervals(events: int, runs: int, resamples: int) -> dict:
     """Over `runs` synthetic patching runs closing half the gap at one layer: the share whose 95% t-interval of the
-    patched gap in points holds its noise-free value (`covers_gap`) and whose percentile interval of the gap closed
-    (1 - δ ratio, event bootstrap) holds `synthetic.true_closed` (`covers_delta`)."""
+    patched gap in points holds its noise-free value (`covers_gap`), whose Fieller interval of the share closed
+    holds 0.5 where it is bounded (`covers_share`; `unbounded`: the share of runs where it is not), and whose
+    percentile interval of 1 − δ ratio over event resamples (what the report printed before) holds its noise-free
+    value (`covers_delta`)."""
     category = get_category("religion")
     same = category.in_group()
-    patched = base_matrix(len(category.identities)) + 0.5 * GAP * same
-    truth_gap, truth_closed = patched[same].mean() - patched[~same].mean(), true_closed(0.5)
-    gap_hits, closed_hits = [], []
+    base = base_matrix(len(category.identities))
+    patched = base + 0.5 * GAP * same
+    truth_gap = patched[same].mean() - patched[~same].mean()
+    truth_delta = 1 - (stats.empathy_gap(stats.zscore(patched), same)
+                       / stats.empathy_gap(stats.zscore(base + GAP * same), same))
+    gap_hits, share_hits, unbounded, delta_hits = [], [], [], []
     for seed in range(runs):
-        row = gap_table(patched_rows({10: 0.5}, events, 2.0, seed, patch_noise=1.0), category, resamples,
-                        seed).iloc[0]
+        frame = patched_rows({10: 0.5}, events, 2.0, seed, patch_noise=1.0)
+        row = gap_table(frame, category).iloc[0]
         gap_hits.append(row["gap_raw_patched_low"] <= truth_gap <= row["gap_raw_patched_high"])
-        closed_hits.append(row["delta_removed_low"] <= truth_closed <= row["delta_removed_high"])
+        unbounded.append(row["interval_note"] == stats.UNBOUNDED)
+        if not unbounded[-1]:
+            share_hits.append(row["gap_closed_low"] <= 0.5 <= row["gap_closed_high"])
+        clean, after = (event_tensor(frame, category, c) for c in ("expected_clean", "expected"))
+        b0, b1 = stats.event_bootstrap(clean, same, resamples, seed), stats.event_bootstrap(after, same, resamples, seed)
+        low, high = percentile_interval(1 - b1.delta / b0.delta)
+        delta_hits.append(low <= truth_delta <= high)
     return {"true_gap": float(truth_gap), "covers_gap": float(np.mean(gap_hits)),
-            "covers_delta": float(np.mean(closed_hits))}
+            "covers_share": float(np.mean(share_hits)) if share_hits else None,
+            "unbounded": float(np.mean(unbounded)),
+            "covers_delta": float(np.mean(delta_hits))}
 
 
 def steering_controls(shared: bool, runs: int) -> dict:
@@ -218,20 +232,19 @@ def rows(args: argparse.Namespace) -> list[dict]:
                         **coverage(rng, world, gap, events, args.coverage_runs, args.resamples)})
         out.append({"events": events, "world": "steering, gap change (3 points, half closed), intervals",
                     **change_coverage(rng, events, args.coverage_runs, args.resamples)})
-        if events <= 24:
-            for name, world in PATCH_WORLDS.items():
-                out.append({"events": events, "world": f"patching, {name}",
-                            **patch_claims(world, events, args.coverage_runs // 2, args.resamples // 5)})
-            out.append({"events": events, "world": "patching, half at one layer, intervals",
-                        **patch_intervals(events, args.coverage_runs, args.resamples // 5)})
+        for name, world in PATCH_WORLDS.items():
+            out.append({"events": events, "world": f"patching, {name}",
+                        **patch_claims(world, events, args.coverage_runs)})
+        out.append({"events": events, "world": "patching, half at one layer, intervals",
+                    **patch_intervals(events, args.coverage_runs, args.resamples // 5)})
         print(f"{events} events done", flush=True)
     for name, shared in (("steering, shared feature", True), ("steering, per-identity features", False)):
         out.append({"events": 15, "world": name, **steering_controls(shared, args.steering_runs)})
     return out
 
 
-COLUMNS = ("events", "world", "true_gap", "rejects", "covers_gap", "covers_gap_bootstrap", "delta_mean",
-           "covers_delta", "noise_share", "stops_mattering", "old_rule", "matching_by_points_passes",
+COLUMNS = ("events", "world", "true_gap", "rejects", "covers_gap", "covers_gap_bootstrap", "covers_share",
+           "unbounded", "delta_mean", "covers_delta", "noise_share", "stops_mattering", "old_rule", "matching_by_points_passes",
            "matching_control_passes", "held_out_passes", "transfer_mean")
 
 

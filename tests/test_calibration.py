@@ -36,6 +36,10 @@ def test_the_steering_change_interval_covers_the_true_change_at_few_events():
     assert measured["covers_gap_bootstrap"] < 0.90  # the paired bootstrap it replaced runs short at 4 events
 
 
-def test_the_patched_gap_interval_covers_its_value_at_few_events():
-    measured = harness.patch_intervals(4, 100, 200)
+def test_the_patch_intervals_cover_at_few_events_and_stopping_is_never_claimed_at_the_margin():
+    measured = harness.patch_intervals(12, 100, 100)
     assert measured["covers_gap"] >= 0.90  # the t-interval the patch study prints for the gap in points
+    assert measured["covers_share"] >= 0.90 and measured["unbounded"] == 0  # Fieller's, for the share closed
+    at_margin = harness.patch_claims(harness.PATCH_WORLDS["10% from 10 (the margin)"], 100, 100)
+    assert at_margin["stops_mattering"] <= 0.06  # closing exactly 10% is not "stopped" within ±10%
+    assert harness.patch_claims(harness.PATCH_WORLDS["stops at 10"], 100, 100)["stops_mattering"] >= 0.5  # power

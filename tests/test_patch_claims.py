@@ -1,7 +1,8 @@
-"""The patching study's claims on synthetic per-event tables whose answer is known: the event-bootstrap interval covers
-the planted gap closed (and is NaN with one event, saying why), the raw gap is the literal in-group minus out-group
-difference of cell means, the family-wise p is a literal max-statistic count over the 5! matchings, and the headline
-names the planted layer from which patching stops mattering."""
+"""The patching study's claims on synthetic per-event tables whose answer is known: the intervals cover the planted
+gap closed (Fieller's for the share, literally the ratios a paired t-test does not reject; NaN with one event or an
+unpatched gap that may be 0, saying why), the raw gap is the literal in-group minus out-group difference of cell
+means, the family-wise p is a literal max-statistic count over the 5! matchings, and the headline names the planted
+layer from which patching stops mattering."""
 
 from __future__ import annotations
 
@@ -13,12 +14,11 @@ import pandas as pd
 import pytest
 import scipy.stats
 
-from behavioral.cli import main
 from behavioral.suites.intergroup import patch_report
 from behavioral.suites.intergroup.groups import get_category
 from behavioral.suites.intergroup.patch_gap import ONE_EVENT, gap_table
-from behavioral.suites.intergroup.stats import zscore
-from behavioral.suites.intergroup.synthetic import GAP, patched_rows, true_closed
+from behavioral.suites.intergroup.stats import UNBOUNDED, zscore
+from behavioral.suites.intergroup.synthetic import GAP, patched_rows
 from interp.patch_claims import stops_mattering, undetermined_from
 
 RELIGION = get_category("religion")
@@ -32,30 +32,65 @@ def synthetic(closed: dict[int, float], n_events: int, noise: float = 0.3, seed:
     return patched_rows(closed, n_events, noise, seed, category)
 
 
-def test_the_interval_covers_the_planted_gap_closed():
+def test_the_intervals_cover_the_planted_gap_closed():
     shares = {0: 1.0, 5: 0.6, 10: 0.0}
-    table = gap_table(synthetic(shares, n_events=30), RELIGION, n_bootstrap=500).set_index("layer")
+    table = gap_table(synthetic(shares, n_events=30), RELIGION).set_index("layer")
     for layer, share in shares.items():
         row = table.loc[layer]
-        assert row["delta_removed_low"] <= true_closed(share) <= row["delta_removed_high"], layer
-        assert row["delta_removed_low"] < row["delta_removed_high"] or share == 0
-    assert table.loc[5, "delta_removed_low"] > 0.2 and table.loc[5, "delta_removed_high"] < 0.8  # informative width
-    assert (table["n_bootstrap"] == 500).all() and (table["interval_note"] == "").all()
+        assert row["gap_closed_low"] <= share <= row["gap_closed_high"], layer
+        assert row["gap_closed_points_low"] <= share * GAP <= row["gap_closed_points_high"], layer
+    # no patch noise: each event's gap closes by exactly share × GAP, so both intervals are points
+    assert table.loc[5, "gap_closed"] == pytest.approx(0.6 * GAP / table.loc[5, "gap_raw_unpatched"])
+    assert table.loc[5, "gap_closed_points_high"] - table.loc[5, "gap_closed_points_low"] < 1e-9
+    assert (table["interval_note"] == "").all()
 
 
-def test_the_interval_covers_at_about_its_level():
-    share = 0.5
-    covered = [gap_table(synthetic({3: share}, n_events=20, noise=0.6, seed=seed), RELIGION, n_bootstrap=300)
-               .pipe(lambda t: t["delta_removed_low"].iloc[0] <= true_closed(share) <= t["delta_removed_high"].iloc[0])
-               for seed in range(20)]
-    assert sum(covered) >= 16
+def test_the_share_interval_is_fieller_the_ratios_a_paired_t_test_does_not_reject():
+    frame = patched_rows({3: 0.5}, 8, noise=2.0, seed=4, patch_noise=1.0)
+    row = gap_table(frame, RELIGION).iloc[0]
+    gaps = {}
+    for column in ("expected_clean", "expected"):
+        per_event = []
+        for _, part in frame.groupby("event_id", sort=False):
+            cells = part.groupby(["perceiver", "experiencer"])[column].mean()
+            per_event.append(np.mean([cells[p, p] for p in NAMES])
+                             - np.mean([cells[p, x] for p in NAMES for x in NAMES if p != x]))
+        gaps[column] = np.array(per_event)
+    closed, before = gaps["expected_clean"] - gaps["expected"], gaps["expected_clean"]
+    assert row["gap_closed"] == pytest.approx(closed.mean() / before.mean(), rel=1e-9)
+    # the literal definition: R is inside iff the t-test of the per-event closed − R × gap has p >= 0.05
+    grid = np.linspace(row["gap_closed"] - 2, row["gap_closed"] + 2, 4001)
+    kept = [r for r in grid if scipy.stats.ttest_1samp(closed - r * before, 0).pvalue >= 0.05]
+    step = grid[1] - grid[0]
+    assert min(kept) == pytest.approx(row["gap_closed_low"], abs=step)
+    assert max(kept) == pytest.approx(row["gap_closed_high"], abs=step)
+
+
+def test_the_share_interval_covers_at_about_its_level():
+    covered = []
+    for seed in range(40):
+        row = gap_table(patched_rows({3: 0.5}, 12, noise=2.0, seed=seed, patch_noise=1.0), RELIGION).iloc[0]
+        covered.append(row["gap_closed_low"] <= 0.5 <= row["gap_closed_high"])
+    assert 35 <= sum(covered) <= 40
+
+
+def test_the_share_has_no_interval_where_the_unpatched_gap_may_be_zero():
+    frame = patched_rows({3: 0.5}, 4, noise=2.0, seed=0, patch_noise=1.0)
+    frame["expected"] -= np.where(frame["perceiver"] == frame["experiencer"], GAP, 0.0)  # no gap left anywhere
+    frame["expected_clean"] -= np.where(frame["perceiver"] == frame["experiencer"], GAP, 0.0)
+    row = gap_table(frame, RELIGION).iloc[0]
+    assert row["gap_raw_unpatched_low"] <= 0 <= row["gap_raw_unpatched_high"]
+    assert math.isnan(row["gap_closed_low"]) and row["interval_note"] == UNBOUNDED
+    assert row["gap_closed_points_low"] < row["gap_closed_points_high"]  # the points closed keep theirs
+    text = patch_report.headline(gap_table(frame, RELIGION), last_block=23)
+    assert "the share closed divides by a gap that may be nothing and has no bounded interval" in text
 
 
 def test_one_event_has_no_interval_and_says_why():
     table = gap_table(synthetic({0: 1.0, 1: 0.0}, n_events=1), RELIGION)
     for column in [c for c in table.columns if c.endswith(("_low", "_high")) and not c.startswith("null_ci")]:
         assert table[column].isna().all(), column
-    assert (table["interval_note"] == ONE_EVENT).all() and (table["n_bootstrap"] == 0).all()
+    assert (table["interval_note"] == ONE_EVENT).all()
     text = patch_report.headline(table, last_block=1)
     assert "No interval over events: one event" in text
     assert "Where patching stops mattering cannot be read without intervals (one event" in text
@@ -66,7 +101,7 @@ def test_one_event_has_no_interval_and_says_why():
 
 def test_the_raw_gap_is_the_literal_difference_of_cell_means():
     frame = synthetic({0: 0.4}, n_events=6, seed=3)
-    row = gap_table(frame, RELIGION, n_bootstrap=200).iloc[0]
+    row = gap_table(frame, RELIGION).iloc[0]
     for column, raw in (("expected_clean", "gap_raw_unpatched"), ("expected", "gap_raw_patched")):
         inside, outside = [], []
         for p in NAMES:
@@ -88,7 +123,7 @@ def test_the_raw_gap_is_the_literal_difference_of_cell_means():
 
 def test_the_family_wise_p_is_a_literal_max_statistic_over_the_matchings():
     frame = synthetic({0: 1.0, 1: 0.7, 2: 0.3, 3: 0.0}, n_events=4, noise=0.8, seed=1)
-    table = gap_table(frame, RELIGION, n_bootstrap=50)
+    table = gap_table(frame, RELIGION)
     assert (table["p_test"] == "exact over 120 matchings").all() and (table["p_min"] == 1 / 120).all()
     matrices = [zscore(part.pivot_table(index="perceiver", columns="experiencer", values="expected")
                        .reindex(index=NAMES, columns=NAMES).to_numpy()) for _, part in frame.groupby("layer")]
@@ -110,7 +145,7 @@ def test_the_family_wise_p_is_a_literal_max_statistic_over_the_matchings():
 
 def test_a_sampled_test_says_so_and_its_family_wise_p_is_not_below_p():
     race = get_category("race")
-    table = gap_table(synthetic({0: 1.0, 1: 0.2}, n_events=3, category=race), race, n_bootstrap=20)
+    table = gap_table(synthetic({0: 1.0, 1: 0.2}, n_events=3, category=race), race)
     assert (table["p_test"] == "2000 permutations").all() and (table["p_min"] == 1 / 2001).all()
     assert (table["p_patched_fwe"] >= table["p_patched"]).all()
 
@@ -135,56 +170,51 @@ def test_an_interval_that_only_includes_zero_is_read_as_undetermined():
 
 
 def test_a_half_closed_gap_at_every_layer_is_never_read_as_stopping_to_matter():
-    # the review's world: 50% closed everywhere, 3 events, intervals about 3 wide; "includes 0" (the old rule)
-    # would have said "stops mattering" in 5 of these 10 runs
-    undetermined, declared = 0, 0
-    for seed in range(10):
-        frame = patched_rows({0: 0.5, 10: 0.5, 20: 0.5}, n_events=3, noise=2.0, seed=seed, patch_noise=1.0)
-        table = gap_table(frame, RELIGION, n_bootstrap=100)
-        bounds = table["layer"].tolist(), table["delta_removed_low"].tolist(), table["delta_removed_high"].tolist()
-        undetermined += undetermined_from(*bounds) is not None
-        declared += patch_report.result(table, 23)["person"]["stops_mattering"] is not None
-    assert undetermined == 5 and declared == 0
+    # the review's world: 50% closed everywhere; with 3 events the old intervals (1 − δ ratio over event resamples)
+    # were about 3 wide and "includes 0" would have said "stops mattering" in 5 of these 10 runs
+    for events, unbounded in ((3, 7), (12, 0)):
+        declared, missing = 0, 0
+        for seed in range(10):
+            frame = patched_rows({0: 0.5, 10: 0.5, 20: 0.5}, n_events=events, noise=2.0, seed=seed, patch_noise=1.0)
+            table = gap_table(frame, RELIGION)
+            declared += patch_report.result(table, 23)["person"]["stops_mattering"] is not None
+            missing += (table["interval_note"] == UNBOUNDED).any()
+            if events == 12:  # paired by event, the share closed is told from 0 at every layer
+                assert (table["gap_closed_low"] > 0).all()
+        assert declared == 0 and missing == unbounded
 
 
 def test_the_headline_names_the_planted_layer():
     shares = {0: 1.0, 4: 0.8, 8: 0.5, 12: 0.0, 16: 0.4, 20: 0.0, 23: 0.0}  # 12 dips to 0, 16 matters again
-    table = gap_table(synthetic(shares, n_events=12, noise=0.2), RELIGION, n_bootstrap=300)
+    table = gap_table(synthetic(shares, n_events=12, noise=0.2), RELIGION)
     text = patch_report.headline(table, last_block=23)
     assert "from layer 20 on, every tested layer's gap closed lies within ±10.0% of the unpatched gap" in text
     assert "stop mattering between layers 16 and 20" in text
     assert "at layer 0 the patch closes" in text and "about 100% is expected by construction" in text
     assert "Here the interval excludes" not in text
     assert patch_report.result(table, 23)["person"]["stops_mattering"]["layer"] == 20
-    still = gap_table(synthetic({0: 1.0, 23: 0.5}, n_events=12, noise=0.2), RELIGION, n_bootstrap=300)
+    still = gap_table(synthetic({0: 1.0, 23: 0.5}, n_events=12, noise=0.2), RELIGION)
     assert "No layer from which patching is shown to stop mattering among those tested" in \
         patch_report.headline(still, last_block=23)
-    wide = gap_table(synthetic({0: 1.0, 23: 0.0}, n_events=4, seed=2), RELIGION, n_bootstrap=300)
-    wide_text = patch_report.headline(wide.assign(delta_removed_low=[0.9, -0.3], delta_removed_high=[1.1, 0.4]), 23)
+    wide = gap_table(synthetic({0: 1.0, 23: 0.0}, n_events=4, seed=2), RELIGION)
+    wide_text = patch_report.headline(wide.assign(gap_closed_low=[0.9, -0.3], gap_closed_high=[1.1, 0.4]), 23)
     assert "From layer 23 on every interval includes 0 but reaches beyond ±10.0%: not distinguishable from 0" in \
         wide_text
-    last = gap_table(synthetic({0: 1.0, 10: 0.5, 23: 0.0}, n_events=12, noise=0.2), RELIGION, n_bootstrap=300)
+    last = gap_table(synthetic({0: 1.0, 10: 0.5, 23: 0.0}, n_events=12, noise=0.2), RELIGION)
     assert ("Layer 23 is the last block, where a patch before the answer's position changes nothing by construction; "
             "layer 10 is the last tested layer where patching mattered") in patch_report.headline(last, last_block=23)
 
 
 def test_the_scope_is_built_from_the_settings():
-    table = gap_table(synthetic({0: 1.0, 5: 0.0}, n_events=8), RELIGION, n_bootstrap=100)
+    table = gap_table(synthetic({0: 1.0, 5: 0.0}, n_events=8), RELIGION)
     section = patch_report.scope_section(table, [f"e{k}" for k in range(8)], [0, 5], 5, 23, "chatml")
     assert section.title == "What this can and cannot show"
     assert "Which of the 2 tested layers (0, 5)" in section.text
-    assert "with a 95% interval over 100 resamples of the 8 events" in section.text
+    assert "with 95% intervals over the 8 events (t in points, Fieller as a share)" in section.text
+    assert "A δ comparable with one over another number of events" in section.text
     assert "exact over 120 matchings, floor 0.00833" in section.text
     assert "about 100% in mode person: true by construction" in section.text
     assert "every 5-th of --layers" in section.text and "prompts in the chatml chat format" in section.text
     shown = patch_report.display(table)
-    assert list(shown.columns) == ["mode", "layer", "gap closed", "δ patched", "gap patched (points)", "p",
-                                   "p (max-T over layers)"]
-
-
-def test_bootstrap_below_one_exits_2(pinned_run, tmp_path, capsys):
-    out = tmp_path / "out"
-    assert main(["interp", "patch", str(pinned_run), "--out", str(out), "--bootstrap", "0"]) == 2
-    err = capsys.readouterr().err
-    assert "--bootstrap must be at least 1, got 0" in err and err.count("\n") == 1
-    assert not out.exists()
+    assert list(shown.columns) == ["mode", "layer", "gap closed", "gap closed (points)", "gap patched (points)",
+                                   "δ patched", "p", "p (max-T over layers)"]

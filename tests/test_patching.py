@@ -238,12 +238,13 @@ def test_patched_gap(tiny_model, tiny_tokenizer, trie):
     counts = table[["p_unpatched", "p_patched"]].to_numpy() * 120  # exact p over the 5! matchings: a multiple of 1/120
     assert np.allclose(counts, counts.round()) and (counts >= 1).all()
     assert (table["p_patched_fwe"] >= table["p_patched"]).all() and (table["p_min"] == 1 / 120).all()
-    assert (table["interval_note"] == ONE_EVENT).all() and table["delta_removed_low"].isna().all()  # one event
+    assert (table["interval_note"] == ONE_EVENT).all() and table["gap_closed_low"].isna().all()  # one event
     assert (table["delta_patched"] != table["delta_unpatched"]).all()
     swap = frame[frame["mode"] == "swap"]
     assert (swap["source_perceiver"] != swap["perceiver"]).all()
     lines = {line.get_label(): list(line.get_ydata()) for line in IP.gap_figure(table).axes[0].get_lines()}
-    assert lines["persona ← \"a person\""] == [table["delta_patched"].iloc[0]]
+    assert lines["unpatched"] == [table["gap_raw_unpatched"].iloc[0]] * 2
+    assert list(IP.gap_figure(table).axes[0].containers[0].lines[0].get_ydata()) == [table["gap_raw_patched"].iloc[0]]
     heatmap = P.heatmap_figure(P.summarize(frame, ("layer", "mode")).rename(columns={"mode": "positions"}))
     assert heatmap.axes[0].get_images()[0].get_array().shape == (1, 2)  # layer 0 × the two modes
     with pytest.raises(P.PatchError, match="unknown mode 'both'; expected one of person, swap"):

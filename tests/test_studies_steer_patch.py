@@ -110,7 +110,7 @@ def test_steer_study_through_the_cli_equals_the_direct_calls(run_dir, loaded, tm
 def test_patch_study_through_run_study_equals_the_direct_calls(run_dir, loaded, tmp_path, capsys):
     study = get_study("patch")
     options = study.Options(where=("category=religion", "setting=P0S1T0"), layers="1", layer_step=1,
-                            sweep_groups=("system", "persona_end:1"), bootstrap=50, device="cpu")
+                            sweep_groups=("system", "persona_end:1"), device="cpu")
     report = run_study(study, [run_dir], options, tmp_path / "out")
     printed = capsys.readouterr()
     text = printed.out + printed.err
@@ -124,8 +124,8 @@ def test_patch_study_through_run_study_equals_the_direct_calls(run_dir, loaded, 
     events = sample_events(embedded_events(), 1, 0)
     engine = Engine(loaded[0], loaded[1], 32)
     frame = IP.patched_gap_prompts(engine, "religion", "P0S1T0", events, [1], "system")
-    pd.testing.assert_frame_equal(pd.read_csv(out / "delta_by_layer.csv"),
-                                  _csv(IP.gap_table(frame, "religion", 50), tmp_path))
+    pd.testing.assert_frame_equal(pd.read_csv(out / "gap_by_layer.csv"),
+                                  _csv(IP.gap_table(frame, "religion"), tmp_path))
     written = (out / "report.md").read_text()
     assert "No interval over events: one event" in written  # the default sample of one event, and why
     assert "## What this can and cannot show" in written and "Which of the 1 tested layers (1)" in written
@@ -139,7 +139,7 @@ def test_patch_study_through_run_study_equals_the_direct_calls(run_dir, loaded, 
     assert manifest["layers"] == [1] and manifest["chat_format"] == "system"
     assert manifest["result"]["delta_run"] is None  # the run has no P0S1T0 rows
     files = manifest["output"]["files"]
-    assert {"delta_by_layer.csv", "gap_prompts.csv", "sweep.csv", "sweep_summary.csv", "figures/delta_by_layer.png",
+    assert {"gap_by_layer.csv", "gap_prompts.csv", "sweep.csv", "sweep_summary.csv", "figures/gap_by_layer.png",
             "figures/sweep_frac_closed.png", "report.md"} <= set(files)
     assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()) == sorted(
         [*files, "manifest.json"])  # nothing else in --out

@@ -51,9 +51,6 @@ class Options:
     modes: tuple[str, ...] = option(("person", "swap"), "what the slot is patched with (intergroup: person, the "
                                                         "persona \"a person\"; swap, in-group <-> out-group)",
                                     name="--mode", metavar="MODE")
-    bootstrap: int = option(1000, "resamples of the events (with replacement, seeded, δ recomputed on each) for "
-                                  "the intervals of the gap closed, δ and the gap in points at each layer",
-                            metavar="N", minimum=1)
     equivalence_margin: float = option(EQUIVALENCE_MARGIN, "the gap closed within ±MARGIN (a share of the unpatched "
                                        "gap) counts as none: a layer stops mattering only where its 95% interval "
                                        "lies inside it", metavar="MARGIN", minimum=0)

@@ -1,7 +1,9 @@
-"""δ after patching, one row per (mode, layer, position group), with what a reviewer asks of each number: the gap in
-rating points with its t-interval over events beside the z-scaled δ, 95% percentile intervals over resamples of
-the events for δ and the gap closed (the suite's ``stats.event_bootstrap``), the permutation p (exact over every
-matching where the suite's test enumerates them) with its floor, and a family-wise p over the layers of a mode."""
+"""The gap after patching, one row per (mode, layer, position group), with what a reviewer asks of each number: the
+gap in rating points with its t-interval over events, the gap closed paired by event (in points with its
+t-interval, as a share of the unpatched gap with Fieller's interval), δ z-scored beside them with its event count and
+the share of σ(M⁰)² that is event noise (no interval over events: δ shrinks with few events), the permutation p
+(exact over every matching where the suite's test enumerates them) with its floor, and a family-wise p over the
+layers of a mode."""
 
 from __future__ import annotations
 
@@ -14,19 +16,16 @@ import pandas as pd
 from behavioral.analysis.multiplicity import max_statistic
 from behavioral.suites.intergroup.analysis import intensity_tensor
 from behavioral.suites.intergroup.groups import Category, get_category
-from behavioral.suites.intergroup.stats import EXACT_LIMIT, empathy_gap, event_bootstrap, gap_interval, \
-    n_matchings, permutation_test, zscore
+from behavioral.suites.intergroup.stats import EXACT_LIMIT, empathy_gap, event_noise_share, gap_closed, \
+    gap_interval, n_matchings, permutation_test, zscore
 
 N_PERMUTATIONS = 2000  # sampled permutations where the matchings are not enumerated (seed 0, shared by the layers)
-BOOTSTRAP = 1000  # resamples of the events, by default
-SEED = 0  # of the event resamples
-INTERVALS = ("delta_unpatched", "delta_patched", "delta_removed", "gap_raw_unpatched", "gap_raw_patched")
-GAP_COLUMNS = ("mode", "layer", "positions", "n_events",
-               *(f"{name}{end}" for name in INTERVALS[:2] for end in ("", "_low", "_high")), "delta_change",
-               *(f"{name}{end}" for name in INTERVALS[2:] for end in ("", "_low", "_high")),
+INTERVALS = ("gap_raw_unpatched", "gap_raw_patched", "gap_closed_points", "gap_closed")
+GAP_COLUMNS = ("mode", "layer", "positions", "n_events", "delta_unpatched", "delta_patched", "delta_change",
+               "delta_removed", "noise_share", *(f"{name}{end}" for name in INTERVALS for end in ("", "_low", "_high")),
                "p_unpatched", "p_patched", "p_patched_fwe", "p_min", "p_test", "null_ci_low", "null_ci_high",
-               "mean_expected", "mean_delta_expected", "n_prompts", "n_bootstrap", "interval_note")
-ONE_EVENT = "one event: resampling it gives the same value every time, so no interval over events"
+               "mean_expected", "mean_delta_expected", "n_prompts", "interval_note")
+ONE_EVENT = "one event: no interval over events"
 
 
 def category_of(category: str | Category) -> Category:
@@ -99,48 +98,35 @@ def family_wise(observed: list[float], nulls: list[np.ndarray | None]) -> np.nda
     return max_statistic(observed, np.vstack(rows))
 
 
-def event_intervals(clean: np.ndarray, patched: np.ndarray, same: np.ndarray, n_resamples: int,
-                    seed: int = SEED) -> dict:
-    """Intervals over the events of INTERVALS: the raw gaps' t-intervals over their per-event gaps
-    (`stats.gap_interval`; a percentile bootstrap of them covered 0.81 at 4 events, docs/BENCHMARKS.md); δ's and
-    the gap closed's percentile intervals over resamples of the events (each through the suite's whole pipeline,
-    `stats.event_bootstrap`, the same draws for the clean and the patched tensor, so each draw's gap closed pairs its
-    own two δ). NaN with the reason in `interval_note` where there is one event, or where δ was undefined on a draw
-    of one tensor and not the other."""
-    out = {f"{name}{end}": math.nan for name in INTERVALS for end in ("_low", "_high")}
+def event_intervals(clean: np.ndarray, patched: np.ndarray, same: np.ndarray) -> dict:
+    """INTERVALS over the events, each a 95% interval: the raw gaps' t-intervals over their per-event gaps
+    (`stats.gap_interval`), the gap closed paired by event (`stats.gap_closed`: t in points, Fieller as a share).
+    NaN with the reason in `interval_note` where there is one event or the share is unbounded."""
+    closed = gap_closed(clean, patched, same)
+    out = {"gap_closed_points": closed.points, "gap_closed": closed.share,
+           "gap_closed_points_low": closed.points_low, "gap_closed_points_high": closed.points_high,
+           "gap_closed_low": closed.share_low, "gap_closed_high": closed.share_high, "interval_note": closed.note}
     if clean.shape[2] < 2:
-        return out | {"n_bootstrap": 0, "interval_note": ONE_EVENT}
-    b0 = event_bootstrap(clean, same, n_resamples, seed)
-    b1 = event_bootstrap(patched, same, n_resamples, seed)
-    values = {"delta_unpatched": b0.delta, "delta_patched": b1.delta}
-    note = ""
-    if b0.n_valid == b1.n_valid == n_resamples:
-        with np.errstate(divide="ignore", invalid="ignore"):
-            values["delta_removed"] = 1 - b1.delta / b0.delta
-    else:
-        note = (f"δ was undefined (all cells equal) on {n_resamples - b0.n_valid} unpatched and "
-                f"{n_resamples - b1.n_valid} patched resamples, so the gap closed has no paired interval")
-    for name, draws in values.items():
-        out[f"{name}_low"], out[f"{name}_high"] = b0.interval(draws)
+        return out | {f"{name}{end}": math.nan for name in INTERVALS for end in ("_low", "_high")} | {
+            "interval_note": ONE_EVENT}
     for name, tensor in (("gap_raw_unpatched", clean), ("gap_raw_patched", patched)):
         out[f"{name}_low"], out[f"{name}_high"] = gap_interval(tensor, same)
-    return out | {"n_bootstrap": min(b0.n_valid, b1.n_valid), "interval_note": note}
+    return out
 
 
-def gap_table(frame: pd.DataFrame, category: str | Category, n_bootstrap: int = BOOTSTRAP,
-              seed: int = SEED) -> pd.DataFrame:
-    """δ per (mode, layer, position group) from the protocol's per-prompt rows (`patched_gap_prompts`): M0[p, x] =
-    mean expected intensity over events, z-scored without "a person" (behavioral.suites.intergroup.stats), δ_patched
-    from the patched matrix beside δ_unpatched from the clean one.
+def gap_table(frame: pd.DataFrame, category: str | Category) -> pd.DataFrame:
+    """The gap per (mode, layer, position group) from the protocol's per-prompt rows (`patched_gap_prompts`): M0[p, x]
+    = mean expected intensity over events, from the clean and the patched prompts.
 
-    delta_removed = 1 - δ_patched / δ_unpatched, the gap closed (1: gone, 2: reversed); gap_raw_*: mean in-group minus
-    mean out-group cell of M0 in intensity points (not z-scored, so not moved by a change of σ(M0)); *_low/_high: 95%
-    intervals over the events (`event_intervals`: t over the per-event gaps for gap_raw_*, percentile over
-    `n_bootstrap` seeded resamples for δ and the gap closed); p_unpatched
-    / p_patched: one-sided permutation p of each δ, exact over all n! matchings where every identity is its own group
-    and n! is small enough (p_test says which; stats.EXACT_LIMIT), else sampled (N_PERMUTATIONS, seed 0); p_patched_fwe:
-    max-statistic family-wise p over the layers of the same mode and position group (the same matchings for every
-    layer); p_min: the floor of both; null_ci_low/high: the unpatched null's 95% interval."""
+    gap_raw_*: mean in-group minus mean out-group cell of M0 in intensity points; gap_closed_points: the unpatched
+    minus the patched gap, paired by event; gap_closed: its share of the unpatched gap (1: gone, 2: reversed);
+    *_low/_high: 95% intervals over the events (`event_intervals`). δ_unpatched / δ_patched: the z-scored gap
+    (behavioral.suites.intergroup.stats) with delta_removed = 1 − δ_patched / δ_unpatched, a ratio that also moves
+    with σ(M0) and has no interval; noise_share: the share of the unpatched σ(M0)² that is event noise. p_unpatched /
+    p_patched: one-sided permutation p of each δ, exact over all n! matchings where every identity is its own group
+    and n! is small enough (p_test says which; stats.EXACT_LIMIT), else sampled (N_PERMUTATIONS, seed 0);
+    p_patched_fwe: max-statistic family-wise p over the layers of the same mode and position group (the same
+    matchings for every layer); p_min: the floor of both; null_ci_low/high: the unpatched null's 95% interval."""
     category = category_of(category)
     same = category.in_group()
     exact = enumerated(same)
@@ -149,17 +135,17 @@ def gap_table(frame: pd.DataFrame, category: str | Category, n_bootstrap: int = 
     for (mode, layer, positions), part in frame.groupby(["mode", "layer", "positions"], sort=False):
         t0 = gap_test(cell_matrix(part, category, "expected_clean"), same)
         t1 = gap_test(cell_matrix(part, category, "expected"), same)
-        intervals = event_intervals(event_tensor(part, category, "expected_clean"),
-                                    event_tensor(part, category, "expected"), same, n_bootstrap, seed)
+        clean, patched = event_tensor(part, category, "expected_clean"), event_tensor(part, category, "expected")
         tests.append(t1)
         rows.append({"mode": mode, "layer": layer, "positions": positions, "n_events": part["event_id"].nunique(),
                      "delta_unpatched": t0.delta, "delta_patched": t1.delta, "delta_change": t1.delta - t0.delta,
                      "delta_removed": 1 - t1.delta / t0.delta if t0.delta else math.nan,
+                     "noise_share": event_noise_share(clean),
                      "gap_raw_unpatched": t0.raw, "gap_raw_patched": t1.raw, "p_unpatched": t0.p, "p_patched": t1.p,
                      "p_min": p_floor(same), "p_test": p_test,
                      "null_ci_low": t0.null_low, "null_ci_high": t0.null_high,
                      "mean_expected": part["expected"].mean(), "mean_delta_expected": part["delta_expected"].mean(),
-                     "n_prompts": len(part)} | intervals)
+                     "n_prompts": len(part)} | event_intervals(clean, patched, same))
     table = pd.DataFrame(rows, columns=list(GAP_COLUMNS))
     for _, index in table.groupby(["mode", "positions"], sort=False).groups.items():
         family = [tests[i] for i in index]

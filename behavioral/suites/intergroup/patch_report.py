@@ -1,5 +1,5 @@
 """The patching study's report text, built from the run's own numbers: the headline (what is true by construction,
-and where the informative result lies), the δ-by-layer table as printed, and what this can and cannot show."""
+and where the informative result lies), the gap-by-layer table as printed, and what this can and cannot show."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from activations.capture import EMBED_LAYER
 from behavioral.analysis.formats import cell, is_missing
 from behavioral.analysis.spec import Section
 from behavioral.studies.study import scope
+from behavioral.suites.intergroup.patch_gap import ONE_EVENT
 from interp.patch_claims import EQUIVALENCE_MARGIN, stops_mattering, undetermined_from
 from interp.patch_spec import SYSTEM_GROUP
 from interp.patch_sweep import layer_label
@@ -38,29 +39,33 @@ def with_interval(row: pd.Series, name: str, fmt: str | None = None, digits: int
 
 
 def closed(row: pd.Series) -> str:
-    """The gap closed at a row's layer, with its interval over events."""
-    return with_interval(row, "delta_removed", "percent")
+    """The gap closed at a row's layer: its share with Fieller's interval, and in points with its t-interval."""
+    return (f"{with_interval(row, 'gap_closed', 'percent')} of the gap "
+            f"({with_interval(row, 'gap_closed_points', 'signed')} points)")
 
 
 def _unpatched(row: pd.Series) -> str:
-    """The unpatched δ and gap in points with their intervals, its p, and what the intervals are."""
-    text = (f"Unpatched, over {row['n_events']} event{'s' if row['n_events'] != 1 else ''}: δ = "
-            f"{with_interval(row, 'delta_unpatched')}, the gap in rating points "
-            f"{with_interval(row, 'gap_raw_unpatched', 'signed')}; one-sided p = {cell(row['p_unpatched'], 'p')} "
-            f"({row['p_test']}, floor {cell(row['p_min'], 'p')}). ")
-    if row["interval_note"]:
+    """The unpatched gap in points with its interval, δ with its event count and noise share, its p, and what the
+    intervals are."""
+    events = f"{row['n_events']} event{'s' if row['n_events'] != 1 else ''}"
+    text = (f"Unpatched, over {events}: the gap in rating points {with_interval(row, 'gap_raw_unpatched', 'signed')}; "
+            f"δ = {cell(row['delta_unpatched'])} (z-scored over these {events}; event noise is "
+            f"{cell(row['noise_share'], 'percent')} of σ(M⁰)², and δ shrinks as it grows, so it has no interval over "
+            "events and compares only with a δ over as many events); one-sided p of δ = "
+            f"{cell(row['p_unpatched'], 'p')} ({row['p_test']}, floor {cell(row['p_min'], 'p')}). ")
+    if row["interval_note"] == ONE_EVENT:
         return text + f"No interval over events: {row['interval_note']}."
-    text += ("The gap in points has the 95% t-interval over its per-event gaps; δ and the gap closed have 95% "
-             f"percentile intervals over {row['n_bootstrap']} resamples of the events (the whole computation redone "
-             "on each), which ran short with few events on synthetic runs (0.83 at 4 events, docs/BENCHMARKS.md). "
-             "The gap closed is 1 − δ_patched / δ_unpatched (100%: gone, 200%: reversed).")
-    low, high = row["delta_unpatched_low"], row["delta_unpatched_high"]
+    text += ("Each interval is 95% over the events: the gap in points and the gap closed in points are t-intervals "
+             "over the per-event values (paired by event for the gap closed), the gap closed as a share of the "
+             "unpatched gap (100%: gone, 200%: reversed) is Fieller's interval for that ratio of means "
+             "(coverage on synthetic runs in docs/BENCHMARKS.md).")
+    low, high = row["gap_raw_unpatched_low"], row["gap_raw_unpatched_high"]
     if low <= 0 <= high:
-        text += (" The unpatched δ's interval includes 0, so the gap closed divides by a gap that may be nothing: "
-                 "read the raw gaps.")
+        text += (" The unpatched gap's interval includes 0, so the share closed divides by a gap that may be nothing "
+                 "and has no bounded interval: read the gap closed in points.")
     elif high < 0:
-        text += (" The unpatched δ's interval lies below 0 (out-group cells rated higher), so the gap closed is the "
-                 "share of a reversed gap removed.")
+        text += (" The unpatched gap's interval lies below 0 (out-group cells rated higher), so the share closed is "
+                 "the share of a reversed gap removed.")
     return text
 
 
@@ -76,7 +81,7 @@ def _construction(row: pd.Series, mode: str) -> str:
               "target's persona, once, in block 0)")
     text = (f"{what}; about {expected:.0%} is expected by construction: the patch replaces {states}, and {why}. "
             "It checks the patch, not where the gap is computed.")
-    if not row["delta_removed_low"] <= expected <= row["delta_removed_high"] and not row["interval_note"]:
+    if not row["gap_closed_low"] <= expected <= row["gap_closed_high"] and not row["interval_note"]:
         text += (f" Here the interval excludes {expected:.0%}: more than the patched states carries the persona "
                  "(at block 0, the tokens after the system text), or the unpatched gap is too small to divide by.")
     return text
@@ -85,10 +90,10 @@ def _construction(row: pd.Series, mode: str) -> str:
 def _informative(part: pd.DataFrame, last_block: int, margin: float) -> str:
     """The first tested layer from which patching is shown to stop mattering (an equivalence test within ±margin),
     with its interval and the layer before; else from where the data cannot tell the effect from 0."""
-    if part["delta_removed_low"].isna().all():
+    if part["gap_closed_low"].isna().all():
         note = part["interval_note"].iloc[0] or "the gap closed has no interval"
         return f"Where patching stops mattering cannot be read without intervals ({note})."
-    layers, low, high = part["layer"].tolist(), part["delta_removed_low"].tolist(), part["delta_removed_high"].tolist()
+    layers, low, high = part["layer"].tolist(), part["gap_closed_low"].tolist(), part["gap_closed_high"].tolist()
     layer = stops_mattering(layers, low, high, margin)
     bound = f"±{cell(margin, 'percent')}"
     if layer is None:
@@ -121,7 +126,7 @@ def _informative(part: pd.DataFrame, last_block: int, margin: float) -> str:
 
 
 def headline(table: pd.DataFrame, last_block: int, margin: float = EQUIVALENCE_MARGIN) -> str:
-    """The headline of the δ-by-layer table (one position group): the unpatched gap, then per mode what is true by
+    """The headline of the gap-by-layer table (one position group): the unpatched gap, then per mode what is true by
     construction at the earliest layer and the first layer from which patching is shown to stop mattering (within
     ±margin of the unpatched gap)."""
     if table.empty:
@@ -135,13 +140,14 @@ def headline(table: pd.DataFrame, last_block: int, margin: float = EQUIVALENCE_M
 
 
 def display(table: pd.DataFrame) -> pd.DataFrame:
-    """The δ-by-layer table as printed: each estimate with its interval over events, the p-values with their
-    correction named (the CSV holds every column)."""
+    """The gap-by-layer table as printed: each gap with its interval over events, δ without one, the p-values with
+    their correction named (the CSV holds every column)."""
     return pd.DataFrame({
         "mode": table["mode"], "layer": table["layer"].map(layer_label),
-        "gap closed": [closed(r) for _, r in table.iterrows()],
-        "δ patched": [with_interval(r, "delta_patched") for _, r in table.iterrows()],
+        "gap closed": [with_interval(r, "gap_closed", "percent") for _, r in table.iterrows()],
+        "gap closed (points)": [with_interval(r, "gap_closed_points", "signed") for _, r in table.iterrows()],
         "gap patched (points)": [with_interval(r, "gap_raw_patched", "signed") for _, r in table.iterrows()],
+        "δ patched": table["delta_patched"].map(cell),
         "p": table["p_patched"].map(lambda p: cell(p, "p")),
         "p (max-T over layers)": table["p_patched_fwe"].map(lambda p: cell(p, "p")),
     })
@@ -154,9 +160,10 @@ def scope_section(table: pd.DataFrame, events: Sequence[str], layers: Sequence[i
     first = table.iloc[0]
     modes = list(dict.fromkeys(table["mode"]))
     labels = ", ".join(layer_label(layer) for layer in layers)
-    over = (f"without an interval ({first['interval_note']})" if first["interval_note"] else
-            f"with a 95% interval over {first['n_bootstrap']} resamples of the {len(events)} events")
-    can = [f"Which of the {len(layers)} tested layers ({labels}) carry persona information δ depends on, patching "
+    over = (f"without an interval ({first['interval_note']})" if first["interval_note"] == ONE_EVENT else
+            f"with 95% intervals over the {len(events)} events (t in points, Fieller as a share)")
+    can = [f"Which of the {len(layers)} tested layers ({labels}) carry persona information the gap depends on, "
+           "patching "
            f"the {first['positions']} positions in mode{'s' if len(modes) != 1 else ''} {', '.join(modes)}: the gap "
            f"closed at each layer, {over}.",
            f"Whether δ after patching still departs from no in-group structure: one-sided p ({first['p_test']}, floor "
@@ -166,14 +173,16 @@ def scope_section(table: pd.DataFrame, events: Sequence[str], layers: Sequence[i
            "gap."]
     expected = " and ".join(f"about {BY_CONSTRUCTION[m][0]:.0%} in mode {m}" for m in modes
                             if m in BY_CONSTRUCTION)
-    cannot = ["Where the gap is computed: a layer whose patch closes it carries persona information that the answer "
+    cannot = [f"A δ comparable with one over another number of events (δ shrinks with fewer: event noise is "
+              f"{cell(first['noise_share'], 'percent')} of σ(M⁰)² here).",
+              "Where the gap is computed: a layer whose patch closes it carries persona information that the answer "
               f"reads from there on, at the {first['positions']} positions only.",
               f"Anything from the gap closed at the earliest layers ({expected}: true by construction) or at the last "
               f"block (block {last_block}: nothing after it reads the patched positions).",
               (f"How the result varies with the events: one event ({events[0]}), no interval; rerun with "
                "--limit-events 2 or more." if len(events) == 1 else
-               f"Narratives beyond the corpus the {len(events)} events were drawn from: the interval is over "
-               "resamples of these events, the permutation p conditions on them."),
+               f"Narratives beyond the corpus the {len(events)} events were drawn from: the intervals treat these "
+               "events as a sample of it, the permutation p conditions on them."),
               f"Other answer scales or prompt formats: one setting's scale, prompts in the {chat_format} chat format."]
     if layer_step > 1:
         cannot.append(f"Layers between those tested (every {layer_step}-th of --layers): the layer from which patching "
@@ -188,8 +197,8 @@ def result(table: pd.DataFrame, last_block: int, margin: float = EQUIVALENCE_MAR
     out = {}
     for mode, part in table.groupby("mode", sort=False):
         part = part.sort_values("layer", kind="stable")
-        layer = stops_mattering(part["layer"].tolist(), part["delta_removed_low"].tolist(),
-                                part["delta_removed_high"].tolist(), margin)
+        layer = stops_mattering(part["layer"].tolist(), part["gap_closed_low"].tolist(),
+                                part["gap_closed_high"].tolist(), margin)
         out[mode] = {"earliest": _closed_numbers(part.iloc[0]), "last_block": last_block, "margin": margin,
                      "stops_mattering": None if layer is None else
                      _closed_numbers(part[part["layer"] == layer].iloc[0])}
@@ -197,6 +206,7 @@ def result(table: pd.DataFrame, last_block: int, margin: float = EQUIVALENCE_MAR
 
 
 def _closed_numbers(row: pd.Series) -> dict:
-    """A row's layer and gap closed with its interval, as the manifest records them (None for NaN)."""
-    return {"layer": int(row["layer"]), **{k: None if is_missing(row[k]) else float(row[k])
-                                           for k in ("delta_removed", "delta_removed_low", "delta_removed_high")}}
+    """A row's layer and gap closed (share and points) with their intervals, as the manifest records them (None for
+    NaN)."""
+    return {"layer": int(row["layer"]), **{f"{k}{end}": None if is_missing(row[f"{k}{end}"]) else float(row[f"{k}{end}"])
+                                           for k in ("gap_closed", "gap_closed_points") for end in ("", "_low", "_high")}}

@@ -1,8 +1,8 @@
-"""Seed 000's patching protocol (`empathy-gap interp patch` on an intergroup run): which layers carry the empathy gap
-δ? For each layer, every perceiver's persona is patched (one layer at a time) with "a person" (mode ``person``) or
-with an in-group <-> out-group swap (mode ``swap``), the matrix of expected intensities is rebuilt and δ recomputed
-(``patch_gap``: intervals over events, exact and family-wise p; ``patch_report``: the headline and the report's scope);
-a layer × position-group sweep follows on in-group prompts patched from an out-group persona."""
+"""Seed 000's patching protocol (`empathy-gap interp patch` on an intergroup run): which layers carry the empathy
+gap? For each layer, every perceiver's persona is patched (one layer at a time) with "a person" (mode ``person``) or
+with an in-group <-> out-group swap (mode ``swap``), the matrix of expected intensities is rebuilt and the gap and δ
+recomputed (``patch_gap``: intervals over events, exact and family-wise p; ``patch_report``: the headline and the
+report's scope); a layer × position-group sweep follows on in-group prompts patched from an out-group persona."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from behavioral.suites.intergroup import patch_report, prompts
 from behavioral.suites.intergroup.corpus import Event
 from behavioral.suites.intergroup.groups import UNSPECIFIED, Category, get_category
 from behavioral.suites.intergroup.settings import get_setting
-from behavioral.suites.intergroup.patch_gap import BOOTSTRAP, SEED, category_of, cell_matrix, gap_table
+from behavioral.suites.intergroup.patch_gap import category_of, cell_matrix, gap_table
 from behavioral.suites.intergroup.stats import empathy_gap, zscore
 from behavioral.suites.intergroup.steering import block, slice_config
 from behavioral.suites.intergroup.suite import SUITE
@@ -119,12 +119,12 @@ def ingroup_sweep_prompts(tokenizer, category: str | Category, setting: str, eve
 
 def patched_gap(engine, category: str | Category, setting: str, events: Sequence[Event], layers: Iterable[int],
                 positions: str = SYSTEM_GROUP, modes: Sequence[str] = GAP_MODES, chat_format: str | None = None,
-                progress: str | None = None, n_bootstrap: int = BOOTSTRAP) -> pd.DataFrame:
+                progress: str | None = None) -> pd.DataFrame:
     """The headline: for each layer, patch every perceiver's persona with "a person" (and, separately, swap in-group
-    and out-group personas), rebuild M0 and recompute δ. Columns patch_gap.GAP_COLUMNS: one row per (mode, layer), intervals
-    over `n_bootstrap` resamples of the events."""
+    and out-group personas), rebuild M0 and recompute the gap and δ. Columns patch_gap.GAP_COLUMNS: one row per
+    (mode, layer), intervals over the events."""
     frame = patched_gap_prompts(engine, category, setting, events, layers, positions, modes, chat_format, progress)
-    return gap_table(frame, category, n_bootstrap)
+    return gap_table(frame, category)
 
 
 def run_delta(run: Run, category: str, setting: str) -> float | None:
@@ -142,24 +142,27 @@ def run_delta(run: Run, category: str, setting: str) -> float | None:
 
 
 def gap_figure(table: pd.DataFrame, title: str | None = None) -> Figure:
-    """δ_patched against layer, one line per mode, with δ_unpatched dashed and its permutation null shaded."""
+    """The patched gap in rating points against layer, one line per mode with its 95% interval over events as error
+    bars, the unpatched gap dashed with its interval shaded."""
     fig = Figure(figsize=(6, 3.5))
     ax = fig.add_subplot()
-    labels = {"person": 'persona ← "a person"', "swap": "in-group ↔ out-group persona"}
     for mode, part in table.groupby("mode", sort=False):
         part = part.sort_values("layer")
-        ax.plot(part["layer"], part["delta_patched"], marker="o", label=labels.get(mode, mode))
+        gap = part["gap_raw_patched"].to_numpy(dtype=float)
+        errors = np.abs(part[["gap_raw_patched_low", "gap_raw_patched_high"]].to_numpy(dtype=float).T - gap)
+        ax.errorbar(part["layer"], gap, yerr=None if np.isnan(errors).all() else errors, marker="o", capsize=3,
+                    label=patch_report.MODE_LABELS.get(mode, mode))
     if len(table):
         first = table.iloc[0]
-        ax.axhline(float(first["delta_unpatched"]), color="k", ls="--", lw=1, label="δ unpatched")
-        if np.isfinite(first["null_ci_low"]):
-            ax.axhspan(float(first["null_ci_low"]), float(first["null_ci_high"]), color="grey", alpha=0.15,
-                       label="95% permutation null (unpatched)")
+        ax.axhline(float(first["gap_raw_unpatched"]), color="k", ls="--", lw=1, label="unpatched")
+        if np.isfinite(first["gap_raw_unpatched_low"]):
+            ax.axhspan(float(first["gap_raw_unpatched_low"]), float(first["gap_raw_unpatched_high"]), color="grey",
+                       alpha=0.15, label="unpatched, 95% over events")
     ax.axhline(0, color="grey", lw=0.5)
     ax.set_xlabel("patched layer (resid_post)")
-    ax.set_ylabel("δ (patched matrix)")
+    ax.set_ylabel("gap, in-group − out-group (points)")
     ax.legend(fontsize=8)
-    ax.set_title(title or "empathy gap δ after patching the persona at one layer")
+    ax.set_title(title or "the gap after patching the persona at one layer")
     fig.tight_layout()
     return fig
 
@@ -171,13 +174,15 @@ GAP_TEXT = (
     "persona to the end of the system text) with the states of another prompt: mode `person` takes them from the "
     "same prompt with \"a person\" as the persona, mode `swap` from the prompt whose persona is of the other side "
     "(the experiencer for an out-group cell; for an in-group cell the next identity outside the experiencer's "
-    "group). M⁰ is rebuilt from the patched expected intensities and δ recomputed (z-scored without \"a person\"); "
-    "the unpatched δ is the same computation on the unpatched prompts.\n\n{headline}\n\n"
-    "The table prints each estimate with its 95% interval over resamples of the events; `p` is the one-sided "
-    "permutation p of δ_patched > 0 (exact over every matching where the test enumerates them), `p (max-T over "
-    "layers)` its family-wise correction over the layers of the mode (the largest δ of any layer under each "
-    "matching). The CSV adds the unpatched values, `p_min` (the floor of both p), the unpatched null's 95% interval "
-    "(`null_ci_*`) and the mean change of the expected intensity.")
+    "group). M⁰ is rebuilt from the patched expected intensities and the gap (mean in-group minus mean out-group "
+    "cell, in rating points) and δ (the same z-scored, without \"a person\") recomputed; the unpatched values are "
+    "the same computation on the unpatched prompts.\n\n{headline}\n\n"
+    "The table prints the gap closed (as a share of the unpatched gap and in points) and the patched gap, each with "
+    "its 95% interval over the events; δ_patched without one; `p` is the one-sided permutation p of δ_patched > 0 "
+    "(exact over every matching where the test enumerates them), `p (max-T over layers)` its family-wise correction "
+    "over the layers of the mode (the largest δ of any layer under each matching). The CSV adds the unpatched "
+    "values, `delta_removed` (1 − δ ratio, which also moves with σ(M⁰)), `p_min` (the floor of both p), the "
+    "unpatched null's 95% interval (`null_ci_*`) and the mean change of the expected intensity.")
 SWEEP_TEXT = (
     "Each in-group prompt (X perceives X) is patched from the prompt whose persona is out-group, one layer and one "
     "position group at a time. `frac_closed` is the share of the source-target difference in expected intensity the "
@@ -237,16 +242,16 @@ def analyze(run: Run, engine, where: Mapping, options, progress: bool) -> tuple[
     start = time.perf_counter()
     frame = patched_gap_prompts(engine, category, setting, events, layers, options.positions, options.modes,
                                 chat_format, progress="headline" if progress else None)
-    table = gap_table(frame, category, options.bootstrap, SEED)
+    table = gap_table(frame, category)
     seconds["headline"] = time.perf_counter() - start
     last_block = n_layers_of(engine.model) - 1
-    figure = gap_figure(table, f"δ by patched layer ({options.positions})\n{title(len(events))}")
+    figure = gap_figure(table, f"gap by patched layer ({options.positions})\n{title(len(events))}")
     margin = options.equivalence_margin
     text = GAP_TEXT.format(headline=patch_report.headline(table, last_block, margin))
-    sections = [Section("δ by patched layer", text,
-                        (Table("delta_by_layer", "δ after patching the persona at one layer", table,
+    sections = [Section("The gap by patched layer", text,
+                        (Table("gap_by_layer", "The gap after patching the persona at one layer", table,
                                {"n_prompts": "count"}, display=patch_report.display(table)),),
-                        (ReportFigure("figures/delta_by_layer", "δ by patched layer", figure),))]
+                        (ReportFigure("figures/gap_by_layer", "The gap by patched layer", figure),))]
     files = [Table("gap_prompts", "Every patched prompt of the headline", frame)]
     sweep_events = events[:options.sweep_events] if options.sweep_groups else []
     if sweep_events:
@@ -262,8 +267,7 @@ def analyze(run: Run, engine, where: Mapping, options, progress: bool) -> tuple[
     sections.append(patch_report.scope_section(table, event_ids, layers, options.layer_step, last_block, chat_format))
     record = {"category": category.name, "setting": setting, "layers": layers, "modes": list(options.modes),
               "positions": options.positions, "sweep_groups": list(options.sweep_groups) if sweep_events else [],
-              "events": event_ids, "chat_format": chat_format, "bootstrap": {"resamples": options.bootstrap,
-                                                                              "seed": SEED},
+              "events": event_ids, "chat_format": chat_format,
               "seconds": {k: round(v, 1) for k, v in seconds.items()},
               "result": _result(run, table, category, setting) | {"gap_closed": patch_report.result(table, last_block,
                                                                                                 margin)}}

@@ -7,7 +7,6 @@ import numpy as np
 import pandas as pd
 
 from behavioral.suites.intergroup.groups import Category, get_category
-from behavioral.suites.intergroup.stats import empathy_gap, zscore
 
 GAP = 1.5  # rating points added to the in-group cells of the clean matrix
 
@@ -37,14 +36,6 @@ def patched_rows(closed: dict[int, float], n_events: int, noise: float = 0.3, se
             "event_id": [f"e{k}" for k in e], "expected_clean": clean.ravel(), "expected": patched.ravel(),
             "delta_expected": (patched - clean).ravel()}))
     return pd.concat(frames, ignore_index=True)
-
-
-def true_closed(share: float, category: Category | None = None) -> float:
-    """The gap closed without noise: 1 - δ(patched) / δ(clean) of the noise-free matrices."""
-    category = category or get_category("religion")
-    base, same = base_matrix(len(category.identities)), category.in_group()
-    return 1 - (empathy_gap(zscore(base + (1 - share) * GAP * same), same)
-                / empathy_gap(zscore(base + GAP * same), same))
 
 
 # --- a steering world: linear final-token states and a linear readout of the rating ---------------------------
