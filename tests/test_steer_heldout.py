@@ -95,7 +95,7 @@ def test_a_planted_ingroup_direction_is_recovered_from_the_fit_events_and_separa
     assert float(wrong.used[0] @ u) < -0.9
 
 
-def _controls(plant: float, seed: int, n_bootstrap: int = 0, shared: bool = True,
+def _controls(plant: float, seed: int, shared: bool = True,
               with_matchings: bool = True) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The wrong-matching (empty without `with_matchings`) and held-out-identity controls of one synthetic world
     (expected intensity)."""
@@ -114,7 +114,7 @@ def _controls(plant: float, seed: int, n_bootstrap: int = 0, shared: bool = True
                                                                      False, None, j).used[0]
     held = [events.index(e) for e in split.test]
     rows = projection_rows(states[:, held], _cells(), readout, directions, split.test)
-    matching = protocol.matching_control(rows, matchings, n_bootstrap=n_bootstrap, seed=0) if with_matchings else \
+    matching = protocol.matching_control(rows, matchings) if with_matchings else \
         pd.DataFrame({"measure": []})
     held_out = protocol.held_out_control(rows)
     return (matching[matching["measure"] == "expected_intensity"],
@@ -122,14 +122,16 @@ def _controls(plant: float, seed: int, n_bootstrap: int = 0, shared: bool = True
 
 
 def test_the_matching_control_ranks_each_matching_by_the_share_of_its_own_gap_closed():
-    table = _controls(plant=3.0, seed=0, n_bootstrap=100)[0]
+    table = _controls(plant=3.0, seed=0)[0]
     real = table[table["matching"] == "real"].iloc[0]
     assert len(table) == 120 and real["fixed_points"] == 5
     assert real["gap_unsteered"] > 5 and abs(real["gap_projected"]) < 0.5 * real["gap_unsteered"]
     assert real["closed_low"] > 0  # the interval over held-out events excludes no effect
+    assert real["closed_low"] <= real["closed_points"] <= real["closed_high"]
     wrong = table[table["matching"] != "real"]
-    closed = np.abs(wrong["gap_unsteered"]) - np.abs(wrong["gap_projected"])
+    closed = np.sign(wrong["gap_unsteered"]) * (wrong["gap_unsteered"] - wrong["gap_projected"])
     np.testing.assert_allclose(wrong["closed_points"], closed)
+    assert wrong["closed_low"].isna().all()
     assert (wrong["closed_points"] < real["closed_points"]).all()  # ranked by points it would win by construction
     assert real["p_real"] == (1 + (wrong["closed_share"] >= real["closed_share"] - 1e-12).sum()) / (len(wrong) + 1)
 
@@ -195,7 +197,7 @@ def test_a_check_of_every_test_event_joins_the_sweep_and_the_held_out_control_ru
     out = tmp_path / "out"
     assert main(["interp", "steer", str(pinned_run), "--out", str(out), "--where", "category=religion", "--where",
                  f"setting={SETTING}", "--layers", "last", "--coef=0", "--in-sample", "--check-events", "0",
-                 "--project", "--held-out-identities", "2", "--bootstrap", "10", "--permutations", "20",
+                 "--project", "--held-out-identities", "2", "--permutations", "20",
                  "--device", "cpu", "--no-progress"]) == 0
     check = pd.read_csv(out / "zero_coefficient_check.csv")
     assert check[["condition", "n_rows", "identical"]].values.tolist() == [["L1 +0", 108, True]]  # 3 events × 36

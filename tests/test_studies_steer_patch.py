@@ -52,7 +52,7 @@ def _csv(frame: pd.DataFrame, tmp_path: Path) -> pd.DataFrame:
 def test_steer_study_through_the_cli_equals_the_direct_calls(run_dir, loaded, tmp_path, capsys):
     out = tmp_path / "out"
     assert main(["interp", "steer", str(run_dir), "--out", str(out), *RELIGION, "--layers", "last", "--coef=0,8",
-                 "--unit", "--test-events", "5", "--permutations", "50", "--bootstrap", "20", "--device", "cpu"]) == 0
+                 "--unit", "--test-events", "5", "--permutations", "50", "--device", "cpu"]) == 0
     printed = capsys.readouterr().out
     assert (f"steer: intergroup model: the direction of category=religion, setting={SETTING} from its final-token "
             "cells (ingroup true minus false, unit norm); fit on the run's 3 events, tested on a new sample of 5 "

@@ -76,8 +76,7 @@ class SteeringProtocol(Protocol):
     def summarize(self, rows: pd.DataFrame, n_permutations: int, seed: int) -> pd.DataFrame:
         """The suite's measures per steering (and per block of the slice), with intervals over events."""
 
-    def matching_control(self, rows: pd.DataFrame, matchings: np.ndarray, n_bootstrap: int,
-                         seed: int) -> pd.DataFrame:
+    def matching_control(self, rows: pd.DataFrame, matchings: np.ndarray) -> pd.DataFrame:
         """The gap each matching's own projection removes, the real one's rank among them."""
 
     def held_out_control(self, rows: pd.DataFrame) -> pd.DataFrame:
@@ -124,11 +123,8 @@ class Options:
                                     "assembled from the whole-grid reruns")
     check_events: int = option(1, "test events the coefficient-0 exactness check reruns (0: all of them)",
                                metavar="N", minimum=0)
-    bootstrap: int = option(1000, "resamples of the test events for the interval of the gap the real matching's "
-                                  "projection closes (the matching control); 0: none",
-                            metavar="N", minimum=0)
     permutations: int = option(10_000, "permutations of the identity matching in δ's test", metavar="N", minimum=1)
-    seed: int = option(0, "seed of the permutations, resamples and wrong matchings", name="--permutation-seed",
+    seed: int = option(0, "seed of the permutations and wrong matchings", name="--permutation-seed",
                        metavar="N")
     device: str = option("auto", "device of the model", metavar="DEVICE")
     dtype: str | None = option(None, "dtype of the model (default: the run's)", metavar="DTYPE")
@@ -264,8 +260,8 @@ SWEEP_TEXT = (
     "coefficient × the direction at every position of every forward (projection: its component along the direction "
     "removed; `random k`: a random direction within the span of the fit cells' states, of the same norm; `matching "
     "m`: the direction fit the same way for the m-th wrong matching of the identities). Read `gap_points` (in-group "
-    "minus out-group cells of M⁰, in rating points) and its change from the unsteered rerun, with intervals over "
-    "resampled test events (the change paired by event). δ is z-scored per condition, so it moves with `sigma_M0` "
+    "minus out-group cells of M⁰, in rating points) and its change from the unsteered rerun, with 95% t-intervals over "
+    "the test events (the change paired by event). δ is z-scored per condition, so it moves with `sigma_M0` "
     "alone; read it beside that column. steering_rows.csv holds every prompt's result.")
 ONE_SIDED_TEXT = (
     " One-sided rows (`... {outside} only`, `... {inside} only`) take the steered rerun's results on one side's "
@@ -276,7 +272,9 @@ MATCHING_TEXT = (
     "the cells, so removing a gap there is partly true by construction. The control does the same for wrong "
     "matchings of the identities: each matching's own direction (fit on the same events) is projected out and the "
     "gap of the cells that matching calls in-group is measured before and after on the test events. `closed_points` "
-    "is how much closer to 0 it came, `closed_share` its share of the gap; `p_real` is the share of wrong matchings "
+    "is how far it moved toward 0 in rating points (past 0 counting; for the real matching with the t-interval of "
+    "the per-event values, paired by event), `closed_share` = 1 − |after| / |before|, how close to 0 it came; "
+    "`p_real` is the share of wrong matchings "
     "closing at least as large a share of their gap as the real one does of its gap (floor `p_floor`, exact where "
     "every wrong matching ran). Ranked by points the real matching would win by construction (a wrong matching's "
     "own gap is a fraction of the real one).")
@@ -415,7 +413,7 @@ class SteerStudy(Study):
             rows = pd.concat([rows, one_sided(rows, inside, protocol.KEY, protocol.SIDES)], ignore_index=True)
         test = sorted(rows["event_id"].unique())
         summary = protocol.summarize(rows, options.permutations, options.seed)
-        control = (protocol.matching_control(rows, matchings, options.bootstrap, options.seed) if len(matchings)
+        control = (protocol.matching_control(rows, matchings) if len(matchings)
                    else pd.DataFrame())
         held = protocol.held_out_control(rows) if n_held else pd.DataFrame()
         reproduces = bool(check["identical"].all()) and len(check) == 1

@@ -15,7 +15,6 @@ from matplotlib.figure import Figure
 from activations.store import ActivationStore
 from behavioral.run import RunConfig
 from behavioral.suites.intergroup import activations
-from behavioral.analysis.bootstrap import percentile_interval, resamples
 from behavioral.selection import field_values
 from behavioral.suites.intergroup import stats
 from behavioral.suites.intergroup.analysis import analyze_setting, intensity_tensor
@@ -219,13 +218,15 @@ def summarize(rows: pd.DataFrame, n_permutations: int = 10_000, seed: int = 0) -
     return table.reset_index(drop=True)
 
 
-def matching_control(rows: pd.DataFrame, matchings: np.ndarray, n_bootstrap: int = 0, seed: int = 0) -> pd.DataFrame:
+def matching_control(rows: pd.DataFrame, matchings: np.ndarray) -> pd.DataFrame:
     """The permuted-matching control of the projections: per layer × category × setting × measure, for the real
     matching and each wrong one (`matchings` [m, groups], interp.matchings), the gap of cells in-group under that
     matching before and after projecting out that matching's own direction (``L{l} project`` and ``L{l} project
-    matching {i}``), and how much closer to 0 it came (``closed_points`` = |before| − |after|, sign-free since a
-    wrong matching's gap may have either sign; ``closed_share`` = its share of |before|), with an interval over
-    events for the real one; the real matching's rank among all by the share each closes of its own gap and p =
+    matching {i}``), how far it moved toward 0 (``closed_points`` = sign(before) × (before − after), in rating points,
+    past 0 counting; sign-aligned since a wrong matching's gap may have either sign) with the t-interval of the
+    per-event values for the real one (paired by event, `stats.gap_change`), and how close to 0 it came
+    (``closed_share`` = 1 − |after| / |before|); the real matching's rank among all by the share each closes of its
+    own gap and p =
     (1 + #{wrong share >= real share}) / (m + 1), floor 1 / (m + 1), exact where `matchings` holds every wrong
     matching. Ranked by points the real matching wins by construction (a wrong matching's own gap is a fraction of
     the real one); by share, a projection that closes "its" gap for any labelling of the cells ranks the real one
@@ -234,11 +235,8 @@ def matching_control(rows: pd.DataFrame, matchings: np.ndarray, n_bootstrap: int
     `held_out_control` can."""
     out = []
     projected = rows[rows["project"].astype(bool) & rows["random"].eq(0)]
-    draws = None
     for (category, setting), block in rows.groupby(["category", "setting"], sort=False):
         cat = get_category(category)
-        event_ids = tuple(sorted(block["event_id"].unique()))
-        draws = resamples(len(event_ids), n_bootstrap, seed) if n_bootstrap else np.zeros((0, len(event_ids)), int)
         names = pd.Series(cat.identities)
         cells = pd.DataFrame({"perceiver": np.repeat(names, len(names)), "experiencer": np.tile(names, len(names))})
         for measure in _measures(block):
@@ -254,17 +252,17 @@ def matching_control(rows: pd.DataFrame, matchings: np.ndarray, n_bootstrap: int
                     same = matched_cells(cells, {"category": category}, matching).to_numpy(dtype=bool).reshape(
                         len(names), len(names))
                     before, after = _gap(tensors["unsteered"], same), _gap(tensors[condition], same)
+                    sign = -1.0 if before < 0 else 1.0
                     low = high = math.nan
-                    if index is None and len(draws):
-                        low, high = percentile_interval(np.array(
-                            [abs(_gap(tensors["unsteered"][:, :, d], same)) - abs(_gap(tensors[condition][:, :, d], same))
-                             for d in draws]))
+                    if index is None:  # closed = -sign × change, so its interval's ends swap where sign is +
+                        _, change_low, change_high = stats.gap_change(tensors["unsteered"], tensors[condition], same)
+                        low, high = sorted((-sign * change_low, -sign * change_high))
                     records.append({
                         "layer": int(layer), "category": category, "setting": setting, "measure": measure,
                         "matching": "real" if index is None else str(index),
                         "pairs": "identity" if index is None else " ".join(map(str, matching)),
                         "fixed_points": n_groups({"category": category}) if index is None else overlap(matching),
-                        "gap_unsteered": before, "gap_projected": after, "closed_points": abs(before) - abs(after),
+                        "gap_unsteered": before, "gap_projected": after, "closed_points": sign * (before - after),
                         "closed_low": low, "closed_high": high,
                         "closed_share": 1 - abs(after) / abs(before) if before else math.nan})
                 if not records:
