@@ -17,7 +17,7 @@ from behavioral.suites.intergroup import steering as protocol
 from behavioral.suites.intergroup.groups import get_category
 from behavioral.suites.intergroup.synthetic import cells_of, projection_rows, steering_states
 from interp.matchings import matched, wrong_matchings
-from interp.steering import one_sided
+from interp.steering import mean_difference, one_sided, span_direction
 
 SETTING = "P0S0T0"
 RELIGION = get_category("religion")
@@ -159,6 +159,68 @@ def test_without_planted_structure_the_real_matching_is_not_special():
     assert real["matching"] == "real" and real["p_real"] > 0.2  # it closes its gap no more than wrong ones do
 
 
+def _random_summary(shared: bool, n_random: int = 39) -> pd.DataFrame:
+    """The steer summary of a synthetic world: the real direction and `n_random` random directions within the span
+    of the fit cells' states (the real one's norm) projected out at layer 1."""
+    events = [f"e{i:02d}" for i in range(30)]
+    states, readout, cells = steering_states(3.0, seed=0, shared=shared)
+    means = states[:, :15].mean(axis=1)[None]
+    label = protocol.matched_cells(cells, SELECTION, None)
+    real = mean_difference(means, np.full(len(cells), 15), label.eq(True).fillna(False),
+                           label.eq(False).fillna(False))[0]
+    directions = {"L1 project": real, **{f"L1 project random {k}": span_direction(means[0], np.linalg.norm(real), k)
+                                         for k in range(1, n_random + 1)}}
+    rows = projection_rows(states[:, 15:], cells, 3 * readout, directions, events[15:]).assign(unit_id=0)
+    return protocol.summarize(rows, n_permutations=50)
+
+
+def test_random_directions_are_matched_on_how_far_they_move_the_mean_rating_and_scored_on_the_real_gap():
+    summary = _random_summary(shared=True)
+    table = protocol.random_control(summary)
+    table = table[table["measure"] == "intensity"]
+    real, random = table.iloc[0], table.iloc[1:]
+    assert real["condition"] == "L1 project" and len(random) == 39
+    unsteered = summary[(summary["condition"] == "unsteered") & (summary["measure"] == "intensity")].iloc[0]
+    by_condition = summary[summary["measure"] == "intensity"].set_index("condition")
+    for _, row in table.iterrows():  # closed_points: the real gap's move toward 0 under that direction
+        assert row["closed_points"] == pytest.approx(
+            np.sign(unsteered["gap_points"]) * -by_condition.loc[row["condition"], "gap_points_change"])
+    matched = random["mean_rating_change"].abs() >= abs(real["mean_rating_change"])
+    assert random["matched"].tolist() == matched.tolist() and real["n_matched"] == matched.sum() > 0
+    exceed = (random.loc[matched, "closed_points"] >= real["closed_points"]).sum()
+    assert real["p_matched"] == (1 + exceed) / (1 + matched.sum()) == real["p_floor"]  # the real one closes most
+    # where the real projection moves the ratings more than any random direction, the control cannot speak
+    unmatched = protocol.random_control(_random_summary(shared=False))
+    assert unmatched["n_matched"].iloc[0] == 0 and np.isnan(unmatched["p_matched"].iloc[0])
+
+
+def test_the_dose_response_of_one_sided_steering_is_the_per_event_slope_of_the_gap_change():
+    cells = _cells()
+    events = [f"e{i}" for i in range(6)]
+    rng = np.random.default_rng(0)
+    base = projection_rows(rng.normal(size=(len(cells), 6, 4)), cells, np.ones(4), {}, events).assign(unit_id=0)
+    label = protocol.matched_cells(base, SELECTION, None)
+    out_group = label.eq(False).fillna(False).to_numpy()
+    frames = [base]
+    for coef in (2.0, 4.0, -4.0):  # out-group raised 0.5 points per unit, in-group lowered 0.25, plus noise
+        moved = base["intensity"] + np.where(out_group, 0.5 * coef, 0.0) * (coef > 0) \
+            + np.where(label.eq(True).fillna(False), 0.25 * coef, 0.0) * (coef < 0) + rng.normal(0, 0.1, len(base))
+        frames.append(base.assign(intensity=moved, expected_intensity=moved, score_intensity=moved, layer=1,
+                                  coef=coef, condition=f"L1 {coef:+g}", project=False))
+    rows = pd.concat(frames, ignore_index=True)
+    rows = pd.concat([rows, one_sided(rows, protocol.matched_cells(rows, SELECTION, None), protocol.KEY,
+                                      protocol.SIDES)], ignore_index=True)
+    table = protocol.dose_response(rows)
+    table = table[table["measure"] == "intensity"].set_index("side")
+    outside = table.loc["out-group only"]
+    assert outside["coefs"] == "+2 +4" and outside["n_coefs"] == 2 and outside["n_events"] == 6
+    assert outside["slope"] == pytest.approx(-0.5, abs=0.05)  # the gap falls 0.5 points per unit
+    assert outside["slope_low"] < -0.5 < outside["slope_high"] and outside["monotone"]
+    inside = table.loc["in-group only"]
+    assert inside["coefs"] == "-4" and not inside["monotone"]  # one coefficient: no dose-response to read
+    assert inside["slope"] == pytest.approx(0.25, abs=0.05)
+
+
 def test_a_wrong_matching_labels_cells_by_its_permutation():
     cells = _cells()
     label = protocol.matched_cells(cells, SELECTION, np.array([1, 2, 3, 4, 0]))
@@ -197,12 +259,13 @@ def test_a_check_of_every_test_event_joins_the_sweep_and_the_held_out_control_ru
     out = tmp_path / "out"
     assert main(["interp", "steer", str(pinned_run), "--out", str(out), "--where", "category=religion", "--where",
                  f"setting={SETTING}", "--layers", "last", "--coef=0", "--in-sample", "--check-events", "0",
-                 "--project", "--held-out-identities", "2", "--permutations", "20",
+                 "--project", "--held-out-identities", "2", "--random-directions", "2", "--permutations", "20",
                  "--device", "cpu", "--no-progress"]) == 0
     check = pd.read_csv(out / "zero_coefficient_check.csv")
     assert check[["condition", "n_rows", "identical"]].values.tolist() == [["L1 +0", 108, True]]  # 3 events × 36
     assert not (out / "runs" / "check").exists()  # no second unsteered rerun
-    steered = {"unsteered", "L1 project", "L1 project held out 0", "L1 project held out 1"}
+    steered = {"unsteered", "L1 project", "L1 project held out 0", "L1 project held out 1", "L1 project random",
+               "L1 project random 2"}
     assert set(pd.read_csv(out / "steering.csv")["condition"]) == steered  # the check is no steering
     rows = pd.read_csv(out / "steering_rows.csv")
     table = pd.read_csv(out / "held_out_control.csv")
@@ -212,3 +275,12 @@ def test_a_check_of_every_test_event_joins_the_sweep_and_the_held_out_control_ru
     report = (out / "report.md").read_text()
     assert "in-sample, on the 3 events the direction was fit on" in report
     assert "Control: each identity held out of the fit" in report and "no held-out-identity control ran" not in report
+    random = pd.read_csv(out / "random_control.csv")
+    summary = pd.read_csv(out / "steering.csv")
+    expected = protocol.random_control(summary.assign(one_sided=summary["one_sided"].astype(bool)))
+    assert random["condition"].tolist() == expected["condition"].tolist() == ["L1 project", "L1 project random",
+                                                                              "L1 project random 2"] * 2
+    np.testing.assert_allclose(random["closed_points"], expected["closed_points"])
+    claims = pd.read_csv(out / "claims.csv").set_index("control")
+    assert claims["here"].str.startswith("p_matched").sum() == 1 and claims["here"].str.startswith("transfer").sum() == 1
+    assert (claims["here"] == "not run (in-sample)").sum() == 1 and (claims["here"] == "not run").sum() == 2

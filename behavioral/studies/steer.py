@@ -82,6 +82,12 @@ class SteeringProtocol(Protocol):
     def held_out_control(self, rows: pd.DataFrame) -> pd.DataFrame:
         """Each held-out identity's own gap removed by the direction fit without it, beside the real direction's."""
 
+    def random_control(self, summary: pd.DataFrame) -> pd.DataFrame:
+        """The real gap closed by random directions that moved the mean rating as far as the real one."""
+
+    def dose_response(self, rows: pd.DataFrame) -> pd.DataFrame:
+        """The gap's change per unit of coefficient when one side alone is steered."""
+
     def figures(self, summary: pd.DataFrame) -> list[tuple[str, str, MplFigure]]:
         """(name, title, figure) of the summary."""
 
@@ -113,14 +119,17 @@ class Options:
                                "identities (all of them where there are fewer), the control of the projection",
                             metavar="K", minimum=0)
     random_directions: int = option(0, "with --project: also project out K random directions within the span of "
-                                       "the fit cells' states, of the direction's norm", metavar="K", minimum=0)
+                                       "the fit cells' states, of the direction's norm; those that move the mean "
+                                       "rating as far as the real projection are the control of its gap closed",
+                                    metavar="K", minimum=0)
     held_out_identities: int = option(0, "with --project: also fit the direction without each of the first K "
                                          "identities' cells and project it out (all of them where there are fewer), "
                                          "the control that tells a shared in-group feature from per-identity ones",
                                       metavar="K", minimum=0)
     one_sided: bool = option(False, "also report one-sided steerings: a positive coefficient on the label's false "
                                     "cells only (intergroup: out-group), a negative one on its true cells only, "
-                                    "assembled from the whole-grid reruns")
+                                    "assembled from the whole-grid reruns, and their dose-response (two or more "
+                                    "coefficients per side)")
     check_events: int = option(1, "test events the coefficient-0 exactness check reruns (0: all of them)",
                                metavar="N", minimum=0)
     permutations: int = option(10_000, "permutations of the identity matching in δ's test", metavar="N", minimum=1)
@@ -288,6 +297,53 @@ HELD_OUT_TEXT = (
     "identities' gaps, near 1); where each identity has its own, the direction fit without it misses it (near 0). It "
     "supports \"the direction carries an in-group feature shared across identities\"; the wrong-matching control "
     "supports only \"the projection closes more than a labelling of the cells does by construction\".")
+RANDOM_TEXT = (
+    "Projecting out any direction the states vary along disturbs the ratings; a gap can shrink as a side effect. "
+    "Each random direction (within the span of the fit cells' states, of the real direction's norm) is projected out "
+    "the same way; `matched` marks those that moved the mean rating at least as far as the real projection did, and "
+    "`closed_points` is how far each moved the real in-group gap toward 0 (rating points). `p_matched` = (1 + matched "
+    "directions closing at least as much) / (1 + matched directions), floor `p_floor`; without a matched direction "
+    "the real projection disturbed the ratings more than any random one and this control cannot speak (raise "
+    "--random-directions).")
+DOSE_TEXT = (
+    "One-sided steerings per side (a positive coefficient on the out-group prompts only, a negative one on the "
+    "in-group prompts only), their coefficients by size and the mean change of the gap in rating points at each; "
+    "`slope`: the change per unit of coefficient, least squares through 0 fit per event, with the 95% t-interval of "
+    "the per-event slopes; `monotone`: with two or more coefficients, whether the change grows with |coefficient| "
+    "and keeps its sign. A gap that moves with the dose on one side is moved by the direction, not by any edit.")
+CLAIMS_TEXT = (
+    "Each sentence a steering result might support, the control that licenses it, and what that control gave in "
+    "this run (`not run`: the sentence is not supported here, whatever the steered numbers say).")
+
+
+def claims(options: Options, split: Split, n_matchings: int, control: pd.DataFrame, held: pd.DataFrame,
+           random: pd.DataFrame, dose: pd.DataFrame) -> pd.DataFrame:
+    """Per sentence a steering result might support: the control it needs and that control's result in this run."""
+    def values(frame: pd.DataFrame, column: str, where: pd.Series | None = None) -> str:
+        if not len(frame) or column not in frame:
+            return "not run"
+        chosen = frame[column] if where is None else frame.loc[where, column]
+        shown = [f"{v:.3g}" for v in chosen.dropna().unique()]
+        return f"{column} " + (", ".join(shown) if shown else "undefined")
+
+    rows = [
+        ("the effect holds on events the direction was not fit on", "a held-out split of events",
+         split.how if split.held_out else "not run (in-sample)"),
+        ("the projection closes the gap more than projecting out any labelling's direction does by construction",
+         f"wrong matchings (--matchings; {n_matchings} here)",
+         values(control, "p_real", control["matching"].eq("real") if len(control) else None)),
+        ("the direction carries an in-group feature shared across identities, not one feature per identity",
+         "identities held out of the fit (--held-out-identities)",
+         values(held, "transfer", held["identity"].eq("pooled") if len(held) else None)),
+        ("the gap closes more than a disturbance of the ratings of the same size closes it",
+         "random directions matched on the mean rating's move (--random-directions)",
+         values(random, "p_matched", random["random"].eq(0) if len(random) else None)),
+        ("the gap moves with the dose when one side alone is steered", "one-sided steering at two or more "
+         "coefficients per side (--one-sided)", values(dose, "slope")),
+    ]
+    return pd.DataFrame(rows, columns=["sentence", "control", "here"])
+
+
 CHECK_TEXT = (
     "Coefficient 0 runs the steering hook without moving anything, on {checked} of the test events (the hook is the "
     "same code for every prompt) beside an unsteered rerun of the same events (so the batches hold the same "
@@ -324,8 +380,8 @@ def scope_lines(split: Split, test: Sequence[str], options: Options, n_matchings
         cannot.append("Whether the direction carries an in-group feature shared across identities rather than one "
                       "per identity: no held-out-identity control ran (--held-out-identities K).")
     if options.project and not options.random_directions:
-        cannot.append("What projecting out a direction the states vary along does in general: no random-direction "
-                      "control ran (--random-directions K).")
+        cannot.append("Whether the gap closes more than a disturbance of the ratings of the same size closes it: no "
+                      "random-direction control ran (--random-directions K).")
     if any(options.coefs) and not options.one_sided:
         cannot.append("Whether the gap moves when one side alone is steered (--one-sided); adding one vector to "
                       "every prompt changes a between-cell difference only through non-linearity.")
@@ -416,6 +472,8 @@ class SteerStudy(Study):
         control = (protocol.matching_control(rows, matchings) if len(matchings)
                    else pd.DataFrame())
         held = protocol.held_out_control(rows) if n_held else pd.DataFrame()
+        random = protocol.random_control(summary) if options.random_directions else pd.DataFrame()
+        dose = protocol.dose_response(rows) if options.one_sided else pd.DataFrame()
         reproduces = bool(check["identical"].all()) and len(check) == 1
         vectors = pd.DataFrame(found.used, columns=[f"d{i}" for i in range(found.used.shape[1])])
         vectors.insert(0, "hook", store.hooks)
@@ -441,6 +499,16 @@ class SteerStudy(Study):
             sections.append(Section("Control: each identity held out of the fit", HELD_OUT_TEXT,
                                     (Table("held_out_control", "Each held-out identity's gap removed",
                                            held, {"removed_held_out": "percent", "removed_real": "percent"}),)))
+        if len(random):
+            sections.append(Section("Control: random directions that move the ratings as far", RANDOM_TEXT,
+                                    (Table("random_control", "The real gap closed by matched random directions",
+                                           random, {"p_matched": "p", "p_floor": "p"}),)))
+        if len(dose):
+            sections.append(Section("Dose-response of one-sided steering", DOSE_TEXT,
+                                    (Table("dose_response", "The gap's change per unit of coefficient", dose),)))
+        sections.append(Section("Which control supports which sentence", CLAIMS_TEXT,
+                                (Table("claims", "Each sentence, the control it needs and what it gave here",
+                                       claims(options, split, len(matchings), control, held, random, dose)),)))
         sections += [
             Section("Coefficient 0 reproduces the unsteered rerun", CHECK_TEXT.format(checked=len(checked)),
                     (Table("zero_coefficient_check", "Coefficient 0 against the unsteered rerun", check,

@@ -275,7 +275,7 @@ def _matchings(same: np.ndarray, n_permutations: int, seed: int) -> tuple[np.nda
     return np.vstack([np.arange(n), rows]), np.vstack([np.arange(same.shape[1]), cols])
 
 
-def _event_gaps(I: np.ndarray, same: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def event_gaps(I: np.ndarray, same: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """I's kept events [n, m, E], `same` checked against it, and each kept event's in-group minus out-group mean."""
     I = _check_intensities(I)
     same = _check_same(I[:, :, 0], same)
@@ -292,7 +292,7 @@ def gap_test(I: np.ndarray, same: np.ndarray, n_draws: int = 10_000, seed: int =
     needs no ranks and no tie-breaking (tied greedy answers give the same p under any seed) and tests the quantity
     Table 2 reports, not δ (which also moves with σ(M⁰)). Pass δ's I (without "a person").
     """
-    kept, same, per_event = _event_gaps(I, same)
+    kept, same, per_event = event_gaps(I, same)
     if not kept.shape[2]:
         raise ValueError("no event kept: expected at least one event without refusals")
     gaps = _matching_gaps(kept, same, *_matchings(same, n_draws, seed))  # [K, E]
@@ -311,7 +311,7 @@ def gap_interval(I: np.ndarray, same: np.ndarray, level: float = 0.95) -> tuple[
     in-group minus out-group mean, so Student's t over those per-event gaps (mean ± t_(E-1) · sd / √E). A
     percentile bootstrap of the same mean runs short with few events (it covered a planted gap 0.77-0.86 of the time
     at 4 events and 0.87-0.93 at 12, docs/BENCHMARKS.md); NaN with fewer than two kept events. Pass δ's I."""
-    return _t_interval(_event_gaps(I, same)[2], level)
+    return t_interval(event_gaps(I, same)[2], level)
 
 
 def _paired_gaps(before: np.ndarray, after: np.ndarray, same: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -320,7 +320,7 @@ def _paired_gaps(before: np.ndarray, after: np.ndarray, same: np.ndarray) -> tup
     both = exclusion_mask(before) & exclusion_mask(after)
     if not both.any():
         return np.zeros(0), np.zeros(0)
-    return _event_gaps(before[:, :, both], same)[2], _event_gaps(after[:, :, both], same)[2]
+    return event_gaps(before[:, :, both], same)[2], event_gaps(after[:, :, both], same)[2]
 
 
 def gap_change(before: np.ndarray, after: np.ndarray, same: np.ndarray,
@@ -331,7 +331,7 @@ def gap_change(before: np.ndarray, after: np.ndarray, same: np.ndarray,
     g0, g1 = _paired_gaps(before, after, same)
     if not len(g0):
         return math.nan, math.nan, math.nan
-    return (float((g1 - g0).mean()), *_t_interval(g1 - g0, level))
+    return (float((g1 - g0).mean()), *t_interval(g1 - g0, level))
 
 
 @dataclass(frozen=True)
@@ -367,7 +367,7 @@ def gap_closed(before: np.ndarray, after: np.ndarray, same: np.ndarray, level: f
         return GapClosed(*[math.nan] * 6, 0, "no event kept in both runs")
     points, share = float(closed.mean()), float(closed.mean() / g0.mean()) if g0.mean() else math.nan
     share_low, share_high, note = _fieller(closed, g0, level) if n >= 2 else (math.nan, math.nan, "")
-    return GapClosed(points, *_t_interval(closed, level), share, share_low, share_high, n, note)
+    return GapClosed(points, *t_interval(closed, level), share, share_low, share_high, n, note)
 
 
 def _fieller(x: np.ndarray, y: np.ndarray, level: float) -> tuple[float, float, str]:
@@ -384,7 +384,7 @@ def _fieller(x: np.ndarray, y: np.ndarray, level: float) -> tuple[float, float, 
     return (b - half) / a, (b + half) / a, ""
 
 
-def _t_interval(values: np.ndarray, level: float) -> tuple[float, float]:
+def t_interval(values: np.ndarray, level: float) -> tuple[float, float]:
     """Student's t interval of the mean of per-event values; NaN with fewer than two."""
     if len(values) < 2:
         return float("nan"), float("nan")

@@ -329,6 +329,80 @@ def held_out_control(rows: pd.DataFrame) -> pd.DataFrame:
     return pd.concat(out, ignore_index=True) if out else pd.DataFrame()
 
 
+def random_control(summary: pd.DataFrame) -> pd.DataFrame:
+    """Random directions matched on how far they move the mean rating, measured on the real gap: per layer ×
+    category × setting × measure, the real projection (``L{l} project``) and each random direction's (``L{l} project
+    random k``) change of the mean rating and how far the real in-group gap moved toward 0 (``closed_points`` =
+    −sign(unsteered gap) × its change); ``matched``: a random direction that moved the mean rating at least as far
+    as the real one; p_matched = (1 + #{matched with closed_points >= the real one's}) / (1 + #matched), floor
+    p_floor (NaN without a matched direction: none disturbed the ratings as much, so the control cannot tell a
+    specific effect from a disruption of that size). A projection that closes the gap only by disrupting the
+    ratings is matched by random directions of the same disruption."""
+    out = []
+    projected = summary[summary["project"].astype(bool) & summary["matching"].lt(0) & summary["held_out"].lt(0)
+                        & ~summary["one_sided"].astype(bool)]
+    keys = ["category", "setting", "measure"]
+    base = summary[summary["condition"] == "unsteered"].set_index(keys)["gap_points"]
+    for (layer, *key), part in projected.groupby(["layer", *keys], sort=False):
+        real, random = part[part["random"].eq(0)], part[part["random"].gt(0)]
+        if real.empty or random.empty:
+            continue
+        sign = -1.0 if base.get(tuple(key), math.nan) < 0 else 1.0
+        frame = pd.concat([real, random]).assign(closed_points=lambda f: -sign * f["gap_points_change"])
+        frame = frame[["condition", "layer", *keys, "random", "mean_rating_change", "gap_points_change",
+                       "closed_points"]].reset_index(drop=True)
+        moved = abs(float(frame["mean_rating_change"].iloc[0]))
+        frame["matched"] = [None, *(frame["mean_rating_change"].iloc[1:].abs() >= moved)]
+        matched = frame.loc[frame["matched"].eq(True), "closed_points"].to_numpy(dtype=float)
+        exceed = int(stats.at_least(matched, float(frame["closed_points"].iloc[0])).sum())
+        frame["n_matched"] = len(matched)
+        frame["p_matched"] = (1 + exceed) / (1 + len(matched)) if len(matched) else math.nan
+        frame["p_floor"] = 1 / (1 + len(matched))
+        out.append(frame)
+    return pd.concat(out, ignore_index=True) if out else pd.DataFrame()
+
+
+def dose_response(rows: pd.DataFrame) -> pd.DataFrame:
+    """How the gap moves with the coefficient when one side alone is steered (the one-sided steerings of
+    `interp.steering.one_sided`): per layer × category × setting × measure × side, the coefficients by size, the mean
+    change of the gap in rating points from the unsteered rerun at each, and the slope of that change on the
+    coefficient (least squares through 0 fit per event over the events kept in every condition, with the
+    t-interval of the per-event slopes); ``monotone``: with two or more coefficients, whether the mean change grows
+    in size with |coef| and keeps its sign."""
+    out = []
+    lone = rows[rows["one_sided"].astype(bool)] if "one_sided" in rows else rows.iloc[:0]
+    for (category, setting), block in rows[rows["category"].isin(lone["category"])].groupby(
+            ["category", "setting"], sort=False):
+        cat = get_category(category)
+        same = cat.in_group()
+        mine = lone[(lone["category"] == category) & (lone["setting"] == setting)]
+        for measure in _measures(block):
+            tensors = _tensors(block, cat, measure)
+            for (layer, positive), part in mine.groupby([mine["layer"], mine["coef"].gt(0)], sort=False):
+                steerings = part.drop_duplicates("condition").sort_values("coef", key=np.abs)
+                coefs = steerings["coef"].to_numpy(dtype=float)
+                kept = stats.exclusion_mask(tensors["unsteered"])
+                for name in steerings["condition"]:
+                    kept &= stats.exclusion_mask(tensors[name])
+                if not kept.any():
+                    continue
+                before = stats.event_gaps(tensors["unsteered"][:, :, kept], same)[2]
+                changes = np.stack([stats.event_gaps(tensors[name][:, :, kept], same)[2] - before
+                                    for name in steerings["condition"]])  # [coefficients, events]
+                slopes = coefs @ changes / (coefs @ coefs)
+                means = changes.mean(axis=1)
+                monotone = (len(coefs) > 1 and bool(np.all(np.sign(means) == np.sign(means[0])))
+                            and bool(np.all(np.diff(np.abs(means)) > 0)))
+                out.append({"layer": int(layer), "category": category, "setting": setting, "measure": measure,
+                            "side": f"{SIDES[1] if positive else SIDES[0]} only",
+                            "coefs": " ".join(f"{c:+g}" for c in coefs),
+                            "gap_change_by_coef": " ".join(f"{m:+.3g}" for m in means),
+                            "slope": float(slopes.mean()), **dict(zip(("slope_low", "slope_high"),
+                                                                      stats.t_interval(slopes, 0.95))),
+                            "n_coefs": len(coefs), "n_events": int(kept.sum()), "monotone": monotone})
+    return pd.DataFrame(out)
+
+
 def sweep_figure(summary: pd.DataFrame, category: str, setting: str) -> Figure:
     """δ vs coefficient per layer (projection at the right), beside the refusal rate and the non-numeric mass; a
     layer without a coefficient-0 run takes the unsteered point there (see interp.steering.sweep_conditions), and an

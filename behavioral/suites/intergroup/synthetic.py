@@ -73,7 +73,8 @@ def steering_states(plant: float, n_events: int = 30, d: int = 16, seed: int = 0
 def projection_rows(states: np.ndarray, cells: pd.DataFrame, readout: np.ndarray, directions: dict[str, np.ndarray],
                     events: list[str], setting: str = "P0S0T0", category: str = "religion") -> pd.DataFrame:
     """Result rows of a linear 'model' (rating = 50 + readout · state) unsteered and with each direction projected
-    out at layer 1 (conditions named as the steer study names them), as intergroup's steering rows."""
+    out at layer 1 (conditions named as the steer study names them: ``L1 project``, ``... matching m``, ``... held
+    out j``, ``... random k``), as intergroup's steering rows of a score-mode rerun (every answer numeric)."""
     frames = []
     for condition, vector in [("unsteered", None), *directions.items()]:
         h = states
@@ -86,7 +87,9 @@ def projection_rows(states: np.ndarray, cells: pd.DataFrame, readout: np.ndarray
             "perceiver": np.repeat(cells["perceiver"].to_numpy(), len(events)),
             "experiencer": np.repeat(cells["experiencer"].to_numpy(), len(events)),
             "event_id": np.tile(events, len(cells)), "intensity": ratings.ravel(),
-            "expected_intensity": ratings.ravel(), "condition": condition, "category": category,
-            "setting": setting, "layer": -1 if vector is None else 1, "project": vector is not None, "random": 0,
+            "expected_intensity": ratings.ravel(), "score_intensity": ratings.ravel(), "response": None,
+            "refused": False, "truncated": np.nan, "numeric_mass": 1.0, "condition": condition, "category": category,
+            "setting": setting, "layer": -1 if vector is None else 1, "project": vector is not None,
+            "random": max(0, index("random")), "coef": np.nan, "one_sided": False,
             "matching": index("matching"), "held_out": index("held out")}))
     return pd.concat(frames, ignore_index=True)
