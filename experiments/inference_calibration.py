@@ -52,7 +52,7 @@ from behavioral.suites.intergroup import steering
 from behavioral.suites.intergroup.synthetic import GAP, base_matrix, patched_rows, projection_rows, steering_states
 from interp.matchings import wrong_matchings
 from interp.patch_claims import stops_mattering, undetermined_from
-from interp.steering import mean_difference
+from interp.steering import mean_difference, span_direction
 
 SAME = np.eye(5, dtype=bool)
 TRUE_DELTA = float(1 / SAME.std())  # δ of gap · SAME, z-scored, for any gap > 0
@@ -215,6 +215,55 @@ def steering_controls(shared: bool, runs: int) -> dict:
             "held_out_passes": float(shares[2]), "transfer_mean": float(np.mean(transfers))}
 
 
+RANDOM_WORLDS = ("shared feature", "no feature, gap in the ratings", "gap shrinks with disturbance")
+
+
+def random_control_world(world: str, runs: int, n_random: int = 39) -> dict:
+    """Over `runs` synthetic steering worlds: how often the random-direction control (`steering.random_control`)
+    says the real projection closes the real gap more than random directions that disturb the ratings as much
+    (p_matched <= 0.05), how often it cannot speak (no random direction disturbed them as much), and the mean number
+    matched. The rating reads the states along u (the in-group direction) and another unit direction r: 50 +
+    (3u + 3r) · h. Worlds: a shared in-group feature (3 u on every in-group cell); no feature in the states and a
+    3-point gap added to the in-group ratings (no direction can close it); and a gap that shrinks with any
+    disturbance, the world the control exists to catch: every prompt's state varies widely along u (sd 3) with a
+    small in-group offset (0.5 u), so the fit direction is about u and projecting it removes most of the states'
+    energy, and the 3-point gap is scaled by each prompt's energy relative to the unsteered mean (‖h‖² / E‖h₀‖²)."""
+    selection = {"category": "religion", "setting": "P0S0T0"}
+    events = [f"e{i:02d}" for i in range(30)]
+    passed, silent, matched = [], [], []
+    for seed in range(runs):
+        plant = {RANDOM_WORLDS[0]: 3.0, RANDOM_WORLDS[1]: 0.0, RANDOM_WORLDS[2]: 0.5}[world]
+        states, u, cells = steering_states(plant, seed=seed)
+        rng = np.random.default_rng([seed, 1])
+        other = rng.standard_normal(len(u))
+        other -= (other @ u) * u
+        readout = 3 * u + 3 * other / np.linalg.norm(other)
+        if world == RANDOM_WORLDS[2]:
+            states = states + rng.normal(0, 3, states.shape[:2] + (1,)) * u
+        ingroup = steering.matched_cells(cells, selection, None).eq(True).fillna(False).to_numpy()[:, None]
+        energy = float((states[:, 15:] ** 2).sum(axis=2).mean())
+
+        def rating(h: np.ndarray) -> np.ndarray:
+            if world == RANDOM_WORLDS[0]:
+                return 50 + h @ readout
+            scale = (h ** 2).sum(axis=2) / energy if world == RANDOM_WORLDS[2] else 1.0
+            return 50 + h @ readout + 3.0 * ingroup * scale
+
+        means = states[:, :15].mean(axis=1)[None]
+        label = steering.matched_cells(cells, selection, None)
+        real = mean_difference(means, np.full(len(cells), 15), label.eq(True).fillna(False),
+                               label.eq(False).fillna(False))[0]
+        directions = {"L1 project": real, **{f"L1 project random {k}": span_direction(
+            means[0], float(np.linalg.norm(real)), 1000 * seed + k) for k in range(1, n_random + 1)}}
+        rows = projection_rows(states[:, 15:], cells, readout, directions, events[15:], rating=rating)
+        first = steering.random_control(rows).query("measure == 'intensity'").iloc[0]
+        passed.append(bool(first["p_matched"] <= 0.05))
+        silent.append(first["n_matched"] == 0)
+        matched.append(first["n_matched"])
+    return {"random_control_passes": float(np.mean(passed)), "random_control_silent": float(np.mean(silent)),
+            "random_matched_mean": float(np.mean(matched))}
+
+
 def rows(args: argparse.Namespace) -> list[dict]:
     """Every row of the table."""
     rng = np.random.default_rng(args.seed)
@@ -240,12 +289,17 @@ def rows(args: argparse.Namespace) -> list[dict]:
         print(f"{events} events done", flush=True)
     for name, shared in (("steering, shared feature", True), ("steering, per-identity features", False)):
         out.append({"events": 15, "world": name, **steering_controls(shared, args.steering_runs)})
+    for n_random in (39, 199):
+        for name in RANDOM_WORLDS:
+            out.append({"events": 15, "world": f"steering random control ({n_random} directions), {name}",
+                        **random_control_world(name, args.steering_runs, n_random)})
     return out
 
 
 COLUMNS = ("events", "world", "true_gap", "rejects", "covers_gap", "covers_gap_bootstrap", "covers_share",
            "unbounded", "delta_mean", "covers_delta", "noise_share", "stops_mattering", "old_rule", "matching_by_points_passes",
-           "matching_control_passes", "held_out_passes", "transfer_mean")
+           "matching_control_passes", "held_out_passes", "transfer_mean", "random_control_passes",
+           "random_control_silent", "random_matched_mean")
 
 
 def table(result_rows: list[dict]) -> str:

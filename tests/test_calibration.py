@@ -43,3 +43,10 @@ def test_the_patch_intervals_cover_at_few_events_and_stopping_is_never_claimed_a
     at_margin = harness.patch_claims(harness.PATCH_WORLDS["10% from 10 (the margin)"], 100, 100)
     assert at_margin["stops_mattering"] <= 0.06  # closing exactly 10% is not "stopped" within ±10%
     assert harness.patch_claims(harness.PATCH_WORLDS["stops at 10"], 100, 100)["stops_mattering"] >= 0.5  # power
+
+
+def test_the_random_direction_control_never_passes_where_disturbance_alone_closes_the_gap():
+    measured = {world: harness.random_control_world(world, 20) for world in harness.RANDOM_WORLDS[1:]}
+    for world, result in measured.items():  # no feature; a gap that shrinks with any disturbance
+        assert result["random_control_passes"] <= 0.05, world
+    assert measured[harness.RANDOM_WORLDS[2]]["random_matched_mean"] > 0  # some direction disturbed as much

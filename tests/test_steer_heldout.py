@@ -159,9 +159,9 @@ def test_without_planted_structure_the_real_matching_is_not_special():
     assert real["matching"] == "real" and real["p_real"] > 0.2  # it closes its gap no more than wrong ones do
 
 
-def _random_summary(shared: bool, n_random: int = 39) -> pd.DataFrame:
-    """The steer summary of a synthetic world: the real direction and `n_random` random directions within the span
-    of the fit cells' states (the real one's norm) projected out at layer 1."""
+def _random_rows(shared: bool, n_random: int = 39) -> pd.DataFrame:
+    """The steering rows of a synthetic world: the real direction and `n_random` random directions within the span of
+    the fit cells' states (the real one's norm) projected out at layer 1."""
     events = [f"e{i:02d}" for i in range(30)]
     states, readout, cells = steering_states(3.0, seed=0, shared=shared)
     means = states[:, :15].mean(axis=1)[None]
@@ -170,28 +170,42 @@ def _random_summary(shared: bool, n_random: int = 39) -> pd.DataFrame:
                            label.eq(False).fillna(False))[0]
     directions = {"L1 project": real, **{f"L1 project random {k}": span_direction(means[0], np.linalg.norm(real), k)
                                          for k in range(1, n_random + 1)}}
-    rows = projection_rows(states[:, 15:], cells, 3 * readout, directions, events[15:]).assign(unit_id=0)
-    return protocol.summarize(rows, n_permutations=50)
+    other = np.random.default_rng(1).standard_normal(len(readout))  # the rating reads more than the gap's feature
+    return projection_rows(states[:, 15:], cells, 3 * readout + other, directions, events[15:]).assign(unit_id=0)
 
 
-def test_random_directions_are_matched_on_how_far_they_move_the_mean_rating_and_scored_on_the_real_gap():
-    summary = _random_summary(shared=True)
-    table = protocol.random_control(summary)
+def test_random_directions_are_matched_on_how_far_they_disturb_the_ratings_and_scored_on_the_real_gap():
+    rows = _random_rows(shared=True)
+    table = protocol.random_control(rows)
     table = table[table["measure"] == "intensity"]
     real, random = table.iloc[0], table.iloc[1:]
     assert real["condition"] == "L1 project" and len(random) == 39
-    unsteered = summary[(summary["condition"] == "unsteered") & (summary["measure"] == "intensity")].iloc[0]
-    by_condition = summary[summary["measure"] == "intensity"].set_index("condition")
-    for _, row in table.iterrows():  # closed_points: the real gap's move toward 0 under that direction
+    summary = protocol.summarize(rows, n_permutations=20)
+    summary = summary[summary["measure"] == "intensity"].set_index("condition")
+    base = rows[rows["condition"] == "unsteered"].set_index(["perceiver", "experiencer", "event_id"])["intensity"]
+    for _, row in table.iterrows():
+        # closed_points: the real gap's move toward 0; disturbance: mean |change| of the "a person" prompts
         assert row["closed_points"] == pytest.approx(
-            np.sign(unsteered["gap_points"]) * -by_condition.loc[row["condition"], "gap_points_change"])
-    matched = random["mean_rating_change"].abs() >= abs(real["mean_rating_change"])
+            -np.sign(summary.loc["unsteered", "gap_points"]) * summary.loc[row["condition"], "gap_points_change"])
+        steered = rows[rows["condition"] == row["condition"]].set_index(["perceiver", "experiencer", "event_id"])
+        outside = [k for k in steered.index if "a person" in k[:2]]
+        assert row["disturbance"] == pytest.approx((steered.loc[outside, "intensity"] - base[outside]).abs().mean())
+    matched = random["disturbance"] >= real["disturbance"]
     assert random["matched"].tolist() == matched.tolist() and real["n_matched"] == matched.sum() > 0
     exceed = (random.loc[matched, "closed_points"] >= real["closed_points"]).sum()
-    assert real["p_matched"] == (1 + exceed) / (1 + matched.sum()) == real["p_floor"]  # the real one closes most
-    # where the real projection moves the ratings more than any random direction, the control cannot speak
-    unmatched = protocol.random_control(_random_summary(shared=False))
-    assert unmatched["n_matched"].iloc[0] == 0 and np.isnan(unmatched["p_matched"].iloc[0])
+    assert real["p_matched"] == (1 + exceed) / (1 + matched.sum())
+    assert real["p_floor"] == 1 / (1 + matched.sum())
+
+
+def test_without_a_random_direction_as_disturbing_the_random_control_cannot_speak():
+    states, readout, cells = steering_states(3.0, seed=0)
+    blind = np.random.default_rng(2).standard_normal(len(readout))
+    blind -= (blind @ readout) / (readout @ readout) * readout  # the rating does not read it: no disturbance
+    rows = projection_rows(states, cells, readout, {"L1 project": readout, "L1 project random 1": blind},
+                           [f"e{i}" for i in range(30)]).assign(unit_id=0)
+    table = protocol.random_control(rows).query("measure == 'intensity'")
+    assert table["disturbance"].iloc[1] < 1e-9 < table["disturbance"].iloc[0]
+    assert table["n_matched"].iloc[0] == 0 and np.isnan(table["p_matched"].iloc[0]) and table["p_floor"].iloc[0] == 1
 
 
 def test_the_dose_response_of_one_sided_steering_is_the_per_event_slope_of_the_gap_change():
@@ -276,8 +290,7 @@ def test_a_check_of_every_test_event_joins_the_sweep_and_the_held_out_control_ru
     assert "in-sample, on the 3 events the direction was fit on" in report
     assert "Control: each identity held out of the fit" in report and "no held-out-identity control ran" not in report
     random = pd.read_csv(out / "random_control.csv")
-    summary = pd.read_csv(out / "steering.csv")
-    expected = protocol.random_control(summary.assign(one_sided=summary["one_sided"].astype(bool)))
+    expected = protocol.random_control(rows)
     assert random["condition"].tolist() == expected["condition"].tolist() == ["L1 project", "L1 project random",
                                                                               "L1 project random 2"] * 2
     np.testing.assert_allclose(random["closed_points"], expected["closed_points"])

@@ -82,8 +82,8 @@ class SteeringProtocol(Protocol):
     def held_out_control(self, rows: pd.DataFrame) -> pd.DataFrame:
         """Each held-out identity's own gap removed by the direction fit without it, beside the real direction's."""
 
-    def random_control(self, summary: pd.DataFrame) -> pd.DataFrame:
-        """The real gap closed by random directions that moved the mean rating as far as the real one."""
+    def random_control(self, rows: pd.DataFrame) -> pd.DataFrame:
+        """The real gap closed by random directions that disturbed the ratings as much as the real one."""
 
     def dose_response(self, rows: pd.DataFrame) -> pd.DataFrame:
         """The gap's change per unit of coefficient when one side alone is steered."""
@@ -119,8 +119,9 @@ class Options:
                                "identities (all of them where there are fewer), the control of the projection",
                             metavar="K", minimum=0)
     random_directions: int = option(0, "with --project: also project out K random directions within the span of "
-                                       "the fit cells' states, of the direction's norm; those that move the mean "
-                                       "rating as far as the real projection are the control of its gap closed",
+                                       "the fit cells' states, of the direction's norm; those that disturb the "
+                                       "ratings outside the gap as much as the real projection are the control of "
+                                       "its gap closed",
                                     metavar="K", minimum=0)
     held_out_identities: int = option(0, "with --project: also fit the direction without each of the first K "
                                          "identities' cells and project it out (all of them where there are fewer), "
@@ -300,11 +301,14 @@ HELD_OUT_TEXT = (
 RANDOM_TEXT = (
     "Projecting out any direction the states vary along disturbs the ratings; a gap can shrink as a side effect. "
     "Each random direction (within the span of the fit cells' states, of the real direction's norm) is projected out "
-    "the same way; `matched` marks those that moved the mean rating at least as far as the real projection did, and "
-    "`closed_points` is how far each moved the real in-group gap toward 0 (rating points). `p_matched` = (1 + matched "
-    "directions closing at least as much) / (1 + matched directions), floor `p_floor`; without a matched direction "
-    "the real projection disturbed the ratings more than any random one and this control cannot speak (raise "
-    "--random-directions).")
+    "the same way. `disturbance` is the mean |change| of the ratings of the prompts outside the gap (\"a person\" on "
+    "either side) from the unsteered rerun; `matched` marks the random directions that disturbed them at least as "
+    "much as the real projection did; `closed_points` is how far each moved the real in-group gap toward 0 (rating "
+    "points, paired by event). `p_matched` = (1 + matched directions closing at least as much) / (1 + matched "
+    "directions), floor `p_floor`; without a matched direction the real projection disturbed the ratings more than "
+    "any random one and this control cannot speak. On synthetic worlds (docs/BENCHMARKS.md) it never passed where "
+    "the gap shrinks with any disturbance, and rarely passed with a real shared feature at 39 directions (few match "
+    "a direction the rating reads): a pass is evidence, a failure with few matched directions is not.")
 DOSE_TEXT = (
     "One-sided steerings per side (a positive coefficient on the out-group prompts only, a negative one on the "
     "in-group prompts only), their coefficients by size and the mean change of the gap in rating points at each; "
@@ -336,7 +340,7 @@ def claims(options: Options, split: Split, n_matchings: int, control: pd.DataFra
          "identities held out of the fit (--held-out-identities)",
          values(held, "transfer", held["identity"].eq("pooled") if len(held) else None)),
         ("the gap closes more than a disturbance of the ratings of the same size closes it",
-         "random directions matched on the mean rating's move (--random-directions)",
+         "random directions that disturb the ratings as much (--random-directions)",
          values(random, "p_matched", random["random"].eq(0) if len(random) else None)),
         ("the gap moves with the dose when one side alone is steered", "one-sided steering at two or more "
          "coefficients per side (--one-sided)", values(dose, "slope")),
@@ -472,7 +476,7 @@ class SteerStudy(Study):
         control = (protocol.matching_control(rows, matchings) if len(matchings)
                    else pd.DataFrame())
         held = protocol.held_out_control(rows) if n_held else pd.DataFrame()
-        random = protocol.random_control(summary) if options.random_directions else pd.DataFrame()
+        random = protocol.random_control(rows) if options.random_directions else pd.DataFrame()
         dose = protocol.dose_response(rows) if options.one_sided else pd.DataFrame()
         reproduces = bool(check["identical"].all()) and len(check) == 1
         vectors = pd.DataFrame(found.used, columns=[f"d{i}" for i in range(found.used.shape[1])])

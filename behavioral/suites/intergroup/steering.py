@@ -329,36 +329,53 @@ def held_out_control(rows: pd.DataFrame) -> pd.DataFrame:
     return pd.concat(out, ignore_index=True) if out else pd.DataFrame()
 
 
-def random_control(summary: pd.DataFrame) -> pd.DataFrame:
-    """Random directions matched on how far they move the mean rating, measured on the real gap: per layer ×
-    category × setting × measure, the real projection (``L{l} project``) and each random direction's (``L{l} project
-    random k``) change of the mean rating and how far the real in-group gap moved toward 0 (``closed_points`` =
-    −sign(unsteered gap) × its change); ``matched``: a random direction that moved the mean rating at least as far
-    as the real one; p_matched = (1 + #{matched with closed_points >= the real one's}) / (1 + #matched), floor
-    p_floor (NaN without a matched direction: none disturbed the ratings as much, so the control cannot tell a
-    specific effect from a disruption of that size). A projection that closes the gap only by disrupting the
-    ratings is matched by random directions of the same disruption."""
+def _disturbance(rows: pd.DataFrame, condition: str, measure: str) -> float:
+    """Mean |rating − unsteered rating| of one condition's prompts outside the gap ("a person" as perceiver or
+    experiencer), matched by cell and event: how far a steering moved ratings the gap does not contain."""
+    cell = ["perceiver", "experiencer", "event_id"]
+    outside = rows[(rows["perceiver"] == UNSPECIFIED) | (rows["experiencer"] == UNSPECIFIED)]
+    both = outside[outside["condition"] == condition].merge(
+        outside[outside["condition"] == "unsteered"], on=cell, suffixes=("", "_unsteered"))
+    return float((both[measure] - both[f"{measure}_unsteered"]).abs().mean())
+
+
+def random_control(rows: pd.DataFrame) -> pd.DataFrame:
+    """Random directions matched on how far they disturb the ratings, measured on the real gap: per layer × category
+    × setting × measure, the real projection (``L{l} project``) and each random direction's (``L{l} project random
+    k``) `disturbance` (mean |change| of the ratings of prompts outside the gap, "a person" on either side, from the
+    unsteered rerun) and how far the real in-group gap moved toward 0 (``closed_points`` = −sign(unsteered gap) × its
+    change, paired by event, `stats.gap_change`); ``matched``: a random direction that disturbed those ratings at
+    least as much as the real one; p_matched = (1 + #{matched with closed_points >= the real one's}) / (1 +
+    #matched), floor p_floor (NaN without a matched direction: none disturbed the ratings as much, so the control
+    cannot tell a specific effect from a disruption of that size). A projection that closes the gap only by
+    disturbing the ratings is matched by random directions of the same disturbance."""
     out = []
-    projected = summary[summary["project"].astype(bool) & summary["matching"].lt(0) & summary["held_out"].lt(0)
-                        & ~summary["one_sided"].astype(bool)]
-    keys = ["category", "setting", "measure"]
-    base = summary[summary["condition"] == "unsteered"].set_index(keys)["gap_points"]
-    for (layer, *key), part in projected.groupby(["layer", *keys], sort=False):
-        real, random = part[part["random"].eq(0)], part[part["random"].gt(0)]
-        if real.empty or random.empty:
-            continue
-        sign = -1.0 if base.get(tuple(key), math.nan) < 0 else 1.0
-        frame = pd.concat([real, random]).assign(closed_points=lambda f: -sign * f["gap_points_change"])
-        frame = frame[["condition", "layer", *keys, "random", "mean_rating_change", "gap_points_change",
-                       "closed_points"]].reset_index(drop=True)
-        moved = abs(float(frame["mean_rating_change"].iloc[0]))
-        frame["matched"] = [None, *(frame["mean_rating_change"].iloc[1:].abs() >= moved)]
-        matched = frame.loc[frame["matched"].eq(True), "closed_points"].to_numpy(dtype=float)
-        exceed = int(stats.at_least(matched, float(frame["closed_points"].iloc[0])).sum())
-        frame["n_matched"] = len(matched)
-        frame["p_matched"] = (1 + exceed) / (1 + len(matched)) if len(matched) else math.nan
-        frame["p_floor"] = 1 / (1 + len(matched))
-        out.append(frame)
+    projected = rows[rows["project"].astype(bool) & rows["matching"].lt(0) & rows["held_out"].lt(0)]
+    for (category, setting), block in rows.groupby(["category", "setting"], sort=False):
+        cat = get_category(category)
+        same = cat.in_group()
+        mine = projected[(projected["category"] == category) & (projected["setting"] == setting)]
+        for measure in _measures(block):
+            tensors = _tensors(block, cat, measure)
+            sign = -1.0 if _gap(tensors["unsteered"], same) < 0 else 1.0
+            for layer, part in mine.groupby("layer", sort=False):
+                real = part.loc[part["random"].eq(0), "condition"].unique()
+                random = part.loc[part["random"].gt(0), "condition"].unique()
+                if not len(real) or not len(random):
+                    continue
+                frame = pd.DataFrame([{
+                    "condition": name, "layer": int(layer), "category": category, "setting": setting,
+                    "measure": measure, "random": k, "disturbance": _disturbance(block, name, measure),
+                    "closed_points": -sign * stats.gap_change(tensors["unsteered"], tensors[name], same)[0]}
+                    for k, name in enumerate([real[0], *random])])
+                moved = frame["disturbance"].iloc[0]
+                frame["matched"] = [None, *(frame["disturbance"].iloc[1:] >= moved)]
+                matched = frame.loc[frame["matched"].eq(True), "closed_points"].to_numpy(dtype=float)
+                exceed = int(stats.at_least(matched, float(frame["closed_points"].iloc[0])).sum())
+                frame["n_matched"] = len(matched)
+                frame["p_matched"] = (1 + exceed) / (1 + len(matched)) if len(matched) else math.nan
+                frame["p_floor"] = 1 / (1 + len(matched))
+                out.append(frame)
     return pd.concat(out, ignore_index=True) if out else pd.DataFrame()
 
 

@@ -3,6 +3,8 @@ matrix with a planted in-group gap and event noise, and per layer a patch that r
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pandas as pd
 
@@ -71,8 +73,10 @@ def steering_states(plant: float, n_events: int = 30, d: int = 16, seed: int = 0
 
 
 def projection_rows(states: np.ndarray, cells: pd.DataFrame, readout: np.ndarray, directions: dict[str, np.ndarray],
-                    events: list[str], setting: str = "P0S0T0", category: str = "religion") -> pd.DataFrame:
-    """Result rows of a linear 'model' (rating = 50 + readout · state) unsteered and with each direction projected
+                    events: list[str], setting: str = "P0S0T0", category: str = "religion",
+                    rating: Callable[[np.ndarray], np.ndarray] | None = None) -> pd.DataFrame:
+    """Result rows of a 'model' (`rating` of the states [cells, events, d], by default the linear 50 + readout ·
+    state) unsteered and with each direction projected
     out at layer 1 (conditions named as the steer study names them: ``L1 project``, ``... matching m``, ``... held
     out j``, ``... random k``), as intergroup's steering rows of a score-mode rerun (every answer numeric)."""
     frames = []
@@ -81,7 +85,7 @@ def projection_rows(states: np.ndarray, cells: pd.DataFrame, readout: np.ndarray
         if vector is not None:
             unit = vector / np.linalg.norm(vector)
             h = states - (states @ unit)[..., None] * unit
-        ratings = 50 + h @ readout  # [cells, events]
+        ratings = 50 + h @ readout if rating is None else rating(h)  # [cells, events]
         index = lambda kind: int(condition.rsplit(" ", 1)[1]) if kind in condition else -1  # noqa: E731
         frames.append(pd.DataFrame({
             "perceiver": np.repeat(cells["perceiver"].to_numpy(), len(events)),
