@@ -287,6 +287,8 @@ def rows(args: argparse.Namespace) -> list[dict]:
         out.append({"events": events, "world": "patching, half at one layer, intervals",
                     **patch_intervals(events, args.coverage_runs, args.resamples // 5)})
         print(f"{events} events done", flush=True)
+    if not args.steering_runs:
+        return out
     for name, shared in (("steering, shared feature", True), ("steering, per-identity features", False)):
         out.append({"events": 15, "world": name, **steering_controls(shared, args.steering_runs)})
     for n_random in (39, 199):
@@ -318,7 +320,7 @@ def main() -> None:
     parser.add_argument("--coverage-runs", type=int, default=200, help="synthetic runs per interval cell")
     parser.add_argument("--resamples", type=int, default=1000, help="event resamples per bootstrap")
     parser.add_argument("--events", default="4,12,24,100", help="events per run, comma separated (empty: none)")
-    parser.add_argument("--steering-runs", type=int, default=20, help="synthetic worlds per steering row")
+    parser.add_argument("--steering-runs", type=int, default=20, help="synthetic worlds per steering row (0: none)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=Path("inference_calibration.json"))
     args = parser.parse_args()

@@ -495,21 +495,17 @@ class SteerStudy(Study):
             Section("The suite's measures under steering", sweep_text,
                     (Table("steering", "Measures per steering", summary,
                            {"n_prompts": "count", "n_events": "count"}),), figures)]
-        if len(control):
-            sections.append(Section("Control: wrong matchings of the identities", MATCHING_TEXT,
-                                    (Table("matching_control", "Gap removed by each matching's own projection",
-                                           control, {"p_real": "p", "p_floor": "p"}),)))
-        if len(held):
-            sections.append(Section("Control: each identity held out of the fit", HELD_OUT_TEXT,
-                                    (Table("held_out_control", "Each held-out identity's gap removed",
-                                           held, {"removed_held_out": "percent", "removed_real": "percent"}),)))
-        if len(random):
-            sections.append(Section("Control: random directions that move the ratings as far", RANDOM_TEXT,
-                                    (Table("random_control", "The real gap closed by matched random directions",
-                                           random, {"p_matched": "p", "p_floor": "p"}),)))
-        if len(dose):
-            sections.append(Section("Dose-response of one-sided steering", DOSE_TEXT,
-                                    (Table("dose_response", "The gap's change per unit of coefficient", dose),)))
+        optional = [
+            (control, "Control: wrong matchings of the identities", MATCHING_TEXT, "matching_control",
+             "Gap removed by each matching's own projection", {"p_real": "p", "p_floor": "p"}),
+            (held, "Control: each identity held out of the fit", HELD_OUT_TEXT, "held_out_control",
+             "Each held-out identity's gap removed", {"removed_held_out": "percent", "removed_real": "percent"}),
+            (random, "Control: random directions that disturb the ratings as much", RANDOM_TEXT, "random_control",
+             "The real gap closed by matched random directions", {"p_matched": "p", "p_floor": "p"}),
+            (dose, "Dose-response of one-sided steering", DOSE_TEXT, "dose_response",
+             "The gap's change per unit of coefficient", {})]
+        sections += [Section(title, text, (Table(name, caption, frame, formats),))
+                     for frame, title, text, name, caption, formats in optional if len(frame)]
         sections.append(Section("Which control supports which sentence", CLAIMS_TEXT,
                                 (Table("claims", "Each sentence, the control it needs and what it gave here",
                                        claims(options, split, len(matchings), control, held, random, dose)),)))
