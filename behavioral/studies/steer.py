@@ -324,11 +324,14 @@ def claims(options: Options, split: Split, n_matchings: int, control: pd.DataFra
            random: pd.DataFrame, dose: pd.DataFrame) -> pd.DataFrame:
     """Per sentence a steering result might support: the control it needs and that control's result in this run."""
     def values(frame: pd.DataFrame, column: str, where: pd.Series | None = None) -> str:
+        """`column`'s values per measure (and layer, side where the frame has them), or why there are none."""
         if not len(frame) or column not in frame:
             return "not run"
-        chosen = frame[column] if where is None else frame.loc[where, column]
-        shown = [f"{v:.3g}" for v in chosen.dropna().unique()]
-        return f"{column} " + (", ".join(shown) if shown else "undefined")
+        chosen = frame if where is None else frame[where]
+        labels = [c for c in ("measure", "layer", "side") if c in chosen]
+        shown = [f"{' '.join(str(row[c]) for c in labels)}: {row[column]:.3g}"
+                 for _, row in chosen.iterrows() if pd.notna(row[column])]
+        return f"{column} " + ("; ".join(shown) if shown else "undefined")
 
     rows = [
         ("the effect holds on events the direction was not fit on", "a held-out split of events",
