@@ -70,7 +70,7 @@ _EMBED_PATHS = (
 def hook_name(layer: int) -> str:
     """TransformerLens's name of a residual-stream point: ``hook_embed`` for EMBED_LAYER (-1), else
     ``blocks.{layer}.hook_resid_post``."""
-    index = _index(layer)
+    index = layer_index(layer)
     if index is None or index < EMBED_LAYER:
         raise ValueError(f"no hook for layer {layer!r}: expected {EMBED_LAYER} (hook_embed) or a block index >= 0")
     return EMBED_HOOK if index == EMBED_LAYER else f"blocks.{index}.hook_resid_post"
@@ -170,23 +170,26 @@ def _listing(blocks: list[int]) -> str:
     return str(blocks) if blocks else "none"
 
 
-def _index(layer) -> int | None:
-    """`layer` as an int (numpy and 0-d torch integers too), or None for floats, strings and bools."""
+def layer_index(layer) -> int | None:
+    """`layer` as an int: an integer (numpy and 0-d torch integers too) as itself, a hook name (``hook_embed``,
+    ``blocks.3.hook_resid_post``) as its layer (`hook_layer`); None for anything else (floats, bools, other text)."""
     if isinstance(layer, bool):
         return None
+    if isinstance(layer, str):
+        return hook_layer(layer) if layer == EMBED_HOOK or _RESID_POST.fullmatch(layer) else None
     try:
         return operator.index(layer)
     except TypeError:
         return None
 
 
-def check_layers(layers: Sequence[int], n_layers: int, embed: bool = False) -> list[int]:
-    """`layers` as ints, each a decoder layer 0..n_layers-1 (or EMBED_LAYER where `embed`); ValueError naming the
-    first that is not."""
+def check_layers(layers: Sequence[int | str], n_layers: int, embed: bool = False) -> list[int]:
+    """`layers` (block indices or hook names) as ints, each a decoder layer 0..n_layers-1 (or EMBED_LAYER where
+    `embed`); ValueError naming the first that is not."""
     low = EMBED_LAYER if embed else 0
     out = []
     for layer in layers:
-        index = _index(layer)
+        index = layer_index(layer)
         if index is None or not low <= index < n_layers:
             raise ValueError(f"layer {layer!r} out of range: valid layers are {low}..{n_layers - 1}")
         out.append(index)

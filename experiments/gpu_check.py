@@ -1,4 +1,4 @@
-"""GPU check (issue 20): the one command a session runs when it is lent a GPU; `--device cpu` rehearses it.
+"""GPU check: the engine, capture and run loop measured on a GPU at an 8B model's shapes; `--device cpu` rehearses it.
 
     PYTHONPATH=. python experiments/gpu_check.py --device cuda --tokenizer .gpu-tokenizer --out OUT
 
@@ -56,7 +56,7 @@ SAVE_COMMAND = "study gpu_check --save-tokenizer"
 TINY = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
             intermediate_size=128, max_position_embeddings=4096, tie_word_embeddings=False)
 SHAPES = {"llama-3.1-8b": LLAMA_31_8B, "tiny": TINY}
-TARGETS = (  # (what, section, path, key, target, at least): H100 at Llama-3.1-8B shapes, from issue 20
+TARGETS = (  # (what, section, path, key, target, at least): the H100 targets at Llama-3.1-8B shapes
     ("engine generate / batched model.generate", "engine", "generate", "speedup", 5.0, True),
     ("MFU in generate", "engine", "generate", "mfu", 0.5, True),
     ("MFU in score (S0)", "score", "score_s0", "mfu", 0.5, True),

@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from activations.capture import EMBED_LAYER
+from activations.capture import EMBED_LAYER, layer_index
 from activations.spans import SpanError, TokenSpan, align_from_end, encode_with_offsets, token_spans
 from behavioral import chat
 from behavioral.answer_space import AnswerTrie
@@ -44,15 +44,20 @@ class PatchError(ValueError):
 
 @dataclass(frozen=True)
 class PatchSpec:
-    """Layers to patch (``EMBED_LAYER`` = -1 for hook_embed) and the position group; ``n`` is for ``persona_end``
-    only."""
+    """Layers to patch (hook names, or block indices with ``EMBED_LAYER`` = -1 for hook_embed) and the position group;
+    ``n`` is for ``persona_end`` only."""
 
-    layers: tuple[int, ...] = ()
+    layers: tuple[int | str, ...] = ()
     positions: str = "persona_end"
     n: int | None = None
 
     def __post_init__(self):
-        object.__setattr__(self, "layers", tuple(sorted({int(layer) for layer in self.layers})))
+        indices = [layer_index(layer) for layer in self.layers]
+        if None in indices:
+            bad = self.layers[indices.index(None)]
+            raise PatchError(f"layer {bad!r}: expected a hook name (hook_embed, blocks.3.hook_resid_post) or a block "
+                             f"index >= 0 ({EMBED_LAYER} for hook_embed)")
+        object.__setattr__(self, "layers", tuple(sorted(set(indices))))
         if self.positions not in POSITION_GROUPS:
             raise PatchError(f"unknown position group {self.positions!r}; expected one of {', '.join(POSITION_GROUPS)}")
         if self.n is not None and (self.positions != "persona_end" or self.n < 1):

@@ -29,7 +29,7 @@ import pandas as pd
 import torch
 from torch import nn
 
-from activations.capture import Edit, ResidualHooks, check_layers, hook_layer, hook_name, n_layers_of
+from activations.capture import Edit, ResidualHooks, check_layers, hook_layer, hook_name, layer_index, n_layers_of
 from activations.store import ActivationStoreError
 from behavioral.engine import Engine
 from behavioral.estimate import estimate_run
@@ -141,13 +141,14 @@ def _as_vectors(direction, n_layers: int, width: int) -> list[torch.Tensor]:
     return [v.clone() for v in vectors]
 
 
-def _layer_list(layer: int | Sequence[int]) -> list:
-    return [layer] if isinstance(layer, (int, np.integer)) else list(layer)
+def _layer_list(layer: int | str | Sequence[int | str]) -> list:
+    """One layer (a block index or a hook name) or several, as a list."""
+    return [layer] if isinstance(layer, (int, np.integer, str)) else list(layer)
 
 
 @contextlib.contextmanager
-def steer(model: nn.Module, layer: int | Sequence[int], direction, coef: float | None = None, project: bool = False,
-          engine: Engine | None = None) -> Iterator[ResidualHooks]:
+def steer(model: nn.Module, layer: int | str | Sequence[int | str], direction, coef: float | None = None,
+          project: bool = False, engine: Engine | None = None) -> Iterator[ResidualHooks]:
     """Steer `model` inside the block: ResidualHooks on decoder layer(s) `layer` edit their output at every position.
 
     `direction` is [d] (the same for every layer) or [len(layers), d]. `coef` adds ``coef * direction``; `project`
@@ -177,7 +178,7 @@ def steer(model: nn.Module, layer: int | Sequence[int], direction, coef: float |
 
 def steering_fingerprint(layer, direction, coef: float | None, project: bool) -> str:
     """sha256 (16 hex digits) of a steering: layers, direction bytes, coefficient, projection."""
-    layers = [int(x) for x in _layer_list(layer)]
+    layers = [layer_index(x) for x in _layer_list(layer)]
     digest = hashlib.sha256(repr((layers, coef, bool(project))).encode())
     digest.update(np.ascontiguousarray(_as_array(direction)).tobytes())
     return digest.hexdigest()[:16]
@@ -189,7 +190,7 @@ def steered_info(info: Mapping, layer, direction, coef: float | None = None, pro
     fingerprint = steering_fingerprint(layer, direction, coef, project)
     return dict(info) | {
         "model_hash": f"{info['model_hash']}+steer:{fingerprint}",
-        "steering": {"layers": [int(x) for x in _layer_list(layer)], "coef": coef, "project": project,
+        "steering": {"layers": [layer_index(x) for x in _layer_list(layer)], "coef": coef, "project": project,
                      "fingerprint": fingerprint,
                      "direction_norm": float(np.linalg.norm(_as_array(direction).astype(np.float64)))},
     }

@@ -11,10 +11,11 @@ from torch import nn
 
 from activations.backends import BACKENDS, capture
 from activations.capture import (
-    EMBED_HOOK, EMBED_LAYER, ResidualHooks, ResidualTrace, decoder_layers, embedding, hook_layer, hook_name,
-    hook_names, parse_layers, resid_post, select_hooks,
+    EMBED_HOOK, EMBED_LAYER, ResidualHooks, ResidualTrace, check_layers, decoder_layers, embedding, hook_layer,
+    hook_name, hook_names, layer_index, parse_layers, resid_post, select_hooks,
 )
 from behavioral.engine import Batch, Engine, cache_keyword, halving_on_oom, left_pad
+from interp.patch_spec import PatchError, PatchSpec
 from tests.conftest import oom_above
 
 TEXTS = ["Hi.", "How much joy did the person feel while experiencing the event?", "a person from Iran"]
@@ -85,6 +86,18 @@ def test_hook_name_and_layer_are_inverse():
         assert hook_layer(hook_name(layer)) == layer
     assert hook_name(np.int64(3)) == "blocks.3.hook_resid_post"
     assert [hook_layer(n) for n in hook_names(4, [2, 0])] == [-1, 2, 0]
+
+
+def test_hook_names_are_layers_wherever_a_layer_is_taken():
+    assert [layer_index(x) for x in ("hook_embed", "blocks.3.hook_resid_post", 3, np.int64(2))] == [-1, 3, 3, 2]
+    assert [layer_index(x) for x in ("3", "blocks.3.hook_resid_pre", 1.0, True)] == [None] * 4
+    assert check_layers(["blocks.1.hook_resid_post", 0], 2) == [1, 0]
+    assert check_layers(["hook_embed"], 2, embed=True) == [EMBED_LAYER]
+    with pytest.raises(ValueError, match="layer 'hook_embed' out of range: valid layers are 0..1"):
+        check_layers(["hook_embed"], 2)
+    assert PatchSpec(["blocks.3.hook_resid_post", "hook_embed", 3], "system").layers == (EMBED_LAYER, 3)
+    with pytest.raises(PatchError, match="layer 'blocks.3.resid': expected a hook name"):
+        PatchSpec(["blocks.3.resid"], "system")
 
 
 @pytest.mark.parametrize("bad", [-2, 1.0, "3", True, None])

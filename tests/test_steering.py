@@ -88,6 +88,13 @@ def test_a_nonzero_coefficient_changes_the_logits_and_only_from_its_layer_on(tin
     names = hook_names(2, [0, 1])
     assert torch.equal(trace[names[1]], base[names[1]])  # layer 0 untouched
     torch.testing.assert_close(trace[names[2]], base[names[2]] + 2.0 * direction, rtol=0, atol=1e-5)
+    with torch.no_grad(), steering.steer(tiny_model, "blocks.1.hook_resid_post", direction, coef=2.0):
+        torch.testing.assert_close(tiny_model(ids).logits, steered, rtol=0, atol=1e-6)  # a hook name: the same layer
+    assert steering.steering_fingerprint("blocks.1.hook_resid_post", direction, 2.0, False) == \
+        steering.steering_fingerprint(1, direction, 2.0, False)
+    with pytest.raises(ValueError, match="layer 'hook_embed' out of range"):  # the embedding is never steered
+        with steering.steer(tiny_model, "hook_embed", direction, coef=2.0):
+            pass
 
 
 def test_projection_removes_the_component_along_the_direction(tiny_model, tiny_tokenizer):

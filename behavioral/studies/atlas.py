@@ -420,7 +420,7 @@ class AtlasStudy(Study):
         ]
         files = [tables["concepts"], tables["closeness"], tables["geometry"], tables["behaviour"]]
         return Analysis(
-            "Identity atlas", "Issue 23's study: one model's identity states across suites (docs/ATLAS.md).",
+            "Identity atlas", "One model's identity states across suites (docs/ATLAS.md).",
             sections, [f"{len(result.hooks)} hooks, {options.permutations} permutations, seed {options.seed}, "
                        f"{options.reduction} over each span's tokens; alpha {ALPHA} for the figures' markers."],
             files, record={"identity_map": {"path": str(Path(options.identity_map).resolve()),
