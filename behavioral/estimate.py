@@ -7,10 +7,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from behavioral.progress import duration
 from behavioral.run import RunConfig, Runner
 from behavioral.suites import get_suite
 from behavioral.work import unit_batches, work_units
-from interp.progress import duration
 
 
 @dataclass(frozen=True)

@@ -23,9 +23,9 @@ import torch
 
 from activations.capture import ResidualHooks, n_layers_of
 from behavioral.answer_space import AnswerTrie, Scores
+from behavioral.progress import ForwardBar
 from interp.patch_sources import SourceStates, prefix_batches, prefixes, source_states
 from interp.patch_spec import PatchError, PatchPrompt, PatchSpec, align
-from interp.progress import ForwardBar
 
 Pairs = tuple[tuple[int, tuple[int, ...]], ...]  # (target position, source positions) as `align` gives them
 

@@ -3,9 +3,11 @@ one rule, and turned into the suite's view of its rows."""
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -78,3 +80,14 @@ def read_runs(suite, run_dirs: Sequence[str | Path], allow_partial: bool = False
         labels = run_labels([model_name(m.config) for m, _, _ in read], run_dirs, key=file_stem)
     return [Run(label, Path(d), manifest, suite.view(rows, manifest.config), done)
             for label, d, (manifest, rows, done) in zip(labels, run_dirs, read)]
+
+
+def prepared_data(run: Run, config, suite, model=None, tokenizer=None) -> Any:
+    """The `suite`'s data of `config`, prepared as `run` prepared it: the run's caches (e.g. intergroup's T2
+    rewrites) copied into a temporary folder, extended there where they lack something (with `model`), so the run
+    directory is never written."""
+    with tempfile.TemporaryDirectory() as folder:
+        for name in suite.caches:
+            if (run.run_dir / name).is_file():
+                (Path(folder) / name).write_bytes((run.run_dir / name).read_bytes())
+        return suite.prepare(suite.dataset(config), config, model, tokenizer, Path(folder))

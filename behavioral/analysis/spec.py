@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -78,3 +78,12 @@ class Analysis:
 def new_figure(width: float = 6.4, height: float = 4.8) -> MplFigure:
     """A matplotlib Figure of that size in inches, outside pyplot (safe in threads and without a display)."""
     return MplFigure(figsize=(width, height))
+
+
+def scope(can: Sequence[str], cannot: Sequence[str]) -> Section:
+    """The "what this can and cannot show" section of a study's report: one bullet per reading, each sentence built
+    by the study from its own settings (events, held-out or not, controls run), so the limits printed are this
+    run's."""
+    text = "**Can show:**\n" + "".join(f"- {line}\n" for line in can)
+    text += "\n**Cannot show:**\n" + "".join(f"- {line}\n" for line in cannot)
+    return Section("What this can and cannot show", text.rstrip("\n"))

@@ -18,9 +18,9 @@ import pandas as pd
 from activations.capture import EMBED_HOOK, select_hooks
 from activations.store import REDUCTIONS, load
 from behavioral.analysis.runs import Run
-from behavioral.analysis.spec import Analysis, Figure, Section, Table
+from behavioral.analysis.spec import Analysis, Figure, Section, Table, scope
 from behavioral.options import check_minimums, option
-from behavioral.studies.study import Study, scope
+from behavioral.studies.study import Study
 from behavioral.suite import Suite
 from interp.atlas import Atlas, Source, atlas, plot_heatmap, plot_layers, shared_concepts, test_keys
 

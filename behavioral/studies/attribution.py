@@ -27,16 +27,16 @@ from activations.capture import LAYER_GRAMMAR, hook_layer, hook_names, n_layers_
 from activations.spans import prompt_spans
 from behavioral import chat
 from behavioral.analysis.bootstrap import MIN_UNITS
-from behavioral.analysis.runs import Run
-from behavioral.analysis.spec import Analysis, Figure, Section, Table
+from behavioral.analysis.runs import Run, prepared_data
+from behavioral.analysis.spec import Analysis, Figure, Section, Table, scope
 from behavioral.answer_space import AnswerTrie
 from behavioral.engine import Engine
 from behavioral.options import check_minimums, option
 from behavioral.run import RunConfig
 from behavioral.selection import select_rows
 from behavioral.studies.identities import parse_where, span_kind, suite_of, where_text
-from behavioral.studies.rerun import load_model, one_run, prepared_data
-from behavioral.studies.study import Study, scope
+from behavioral.studies.rerun import load_model, one_run
+from behavioral.studies.study import Study
 from interp import attribution as atp
 from interp.patch_spec import PERSONA, PatchPrompt
 
@@ -109,7 +109,7 @@ def _persona_path(run: Run, kind: str) -> bool:
 
 
 def _prepared(run: Run, config: RunConfig, engine: Engine | None):
-    """The suite's data of `config`, prepared as its run prepares it (rerun.prepared_data)."""
+    """The suite's data of `config`, prepared as its run prepares it (analysis.runs.prepared_data)."""
     model, tokenizer = (engine.model, engine.tokenizer) if engine is not None else (None, None)
     return prepared_data(run, config, suite_of(run), model, tokenizer)
 

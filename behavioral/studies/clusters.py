@@ -16,12 +16,12 @@ import pandas as pd
 from activations.capture import EMBED_HOOK, LAYER_GRAMMAR, hook_layer, select_hooks
 from activations.store import REDUCTIONS, load
 from behavioral.analysis.runs import Run
-from behavioral.analysis.spec import Analysis, Figure, Section, Table
+from behavioral.analysis.spec import Analysis, Figure, Section, Table, scope
 from behavioral.options import check_minimums, option
 from behavioral.studies.identities import (
     WHERE_HELP, Identities, behaviour_rows, parse_where, read_identities, span_kind, suite_of, where_text,
 )
-from behavioral.studies.study import Study, scope
+from behavioral.studies.study import Study
 from interp import clusters
 
 BEHAVIOUR_METRIC = "euclidean"  # between behaviour rows, for projections and cluster statistics

@@ -19,10 +19,10 @@ import pandas as pd
 from activations.capture import LAYER_GRAMMAR, select_hooks
 from activations.store import ActivationStore, load
 from behavioral.analysis.runs import Run
-from behavioral.analysis.spec import Analysis, Figure, Section, Table
+from behavioral.analysis.spec import Analysis, Figure, Section, Table, scope
 from behavioral.options import check_minimums, option
 from behavioral.studies.identities import WHERE_HELP, parse_where, suite_of, where_text
-from behavioral.studies.study import Study, scope
+from behavioral.studies.study import Study
 from behavioral.suite import Suite
 from interp import probes
 from interp.matchings import wrong_matchings

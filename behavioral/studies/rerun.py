@@ -4,11 +4,8 @@ have one) and the model as the run recorded it."""
 from __future__ import annotations
 
 import importlib
-import tempfile
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from types import ModuleType
-from typing import Any
 
 from behavioral import models
 from behavioral.analysis.runs import Run
@@ -42,14 +39,3 @@ def one_run(runs: Sequence[Run], study: str) -> Run:
     if len(runs) != 1:
         raise ValueError(f"interp {study} reads one run directory, got {len(runs)}; run it once per run")
     return runs[0]
-
-
-def prepared_data(run: Run, config, suite, model=None, tokenizer=None) -> Any:
-    """The `suite`'s data of `config`, prepared as `run` prepared it: the run's caches (e.g. intergroup's T2
-    rewrites) copied into a temporary folder, extended there where they lack something (with `model`), so the run
-    directory is never written."""
-    with tempfile.TemporaryDirectory() as folder:
-        for name in suite.caches:
-            if (run.run_dir / name).is_file():
-                (Path(folder) / name).write_bytes((run.run_dir / name).read_bytes())
-        return suite.prepare(suite.dataset(config), config, model, tokenizer, Path(folder))

@@ -20,12 +20,12 @@ from matplotlib.figure import Figure as MplFigure
 from activations.capture import EMBED_HOOK, LAYER_GRAMMAR, hook_layer, select_hooks
 from activations.store import ActivationStore, load
 from behavioral.analysis.runs import Run
-from behavioral.analysis.spec import Analysis, Figure, Section, Table
+from behavioral.analysis.spec import Analysis, Figure, Section, Table, scope
 from behavioral.options import check_minimums, option
 from behavioral.run import RunConfig
 from behavioral.studies.identities import WHERE_HELP, parse_where, suite_of, where_text
 from behavioral.studies.rerun import load_model, one_run, suite_protocol
-from behavioral.studies.study import Study, scope
+from behavioral.studies.study import Study
 from interp.matchings import wrong_matchings
 from interp.steering import (
     Condition, direction_table, hook_row, layer_directions, mean_difference, one_sided, run_conditions,

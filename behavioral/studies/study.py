@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from behavioral.analysis.runs import Run, file_stem, model_name, read_runs
-from behavioral.analysis.spec import Analysis, Section
+from behavioral.analysis.spec import Analysis
 from behavioral.analysis.report import REPORT
 from behavioral.analysis.write import recorded, runs_record, write
 from behavioral.output_folder import output_folder
@@ -37,15 +37,6 @@ class Study:
         """The study's tables, figures and report sections for the runs (`out`: the output folder, where the
         sub-folders in `keep` go); bad input raises ValueError naming it."""
         raise NotImplementedError
-
-
-def scope(can: Sequence[str], cannot: Sequence[str]) -> Section:
-    """The "what this can and cannot show" section of a study's report: one bullet per reading, each sentence built
-    by the study from its own settings (events, held-out or not, controls run), so the limits printed are this
-    run's."""
-    text = "**Can show:**\n" + "".join(f"- {line}\n" for line in can)
-    text += "\n**Cannot show:**\n" + "".join(f"- {line}\n" for line in cannot)
-    return Section("What this can and cannot show", text.rstrip("\n"))
 
 
 def read_study_runs(run_dirs: Sequence[str | Path], names: Sequence[str] | None = None,

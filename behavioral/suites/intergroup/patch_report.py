@@ -9,8 +9,7 @@ import pandas as pd
 
 from activations.capture import EMBED_LAYER
 from behavioral.analysis.formats import cell, is_missing
-from behavioral.analysis.spec import Section
-from behavioral.studies.study import scope
+from behavioral.analysis.spec import Section, scope
 from behavioral.suites.intergroup.patch_gap import ONE_EVENT
 from interp.patch_claims import EQUIVALENCE_MARGIN, stops_mattering, undetermined_from
 from interp.patch_spec import SYSTEM_GROUP

@@ -17,11 +17,11 @@ from matplotlib.figure import Figure
 from activations.capture import n_layers_of, parse_layers
 from behavioral import chat
 from behavioral.analysis import Run
+from behavioral.analysis.runs import prepared_data
 from behavioral.analysis.spec import Figure as ReportFigure
 from behavioral.analysis.spec import Section, Table
 from behavioral.answer_space import AnswerTrie
 from behavioral.run import RunConfig
-from behavioral.studies.rerun import prepared_data
 from behavioral.suites.intergroup import patch_report, prompts
 from behavioral.suites.intergroup.corpus import Event
 from behavioral.suites.intergroup.groups import UNSPECIFIED, Category, get_category

@@ -1,0 +1,140 @@
+"""The project's import graph read from its own source (ast, nothing imported) and held against the layer picture of
+docs/ARCHITECTURE.md: the layers, each module's layer, the imports that point upward, the import cycles among modules
+and the imports made inside functions (which hide a cycle from the module level). `python -m tests.import_graph`
+prints the counts and every violation."""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("behavioral", "activations", "interp")
+# Lowest first: a module may import its own layer and those below it, never one above.
+LAYERS = ("behavioral", "activations", "behavioral.analysis", "interp", "behavioral.suites", "behavioral.studies",
+          "behavioral.cli")
+TOP = {"behavioral.cli", "behavioral.__main__"}  # the command line, above everything it dispatches to
+
+
+def layer_of(module: str) -> str:
+    """The layer of a module: the CLI, one of behavioral's sub-packages of LAYERS, or its top-level package."""
+    if module in TOP:
+        return "behavioral.cli"
+    parts = module.split(".")
+    if parts[0] == "behavioral" and len(parts) > 1 and f"behavioral.{parts[1]}" in LAYERS:
+        return f"behavioral.{parts[1]}"
+    return parts[0]
+
+
+@dataclass(frozen=True)
+class Graph:
+    """Internal imports per module: at module level (`edges`) and inside functions (`deferred`)."""
+
+    modules: frozenset[str]
+    edges: dict[str, frozenset[str]]
+    deferred: dict[str, frozenset[str]]
+
+    def upward(self, deferred: bool = False) -> list[tuple[str, str]]:
+        """The imports from a module to one in a higher layer, sorted."""
+        edges = self.deferred if deferred else self.edges
+        return sorted((a, b) for a, targets in edges.items() for b in targets
+                      if LAYERS.index(layer_of(a)) < LAYERS.index(layer_of(b)))
+
+    def cycles(self, deferred: bool = False) -> list[list[str]]:
+        """The strongly connected components of more than one module (Tarjan) under module-level imports, or with
+        `deferred` under every import (the cycles a function-level import hides); each sorted, sorted by their first
+        module."""
+        edges = {m: self.edges.get(m, frozenset()) | (self.deferred.get(m, frozenset()) if deferred else frozenset())
+                 for m in self.modules}
+        index: dict[str, int] = {}
+        low: dict[str, int] = {}
+        stack: list[str] = []
+        found = []
+
+        def connect(v: str) -> None:
+            index[v] = low[v] = len(index)
+            stack.append(v)
+            for w in edges[v]:
+                if w not in index:
+                    connect(w)
+                    low[v] = min(low[v], low[w])
+                elif w in stack:
+                    low[v] = min(low[v], index[w])
+            if low[v] == index[v]:
+                component = []
+                while not component or component[-1] != v:
+                    component.append(stack.pop())
+                if len(component) > 1:
+                    found.append(sorted(component))
+
+        for module in sorted(self.modules):
+            if module not in index:
+                connect(module)
+        return sorted(found)
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def read_graph(root: Path = ROOT) -> Graph:
+    """The internal import graph of PACKAGES under `root` (absolute imports; the project uses no relative ones)."""
+    paths = {_module_name(p): p for package in PACKAGES for p in sorted((root / package).rglob("*.py"))}
+
+    def resolve(name: str) -> str | None:
+        while name and name not in paths:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    edges: dict[str, set[str]] = defaultdict(set)
+    deferred: dict[str, set[str]] = defaultdict(set)
+    for module, path in paths.items():
+        def visit(node: ast.AST, inside: bool) -> None:
+            for child in ast.iter_child_nodes(node):
+                nested = inside or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef))
+                names = []
+                if isinstance(child, ast.Import):
+                    names = [alias.name for alias in child.names]
+                elif isinstance(child, ast.ImportFrom) and child.module and not child.level:
+                    # `from package import submodule` reads the submodule; `from module import name`, the module
+                    names = [f"{child.module}.{alias.name}" if f"{child.module}.{alias.name}" in paths else child.module
+                             for alias in child.names]
+                for name in names:
+                    target = resolve(name) if name.split(".")[0] in PACKAGES else None
+                    if target and target != module:
+                        (deferred if nested else edges)[module].add(target)
+                visit(child, nested)
+
+        visit(ast.parse(path.read_text(encoding="utf-8")), False)
+    return Graph(frozenset(paths), {k: frozenset(v) for k, v in edges.items()},
+                 {k: frozenset(v) for k, v in deferred.items()})
+
+
+def summary(graph: Graph) -> dict[str, int]:
+    """The counts docs/ARCHITECTURE.md tracks."""
+    return {"modules": len(graph.modules), "imports": sum(map(len, graph.edges.values())),
+            "upward": len(graph.upward()), "cycles": len(graph.cycles()),
+            "hidden_cycles": len(graph.cycles(deferred=True)),
+            "deferred": sum(map(len, graph.deferred.values())), "deferred_files": len(graph.deferred),
+            "deferred_upward": len(graph.upward(deferred=True))}
+
+
+def main() -> None:
+    """Print the counts and every violation."""
+    graph = read_graph()
+    print(" ".join(f"{k}={v}" for k, v in summary(graph).items()))
+    for a, b in graph.upward():
+        print(f"upward: {a} ({layer_of(a)}) -> {b} ({layer_of(b)})")
+    for component in graph.cycles():
+        print("cycle: " + " <-> ".join(component))
+    for a, b in graph.upward(deferred=True):
+        print(f"upward inside a function: {a} -> {b}")
+    for component in graph.cycles(deferred=True):
+        print("cycle through a function-level import: " + " <-> ".join(component))
+
+
+if __name__ == "__main__":
+    main()
