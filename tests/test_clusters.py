@@ -98,7 +98,8 @@ def test_layer_stats_one_row_per_layer() -> None:
         clusters.layer_stats(layers, [f"x{i}" for i in range(20)], n_permutations=10)
 
 
-@pytest.mark.parametrize("method", clusters.METHODS)
+@pytest.mark.parametrize("method", [pytest.param(m, marks=pytest.mark.slow) if m == "umap" else m  # numba's JIT: 11 s
+                                    for m in clusters.METHODS])
 def test_projection_is_deterministic_for_a_seed(method: str) -> None:
     X, _ = planted(n_clusters=3, per=7, d=30)  # 21 points, as the countries
     a = clusters.project(X, method, seed=0, metric="cosine", center=True)
