@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -150,6 +150,15 @@ def _tensors(rows: pd.DataFrame, category: Category, measure: str) -> dict[str, 
             for condition, sub in rows.groupby("condition", sort=False)}
 
 
+def _measured(rows: pd.DataFrame) -> Iterator[tuple[str, str, Category, str, pd.DataFrame, dict[str, np.ndarray]]]:
+    """Per category × setting of `rows` and per measure of it (`_measures`): the category's name and itself, the
+    setting, the measure, the block's rows and its tensors per condition (`_tensors`)."""
+    for (category, setting), block in rows.groupby(["category", "setting"], sort=False):
+        cat = get_category(category)
+        for measure in _measures(block):
+            yield category, setting, cat, measure, block, _tensors(block, cat, measure)
+
+
 def summarize(rows: pd.DataFrame, n_permutations: int = 10_000, seed: int = 0) -> pd.DataFrame:
     """Per condition × category × setting × measure: the raw gap in rating points (in-group minus out-group cells of
     M⁰) with its t-interval over the events (`stats.gap_interval`) and its change from the unsteered rerun with the
@@ -168,42 +177,39 @@ def summarize(rows: pd.DataFrame, n_permutations: int = 10_000, seed: int = 0) -
     out = []
     event_ids = tuple(sorted(rows["event_id"].unique()))
     order = list(dict.fromkeys(rows["condition"]))
-    for (category, setting), block in rows.groupby(["category", "setting"], sort=False):
-        cat = get_category(category)
+    for category, setting, cat, measure, block, tensors in _measured(rows):
         same = cat.in_group()
-        for measure in _measures(block):
-            tensors = _tensors(block, cat, measure)
-            for condition, sub in block.groupby("condition", sort=False):
-                first = sub.iloc[0]
-                a = analyze_setting(sub, cat, setting, event_ids, measure, n_permutations, seed, allow_partial=True)
-                perm = a.permutation
-                gap_low, gap_high = a.gap_interval or (math.nan, math.nan)
-                change = (stats.gap_change(tensors["unsteered"], tensors[condition], same)
-                          if "unsteered" in tensors else (math.nan, math.nan, math.nan))
-                out.append({
-                    "condition": condition, "layer": int(first["layer"]), "coef": float(first["coef"]),
-                    "project": bool(first["project"]), "random": int(first["random"]),
-                    "matching": int(first["matching"]), "held_out": int(first.get("held_out", -1)),
-                    "one_sided": bool(first.get("one_sided", False)),
-                    "category": category, "setting": setting, "measure": measure,
-                    "gap_points": math.nan if a.gap_points is None else a.gap_points,
-                    "gap_low": gap_low, "gap_high": gap_high, "gap_points_change": change[0],
-                    "gap_change_low": change[1], "gap_change_high": change[2],
-                    "sigma_M0": math.nan if (M0 := _m0(tensors[condition])) is None else float(M0.std()),
-                    "delta": perm.delta if perm else math.nan,
-                    "noise_share": math.nan if a.noise_share is None else a.noise_share,
-                    "ci_low": perm.ci_low if perm else math.nan,
-                    "ci_high": perm.ci_high if perm else math.nan, "p_value": perm.p_value if perm else math.nan,
-                    "p_min": perm.p_min if perm else math.nan,
-                    "p_exact": perm.p_exact if perm and perm.p_exact is not None else math.nan,
-                    "mean_rating": a.summary["mean"] if a.summary else math.nan,
-                    "refusal_rate": a.refusal_rate, "excluded_rate": a.excluded_rate,
-                    "parsable_rate": math.nan if a.parsable_rate is None else a.parsable_rate,
-                    "numeric_mass_mean": math.nan if a.numeric_mass_mean is None else a.numeric_mass_mean,
-                    "numeric_mass_share": math.nan if a.numeric_mass_share is None else a.numeric_mass_share,
-                    "non_numeric_mass": math.nan if a.numeric_mass_mean is None else 1 - a.numeric_mass_mean,
-                    "n_events": len(event_ids), "n_prompts": a.n_prompts, "note": "; ".join(a.notes),
-                })
+        for condition, sub in block.groupby("condition", sort=False):
+            first = sub.iloc[0]
+            a = analyze_setting(sub, cat, setting, event_ids, measure, n_permutations, seed, allow_partial=True)
+            perm = a.permutation
+            gap_low, gap_high = a.gap_interval or (math.nan, math.nan)
+            change = (stats.gap_change(tensors["unsteered"], tensors[condition], same)
+                      if "unsteered" in tensors else (math.nan, math.nan, math.nan))
+            out.append({
+                "condition": condition, "layer": int(first["layer"]), "coef": float(first["coef"]),
+                "project": bool(first["project"]), "random": int(first["random"]),
+                "matching": int(first["matching"]), "held_out": int(first.get("held_out", -1)),
+                "one_sided": bool(first.get("one_sided", False)),
+                "category": category, "setting": setting, "measure": measure,
+                "gap_points": math.nan if a.gap_points is None else a.gap_points,
+                "gap_low": gap_low, "gap_high": gap_high, "gap_points_change": change[0],
+                "gap_change_low": change[1], "gap_change_high": change[2],
+                "sigma_M0": math.nan if (M0 := _m0(tensors[condition])) is None else float(M0.std()),
+                "delta": perm.delta if perm else math.nan,
+                "noise_share": math.nan if a.noise_share is None else a.noise_share,
+                "ci_low": perm.ci_low if perm else math.nan,
+                "ci_high": perm.ci_high if perm else math.nan, "p_value": perm.p_value if perm else math.nan,
+                "p_min": perm.p_min if perm else math.nan,
+                "p_exact": perm.p_exact if perm and perm.p_exact is not None else math.nan,
+                "mean_rating": a.summary["mean"] if a.summary else math.nan,
+                "refusal_rate": a.refusal_rate, "excluded_rate": a.excluded_rate,
+                "parsable_rate": math.nan if a.parsable_rate is None else a.parsable_rate,
+                "numeric_mass_mean": math.nan if a.numeric_mass_mean is None else a.numeric_mass_mean,
+                "numeric_mass_share": math.nan if a.numeric_mass_share is None else a.numeric_mass_share,
+                "non_numeric_mass": math.nan if a.numeric_mass_mean is None else 1 - a.numeric_mass_mean,
+                "n_events": len(event_ids), "n_prompts": a.n_prompts, "note": "; ".join(a.notes),
+            })
     table = pd.DataFrame(out)
     table["_order"] = table["condition"].map({c: i for i, c in enumerate(order)})
     table["_measure"] = table["measure"].map({"intensity": 0, "expected_intensity": 1})
@@ -235,48 +241,45 @@ def matching_control(rows: pd.DataFrame, matchings: np.ndarray) -> pd.DataFrame:
     `held_out_control` can."""
     out = []
     projected = rows[rows["project"].astype(bool) & rows["random"].eq(0)]
-    for (category, setting), block in rows.groupby(["category", "setting"], sort=False):
-        cat = get_category(category)
+    for category, setting, cat, measure, _, tensors in _measured(rows):
         names = pd.Series(cat.identities)
         cells = pd.DataFrame({"perceiver": np.repeat(names, len(names)), "experiencer": np.tile(names, len(names))})
-        for measure in _measures(block):
-            tensors = _tensors(block, cat, measure)
-            for layer in sorted(projected.loc[projected["category"] == category, "layer"].unique()):
-                entries = [(None, f"L{layer} project")] + [(i, f"L{layer} project matching {i}")
-                                                         for i in range(len(matchings))]
-                records = []
-                for index, condition in entries:
-                    if condition not in tensors:
-                        continue
-                    matching = None if index is None else matchings[index]
-                    same = matched_cells(cells, {"category": category}, matching).to_numpy(dtype=bool).reshape(
-                        len(names), len(names))
-                    before, after = _gap(tensors["unsteered"], same), _gap(tensors[condition], same)
-                    sign = -1.0 if before < 0 else 1.0
-                    low = high = math.nan
-                    if index is None:  # closed = -sign × change, so its interval's ends swap where sign is +
-                        _, change_low, change_high = stats.gap_change(tensors["unsteered"], tensors[condition], same)
-                        low, high = sorted((-sign * change_low, -sign * change_high))
-                    records.append({
-                        "layer": int(layer), "category": category, "setting": setting, "measure": measure,
-                        "matching": "real" if index is None else str(index),
-                        "pairs": "identity" if index is None else " ".join(map(str, matching)),
-                        "fixed_points": n_groups({"category": category}) if index is None else overlap(matching),
-                        "gap_unsteered": before, "gap_projected": after, "closed_points": sign * (before - after),
-                        "closed_low": low, "closed_high": high,
-                        "closed_share": 1 - abs(after) / abs(before) if before else math.nan})
-                if not records:
+        for layer in sorted(projected.loc[projected["category"] == category, "layer"].unique()):
+            entries = [(None, f"L{layer} project")] + [(i, f"L{layer} project matching {i}")
+                                                     for i in range(len(matchings))]
+            records = []
+            for index, condition in entries:
+                if condition not in tensors:
                     continue
-                frame = pd.DataFrame(records)
-                real = frame["matching"] == "real"
-                wrong = frame.loc[~real, "closed_share"].to_numpy(dtype=float)
-                if real.any() and len(wrong):
-                    removed = float(frame.loc[real, "closed_share"].iloc[0])
-                    exceed = int(stats.at_least(wrong, removed).sum())
-                    frame["p_real"] = (1 + exceed) / (len(wrong) + 1)
-                    frame["p_floor"] = 1 / (len(wrong) + 1)
-                    frame["rank_real"] = 1 + int((wrong > removed).sum())
-                out.append(frame)
+                matching = None if index is None else matchings[index]
+                same = matched_cells(cells, {"category": category}, matching).to_numpy(dtype=bool).reshape(
+                    len(names), len(names))
+                before, after = _gap(tensors["unsteered"], same), _gap(tensors[condition], same)
+                sign = -1.0 if before < 0 else 1.0
+                low = high = math.nan
+                if index is None:  # closed = -sign × change, so its interval's ends swap where sign is +
+                    _, change_low, change_high = stats.gap_change(tensors["unsteered"], tensors[condition], same)
+                    low, high = sorted((-sign * change_low, -sign * change_high))
+                records.append({
+                    "layer": int(layer), "category": category, "setting": setting, "measure": measure,
+                    "matching": "real" if index is None else str(index),
+                    "pairs": "identity" if index is None else " ".join(map(str, matching)),
+                    "fixed_points": n_groups({"category": category}) if index is None else overlap(matching),
+                    "gap_unsteered": before, "gap_projected": after, "closed_points": sign * (before - after),
+                    "closed_low": low, "closed_high": high,
+                    "closed_share": 1 - abs(after) / abs(before) if before else math.nan})
+            if not records:
+                continue
+            frame = pd.DataFrame(records)
+            real = frame["matching"] == "real"
+            wrong = frame.loc[~real, "closed_share"].to_numpy(dtype=float)
+            if real.any() and len(wrong):
+                removed = float(frame.loc[real, "closed_share"].iloc[0])
+                exceed = int(stats.at_least(wrong, removed).sum())
+                frame["p_real"] = (1 + exceed) / (len(wrong) + 1)
+                frame["p_floor"] = 1 / (len(wrong) + 1)
+                frame["rank_real"] = 1 + int((wrong > removed).sum())
+            out.append(frame)
     return pd.concat(out, ignore_index=True) if out else pd.DataFrame()
 
 
@@ -293,39 +296,35 @@ def held_out_control(rows: pd.DataFrame) -> pd.DataFrame:
     construction."""
     out = []
     held = rows[rows["held_out"].ge(0)] if "held_out" in rows else rows.iloc[:0]
-    for (category, setting), block in rows[rows["category"].isin(held["category"])].groupby(
-            ["category", "setting"], sort=False):
-        cat = get_category(category)
+    for category, setting, cat, measure, _, tensors in _measured(rows[rows["category"].isin(held["category"])]):
         groups = _group_index(cat, pd.Series(cat.identities))
         first = {j: name for name, j in reversed(list(zip(cat.identities, groups)))}
         same = cat.in_group()
-        for measure in _measures(block):
-            tensors = _tensors(block, cat, measure)
-            records = []
-            mine = held[(held["category"] == category) & (held["setting"] == setting)]
-            for (layer, j), _ in mine.groupby(["layer", "held_out"]):
-                cells = involves(groups[:, None], groups[None, :], int(j))
-                before = _gap(tensors["unsteered"], same, cells)
-                after_held = _gap(tensors[f"L{layer} project held out {j}"], same, cells)
-                after_real = (_gap(tensors[f"L{layer} project"], same, cells) if f"L{layer} project" in tensors
-                              else math.nan)
-                records.append({"layer": int(layer), "category": category, "setting": setting, "measure": measure,
-                                "identity": first[int(j)], "gap_unsteered": before, "gap_held_out": after_held,
-                                "gap_real": after_real,
-                                "removed_held_out": 1 - abs(after_held) / abs(before) if before else math.nan,
-                                "removed_real": 1 - abs(after_real) / abs(before) if before else math.nan})
-            if not records:
-                continue
-            frame = pd.DataFrame(records)
-            for layer, part in frame.groupby("layer", sort=False):
-                before = part["gap_unsteered"].abs().sum()
-                held_share, real_share = (1 - part[column].abs().sum() / before if before else math.nan
-                                          for column in ("gap_held_out", "gap_real"))
-                out.append(pd.concat([part, pd.DataFrame([{
-                    "layer": layer, "category": category, "setting": setting, "measure": measure,
-                    "identity": "pooled", "gap_unsteered": before, "removed_held_out": held_share,
-                    "removed_real": real_share, "transfer": held_share / real_share if real_share else math.nan,
-                }])], ignore_index=True))
+        records = []
+        mine = held[(held["category"] == category) & (held["setting"] == setting)]
+        for (layer, j), _ in mine.groupby(["layer", "held_out"]):
+            cells = involves(groups[:, None], groups[None, :], int(j))
+            before = _gap(tensors["unsteered"], same, cells)
+            after_held = _gap(tensors[f"L{layer} project held out {j}"], same, cells)
+            after_real = (_gap(tensors[f"L{layer} project"], same, cells) if f"L{layer} project" in tensors
+                          else math.nan)
+            records.append({"layer": int(layer), "category": category, "setting": setting, "measure": measure,
+                            "identity": first[int(j)], "gap_unsteered": before, "gap_held_out": after_held,
+                            "gap_real": after_real,
+                            "removed_held_out": 1 - abs(after_held) / abs(before) if before else math.nan,
+                            "removed_real": 1 - abs(after_real) / abs(before) if before else math.nan})
+        if not records:
+            continue
+        frame = pd.DataFrame(records)
+        for layer, part in frame.groupby("layer", sort=False):
+            before = part["gap_unsteered"].abs().sum()
+            held_share, real_share = (1 - part[column].abs().sum() / before if before else math.nan
+                                      for column in ("gap_held_out", "gap_real"))
+            out.append(pd.concat([part, pd.DataFrame([{
+                "layer": layer, "category": category, "setting": setting, "measure": measure,
+                "identity": "pooled", "gap_unsteered": before, "removed_held_out": held_share,
+                "removed_real": real_share, "transfer": held_share / real_share if real_share else math.nan,
+            }])], ignore_index=True))
     return pd.concat(out, ignore_index=True) if out else pd.DataFrame()
 
 
@@ -351,31 +350,28 @@ def random_control(rows: pd.DataFrame) -> pd.DataFrame:
     disturbing the ratings is matched by random directions of the same disturbance."""
     out = []
     projected = rows[rows["project"].astype(bool) & rows["matching"].lt(0) & rows["held_out"].lt(0)]
-    for (category, setting), block in rows.groupby(["category", "setting"], sort=False):
-        cat = get_category(category)
+    for category, setting, cat, measure, block, tensors in _measured(rows):
         same = cat.in_group()
         mine = projected[(projected["category"] == category) & (projected["setting"] == setting)]
-        for measure in _measures(block):
-            tensors = _tensors(block, cat, measure)
-            sign = -1.0 if _gap(tensors["unsteered"], same) < 0 else 1.0
-            for layer, part in mine.groupby("layer", sort=False):
-                real = part.loc[part["random"].eq(0), "condition"].unique()
-                random = part.loc[part["random"].gt(0), "condition"].unique()
-                if not len(real) or not len(random):
-                    continue
-                frame = pd.DataFrame([{
-                    "condition": name, "layer": int(layer), "category": category, "setting": setting,
-                    "measure": measure, "random": k, "disturbance": _disturbance(block, name, measure),
-                    "closed_points": -sign * stats.gap_change(tensors["unsteered"], tensors[name], same)[0]}
-                    for k, name in enumerate([real[0], *random])])
-                moved = frame["disturbance"].iloc[0]
-                frame["matched"] = [None, *(frame["disturbance"].iloc[1:] >= moved)]
-                matched = frame.loc[frame["matched"].eq(True), "closed_points"].to_numpy(dtype=float)
-                exceed = int(stats.at_least(matched, float(frame["closed_points"].iloc[0])).sum())
-                frame["n_matched"] = len(matched)
-                frame["p_matched"] = (1 + exceed) / (1 + len(matched)) if len(matched) else math.nan
-                frame["p_floor"] = 1 / (1 + len(matched))
-                out.append(frame)
+        sign = -1.0 if _gap(tensors["unsteered"], same) < 0 else 1.0
+        for layer, part in mine.groupby("layer", sort=False):
+            real = part.loc[part["random"].eq(0), "condition"].unique()
+            random = part.loc[part["random"].gt(0), "condition"].unique()
+            if not len(real) or not len(random):
+                continue
+            frame = pd.DataFrame([{
+                "condition": name, "layer": int(layer), "category": category, "setting": setting,
+                "measure": measure, "random": k, "disturbance": _disturbance(block, name, measure),
+                "closed_points": -sign * stats.gap_change(tensors["unsteered"], tensors[name], same)[0]}
+                for k, name in enumerate([real[0], *random])])
+            moved = frame["disturbance"].iloc[0]
+            frame["matched"] = [None, *(frame["disturbance"].iloc[1:] >= moved)]
+            matched = frame.loc[frame["matched"].eq(True), "closed_points"].to_numpy(dtype=float)
+            exceed = int(stats.at_least(matched, float(frame["closed_points"].iloc[0])).sum())
+            frame["n_matched"] = len(matched)
+            frame["p_matched"] = (1 + exceed) / (1 + len(matched)) if len(matched) else math.nan
+            frame["p_floor"] = 1 / (1 + len(matched))
+            out.append(frame)
     return pd.concat(out, ignore_index=True) if out else pd.DataFrame()
 
 
@@ -388,35 +384,31 @@ def dose_response(rows: pd.DataFrame) -> pd.DataFrame:
     in size with |coef| and keeps its sign."""
     out = []
     lone = rows[rows["one_sided"].astype(bool)] if "one_sided" in rows else rows.iloc[:0]
-    for (category, setting), block in rows[rows["category"].isin(lone["category"])].groupby(
-            ["category", "setting"], sort=False):
-        cat = get_category(category)
+    for category, setting, cat, measure, _, tensors in _measured(rows[rows["category"].isin(lone["category"])]):
         same = cat.in_group()
         mine = lone[(lone["category"] == category) & (lone["setting"] == setting)]
-        for measure in _measures(block):
-            tensors = _tensors(block, cat, measure)
-            for (layer, positive), part in mine.groupby([mine["layer"], mine["coef"].gt(0)], sort=False):
-                steerings = part.drop_duplicates("condition").sort_values("coef", key=np.abs)
-                coefs = steerings["coef"].to_numpy(dtype=float)
-                kept = stats.exclusion_mask(tensors["unsteered"])
-                for name in steerings["condition"]:
-                    kept &= stats.exclusion_mask(tensors[name])
-                if not kept.any():
-                    continue
-                before = stats.event_gaps(tensors["unsteered"][:, :, kept], same)[2]
-                changes = np.stack([stats.event_gaps(tensors[name][:, :, kept], same)[2] - before
-                                    for name in steerings["condition"]])  # [coefficients, events]
-                slopes = coefs @ changes / (coefs @ coefs)
-                means = changes.mean(axis=1)
-                monotone = (len(coefs) > 1 and bool(np.all(np.sign(means) == np.sign(means[0])))
-                            and bool(np.all(np.diff(np.abs(means)) > 0)))
-                out.append({"layer": int(layer), "category": category, "setting": setting, "measure": measure,
-                            "side": f"{SIDES[1] if positive else SIDES[0]} only",
-                            "coefs": " ".join(f"{c:+g}" for c in coefs),
-                            "gap_change_by_coef": " ".join(f"{m:+.3g}" for m in means),
-                            "slope": float(slopes.mean()), **dict(zip(("slope_low", "slope_high"),
-                                                                      stats.t_interval(slopes, 0.95))),
-                            "n_coefs": len(coefs), "n_events": int(kept.sum()), "monotone": monotone})
+        for (layer, positive), part in mine.groupby([mine["layer"], mine["coef"].gt(0)], sort=False):
+            steerings = part.drop_duplicates("condition").sort_values("coef", key=np.abs)
+            coefs = steerings["coef"].to_numpy(dtype=float)
+            kept = stats.exclusion_mask(tensors["unsteered"])
+            for name in steerings["condition"]:
+                kept &= stats.exclusion_mask(tensors[name])
+            if not kept.any():
+                continue
+            before = stats.event_gaps(tensors["unsteered"][:, :, kept], same)[2]
+            changes = np.stack([stats.event_gaps(tensors[name][:, :, kept], same)[2] - before
+                                for name in steerings["condition"]])  # [coefficients, events]
+            slopes = coefs @ changes / (coefs @ coefs)
+            means = changes.mean(axis=1)
+            monotone = (len(coefs) > 1 and bool(np.all(np.sign(means) == np.sign(means[0])))
+                        and bool(np.all(np.diff(np.abs(means)) > 0)))
+            out.append({"layer": int(layer), "category": category, "setting": setting, "measure": measure,
+                        "side": f"{SIDES[1] if positive else SIDES[0]} only",
+                        "coefs": " ".join(f"{c:+g}" for c in coefs),
+                        "gap_change_by_coef": " ".join(f"{m:+.3g}" for m in means),
+                        "slope": float(slopes.mean()), **dict(zip(("slope_low", "slope_high"),
+                                                                  stats.t_interval(slopes, 0.95))),
+                        "n_coefs": len(coefs), "n_events": int(kept.sum()), "monotone": monotone})
     return pd.DataFrame(out)
 
 
