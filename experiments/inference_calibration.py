@@ -173,7 +173,7 @@ def patch_intervals(events: int, runs: int, resamples: int) -> dict:
         if not unbounded[-1]:
             share_hits.append(row["gap_closed_low"] <= 0.5 <= row["gap_closed_high"])
         clean, after = (event_tensor(frame, category, c) for c in ("expected_clean", "expected"))
-        b0, b1 = stats.event_bootstrap(clean, same, resamples, seed), stats.event_bootstrap(after, same, resamples, seed)
+        b0, b1 = (stats.event_bootstrap(I, same, resamples, seed) for I in (clean, after))
         low, high = percentile_interval(1 - b1.delta / b0.delta)
         delta_hits.append(low <= truth_delta <= high)
     return {"true_gap": float(truth_gap), "covers_gap": float(np.mean(gap_hits)),
@@ -240,7 +240,8 @@ def random_control_world(world: str, runs: int, n_random: int = 39) -> dict:
         readout = 3 * u + 3 * other / np.linalg.norm(other)
         if world == RANDOM_WORLDS[2]:
             states = states + rng.normal(0, 3, states.shape[:2] + (1,)) * u
-        ingroup = steering.matched_cells(cells, selection, None).eq(True).fillna(False).to_numpy()[:, None]
+        label = steering.matched_cells(cells, selection, None)
+        ingroup = label.eq(True).fillna(False).to_numpy()[:, None]
         energy = float((states[:, 15:] ** 2).sum(axis=2).mean())
 
         def rating(h: np.ndarray) -> np.ndarray:
@@ -250,7 +251,6 @@ def random_control_world(world: str, runs: int, n_random: int = 39) -> dict:
             return 50 + h @ readout + 3.0 * ingroup * scale
 
         means = states[:, :15].mean(axis=1)[None]
-        label = steering.matched_cells(cells, selection, None)
         real = mean_difference(means, np.full(len(cells), 15), label.eq(True).fillna(False),
                                label.eq(False).fillna(False))[0]
         directions = {"L1 project": real, **{f"L1 project random {k}": span_direction(
@@ -299,7 +299,8 @@ def rows(args: argparse.Namespace) -> list[dict]:
 
 
 COLUMNS = ("events", "world", "true_gap", "rejects", "covers_gap", "covers_gap_bootstrap", "covers_share",
-           "unbounded", "delta_mean", "covers_delta", "noise_share", "stops_mattering", "old_rule", "matching_by_points_passes",
+           "unbounded", "delta_mean", "covers_delta", "noise_share", "stops_mattering", "old_rule",
+           "matching_by_points_passes",
            "matching_control_passes", "held_out_passes", "transfer_mean", "random_control_passes",
            "random_control_silent", "random_matched_mean")
 

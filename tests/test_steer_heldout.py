@@ -295,7 +295,8 @@ def test_a_check_of_every_test_event_joins_the_sweep_and_the_held_out_control_ru
                                                                               "L1 project random 2"] * 2
     np.testing.assert_allclose(random["closed_points"], expected["closed_points"])
     claims = pd.read_csv(out / "claims.csv").set_index("control")
-    assert claims["here"].str.startswith("p_matched").sum() == 1 and claims["here"].str.startswith("transfer").sum() == 1
+    assert claims["here"].str.startswith("p_matched").sum() == 1
+    assert claims["here"].str.startswith("transfer").sum() == 1
     assert (claims["here"] == "not run (in-sample)").sum() == 1 and (claims["here"] == "not run").sum() == 2
     transfer = claims.loc[claims["here"].str.startswith("transfer"), "here"].iloc[0]
     pooled = protocol.held_out_control(rows).query("identity == 'pooled'")

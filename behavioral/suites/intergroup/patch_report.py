@@ -207,5 +207,5 @@ def result(table: pd.DataFrame, last_block: int, margin: float = EQUIVALENCE_MAR
 def _closed_numbers(row: pd.Series) -> dict:
     """A row's layer and gap closed (share and points) with their intervals, as the manifest records them (None for
     NaN)."""
-    return {"layer": int(row["layer"]), **{f"{k}{end}": None if is_missing(row[f"{k}{end}"]) else float(row[f"{k}{end}"])
-                                           for k in ("gap_closed", "gap_closed_points") for end in ("", "_low", "_high")}}
+    names = [f"{k}{end}" for k in ("gap_closed", "gap_closed_points") for end in ("", "_low", "_high")]
+    return {"layer": int(row["layer"]), **{k: None if is_missing(row[k]) else float(row[k]) for k in names}}
