@@ -36,7 +36,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from activations.capture import decoder_layers, embedding, gather, hidden_of, hook_layer, hook_names, resid_post
+from activations.capture import Layers, decoder_layers, embedding, gather, hidden_of, hook_layer, hook_names, \
+    resid_post
 from behavioral.engine import left_pad, pad_token_id
 from behavioral.optional import require
 
@@ -120,7 +121,7 @@ def _chunks(n: int, size: int | None) -> list[range]:
 
 
 def capture(model: nn.Module, tokenizer, prompts: list[list[int]], positions: list[list[int]],
-            layers: Sequence[int] | None = None, backend: str = "torch", batch_size: int | None = 16) -> np.ndarray:
+            layers: Layers | None = None, backend: str = "torch", batch_size: int | None = 16) -> np.ndarray:
     """Residual stream at chosen tokens: float32 [n_hooks, n_prompts, P, d], hooks in ``hook_names`` order.
 
     ``prompts`` are token id lists (run as they are: no BOS is added); ``positions[i]`` are P indices into the

@@ -2,12 +2,16 @@
 
 One primitive, ``ResidualHooks``, in the style of baukit's ``TraceDict(retain_output=..., edit_output=...)``: forward
 hooks on residual-stream points that keep their output, replace it, or both. Capture (``ResidualTrace``,
-``resid_post``), steering and patching are all built on it. Points are layer indices, named as TransformerLens names
-them (``hook_name`` / ``hook_layer`` convert):
+``resid_post``), steering and patching are all built on it. Points are named as TransformerLens names them:
 
-- ``EMBED_LAYER`` (-1), ``hook_embed``: the token embedding's output (before any scaling or position embedding the
-  model adds after it),
-- ``l``, ``blocks.{l}.hook_resid_post``: the output hidden states of decoder layer ``l``.
+- ``hook_embed``: the token embedding's output (before any scaling or position embedding the model adds after it),
+- ``blocks.{l}.hook_resid_post``: the output hidden states of decoder layer (block) ``l``.
+
+Every function that takes layers takes the same things, resolved in one place (``resolve_layers`` over a model's
+blocks, ``select_layers`` over the hooks a store or cache holds): an integer is a decoder block, a negative one
+counting back from the last block (-1 is the last, as in Python indexing and ``--layers``); a string is an entry of
+the ``--layers`` grammar (LAYER_GRAMMAR, parsed by ``select_hooks``), so a hook name names itself; the token
+embedding is addressed by its name only (``hook_embed``, ``embed``), never by an integer. Internals carry hook names.
 
 Relation to Hugging Face's ``output_hidden_states`` (a tuple of L + 1 tensors for L decoder layers):
 
@@ -28,16 +32,16 @@ from __future__ import annotations
 import inspect
 import operator
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import torch
 from torch import nn
 
-EMBED_LAYER = -1  # the layer index of hook_embed
 EMBED_HOOK = "hook_embed"
 _RESID_POST = re.compile(r"blocks\.(\d+)\.hook_resid_post")
 
-Edit = Callable[[int, torch.Tensor], torch.Tensor]  # (layer, hidden [B, T, d]) -> the hidden states to pass on
+Layers = int | str | Iterable[int | str]  # what every layer argument takes (resolve_layers, select_layers)
+Edit = Callable[[str, torch.Tensor], torch.Tensor]  # (hook name, hidden [B, T, d]) -> the hidden states to pass on
 
 # Where the decoder layer list sits in common HF causal LMs (checked in order).
 _LAYER_PATHS = (
@@ -67,29 +71,60 @@ _EMBED_PATHS = (
 
 # --- names and layers ---------------------------------------------------------------------------------------------
 
-def hook_name(layer: int) -> str:
-    """TransformerLens's name of a residual-stream point: ``hook_embed`` for EMBED_LAYER (-1), else
-    ``blocks.{layer}.hook_resid_post``."""
-    index = layer_index(layer)
-    if index is None or index < EMBED_LAYER:
-        raise ValueError(f"no hook for layer {layer!r}: expected {EMBED_LAYER} (hook_embed) or a block index >= 0")
-    return EMBED_HOOK if index == EMBED_LAYER else f"blocks.{index}.hook_resid_post"
+def _integer(value) -> int | None:
+    """`value` as an int where it is an integer (numpy and 0-d torch integers too, bools not); else None."""
+    if isinstance(value, bool):
+        return None
+    try:
+        return operator.index(value)
+    except TypeError:
+        return None
+
+
+def hook_name(layer: int | str, n_layers: int | None = None) -> str:
+    """The hook name of one layer, resolved as `resolve_layers` resolves it over a model of `n_layers` blocks;
+    without `n_layers`, only a block >= 0 or a hook name (a negative block counts back from the model's last)."""
+    if n_layers is not None:
+        names = resolve_layers(layer, n_layers, embed=True)
+        if len(names) != 1:
+            raise ValueError(f"layer {layer!r} names {len(names)} hooks; expected one")
+        return names[0]
+    if isinstance(layer, str) and layer == EMBED_HOOK:
+        return EMBED_HOOK
+    match = _RESID_POST.fullmatch(layer) if isinstance(layer, str) else None
+    number = int(match.group(1)) if match else _integer(layer)
+    if number is None or number < 0:
+        raise ValueError(f"no hook for layer {layer!r} without the model's block count: expected a block >= 0 or a "
+                         f"hook name ({EMBED_HOOK}, blocks.3.hook_resid_post); pass n_layers to resolve a negative "
+                         "block or a --layers entry")
+    return f"blocks.{number}.hook_resid_post"
 
 
 def hook_layer(name: str) -> int:
-    """The layer index of a hook name: EMBED_LAYER (-1) for ``hook_embed``, l for ``blocks.{l}.hook_resid_post``."""
-    if name == EMBED_HOOK:
-        return EMBED_LAYER
+    """The decoder block of ``blocks.{l}.hook_resid_post``; ValueError for ``hook_embed`` (no block) and other names."""
     match = _RESID_POST.fullmatch(name) if isinstance(name, str) else None
     if match is None:
-        raise ValueError(f"unknown hook name {name!r}: expected {EMBED_HOOK} or blocks.<layer>.hook_resid_post")
+        what = "is the token embedding, no decoder block" if name == EMBED_HOOK else "is no block's hook name"
+        raise ValueError(f"{name!r} {what}: expected blocks.<layer>.hook_resid_post")
     return int(match.group(1))
 
 
-def hook_names(n_layers: int, layers: Sequence[int] | None = None) -> list[str]:
-    """``hook_embed`` then ``blocks.{l}.hook_resid_post`` for the chosen layers (None: all ``n_layers``)."""
-    chosen = range(n_layers) if layers is None else check_layers(layers, n_layers)
-    return [hook_name(layer) for layer in (EMBED_LAYER, *chosen)]
+def table_layer(name: str) -> int:
+    """A hook's value in the ``layer`` column of result tables and on figures' layer axes: l for
+    ``blocks.{l}.hook_resid_post``, -1 for ``hook_embed`` (drawn left of block 0). A coordinate to sort and plot by,
+    not a layer to pass back: functions take the hook name (the tables' ``hook`` column)."""
+    return -1 if name == EMBED_HOOK else hook_layer(name)
+
+
+def _model_hooks(n_layers: int, embed: bool = True) -> list[str]:
+    return [EMBED_HOOK] * embed + [f"blocks.{layer}.hook_resid_post" for layer in range(n_layers)]
+
+
+def hook_names(n_layers: int, layers: Layers | None = None) -> list[str]:
+    """``hook_embed`` then the hooks of the chosen blocks (`resolve_layers`; None: all ``n_layers``), in the order
+    named."""
+    blocks = _model_hooks(n_layers, False) if layers is None else resolve_layers(layers, n_layers, embed=True)
+    return [EMBED_HOOK, *(h for h in blocks if h != EMBED_HOOK)]
 
 
 LAYER_GRAMMAR = ("all, or a comma list of: embed; first, middle, last; block numbers (negative ones count back from "
@@ -115,10 +150,45 @@ def select_hooks(spec: str, hooks: Sequence[str], flag: str = "--layers", held: 
     return [h for h in hooks if h in chosen]
 
 
+def select_layers(layers: Layers, hooks: Sequence[str], flag: str = "layers", held: str = "captured") -> list[str]:
+    """The hooks of `hooks` that `layers` names, in the order named, each once: an integer is a block (a negative
+    one counts back from the last block of `hooks`), a string a layer spec (`select_hooks`: a hook name names
+    itself, a list or range its hooks in `hooks` order), or an iterable of these. ValueError naming `flag`, the
+    value, and the blocks `held`."""
+    blocks = sorted(hook_layer(h) for h in hooks if h != EMBED_HOOK)
+    chosen: dict[str, None] = {}
+    for item in layer_entries(layers, flag):
+        if isinstance(item, str):
+            chosen.update(dict.fromkeys(select_hooks(item, hooks, flag, held)))
+        else:
+            chosen[hook_name(_block(str(item), blocks, flag, held))] = None
+    return list(chosen)
+
+
+def layer_entries(layers: Layers, flag: str = "layers") -> tuple[int | str, ...]:
+    """`layers` (one entry or an iterable of them) as a tuple of entries: integers as ints, strings as given;
+    ValueError naming `flag` and what is neither."""
+    items = [layers] if isinstance(layers, str) or _integer(layers) is not None else layers
+    try:
+        items = list(items)
+    except TypeError:
+        raise ValueError(f"{flag}: {layers!r} is not a layer; expected {LAYER_GRAMMAR}") from None
+    for item in items:
+        if not isinstance(item, str) and _integer(item) is None:
+            raise ValueError(f"{flag}: {item!r} is not a layer; expected {LAYER_GRAMMAR}")
+    return tuple(item if isinstance(item, str) else _integer(item) for item in items)
+
+
+def resolve_layers(layers: Layers, n_layers: int, embed: bool = False, flag: str = "layers") -> list[str]:
+    """The hook names `layers` names on a model of `n_layers` blocks, in the order named, each once (`select_layers`:
+    -1 is the last block; ``hook_embed``/``embed`` only where `embed`): the one place layer arguments are read."""
+    return select_layers(layers, _model_hooks(n_layers, embed), flag, "available")
+
+
 def parse_layers(spec: str, n_layers: int, flag: str = "--layers") -> list[int]:
     """The decoder layers (sorted, each once) a layer spec names over a model of `n_layers` blocks, by
     `select_hooks`; ``embed`` adds none, capture always keeps hook_embed."""
-    named = select_hooks(spec, hook_names(n_layers), flag, "available")
+    named = select_hooks(spec, _model_hooks(n_layers), flag, "available")
     return [hook_layer(h) for h in named if h != EMBED_HOOK]
 
 
@@ -168,32 +238,6 @@ def _listing(blocks: list[int]) -> str:
     if len(blocks) > 2 and blocks == list(range(blocks[0], blocks[-1] + 1)):
         return f"{blocks[0]}..{blocks[-1]}"
     return str(blocks) if blocks else "none"
-
-
-def layer_index(layer) -> int | None:
-    """`layer` as an int: an integer (numpy and 0-d torch integers too) as itself, a hook name (``hook_embed``,
-    ``blocks.3.hook_resid_post``) as its layer (`hook_layer`); None for anything else (floats, bools, other text)."""
-    if isinstance(layer, bool):
-        return None
-    if isinstance(layer, str):
-        return hook_layer(layer) if layer == EMBED_HOOK or _RESID_POST.fullmatch(layer) else None
-    try:
-        return operator.index(layer)
-    except TypeError:
-        return None
-
-
-def check_layers(layers: Sequence[int | str], n_layers: int, embed: bool = False) -> list[int]:
-    """`layers` (block indices or hook names) as ints, each a decoder layer 0..n_layers-1 (or EMBED_LAYER where
-    `embed`); ValueError naming the first that is not."""
-    low = EMBED_LAYER if embed else 0
-    out = []
-    for layer in layers:
-        index = layer_index(layer)
-        if index is None or not low <= index < n_layers:
-            raise ValueError(f"layer {layer!r} out of range: valid layers are {low}..{n_layers - 1}")
-        out.append(index)
-    return out
 
 
 # --- modules ------------------------------------------------------------------------------------------------------
@@ -284,50 +328,49 @@ class _StopForward(Exception):
 class ResidualHooks:
     """Context manager: forward hooks on residual-stream points that keep their output, edit it, or both.
 
-    >>> with ResidualHooks(model, [EMBED_LAYER, 3], edit=lambda layer, h: h + v) as hooks:
+    >>> with ResidualHooks(model, ["hook_embed", 3, -1], edit=lambda name, h: h + v) as hooks:
     ...     model(input_ids=ids)
-    >>> hooks[hook_name(3)]  # block 3's output after the edit, [B, T, d]
+    >>> hooks["blocks.3.hook_resid_post"]  # block 3's output after the edit, [B, T, d]
 
-    `layers` are EMBED_LAYER (-1, the token embedding's output) or decoder layer indices; ``names`` holds their hook
-    names in that order. `edit(layer, hidden)` returns the hidden states the model goes on with (it may not modify
-    `hidden` in place); with `retain` each point's (edited) states are kept by hook name, detached, and with
-    `positions` [B, P] (or [P]) only those tokens. A module called more than once inside the block (generation)
-    is edited every time and keeps its last call; ``calls[layer]`` counts the forwards through each point. With
+    `layers` are read by `resolve_layers` (blocks, -1 the last; ``hook_embed`` the token embedding's output);
+    ``names`` holds their hook names in the order named. `edit(name, hidden)` gets the point's hook name and returns
+    the hidden states the model goes on with (it may not modify `hidden` in place); with `retain` each point's
+    (edited) states are kept by hook name, detached, and with `positions` [B, P] (or [P]) only those tokens. A
+    module called more than once inside the block (generation) is edited every time and keeps its last call;
+    ``calls[name]`` counts the forwards through each point. With
     `stop` (baukit's TraceDict(stop=True)) the last point ends the forward, so later layers and the LM head never
     run; the block's exit swallows that stop, and the model's output is lost. Every hook is removed on exit, also
     when the block raises.
     """
 
-    def __init__(self, model: nn.Module, layers: Sequence[int], edit: Edit | None = None, retain: bool = True,
+    def __init__(self, model: nn.Module, layers: Layers, edit: Edit | None = None, retain: bool = True,
                  positions: torch.Tensor | None = None, stop: bool = False):
         blocks = decoder_layers(model)
-        self.layers = check_layers(layers, len(blocks), embed=True)
-        self.names = [hook_name(layer) for layer in self.layers]
+        self.names = resolve_layers(layers, len(blocks), embed=True)
         self.edit, self.retain = edit, retain
-        self.stop_at = max(self.layers) if stop and self.layers else None
+        self.stop_at = max(self.names, key=table_layer) if stop and self.names else None
         if positions is not None:
             positions = torch.as_tensor(positions, dtype=torch.long)
             if positions.ndim not in (1, 2):
                 raise ValueError(f"positions must be [B, P] or [P], got shape {tuple(positions.shape)}")
         self.positions = positions
-        self.modules = {layer: embedding(model) if layer == EMBED_LAYER else blocks[layer] for layer in self.layers}
+        self.modules = {name: embedding(model) if name == EMBED_HOOK else blocks[hook_layer(name)]
+                        for name in self.names}
         self.activations: dict[str, torch.Tensor] = {}
-        self.calls = dict.fromkeys(self.layers, 0)
+        self.calls = dict.fromkeys(self.names, 0)
         self._handles: list = []
 
-    def _hook(self, layer: int):
-        name = hook_name(layer)
-
+    def _hook(self, name: str):
         def hook(module, args, output):
-            self.calls[layer] += 1
+            self.calls[name] += 1
             hidden = hidden_of(output)
             if self.edit is not None:
-                hidden = self.edit(layer, hidden)
+                hidden = self.edit(name, hidden)
                 output = _with_hidden(output, hidden)
             if self.retain:
                 kept = hidden.detach()
                 self.activations[name] = kept if self.positions is None else gather(kept, self.positions)
-            if layer == self.stop_at:
+            if name == self.stop_at:
                 raise _StopForward
             return output
         return hook
@@ -335,8 +378,8 @@ class ResidualHooks:
     def __enter__(self) -> "ResidualHooks":
         self.activations = {}
         try:
-            for layer, module in self.modules.items():
-                self._handles.append(module.register_forward_hook(self._hook(layer)))
+            for name, module in self.modules.items():
+                self._handles.append(module.register_forward_hook(self._hook(name)))
         except BaseException:
             self.remove()
             raise
@@ -363,7 +406,8 @@ class ResidualHooks:
 
 
 class ResidualTrace(ResidualHooks):
-    """ResidualHooks that read ``hook_embed`` and the chosen decoder layers (None: all), editing nothing.
+    """ResidualHooks that read ``hook_embed`` and the chosen decoder layers (`hook_names`; None: all), editing
+    nothing.
 
     >>> with ResidualTrace(model, layers=[0, 3], positions=pos) as trace:
     ...     model(input_ids=ids, attention_mask=mask)
@@ -373,11 +417,9 @@ class ResidualTrace(ResidualHooks):
     the forward after the last chosen layer (ResidualHooks).
     """
 
-    def __init__(self, model: nn.Module, layers: Sequence[int] | None = None, positions: torch.Tensor | None = None,
+    def __init__(self, model: nn.Module, layers: Layers | None = None, positions: torch.Tensor | None = None,
                  stop: bool = False):
-        n = n_layers_of(model)
-        chosen = range(n) if layers is None else check_layers(layers, n)
-        super().__init__(model, [EMBED_LAYER, *chosen], positions=positions, stop=stop)
+        super().__init__(model, hook_names(n_layers_of(model), layers), positions=positions, stop=stop)
 
 
 def _accepts(model: nn.Module, name: str) -> bool:
@@ -388,7 +430,7 @@ def _accepts(model: nn.Module, name: str) -> bool:
 
 
 def resid_post(model: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
-               positions: torch.Tensor | None = None, layers: Sequence[int] | None = None,
+               positions: torch.Tensor | None = None, layers: Layers | None = None,
                **forward_kwargs) -> torch.Tensor:
     """One forward under a ResidualTrace; [n_hooks, B, P or T, d] in ``hook_names`` order.
 

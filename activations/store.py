@@ -13,6 +13,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from activations.capture import Layers, select_layers
 from behavioral.manifest import MANIFEST, RunDirError, read_manifest
 from behavioral.selection import select_rows
 from behavioral.store import check_run_id, run_id_of, stamp
@@ -83,7 +84,10 @@ def write_meta(run_dir: str | Path, meta: dict) -> None:
 
 @dataclass
 class ActivationStore:
-    """Lazy access to a run's activations: arrays stay memory-mapped until a question selects rows from them."""
+    """Lazy access to a run's activations: arrays stay memory-mapped until a question selects rows from them.
+
+    Every accessor's array has one row per hook (``hooks`` order), or, with `layers`, one per hook `layers` names
+    (`select`), in the order named."""
 
     root: Path
     meta: dict
@@ -92,6 +96,18 @@ class ActivationStore:
     def hooks(self) -> list[str]:
         """Hook names in array order: hook_embed, then blocks.{l}.hook_resid_post."""
         return self.meta["hooks"]
+
+    def select(self, layers: Layers) -> list[str]:
+        """The captured hooks `layers` names, in the order named (activations.capture.select_layers: a hook name or
+        ``--layers`` entry; an integer is a block, a negative one counting back from the last block captured)."""
+        return select_layers(layers, self.hooks, "layers", "captured")
+
+    def rows(self, layers: Layers) -> list[int]:
+        """The array rows of the hooks `layers` names (`select`)."""
+        return [self.hooks.index(h) for h in self.select(layers)]
+
+    def _at(self, states: np.ndarray, layers: Layers | None) -> np.ndarray:
+        return states if layers is None else states[self.rows(layers)]
 
     def _kind(self, kind: str) -> tuple[pd.DataFrame, list[np.ndarray]]:
         shards = sorted(self.root.glob(f"{kind}--*.parquet"))
@@ -129,10 +145,13 @@ class ActivationStore:
             raise ActivationStoreError(f"{self.root}: no span kind {kind!r}; captured: {', '.join(spans) or 'none'}")
         return spans[kind]["fields"][-1]
 
-    def spans(self, kind: str, reduction: str = "mean", **where) -> tuple[np.ndarray, pd.DataFrame]:
+    def spans(self, kind: str, reduction: str = "mean", layers: Layers | None = None,
+              **where) -> tuple[np.ndarray, pd.DataFrame]:
         """Span states (hooks × rows × d_model, float32) of one capture kind and the index of their prefix fields,
         one row per key (the first stored where several processes stored it), in sorted key order. `where` selects
         rows by field: a value or a list of values; `reduction` is ``mean`` or ``last`` over the span's tokens."""
+        if layers is not None:
+            self.select(layers)  # a bad layer is named before any shard is read
         if reduction not in REDUCTIONS:
             raise ActivationStoreError(f"unknown reduction {reduction!r}; expected one of {', '.join(REDUCTIONS)}")
         self.slot_field(kind)
@@ -142,19 +161,22 @@ class ActivationStore:
         vectors, index = vectors[first], index[first].reset_index(drop=True)
         order = index.sort_values(fields, kind="stable").index.to_numpy()
         states = vectors[order, REDUCTIONS.index(reduction)].astype(np.float32)
-        return np.moveaxis(states, 0, 1), index.loc[order].reset_index(drop=True)
+        return self._at(np.moveaxis(states, 0, 1), layers), index.loc[order].reset_index(drop=True)
 
-    def identities(self, kind: str, reduction: str = "mean", **where) -> tuple[np.ndarray, list[str]]:
+    def identities(self, kind: str, reduction: str = "mean", layers: Layers | None = None,
+                   **where) -> tuple[np.ndarray, list[str]]:
         """One vector per identity of a span kind (hooks × identities × d_model): the mean over the selected rows
         that hold that identity (e.g. one persona across settings), identities in sorted order."""
-        states, index = self.spans(kind, reduction, **where)
+        states, index = self.spans(kind, reduction, layers, **where)
         names = index[self.slot_field(kind)].to_numpy()
         identities = sorted(set(names))
         return np.stack([states[:, names == name].mean(1) for name in identities], axis=1), identities
 
-    def final(self, **where) -> tuple[np.ndarray, pd.DataFrame]:
+    def final(self, layers: Layers | None = None, **where) -> tuple[np.ndarray, pd.DataFrame]:
         """Per-cell means of the final-token state (hooks × cells × d_model) with the cell fields and prompt count,
         cells in sorted order; the shares of several processes are combined weighted by their counts."""
+        if layers is not None:
+            self.select(layers)
         vectors, index = self._select("final_mean", **where)
         cell = list(self.meta["cell"])
         weights = index["count"].to_numpy(dtype=np.float64)
@@ -165,17 +187,19 @@ class ActivationStore:
             means.append(np.tensordot(w / w.sum(), vectors[rows].astype(np.float64), axes=1))
             counts.append(int(w.sum()))
         labels = pd.DataFrame(list(groups), columns=cell).assign(count=counts)
-        return np.moveaxis(np.stack(means).astype(np.float32), 0, 1), labels
+        return self._at(np.moveaxis(np.stack(means).astype(np.float32), 0, 1), layers), labels
 
-    def final_samples(self, **where) -> tuple[np.ndarray, pd.DataFrame]:
+    def final_samples(self, layers: Layers | None = None, **where) -> tuple[np.ndarray, pd.DataFrame]:
         """Single-prompt final-token states (hooks × samples × d_model) with their item fields: per cell, the
         per_cell_samples items of smallest seeded rank, whichever processes ran them."""
+        if layers is not None:
+            self.select(layers)
         vectors, index = self._select("final_sample", **where)
         cell = self.meta["cell"]
         keep = index.sort_values("sample_rank", kind="stable").groupby(cell, sort=False).head(
             self.meta["per_cell_samples"]).index.sort_values()
         index = index.loc[keep].drop(columns="sample_rank").reset_index(drop=True)
-        return np.moveaxis(vectors[keep].astype(np.float32), 0, 1), index
+        return self._at(np.moveaxis(vectors[keep].astype(np.float32), 0, 1), layers), index
 
 
 def _capture_advice(run_dir: Path) -> str:

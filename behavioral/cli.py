@@ -65,7 +65,7 @@ def _suites_to_load(argv: Sequence[str]) -> list[str]:
     """The suites whose flags the parser of `argv` needs: the one `run`/`import` names, every suite where the
     command needs them all (its help, a missing or unknown suite name), none for the other commands, so a
     command imports only the suite it uses."""
-    from behavioral.suites import names
+    from behavioral.registry import names
 
     if argv[:1] not in (["run"], ["import"]) and argv[:1] not in ([], ["-h"], ["--help"]):
         return []
@@ -73,7 +73,7 @@ def _suites_to_load(argv: Sequence[str]) -> list[str]:
 
 
 def _parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
-    from behavioral.suites import get_suite
+    from behavioral.registry import get_suite
 
     loaded = _suites_to_load(argv)
     parser = argparse.ArgumentParser(prog="empathy-gap", description=__doc__)
@@ -112,7 +112,7 @@ def run_config(args: argparse.Namespace) -> RunConfig:
     default as it does for a script."""
     from behavioral.options import comma_values
     from behavioral.run import RunConfig
-    from behavioral.suites import get_suite
+    from behavioral.registry import get_suite
 
     suite = get_suite(args.suite)
     kinds = suite.capture.kinds if suite.capture else ()
@@ -140,7 +140,7 @@ def _analyze(argv: Sequence[str], parsed: argparse.Namespace) -> None:
     from behavioral.analysis import analyze
     from behavioral.analysis.runs import suite_of
     from behavioral.options import add_flags, comma_values, from_flags
-    from behavioral.suites import get_suite
+    from behavioral.registry import get_suite
 
     suite = get_suite(suite_of(parsed.run_dirs))
     parser = argparse.ArgumentParser(prog=f"empathy-gap analyze ({suite.name})")
@@ -194,7 +194,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _main(argv: list[str]) -> int:
     """Parse `argv` and run the command."""
-    from behavioral.suites import get_suite, names
+    from behavioral.registry import get_suite, names
 
     parser = _parser(argv)
     if argv[:1] == ["analyze"] and len(argv) > 1 and not argv[1].startswith("-"):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from behavioral.progress import duration
 from behavioral.run import RunConfig, Runner
-from behavioral.suites import get_suite
+from behavioral.registry import get_suite
 from behavioral.work import unit_batches, work_units
 
 

@@ -97,14 +97,20 @@ def _shown(value: Any) -> str:
     return "none" if value is None else str(value)
 
 
-def add_flags(parser: argparse.ArgumentParser | argparse._ArgumentGroup, cls: type) -> None:
-    """Add a flag per field of `cls` that declares one; each flag's help ends with the field's default."""
+def add_flags(parser: argparse.ArgumentParser | argparse._ArgumentGroup, cls: type,
+              skip: Sequence[str] = ()) -> None:
+    """Add a flag per field of `cls` that declares one, but the fields named in `skip` (e.g. those another Options
+    on the same parser declares: from_flags reads one flag into the same field of both); each flag's help ends with
+    the field's default."""
     for field, flag, kind in _flags(cls):
+        if field.name in skip:
+            continue
         default = field.default
         shown = flag.choices and _is_tuple(kind) and tuple(default) == tuple(flag.choices)
-        help = f"{flag.help} (default: {'all' if shown else _shown(default)})"
+        text = flag.help.replace("%", "%%")  # argparse formats help with %
+        help = f"{text} (default: {'all' if shown else _shown(default)})"
         if _scalar(kind) is bool:
-            parser.add_argument(flag_name(field), dest=_dest(field), action="store_true", help=flag.help)
+            parser.add_argument(flag_name(field), dest=_dest(field), action="store_true", help=text)
         elif _is_tuple(kind):
             known = f"{', '.join(flag.choices)} or all; " if flag.choices else ""
             parser.add_argument(flag_name(field), dest=_dest(field), action="append", metavar=flag.metavar,

@@ -15,6 +15,8 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from activations.capture import decoder_layers, parse_layers
+from activations.recorder import Recorder
 from behavioral import chat, models
 from behavioral.answer_space import AnswerSpec, AnswerTrie, Scores
 from behavioral.distributed import Place, barrier, device_for, place, start
@@ -28,7 +30,7 @@ from behavioral.store import (
     RowLog, RunLock, check_parts, finished_units, is_lock_file, result_schema, seal_logs, seal_unlocked_logs,
 )
 from behavioral.suite import Item, Suite, local_path
-from behavioral.suites import get_suite
+from behavioral.registry import get_suite
 from behavioral.work import WorkUnit, unit_batches, work_units
 
 # The decoding settings' defaults; a suite replaces some with its own (Suite.run_defaults, e.g. its authors').
@@ -430,14 +432,10 @@ def _work(config: RunConfig, suite: Suite, runner: Runner, data, out: Path, wher
 
 def _check_capture_layers(config: RunConfig, model) -> None:
     """Fail before anything is written if --layers names a layer the model lacks."""
-    from activations.capture import decoder_layers, parse_layers
-
     parse_layers(config.layers, len(decoder_layers(model)))
 
 
 def _recorder(config: RunConfig, suite: Suite, runner: Runner, out: Path, where: Place, run_id: str | None):
-    """The activation recorder of a capture run (the one place a run reaches into `activations`)."""
-    from activations.recorder import Recorder
-
+    """The activation recorder of a capture run."""
     return Recorder(runner.engine.model, runner.tokenizer, runner.chat_format, out, suite.capture, config.capture,
                     config.layers, config.per_cell_samples, config.seed, config.batch_size, where.rank, run_id)

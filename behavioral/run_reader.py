@@ -9,6 +9,8 @@ from pathlib import Path
 import pandas as pd
 
 from behavioral.manifest import MANIFEST, Manifest, RunDirError, options_of, read_manifest
+from behavioral.registry import get_suite
+from behavioral.run import derived_plan
 from behavioral.store import read_results, result_schema
 
 
@@ -50,8 +52,6 @@ def completeness(run_dir: Path, manifest: Manifest, rows: pd.DataFrame) -> Compl
     derived without the model from the manifest's configuration and data (behavioral.run.derived_plan)."""
     plan, derived, unknown = manifest.plan, False, ""
     if plan is None:
-        from behavioral.run import derived_plan  # the run loop imports the suites, which import this module
-
         try:
             plan, derived = derived_plan(run_dir, manifest), True
         except ValueError as err:
@@ -82,8 +82,6 @@ def read_run(run_dir: str | Path, suite: str, allow_partial: bool = False
     manifest = read_manifest(run_dir)
     if manifest.suite != suite:
         raise RunDirError(f"{run_dir} holds a run of suite {manifest.suite!r}; expected a {suite} run")
-    from behavioral.suites import get_suite  # the registry imports the suites, which import this module
-
     options_of(manifest, get_suite(suite).Options, run_dir / MANIFEST)
     rows = read_results(run_dir)
     if rows.empty:

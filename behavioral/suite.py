@@ -5,6 +5,7 @@ sharding, capture and the run directory are shared by every suite (behavioral.ru
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -93,6 +94,9 @@ class Suite:
     # RunConfig applies them, the CLI shows them
     run_defaults: Mapping[str, Any] = {}
     imports: str | None = None  # what `empathy-gap import SUITE` reads (its help line); None: the suite has no import
+    # mechanistic study name -> this suite's protocol for it (e.g. "patch": interp.patching.SlotPatching naming the
+    # slot patched); a study reaches a suite only through these and the methods below
+    protocols: Mapping[str, Any] = {}
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         """Add the suite's own flags to `empathy-gap run SUITE`: by default, its Options' declared flags."""
@@ -158,6 +162,14 @@ class Suite:
         and steering (e.g. intergroup's `ingroup`: perceiver and experiencer in one group; NA where undefined), on
         the same index. By default none."""
         return pd.DataFrame(index=cells.index)
+
+    def with_identity(self, item: Item, field: str, value: str) -> Item:
+        """`item` with `value` in its identity field `field` (a prompt slot's value), for the prompts a mechanistic
+        study compares; by default `dataclasses.replace`, which suits items that are dataclasses with that field."""
+        if not dataclasses.is_dataclass(item) or field not in {f.name for f in dataclasses.fields(item)}:
+            raise ValueError(f"suite {self.name!r}: its items have no field {field!r} to set; expected a dataclass "
+                             "item with that field, or a Suite.with_identity of its own")
+        return dataclasses.replace(item, **{field: value})
 
     def analyze(self, runs: Sequence[Run], options: Any) -> Analysis:
         """The analysis of finished runs (`options`: an AnalyzeOptions): every run's tables, the comparison across

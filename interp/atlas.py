@@ -35,6 +35,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 from tqdm import tqdm
 
+from activations.capture import select_layers
 from behavioral.analysis.multiplicity import max_statistic
 from interp.clusters import layer_numbers, p_value, plot_against_null
 from interp.rsa import distance_matrix, mantel, mantel_permutations
@@ -339,9 +340,14 @@ def plot_layers(frame: pd.DataFrame, ylabel: str, title: str, alpha: float = 0.0
     return fig
 
 
-def plot_heatmap(geometry: pd.DataFrame, sources: Sequence[str], hook: str, alpha: float = 0.05) -> Figure:
-    """Source × source RSA at one hook: r and the number of shared concepts in each cell, * where p_fwe < `alpha`,
-    grey on the diagonal and where the pair was not testable."""
+def plot_heatmap(geometry: pd.DataFrame, sources: Sequence[str], hook: int | str, alpha: float = 0.05) -> Figure:
+    """Source × source RSA at one layer of the table (activations.capture.select_layers over its hooks: a hook name,
+    or a block, -1 the last): r and the number of shared concepts in each cell, * where p_fwe < `alpha`, grey on the
+    diagonal and where the pair was not testable."""
+    named = select_layers(hook, list(dict.fromkeys(geometry["hook"])), "hook", "tested")
+    if len(named) != 1:
+        raise ValueError(f"hook {hook!r} names {len(named)} hooks; expected one")
+    hook = named[0]
     rows = geometry[geometry["hook"] == hook]
     n = len(sources)
     M = np.full((n, n), np.nan)

@@ -2,11 +2,11 @@
 (layer, position) activation patch on a scalar metric, from one clean forward and backward and one corrupted forward
 per prompt pair, beside the exact activation-patching map on the same grid that validates it.
 
-Nodes are residual-stream points (activations.capture): ``EMBED_LAYER`` (-1, hook_embed) and
-``blocks.{l}.hook_resid_post``, at prompt positions only (as interp.patch_run patches them; the answer-trie tokens
-score mode appends read the prompt through attention). Patching node (l, t) of the clean prompt with position s of
-the corrupted one overwrites the output of layer l at t, so later layers read the corrupted value there; AtP
-estimates the change of the metric as
+Nodes are residual-stream points (activations.capture): ``hook_embed`` and ``blocks.{l}.hook_resid_post`` (a node
+table's ``hook``; its ``layer`` is activations.capture.table_layer's, -1 for hook_embed), at prompt positions only
+(as interp.patch_run patches them; the answer-trie tokens score mode appends read the prompt through attention).
+Patching node (l, t) of the clean prompt with position s of the corrupted one overwrites the output of layer l at t,
+so later layers read the corrupted value there; AtP estimates the change of the metric as
 
     AtP(l, t) = (a_corr[l, s] - a_clean[l, t]) · ∂metric/∂a_clean[l, t],
 
@@ -56,7 +56,8 @@ import pandas as pd
 import torch
 from scipy.stats import spearmanr
 
-from activations.capture import EMBED_LAYER, ResidualHooks, check_layers, n_layers_of
+from activations.capture import EMBED_HOOK, Layers, ResidualHooks, hook_names, n_layers_of, resolve_layers, \
+    table_layer
 from behavioral.analysis.bootstrap import LEVEL, MIN_UNITS, percentile_interval, resamples
 from behavioral.answer_space import AnswerTrie
 from behavioral.engine import Batch
@@ -64,7 +65,7 @@ from interp.patch_sources import prefix_batches, prefixes, source_states
 from interp.patch_spec import PERSONA, SYSTEM_GROUP, PatchError, PatchPrompt
 
 SCOPES = ("slot", "system", "prompt")
-NODE_COLUMNS = ("pair", "layer", "position", "source_position", "offset", "from_end")
+NODE_COLUMNS = ("pair", "hook", "layer", "position", "source_position", "offset", "from_end")
 Metric = Callable[[torch.Tensor], torch.Tensor]  # tree logits [B, 1 + trie nodes, V] -> [B]
 
 
@@ -130,10 +131,11 @@ def grid(clean: PatchPrompt, corrupted: PatchPrompt, scope: str = "prompt") -> l
     return inside + [(t, b.end + t - a.end) for t in range(a.end, end)]
 
 
-def _layers(model, layers: Sequence[int] | None) -> list[int]:
-    """The grid's layers: `layers` checked (EMBED_LAYER allowed), sorted; None: hook_embed and every block."""
+def _layers(model, layers: Layers | None) -> list[str]:
+    """The grid's hooks, shallowest first: those `layers` names (activations.capture.resolve_layers, hook_embed
+    allowed); None: hook_embed and every block."""
     n = n_layers_of(model)
-    return sorted(set(check_layers(layers, n, embed=True))) if layers is not None else [EMBED_LAYER, *range(n)]
+    return hook_names(n) if layers is None else sorted(resolve_layers(layers, n, embed=True), key=table_layer)
 
 
 # --- forwards -----------------------------------------------------------------------------------------------------
@@ -161,30 +163,34 @@ def frozen(model) -> Iterator[None]:
             p.requires_grad_(flag)
 
 
-def clean_gradients(engine, pair: Pair, layers: Sequence[int],
+def clean_gradients(engine, pair: Pair, layers: Layers,
                     drop: int | None = None) -> tuple[float, torch.Tensor, torch.Tensor]:
     """(metric, states, gradients) of the clean prompt, states and ∂metric/∂state [len(layers), T, d] (float32 at
-    least) at its T prompt positions, from one forward and one backward; with `drop` (a block), the gradient through
-    that block's own contribution to the residual stream is stopped (GradDrop)."""
+    least) at its T prompt positions for the hooks `layers` names (activations.capture.resolve_layers, in the order
+    named), from one forward and one backward; with `drop` (a block number, -1 the last), the gradient through that
+    block's own contribution to the residual stream is stopped (GradDrop)."""
     model = engine.model
-    kept: dict[int, torch.Tensor] = {}
+    every = hook_names(n_layers_of(model))  # hook_embed, then every block: each reads the one before
+    names = resolve_layers(layers, len(every) - 1, embed=True)
+    dropped = None if drop is None else resolve_layers(drop, len(every) - 1)[0]
+    kept: dict[str, torch.Tensor] = {}
 
-    def keep(layer: int, hidden: torch.Tensor) -> torch.Tensor:
-        if layer == EMBED_LAYER:  # the graph starts here: no parameter requires grad
+    def keep(name: str, hidden: torch.Tensor) -> torch.Tensor:
+        if name == EMBED_HOOK:  # the graph starts here: no parameter requires grad
             hidden = hidden.detach().requires_grad_(True)
-        elif layer == drop:
-            before = kept[layer - 1]
+        elif name == dropped:
+            before = kept[every[every.index(name) - 1]]
             hidden = before + (hidden - before).detach()
-        kept[layer] = hidden
+        kept[name] = hidden
         return hidden
 
     n = len(pair.clean)
     with frozen(model), torch.inference_mode(False), torch.enable_grad():
-        with ResidualHooks(model, [EMBED_LAYER, *range(n_layers_of(model))], edit=keep, retain=False):
+        with ResidualHooks(model, every, edit=keep, retain=False):
             logits = tree_logits(engine, [pair.clean.ids], pair.trie)
         value, upstream = _metric_gradient(pair.metric, logits.detach())
-        grads = torch.autograd.grad(logits, [kept[layer] for layer in layers], grad_outputs=upstream)
-    states = torch.stack([_wide(kept[layer][0, :n].detach()) for layer in layers])
+        grads = torch.autograd.grad(logits, [kept[name] for name in names], grad_outputs=upstream)
+    states = torch.stack([_wide(kept[name][0, :n].detach()) for name in names])
     return value.item(), states, torch.stack([_wide(g[0, :n]) for g in grads])
 
 
@@ -227,13 +233,15 @@ class NodeMap:
     seconds: float
 
 
-def _node_rows(i: int, pair: Pair, layers: Sequence[int], nodes: Sequence[tuple[int, int]],
+def _node_rows(i: int, pair: Pair, layers: Sequence[str], nodes: Sequence[tuple[int, int]],
                values: dict[str, np.ndarray]) -> pd.DataFrame:
-    """The node rows of pair `i`: layer-major, positions in grid order; `values` name -> [layers, positions]."""
+    """The node rows of pair `i`: layer-major (`layers` hook names), positions in grid order; `values` name ->
+    [layers, positions]."""
     last = pair.clean.spans[PERSONA].last
     t = np.array([p for p, _ in nodes])
     frame = pd.DataFrame({
-        "pair": i, "layer": np.repeat(layers, len(nodes)), "position": np.tile(t, len(layers)),
+        "pair": i, "hook": np.repeat(layers, len(nodes)),
+        "layer": np.repeat([table_layer(name) for name in layers], len(nodes)), "position": np.tile(t, len(layers)),
         "source_position": np.tile([s for _, s in nodes], len(layers)), "offset": np.tile(t - last, len(layers)),
         "from_end": np.tile(len(pair.clean) - 1 - t, len(layers))})
     for name, v in values.items():
@@ -246,16 +254,18 @@ def _chunks(items: Sequence, size: int) -> Iterator[Sequence]:
         yield items[k:k + size]
 
 
-def attribute(engine, pairs: Sequence[Pair], layers: Sequence[int] | None = None, scope: str = "prompt",
+def attribute(engine, pairs: Sequence[Pair], layers: Layers | None = None, scope: str = "prompt",
               graddrop: bool = False) -> NodeMap:
-    """The AtP map of every pair: column ``atp`` (and ``graddrop``, AtP*'s GradDrop magnitude, with `graddrop`).
+    """The AtP map of every pair over the hooks `layers` names (activations.capture.resolve_layers, hook_embed
+    allowed; None: hook_embed and every block): column ``atp`` (and ``graddrop``, AtP*'s GradDrop magnitude, with
+    `graddrop`).
     Corrupted states come from one forward per distinct corrupted prefix (interp.patch_sources, `engine.batch_size`
     pairs at a time), then each pair's clean prompt takes one forward and one backward (L more with `graddrop`)."""
     layers = _layers(engine.model, layers)
     n_blocks = n_layers_of(engine.model)
     if graddrop and n_blocks < 2:
         raise ValueError(f"GradDrop averages over L - 1 dropped layers; the model has {n_blocks} block")
-    blocks = [layer for layer in layers if layer != EMBED_LAYER]
+    blocks = [name for name in layers if name != EMBED_HOOK]
     frames, rows = [], []
     forwards = prompts = backwards = 0
     start = time.perf_counter()
@@ -289,11 +299,11 @@ def attribute(engine, pairs: Sequence[Pair], layers: Sequence[int] | None = None
 
 
 
-def _patched_metrics(engine, pair: Pair, jobs: Sequence[tuple[int, int, int] | None], layers: Sequence[int],
+def _patched_metrics(engine, pair: Pair, jobs: Sequence[tuple[int, int, int] | None], layers: Sequence[str],
                      cache) -> list[float]:
-    """The metric of the clean prompt once per job, in one forward: a job (layer index, clean position, corrupted
-    position) patches that node, None patches nothing."""
-    edits: dict[int, tuple[list[int], list[int], list[torch.Tensor]]] = {}
+    """The metric of the clean prompt once per job, in one forward: a job (index into `layers`, clean position,
+    corrupted position) patches that node, None patches nothing."""
+    edits: dict[str, tuple[list[int], list[int], list[torch.Tensor]]] = {}
     for row, job in enumerate(jobs):
         if job is not None:
             k, t, s = job
@@ -302,8 +312,8 @@ def _patched_metrics(engine, pair: Pair, jobs: Sequence[tuple[int, int, int] | N
             ts.append(t)
             vs.append(cache.get(0, layers[k])[s])
 
-    def write(layer: int, hidden: torch.Tensor) -> torch.Tensor:
-        rs, ts, vs = edits[layer]
+    def write(name: str, hidden: torch.Tensor) -> torch.Tensor:
+        rs, ts, vs = edits[name]
         hidden = hidden.clone()
         hidden[rs, ts] = torch.stack(vs).to(hidden.device, hidden.dtype)
         return hidden
@@ -317,7 +327,7 @@ def _concat(frames: Sequence[pd.DataFrame]) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=list(NODE_COLUMNS))
 
 
-def exact_map(engine, pairs: Sequence[Pair], layers: Sequence[int] | None = None, scope: str = "prompt",
+def exact_map(engine, pairs: Sequence[Pair], layers: Layers | None = None, scope: str = "prompt",
               sample: int | None = None, seed: int = 0, ranked_by: Sequence[np.ndarray] | None = None) -> NodeMap:
     """The activation-patching map on `attribute`'s grid: column ``exact``, the metric with one node patched minus
     the clean metric. Per pair: its corrupted states from one forward, then the clean prompt once per node (and once
@@ -327,7 +337,7 @@ def exact_map(engine, pairs: Sequence[Pair], layers: Sequence[int] | None = None
     if sample is not None and sample < 1:
         raise ValueError(f"sample={sample}: expected at least 1 node a pair, or None for all")
     layers = _layers(engine.model, layers)
-    blocks = [layer for layer in layers if layer != EMBED_LAYER]
+    blocks = [name for name in layers if name != EMBED_HOOK]
     frames, rows = [], []
     forwards = prompts = 0
     start = time.perf_counter()
@@ -360,9 +370,10 @@ def exact_map(engine, pairs: Sequence[Pair], layers: Sequence[int] | None = None
 # --- reading the maps ---------------------------------------------------------------------------------------------
 
 def caution(layer: int, offset: int) -> str:
-    """Where AtP's linear estimate is known to fail, as a map prints it: the slot's own tokens (offset <= 0, where
-    the corrupted state differs most; on SmolLM2 AtP overstated layers 7-12 there two to four times and got the sign
-    wrong) and the embedding and first block (layer <= 0); '' elsewhere."""
+    """Where AtP's linear estimate is known to fail, as a map prints it (`layer` a node table's ``layer`` value,
+    activations.capture.table_layer's): the slot's own tokens (offset <= 0, where the corrupted state differs most;
+    on SmolLM2 AtP overstated layers 7-12 there two to four times and got the sign wrong) and the embedding and first
+    block (layer <= 0); '' elsewhere."""
     where = [name for name, hit in (("slot token", offset <= 0), ("earliest layer", layer <= 0)) if hit]
     return ", ".join(where)
 

@@ -30,7 +30,7 @@ from matplotlib.figure import Figure
 from scipy.spatial.distance import pdist, squareform
 from tqdm import tqdm
 
-from activations.capture import EMBED_LAYER, hook_layer
+from activations.capture import EMBED_HOOK, table_layer
 from behavioral.analysis.multiplicity import holm, max_statistic
 from behavioral.optional import require
 from behavioral.outputs import label_points, save_figure
@@ -262,10 +262,11 @@ def layer_stats(
 
 
 def layer_numbers(hooks: Sequence[str]) -> list[int]:
-    """The layer of each hook name (-1 for hook_embed); positions instead where the names are not all hook names
-    (``layer_0``, ... of a bare array)."""
+    """The ``layer`` column of per-layer tables: each hook name's activations.capture.table_layer (-1 for
+    hook_embed, a plotting position; the ``hook`` column addresses the layer); positions instead where the names are
+    not all hook names (``layer_0``, ... of a bare array)."""
     try:
-        return [hook_layer(hook) for hook in hooks]
+        return [table_layer(hook) for hook in hooks]
     except ValueError:
         return list(range(len(hooks)))
 
@@ -357,7 +358,7 @@ def layer_ticks(ax: Axes, layers: Sequence[int]) -> None:
     shown = layers[::step]
     if layers and shown[-1] != layers[-1] and layers[-1] - shown[-1] >= step / 2:
         shown.append(layers[-1])
-    ax.set_xticks(shown, ["emb" if l == EMBED_LAYER else str(l) for l in shown])
+    ax.set_xticks(shown, ["emb" if l == table_layer(EMBED_HOOK) else str(l) for l in shown])
     ax.set_xlabel("layer (resid_post; emb = embeddings)")
 
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass, fields
 
 import torch
 
-from activations.capture import ResidualHooks, n_layers_of
+from activations.capture import ResidualHooks, n_layers_of, table_layer
 from behavioral.answer_space import AnswerTrie, Scores
 from behavioral.progress import ForwardBar
 from interp.patch_sources import SourceStates, prefix_batches, prefixes, source_states
@@ -71,11 +71,11 @@ class Job:
 
 @dataclass(frozen=True)
 class _Row:
-    """One prompt of the engine call: its ids and its patches (layer, aligned pairs, slot of the source in the cache);
-    the values are looked up per batch, so only one batch's worth exists at a time."""
+    """One prompt of the engine call: its ids and its patches (hook name, aligned pairs, slot of the source in the
+    cache); the values are looked up per batch, so only one batch's worth exists at a time."""
 
     ids: tuple[int, ...]
-    patches: tuple[tuple[int, Pairs, int], ...] = ()
+    patches: tuple[tuple[str, Pairs, int], ...] = ()
 
 
 def _values(states: torch.Tensor, pairs: Pairs) -> torch.Tensor:
@@ -94,23 +94,23 @@ class _Patcher:
         self.model, self.rows, self.cache, self.on_forward = model, rows, cache, on_forward
         self.offset = 0
 
-    def _edits(self, batch, rows: Sequence[_Row]) -> dict[int, tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
-        """Per layer: (batch rows, forward columns, values) to write."""
+    def _edits(self, batch, rows: Sequence[_Row]) -> dict[str, tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+        """Per hook name: (batch rows, forward columns, values) to write."""
         # col[b, p]: the column of the forward holding position p of row b's prompt (-1: not in this forward).
         r, j = batch.mask.nonzero(as_tuple=True)
         col = torch.full((len(rows), int(batch.positions.max()) + 1), -1, dtype=torch.long, device=batch.ids.device)
         col[r, batch.positions[r, j]] = j
-        parts: dict[int, tuple[list, list, list]] = {}
+        parts: dict[str, tuple[list, list, list]] = {}
         for b, row in enumerate(rows):
-            for layer, pairs, slot in row.patches:
+            for name, pairs, slot in row.patches:
                 cols = col[b, torch.tensor([t for t, _ in pairs], device=col.device)]
                 if bool((cols < 0).any()):
                     raise PatchError("a patched position is not in the batch's first forward (share_prefix on?)")
-                rs, cs, vs = parts.setdefault(layer, ([], [], []))
+                rs, cs, vs = parts.setdefault(name, ([], [], []))
                 rs.append(torch.full_like(cols, b))
                 cs.append(cols)
-                vs.append(_values(self.cache.get(slot, layer), pairs))
-        return {layer: (torch.cat(rs), torch.cat(cs), torch.cat(vs)) for layer, (rs, cs, vs) in parts.items()}
+                vs.append(_values(self.cache.get(slot, name), pairs))
+        return {name: (torch.cat(rs), torch.cat(cs), torch.cat(vs)) for name, (rs, cs, vs) in parts.items()}
 
     @contextlib.contextmanager
     def __call__(self, batch):
@@ -122,8 +122,8 @@ class _Patcher:
                              "length-sorted prompts and to put every prompt token in the forward (share_prefix off)")
         edits = self._edits(batch, rows)
 
-        def write(layer: int, hidden: torch.Tensor) -> torch.Tensor:
-            rs, cs, values = edits[layer]
+        def write(name: str, hidden: torch.Tensor) -> torch.Tensor:
+            rs, cs, values = edits[name]
             hidden = hidden.clone()
             hidden[rs, cs] = values.to(hidden.dtype)
             return hidden
@@ -139,24 +139,21 @@ def run_jobs(engine, prompts: Sequence[PatchPrompt], jobs: Sequence[Job], trie: 
     """Scores of every job: source states captured once per distinct source prefix, then one engine.score call.
     With `progress` (a label), the planned forwards, an estimate after the first scoring forward, and a bar."""
     jobs = list(jobs)
+    n_layers = n_layers_of(engine.model)
+    hooks = {k: job.spec.hooks(n_layers) for k, job in enumerate(jobs) if job.spec is not None and job.spec.layers}
     pairs: dict[int, Pairs] = {}
     upto: dict[int, int] = {}
-    layers: set[int] = set()
-    for k, job in enumerate(jobs):
-        if job.spec is None or not job.spec.layers:
-            continue
+    for k in hooks:
+        job = jobs[k]
         if job.source is None:
             raise PatchError(f"job {k} patches layers {job.spec.layers} but names no source prompt")
         p = pairs[k] = tuple(align(job.spec, prompts[job.source], prompts[job.target]))
         upto[job.source] = max(upto.get(job.source, 0), max(s for _, ss in p for s in ss) + 1)
-        layers.update(job.spec.layers)
-    n_layers = n_layers_of(engine.model)
-    if any(layer >= n_layers for layer in layers):
-        raise PatchError(f"layers {sorted(layers)} out of range: the model has {n_layers} decoder layers")
+    layers = sorted({name for names in hooks.values() for name in names}, key=table_layer)
     sources = sorted(upto)
     where = {s: i for i, s in enumerate(sources)}
     rows = [_Row(prompts[job.target].ids,
-                 tuple((layer, pairs[k], where[job.source]) for layer in job.spec.layers) if k in pairs else ())
+                 tuple((name, pairs[k], where[job.source]) for name in hooks[k]) if k in pairs else ())
             for k, job in enumerate(jobs)]
     order = sorted(range(len(rows)), key=lambda k: len(rows[k].ids))
     source_ids = [prompts[s].ids for s in sources]

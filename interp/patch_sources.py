@@ -7,12 +7,12 @@ prefix, and patching from "a person" costs one source forward in all.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
 
-from activations.capture import EMBED_LAYER, hook_names, n_layers_of, resid_post
+from activations.capture import EMBED_HOOK, Layers, hook_name, hook_names, n_layers_of, resid_post, table_layer
 from behavioral.engine import halving_on_oom
 from interp.patch_spec import PatchError
 
@@ -21,22 +21,26 @@ Ids = tuple[int, ...]
 
 @dataclass(frozen=True)
 class SourceStates:
-    """Residual-stream values of source prompts: ``states[i]`` is [len(layers), T_i, d] in ``layers`` order
-    (``EMBED_LAYER`` first), T_i the prompt's length or the prefix kept."""
+    """Residual-stream values of source prompts on a model of `n_layers` blocks: ``states[i]`` is [len(names), T_i, d]
+    in ``names`` order (``hook_embed`` first, then the blocks shallowest first), T_i the prompt's length or the prefix
+    kept."""
 
-    layers: tuple[int, ...]
     names: tuple[str, ...]
     states: tuple[torch.Tensor, ...]
+    n_layers: int
 
     def __len__(self) -> int:
         return len(self.states)
 
-    def get(self, i: int, layer: int) -> torch.Tensor:
-        """[T_i, d] of prompt `i` at `layer`."""
+    def get(self, i: int, layer: int | str) -> torch.Tensor:
+        """[T_i, d] of prompt `i` at `layer` (activations.capture.hook_name over the model's blocks: -1 the last)."""
         try:
-            return self.states[i][self.layers.index(layer)]
-        except ValueError:
-            raise PatchError(f"layer {layer} was not captured; captured layers are {self.layers}") from None
+            name = hook_name(layer, self.n_layers)
+        except ValueError as err:
+            raise PatchError(str(err)) from None
+        if name not in self.names:
+            raise PatchError(f"layer {layer!r} ({name}) was not captured; captured: {', '.join(self.names)}")
+        return self.states[i][self.names.index(name)]
 
 
 def prefixes(prompts: Sequence[Sequence[int]], upto: Sequence[int | None] | None = None) -> list[Ids]:
@@ -52,14 +56,19 @@ def prefix_batches(cut: Sequence[Ids], batch_size: int) -> list[list[Ids]]:
     return [group[k:k + batch_size] for group in by_length.values() for k in range(0, len(group), batch_size)]
 
 
-def source_states(model, prompts: Sequence[Sequence[int]], layers: Iterable[int],
+def source_states(model, prompts: Sequence[Sequence[int]], layers: Layers,
                   upto: Sequence[int | None] | None = None, batch_size: int = 16,
                   on_forward: Callable[[], None] | None = None) -> SourceStates:
-    """hook_embed and blocks.{l}.hook_resid_post of every prompt, keeping the first ``upto[i]`` positions of prompt
-    i (None: all): one forward per batch of `prefix_batches` (all layers at once, stopping after the last), a batch
-    halved on CUDA out-of-memory as the engine's are; `on_forward` is called after each forward."""
-    blocks = [layer for layer in sorted(set(layers)) if layer != EMBED_LAYER]
-    names = tuple(hook_names(n_layers_of(model), blocks))
+    """hook_embed and the hooks of `layers` (activations.capture.resolve_layers; -1 the last block) of every prompt,
+    keeping the first ``upto[i]`` positions of prompt i (None: all): one forward per batch of `prefix_batches` (all
+    layers at once, stopping after the deepest), a batch halved on CUDA out-of-memory as the engine's are;
+    `on_forward` is called after each forward."""
+    n_layers = n_layers_of(model)
+    try:
+        names = tuple(sorted(hook_names(n_layers, layers), key=table_layer))
+    except ValueError as err:
+        raise PatchError(str(err)) from None
+    blocks = [name for name in names if name != EMBED_HOOK]
     cut = prefixes(prompts, upto)
     device = next(model.parameters()).device
 
@@ -71,4 +80,4 @@ def source_states(model, prompts: Sequence[Sequence[int]], layers: Iterable[int]
 
     batches = prefix_batches(cut, batch_size)
     done = dict(zip([ids for chunk in batches for ids in chunk], halving_on_oom(forward, batches)))
-    return SourceStates((EMBED_LAYER, *blocks), names, tuple(done[ids] for ids in cut))
+    return SourceStates(names, tuple(done[ids] for ids in cut), n_layers)

@@ -3,8 +3,9 @@
 The patched span is the one slot of a prompt the caller names (intergroup: the perceiver, its persona); the position
 groups call it the persona (``persona_end``, ``persona_mean``), whichever slot it is.
 
-Layers are residual-stream points (activations.capture): ``EMBED_LAYER`` (-1) is ``hook_embed``, the residual stream
-before block 0; ``l`` is ``blocks.{l}.hook_resid_post``, the output of decoder layer ``l``. A patch at layer ``l``
+Layers are residual-stream points, named as activations.capture.resolve_layers reads them: ``hook_embed`` (or
+``embed``) is the residual stream before block 0; ``l`` is ``blocks.{l}.hook_resid_post``, the output of decoder
+layer ``l`` (-1 the last block). A patch at layer ``l``
 overwrites that layer's output, so layers ``l + 1`` onwards read the source's values there; tokens after the patched
 positions have already read the target's values at layers <= l.
 
@@ -19,15 +20,15 @@ Position alignment (each target position receives one source position, or the me
   as the shorter block has. The text after the persona is the same in both prompts, so those pairs are the same
   tokens; what is left over is the start of the longer persona, treated as in ``persona_end``.
 - ``all``: every prompt position ``i`` <- ``i``; source and target must have the same length (the sanity check:
-  with every layer and ``EMBED_LAYER`` patched, the target's scores become the source's).
+  with every block and ``hook_embed`` patched, the target's scores become the source's).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from activations.capture import EMBED_LAYER, layer_index
+from activations.capture import Layers, layer_entries, resolve_layers, table_layer
 from activations.spans import SpanError, TokenSpan, align_from_end, encode_with_offsets, token_spans
 from behavioral import chat
 from behavioral.answer_space import AnswerTrie
@@ -44,26 +45,31 @@ class PatchError(ValueError):
 
 @dataclass(frozen=True)
 class PatchSpec:
-    """Layers to patch (hook names, or block indices with ``EMBED_LAYER`` = -1 for hook_embed) and the position group;
-    ``n`` is for ``persona_end`` only."""
+    """Layers to patch and the position group; ``n`` is for ``persona_end`` only. `layers` takes what
+    activations.capture.resolve_layers takes (blocks, -1 the last; hook names; ``--layers`` entries), kept as given
+    (a tuple) and resolved against the model by `hooks`."""
 
-    layers: tuple[int | str, ...] = ()
+    layers: Layers = ()
     positions: str = "persona_end"
     n: int | None = None
 
     def __post_init__(self):
-        indices = [layer_index(layer) for layer in self.layers]
-        if None in indices:
-            bad = self.layers[indices.index(None)]
-            raise PatchError(f"layer {bad!r}: expected a hook name (hook_embed, blocks.3.hook_resid_post) or a block "
-                             f"index >= 0 ({EMBED_LAYER} for hook_embed)")
-        object.__setattr__(self, "layers", tuple(sorted(set(indices))))
+        try:
+            object.__setattr__(self, "layers", layer_entries(self.layers))
+        except ValueError as err:
+            raise PatchError(str(err)) from None
         if self.positions not in POSITION_GROUPS:
             raise PatchError(f"unknown position group {self.positions!r}; expected one of {', '.join(POSITION_GROUPS)}")
         if self.n is not None and (self.positions != "persona_end" or self.n < 1):
             raise PatchError(f"n={self.n} is only for persona_end and must be at least 1")
-        if any(layer < EMBED_LAYER for layer in self.layers):
-            raise PatchError(f"layers {self.layers}: expected block indices >= 0, or {EMBED_LAYER} for hook_embed")
+
+    def hooks(self, n_layers: int) -> tuple[str, ...]:
+        """The hook names patched on a model of `n_layers` blocks, shallowest first (a PatchError naming a bad
+        layer)."""
+        try:
+            return tuple(sorted(resolve_layers(self.layers, n_layers, embed=True), key=table_layer))
+        except ValueError as err:
+            raise PatchError(str(err)) from None
 
     @property
     def label(self) -> str:
@@ -71,11 +77,15 @@ class PatchSpec:
         return self.positions if self.n is None else f"{self.positions}:{self.n}"
 
     @classmethod
-    def parse(cls, group: str, layers: Iterable[int] = ()) -> "PatchSpec":
-        """A spec from a position group label such as ``persona_end:2`` or ``system``."""
+    def parse(cls, group: str, layers: Layers = ()) -> "PatchSpec":
+        """A spec from a position group label such as ``persona_end:2`` or ``system``, and `layers` as PatchSpec
+        takes them."""
+        layers = cls(layers).layers  # a bad layer is named as such
         name, _, n = group.partition(":")
+        if n and not n.isdigit():
+            raise PatchError(f"bad position group {group!r}: expected NAME or NAME:N with N a whole number")
         try:
-            return cls(tuple(layers), name, int(n) if n else None)
+            return cls(layers, name, int(n) if n else None)
         except ValueError as err:
             raise PatchError(f"bad position group {group!r}: {err}") from None
 

@@ -4,13 +4,13 @@ heatmap."""
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from activations.capture import EMBED_LAYER
+from activations.capture import EMBED_HOOK, Layers, n_layers_of, resolve_layers, table_layer
 from behavioral.answer_space import AnswerTrie
 from interp.patch_run import Job, PatchScores, run_jobs
 from interp.patch_spec import PatchError, PatchPrompt, PatchSpec
@@ -46,9 +46,10 @@ def _metrics(clean: PatchScores, patched: PatchScores, source: PatchScores) -> d
 def evaluate(engine, targets: Sequence[PatchPrompt], sources: Sequence[PatchPrompt],
              specs: Sequence[Sequence[PatchSpec]], trie: AnswerTrie, meta: Sequence[Mapping] | None = None,
              progress: str | None = None) -> pd.DataFrame:
-    """One row per (target i, spec in specs[i]) patched from sources[i]: prompt, layer (the deepest patched layer),
-    layers (all of them, comma-separated), positions, meta[i]'s columns, then the metrics (see `sweep`). Clean targets
-    and clean sources are scored in the same engine call as the patched ones; `progress` labels a progress bar."""
+    """One row per (target i, spec in specs[i]) patched from sources[i]: prompt, layer (the deepest patched layer as
+    activations.capture.table_layer writes it: -1 for hook_embed), layers (the hook names patched, comma-separated),
+    positions, meta[i]'s columns, then the metrics (see `sweep`). Clean targets and clean sources are scored in the
+    same engine call as the patched ones; `progress` labels a progress bar."""
     if not len(targets) == len(sources) == len(specs):
         raise PatchError(f"{len(targets)} targets, {len(sources)} sources and {len(specs)} spec lists; expected "
                          "one source and one list of specs per target")
@@ -59,10 +60,12 @@ def evaluate(engine, targets: Sequence[PatchPrompt], sources: Sequence[PatchProm
     jobs = [Job(i) for i in clean_jobs] + [Job(idx[i], idx[n + i], spec) for i, spec in wanted]
     scores = run_jobs(engine, distinct, jobs, trie, progress)
     clean = dict(zip(clean_jobs, scores[:len(clean_jobs)]))
+    n_layers = n_layers_of(engine.model)
     rows = []
     for (i, spec), s in zip(wanted, scores[len(clean_jobs):]):
-        row = {"prompt": i, "layer": spec.layers[-1] if spec.layers else None,
-               "layers": ",".join(map(str, spec.layers)), "positions": spec.label}
+        hooks = spec.hooks(n_layers)
+        row = {"prompt": i, "layer": table_layer(hooks[-1]) if hooks else None, "layers": ",".join(hooks),
+               "positions": spec.label}
         row |= dict(meta[i]) if meta is not None else {}
         row |= _metrics(clean[idx[i]], s, clean[idx[n + i]])
         rows.append(row)
@@ -70,10 +73,11 @@ def evaluate(engine, targets: Sequence[PatchPrompt], sources: Sequence[PatchProm
     return pd.DataFrame(rows, columns=[*SWEEP_COLUMNS[:3], "layers", *extra, *SWEEP_COLUMNS[3:]])
 
 
-def sweep(engine, targets: Sequence[PatchPrompt], sources: Sequence[PatchPrompt], layers: Iterable[int],
+def sweep(engine, targets: Sequence[PatchPrompt], sources: Sequence[PatchPrompt], layers: Layers,
           trie: AnswerTrie, groups: Sequence[str] = SWEEP_POSITION_GROUPS, meta: Sequence[Mapping] | None = None,
           progress: str | None = None) -> pd.DataFrame:
-    """Layer × position-group sweep: each target patched from its source at ONE layer and one group at a time.
+    """Layer × position-group sweep: each target patched from its source at ONE layer of `layers`
+    (activations.capture.resolve_layers, hook_embed allowed) and one group at a time.
 
     Columns (SWEEP_COLUMNS, then meta's): prompt (index into targets), layer, positions (group label), expected
     (patched expected intensity), expected_clean, expected_source (both unpatched), delta_expected, greedy_clean
@@ -84,7 +88,8 @@ def sweep(engine, targets: Sequence[PatchPrompt], sources: Sequence[PatchPrompt]
     NaN where that difference is below 1e-9), start_mass (patched: the probability that the first answer token
     starts a number).
     """
-    specs = [PatchSpec.parse(g, (layer,)) for layer in layers for g in groups]
+    hooks = resolve_layers(layers, n_layers_of(engine.model), embed=True)
+    specs = [PatchSpec.parse(g, hook) for hook in hooks for g in groups]
     return evaluate(engine, targets, sources, [specs] * len(targets), trie, meta, progress)
 
 
@@ -102,9 +107,10 @@ def summarize(frame: pd.DataFrame, by: Sequence[str] = ("layer", "positions")) -
     return out.drop(columns=["_delta_sum", "_gap_sum"])
 
 
-def layer_label(layer) -> str:
-    """A layer as figures label it: ``embed`` for EMBED_LAYER, else its number."""
-    return "embed" if layer == EMBED_LAYER else str(layer)
+def layer_label(layer: int) -> str:
+    """A ``layer`` column value (activations.capture.table_layer) as figures label it: ``embed`` for hook_embed's,
+    else the block number."""
+    return "embed" if layer == table_layer(EMBED_HOOK) else str(layer)
 
 
 def heatmap_figure(summary: pd.DataFrame, value: str = "frac_closed", title: str | None = None) -> Figure:

@@ -16,10 +16,9 @@ The public API, by job (each module's docstring has the details):
 >>> target = encode(tok, target_prompt, "perceiver")
 >>> source = encode(tok, source_prompt, "perceiver")
 >>> clean, patched = patched_scores(engine, [target] * 2, [source] * 2,
-...                                 [PatchSpec(()), PatchSpec(range(10, 16), "persona_end")], answer_trie(tok, 10))
+...                                 [PatchSpec(()), PatchSpec("10-15", "persona_end")], answer_trie(tok, 10))
 """
 
-from activations.capture import EMBED_LAYER
 from interp.patch_claims import stops_mattering
 from interp.patch_run import Job, PatchScores, patched_scores, run_jobs
 from interp.patch_sources import SourceStates, source_states
@@ -29,7 +28,7 @@ from interp.patch_sweep import METRICS, SWEEP_COLUMNS, SWEEP_POSITION_GROUPS, ev
     sweep
 
 __all__ = [
-    "EMBED_LAYER", "METRICS", "POSITION_GROUPS", "SWEEP_COLUMNS", "SWEEP_POSITION_GROUPS", "SYSTEM_GROUP", "Job",
+    "METRICS", "POSITION_GROUPS", "SWEEP_COLUMNS", "SWEEP_POSITION_GROUPS", "SYSTEM_GROUP", "Job",
     "PatchError", "PatchPrompt", "PatchScores", "PatchSpec", "SourceStates", "align", "answer_trie", "encode",
     "evaluate", "heatmap_figure", "patched_scores", "run_jobs", "source_states", "stops_mattering", "summarize",
     "sweep",

@@ -10,7 +10,8 @@ prompt, answer trie and each decode step): ``h + coef * v`` or ``h - (h . u) u``
 :func:`zero_coefficient_check` shows whether coefficient 0 reproduced the unsteered rows exactly.
 
 Rows of a direction array follow the store's hooks (``hook_embed``, then ``blocks.{l}.hook_resid_post``);
-:func:`layer_directions` picks decoder layers out of it.
+:func:`hook_row` and :func:`layer_directions` pick layers out of it by hook name or block (-1 the last captured), as
+activations.capture.select_layers reads them.
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ import pandas as pd
 import torch
 from torch import nn
 
-from activations.capture import Edit, ResidualHooks, check_layers, hook_layer, hook_name, layer_index, n_layers_of
+from activations.capture import Edit, Layers, ResidualHooks, hook_layer, layer_entries, n_layers_of, resolve_layers, \
+    select_layers, table_layer
 from activations.store import ActivationStoreError
 from behavioral.engine import Engine
 from behavioral.estimate import estimate_run
@@ -70,17 +72,21 @@ def direction_table(directions: np.ndarray, means: np.ndarray, hooks: Sequence[s
     norm = np.linalg.norm(directions.astype(np.float64), axis=1)
     unit = directions / np.where(norm > 0, norm, 1)[:, None]
     cos_prev = np.r_[np.nan, (unit[1:] * unit[:-1]).sum(1)]
-    return pd.DataFrame({"hook": list(hooks), "layer": [hook_layer(h) for h in hooks], "direction_norm": norm,
+    return pd.DataFrame({"hook": list(hooks), "layer": [table_layer(h) for h in hooks], "direction_norm": norm,
                          "mean_state_norm": resid, "relative_norm": norm / np.where(resid > 0, resid, np.nan),
                          "cos_previous_layer": cos_prev})
 
 
-def hook_row(hooks: Sequence[str], layer: int) -> int:
-    """Row of decoder layer `layer` (its ``blocks.{layer}.hook_resid_post``) in a store's hook order."""
-    name = hook_name(layer)
-    if name not in hooks:
-        raise ActivationStoreError(f"layer {layer} was not captured; the store has {', '.join(hooks)}")
-    return list(hooks).index(name)
+def hook_row(hooks: Sequence[str], layer: int | str) -> int:
+    """Row of one layer (a hook name, or a block: -1 the last captured; activations.capture.select_layers) in a
+    store's hook order."""
+    try:
+        names = select_layers(layer, hooks, "layer", "captured")
+    except ValueError as err:
+        raise ActivationStoreError(str(err)) from None
+    if len(names) != 1:
+        raise ActivationStoreError(f"layer {layer!r} names {len(names)} hooks; expected one")
+    return list(hooks).index(names[0])
 
 
 def span_direction(states: np.ndarray, norm: float, seed: int) -> np.ndarray:
@@ -96,22 +102,22 @@ def span_direction(states: np.ndarray, norm: float, seed: int) -> np.ndarray:
     return (vector * norm / np.linalg.norm(vector)).astype(np.float32)
 
 
-def layer_directions(directions: np.ndarray, hooks: Sequence[str], layers: Sequence[int]) -> dict[int, np.ndarray]:
-    """{decoder layer: [d] direction} from a [hooks, d] array in ``hooks`` order."""
-    return {int(layer): directions[hook_row(hooks, layer)] for layer in layers}
+def layer_directions(directions: np.ndarray, hooks: Sequence[str], layers: Sequence[int | str]) -> dict:
+    """{layer as given: [d] direction} from a [hooks, d] array in ``hooks`` order (`hook_row`)."""
+    return {layer: directions[hook_row(hooks, layer)] for layer in layers}
 
 
 # --- the hooks ----------------------------------------------------------------------------------------------------
 
-def _steering_edit(vectors: Mapping[int, torch.Tensor], coef: float | None, project: bool) -> Edit:
-    """The edit of each steered layer: ``h - (h . u) u`` if `project`, then ``+ coef * v`` if `coef` is given;
-    constants made once per layer, device and dtype."""
+def _steering_edit(vectors: Mapping[str, torch.Tensor], coef: float | None, project: bool) -> Edit:
+    """The edit of each steered hook: ``h - (h . u) u`` if `project`, then ``+ coef * v`` if `coef` is given;
+    constants made once per hook, device and dtype."""
     constants: dict[tuple, tuple[torch.Tensor, torch.Tensor | None]] = {}
 
-    def edit(layer: int, h: torch.Tensor) -> torch.Tensor:
-        key = (layer, h.device, h.dtype)
+    def edit(name: str, h: torch.Tensor) -> torch.Tensor:
+        key = (name, h.device, h.dtype)
         if key not in constants:
-            vector = vectors[layer]
+            vector = vectors[name]
             norm = vector.norm()
             unit = (vector / norm if norm > 0 else torch.zeros_like(vector)).to(h.device)
             constants[key] = unit, None if coef is None else (coef * vector).to(h.device, h.dtype)
@@ -141,62 +147,74 @@ def _as_vectors(direction, n_layers: int, width: int) -> list[torch.Tensor]:
     return [v.clone() for v in vectors]
 
 
-def _layer_list(layer: int | str | Sequence[int | str]) -> list:
-    """One layer (a block index or a hook name) or several, as a list."""
-    return [layer] if isinstance(layer, (int, np.integer, str)) else list(layer)
-
-
 @contextlib.contextmanager
-def steer(model: nn.Module, layer: int | str | Sequence[int | str], direction, coef: float | None = None,
-          project: bool = False, engine: Engine | None = None) -> Iterator[ResidualHooks]:
-    """Steer `model` inside the block: ResidualHooks on decoder layer(s) `layer` edit their output at every position.
+def steer(model: nn.Module, layer: Layers, direction, coef: float | None = None, project: bool = False,
+          engine: Engine | None = None) -> Iterator[ResidualHooks]:
+    """Steer `model` inside the block: ResidualHooks on the decoder block(s) `layer` edit their output at every
+    position. `layer` is read by activations.capture.resolve_layers (-1 the last block; hook names; a ``--layers``
+    spec), the token embedding never steered.
 
-    `direction` is [d] (the same for every layer) or [len(layers), d]. `coef` adds ``coef * direction``; `project`
-    removes the component along the direction first (``h - (h . u) u``, u its unit vector; a zero direction leaves
-    h unchanged). Every forward inside the block is steered: an Engine's shared prefix, prompt, answer trie and
-    decode steps alike. Pass the `engine` to run through, so prefix KV caches computed outside the block (unsteered)
-    are not reused inside it, nor steered ones after it: its prefix cache is emptied on entry and on exit.
-    Hooks are removed on exit, also when the block raises. Yields the hooks (``calls[layer]`` counts forwards).
+    `direction` is [d] (the same for every layer) or [n, d], one row per block in the order named. `coef` adds
+    ``coef * direction``; `project` removes the component along the direction first (``h - (h . u) u``, u its unit
+    vector; a zero direction leaves h unchanged). Every forward inside the block is steered: an Engine's shared
+    prefix, prompt, answer trie and decode steps alike. Pass the `engine` to run through, so prefix KV caches
+    computed outside the block (unsteered) are not reused inside it, nor steered ones after it: its prefix cache is
+    emptied on entry and on exit.
+    Hooks are removed on exit, also when the block raises. Yields the hooks (``calls[name]`` counts forwards).
     """
     if coef is None and not project:
         raise ValueError("steer needs a coefficient, project=True, or both")
     if coef is not None and not math.isfinite(coef):
         raise ValueError(f"coefficient must be finite, got {coef!r}")
-    layers = check_layers(_layer_list(layer), n_layers_of(model))
+    names = resolve_layers(layer, n_layers_of(model))
     width = model.config.hidden_size if hasattr(model, "config") else _as_array(direction).shape[-1]
-    vectors = dict(zip(layers, _as_vectors(direction, len(layers), width)))
+    vectors = dict(zip(names, _as_vectors(direction, len(names), width)))
     edit = _steering_edit(vectors, None if coef is None else float(coef), project)
     if engine is not None:
         engine.prefixes.entries.clear()
     try:
-        with ResidualHooks(model, layers, edit=edit, retain=False) as hooks:
+        with ResidualHooks(model, names, edit=edit, retain=False) as hooks:
             yield hooks
     finally:
         if engine is not None:
             engine.prefixes.entries.clear()
 
 
-def steering_fingerprint(layer, direction, coef: float | None, project: bool) -> str:
-    """sha256 (16 hex digits) of a steering: layers, direction bytes, coefficient, projection."""
-    layers = [layer_index(x) for x in _layer_list(layer)]
-    digest = hashlib.sha256(repr((layers, coef, bool(project))).encode())
+def _blocks(layer: Layers, n_layers: int) -> list[int]:
+    """The decoder blocks `steer` edits for `layer` on a model of `n_layers` blocks, in the order named."""
+    return [hook_layer(name) for name in resolve_layers(layer, n_layers)]
+
+
+def _one_block(layer: int | str, n_layers: int) -> int:
+    """The one decoder block a sweep condition's `layer` names."""
+    blocks = _blocks(layer, n_layers)
+    if len(blocks) != 1:
+        raise ValueError(f"layer {layer!r} names {len(blocks)} blocks; a steering condition steers one")
+    return blocks[0]
+
+
+def steering_fingerprint(layer: Layers, direction, coef: float | None, project: bool, n_layers: int) -> str:
+    """sha256 (16 hex digits) of a steering on a model of `n_layers` blocks: its blocks (`steer`'s), the
+    direction's bytes, coefficient, projection."""
+    digest = hashlib.sha256(repr((_blocks(layer, n_layers), coef, bool(project))).encode())
     digest.update(np.ascontiguousarray(_as_array(direction)).tobytes())
     return digest.hexdigest()[:16]
 
 
-def steered_info(info: Mapping, layer, direction, coef: float | None = None, project: bool = False) -> dict:
-    """A model's manifest info with the steering recorded under ``steering`` and ``+steer:<fingerprint>`` appended
-    to ``model_hash``, so a run directory made with another steering (or none) is refused on resume."""
-    fingerprint = steering_fingerprint(layer, direction, coef, project)
+def steered_info(info: Mapping, layer: Layers, direction, coef: float | None, project: bool, n_layers: int) -> dict:
+    """A model's manifest info with the steering (on a model of `n_layers` blocks) recorded under ``steering`` and
+    ``+steer:<fingerprint>`` appended to ``model_hash``, so a run directory made with another steering (or none) is
+    refused on resume."""
+    fingerprint = steering_fingerprint(layer, direction, coef, project, n_layers)
     return dict(info) | {
         "model_hash": f"{info['model_hash']}+steer:{fingerprint}",
-        "steering": {"layers": [layer_index(x) for x in _layer_list(layer)], "coef": coef, "project": project,
+        "steering": {"layers": _blocks(layer, n_layers), "coef": coef, "project": project,
                      "fingerprint": fingerprint,
                      "direction_norm": float(np.linalg.norm(_as_array(direction).astype(np.float64)))},
     }
 
 
-def steered_run(config: RunConfig, out: str | Path, loaded: tuple, layer: int | Sequence[int], direction,
+def steered_run(config: RunConfig, out: str | Path, loaded: tuple, layer: Layers, direction,
                 coef: float | None = None, project: bool = False, progress: bool = True) -> Path:
     """Run (or resume) a suite slice with the loaded (model, tokenizer, info) steered: ``behavioral.run.run`` on the
     steered model, its manifest marked by `steered_info`. The suite prepares its data with the steered model (e.g.
@@ -204,19 +222,21 @@ def steered_run(config: RunConfig, out: str | Path, loaded: tuple, layer: int | 
     model, tokenizer, info = loaded
     with steer(model, layer, direction, coef, project):
         return run(config, out, progress=progress,
-                   loaded=(model, tokenizer, steered_info(info, layer, direction, coef, project)))
+                   loaded=(model, tokenizer,
+                           steered_info(info, layer, direction, coef, project, n_layers_of(model))))
 
 
 # --- the sweep ----------------------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class Condition:
-    """One steering of the sweep: none (layer None), add coef × direction at a layer, or project it out there. A
+    """One steering of the sweep: none (layer None), add coef × direction at a layer (a block, -1 the last, or a
+    hook name, as `steer` takes it), or project it out there. A
     control steers another direction of the same layer: `random` k ≥ 1 the k-th random direction within the span of
     the captured states, `matching` m the direction of the m-th wrong matching of identities (interp.matchings),
     `held_out` j the direction fit without identity j's cells."""
 
-    layer: int | None
+    layer: int | str | None
     coef: float | None = None
     project: bool = False
     random: int = 0
@@ -252,7 +272,7 @@ class Condition:
         return self.label.replace(" ", "_")
 
 
-def sweep_conditions(layers: Sequence[int], coefs: Sequence[float], project: bool = False, n_random: int = 0,
+def sweep_conditions(layers: Layers, coefs: Sequence[float], project: bool = False, n_random: int = 0,
                      n_matchings: int = 0, n_held_out: int = 0) -> list[Condition]:
     """The unsteered baseline, then each layer × coefficient (and, with `project`, each layer's projection, the
     projections of `n_random` random directions, of the directions of `n_matchings` wrong matchings and of the
@@ -262,24 +282,25 @@ def sweep_conditions(layers: Sequence[int], coefs: Sequence[float], project: boo
     hook is the same at every layer, so a second zero run would cost a whole grid and tell nothing new.
     """
     out = [Condition(None)]
-    for i, layer in enumerate(layers):
-        out += [Condition(int(layer), float(c)) for c in coefs if c != 0 or i == 0]
+    for i, layer in enumerate(layer_entries(layers)):
+        out += [Condition(layer, float(c)) for c in coefs if c != 0 or i == 0]
         if project:
-            out.append(Condition(int(layer), None, True))
-            out += [Condition(int(layer), None, True, random=k) for k in range(1, n_random + 1)]
-            out += [Condition(int(layer), None, True, matching=m) for m in range(n_matchings)]
-            out += [Condition(int(layer), None, True, held_out=j) for j in range(n_held_out)]
+            out.append(Condition(layer, None, True))
+            out += [Condition(layer, None, True, random=k) for k in range(1, n_random + 1)]
+            out += [Condition(layer, None, True, matching=m) for m in range(n_matchings)]
+            out += [Condition(layer, None, True, held_out=j) for j in range(n_held_out)]
     return out
 
 
-def run_conditions(config: RunConfig, out: str | Path, loaded: tuple, directions: Mapping[int, np.ndarray],
+def run_conditions(config: RunConfig, out: str | Path, loaded: tuple, directions: Mapping[int | str, np.ndarray],
                    conditions: Sequence[Condition], read_rows: Callable[[Path], pd.DataFrame],
                    caches: Sequence[str] = (), seed_dir: str | Path | None = None,
                    progress: bool = False, controls: Mapping[Condition, np.ndarray] | None = None) -> pd.DataFrame:
     """The rows `read_rows` reads of each condition's run of the config's slice (e.g. a suite's result view), with
-    columns condition, layer, coef, project, random, matching, held_out added. Each condition runs (or resumes) into
-    its own run directory ``out/<condition.folder>``, capture off. A condition steers ``directions[layer]``, a control condition
-    its own vector in `controls`.
+    columns condition, layer (the steered block; -1 unsteered), coef, project, random, matching, held_out added. Each
+    condition runs (or resumes) into its own run directory ``out/<condition.folder>``, capture off. A condition
+    steers the direction of its block in `directions` (keys and condition layers as `steer` takes them: -1 the last
+    block), a control condition its own vector in `controls`.
 
     Caches: the files named by `caches` (a suite's, e.g. intergroup's ``rewrites.jsonl``) in `seed_dir` (default:
     the unsteered condition's run directory) are copied into each run directory not started yet, so no steered
@@ -289,11 +310,14 @@ def run_conditions(config: RunConfig, out: str | Path, loaded: tuple, directions
     out = Path(out)
     config = dataclasses.replace(config, capture=())
     controls = controls or {}
+    n_layers = n_layers_of(loaded[0])
+    block = {cond: _one_block(cond.layer, n_layers) for cond in conditions if cond.layer is not None}
+    by_block = {_one_block(layer, n_layers): vector for layer, vector in directions.items()}
     for cond in conditions:
         if cond.control and cond not in controls:
             raise ValueError(f"no direction for the control {cond.label}")
-        if cond.layer is not None and not cond.control and cond.layer not in directions:
-            raise ValueError(f"no direction for layer {cond.layer}; have {sorted(directions)}")
+        if cond.layer is not None and not cond.control and block[cond] not in by_block:
+            raise ValueError(f"no direction for layer {cond.layer}; have {list(directions)}")
     seed_dir = Path(seed_dir) if seed_dir is not None else out / Condition(None).folder
     if progress and conditions:
         first = out / conditions[0].folder
@@ -308,10 +332,10 @@ def run_conditions(config: RunConfig, out: str | Path, loaded: tuple, directions
         if cond.layer is None:
             run(config, run_dir, progress=progress, loaded=loaded)
         else:
-            direction = controls[cond] if cond.control else directions[cond.layer]
+            direction = controls[cond] if cond.control else by_block[block[cond]]
             steered_run(config, run_dir, loaded, cond.layer, direction, cond.coef, cond.project, progress)
         frames.append(read_rows(run_dir).assign(
-            condition=cond.label, layer=-1 if cond.layer is None else cond.layer,
+            condition=cond.label, layer=-1 if cond.layer is None else block[cond],
             coef=np.nan if cond.coef is None else cond.coef, project=cond.project, random=cond.random,
             matching=-1 if cond.matching is None else cond.matching,
             held_out=-1 if cond.held_out is None else cond.held_out))

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from experiments.tiny_tokenizer import CHATML, build_tiny_tokenizer
+from tests.tiny_tokenizer import CHATML, build_tiny_tokenizer
 
 NO_SYSTEM = (
     "{% for m in messages %}{% if m['role'] == 'system' %}{{ raise_exception('System role not supported') }}"
@@ -20,6 +20,7 @@ NO_SYSTEM = (
 )
 PINNED = Path(__file__).resolve().parent / "data" / "pinned_capture"  # tests/test_pinned_mechanisms.py's run
 SLOW_FIXTURES = {"smollm2"}  # a test that loads the real model is slow without a mark of its own
+collect_ignore = ["benchmarks"]  # developer scripts, not tests (tests/test_experiment_scripts.py runs their --help)
 
 
 def pytest_collection_modifyitems(items) -> None:
@@ -82,6 +83,33 @@ def long_model_dir(tmp_path_factory, tiny_tokenizer):
     make_tiny_model(len(tiny_tokenizer), max_positions=4096).save_pretrained(path)
     tiny_tokenizer.save_pretrained(path)
     return path
+
+
+CAPTURE_SETTING = "P0S0T0"
+
+
+def intergroup_capture_config(model_dir, **overrides):
+    """A score-mode intergroup run of religion in CAPTURE_SETTING on 3 embedded events (108 prompts, work units of 2
+    items) with persona, experiencer and final capture (2 samples a cell), fp32 on the CPU."""
+    from behavioral.run import RunConfig
+    from behavioral.suites.intergroup import Options
+
+    fields = dict(suite="intergroup", model=str(model_dir),
+                  options=Options(categories=("religion",), settings=(CAPTURE_SETTING,), limit_events=3),
+                  unit_size=2, mode="score", device="cpu", dtype="fp32", batch_size=4,
+                  capture=("persona", "experiencer", "final"), per_cell_samples=2, max_new_tokens=8)
+    return RunConfig(**(fields | overrides))
+
+
+@pytest.fixture(scope="session")
+def captured_intergroup(tiny_model_dir, tmp_path_factory) -> Path:
+    """The run of intergroup_capture_config on the tiny model, made once a session (deterministic: score mode, fixed
+    weights). Tests read it and never write into it; one that changes a run copies it first."""
+    from behavioral.run import run
+
+    out = tmp_path_factory.mktemp("captured-intergroup") / "run"
+    run(intergroup_capture_config(tiny_model_dir), out, progress=False)
+    return out
 
 
 @pytest.fixture(scope="session")

@@ -1,6 +1,8 @@
 """The project's import graph read from its own source (ast, nothing imported) and held against the layer picture of
 docs/ARCHITECTURE.md: the layers, each module's layer, the imports that point upward, the import cycles among modules
-and the imports made inside functions (which hide a cycle from the module level). `python -m tests.import_graph`
+and the imports made inside functions (which hide a cycle from the module level). An import under `if TYPE_CHECKING:`
+never runs: it names a type for annotations (a protocol saying what it returns) and is listed apart, not counted as an
+import. `python -m tests.import_graph`
 prints the counts and every violation."""
 
 from __future__ import annotations
@@ -13,15 +15,20 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("behavioral", "activations", "interp")
 # Lowest first: a module may import its own layer and those below it, never one above.
-LAYERS = ("behavioral", "activations", "behavioral.analysis", "interp", "behavioral.suites", "behavioral.studies",
-          "behavioral.cli")
+LAYERS = ("behavioral", "activations", "behavioral.run", "behavioral.analysis", "interp", "behavioral.suites",
+          "behavioral.studies", "behavioral.cli")
+RUN_LOOP = {"behavioral.run", "behavioral.estimate", "behavioral.run_reader"}  # the run loop: it captures, so above
+_TYPE_CHECKING = ("TYPE_CHECKING", "typing.TYPE_CHECKING")
 TOP = {"behavioral.cli", "behavioral.__main__"}  # the command line, above everything it dispatches to
 
 
 def layer_of(module: str) -> str:
-    """The layer of a module: the CLI, one of behavioral's sub-packages of LAYERS, or its top-level package."""
+    """The layer of a module: the CLI, the run loop, one of behavioral's sub-packages of LAYERS, or its top-level
+    package."""
     if module in TOP:
         return "behavioral.cli"
+    if module in RUN_LOOP:
+        return "behavioral.run"
     parts = module.split(".")
     if parts[0] == "behavioral" and len(parts) > 1 and f"behavioral.{parts[1]}" in LAYERS:
         return f"behavioral.{parts[1]}"
@@ -30,11 +37,13 @@ def layer_of(module: str) -> str:
 
 @dataclass(frozen=True)
 class Graph:
-    """Internal imports per module: at module level (`edges`) and inside functions (`deferred`)."""
+    """Internal imports per module: at module level (`edges`), inside functions (`deferred`), and the types named
+for annotations only (`type_refs`, under `if TYPE_CHECKING:`)."""
 
     modules: frozenset[str]
     edges: dict[str, frozenset[str]]
     deferred: dict[str, frozenset[str]]
+    type_refs: dict[str, frozenset[str]]
 
     def upward(self, deferred: bool = False) -> list[tuple[str, str]]:
         """The imports from a module to one in a higher layer, sorted."""
@@ -91,10 +100,12 @@ def read_graph(root: Path = ROOT) -> Graph:
 
     edges: dict[str, set[str]] = defaultdict(set)
     deferred: dict[str, set[str]] = defaultdict(set)
+    type_refs: dict[str, set[str]] = defaultdict(set)
     for module, path in paths.items():
-        def visit(node: ast.AST, inside: bool) -> None:
+        def visit(node: ast.AST, inside: bool, typing_only: bool = False) -> None:
             for child in ast.iter_child_nodes(node):
                 nested = inside or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef))
+                typed = typing_only or (isinstance(child, ast.If) and ast.unparse(child.test) in _TYPE_CHECKING)
                 names = []
                 if isinstance(child, ast.Import):
                     names = [alias.name for alias in child.names]
@@ -105,12 +116,12 @@ def read_graph(root: Path = ROOT) -> Graph:
                 for name in names:
                     target = resolve(name) if name.split(".")[0] in PACKAGES else None
                     if target and target != module:
-                        (deferred if nested else edges)[module].add(target)
-                visit(child, nested)
+                        (type_refs if typed else deferred if nested else edges)[module].add(target)
+                visit(child, nested, typed)
 
         visit(ast.parse(path.read_text(encoding="utf-8")), False)
-    return Graph(frozenset(paths), {k: frozenset(v) for k, v in edges.items()},
-                 {k: frozenset(v) for k, v in deferred.items()})
+    return Graph(frozenset(paths), *({k: frozenset(v) for k, v in found.items()}
+                                     for found in (edges, deferred, type_refs)))
 
 
 def summary(graph: Graph) -> dict[str, int]:
@@ -119,7 +130,8 @@ def summary(graph: Graph) -> dict[str, int]:
             "upward": len(graph.upward()), "cycles": len(graph.cycles()),
             "hidden_cycles": len(graph.cycles(deferred=True)),
             "deferred": sum(map(len, graph.deferred.values())), "deferred_files": len(graph.deferred),
-            "deferred_upward": len(graph.upward(deferred=True))}
+            "deferred_upward": len(graph.upward(deferred=True)),
+            "type_refs": sum(map(len, graph.type_refs.values()))}
 
 
 def main() -> None:
@@ -134,6 +146,8 @@ def main() -> None:
         print(f"upward inside a function: {a} -> {b}")
     for component in graph.cycles(deferred=True):
         print("cycle through a function-level import: " + " <-> ".join(component))
+    for a, targets in sorted(graph.type_refs.items()):
+        print(f"types named for annotations: {a} -> {', '.join(sorted(targets))}")
 
 
 if __name__ == "__main__":

@@ -71,6 +71,32 @@ def test_final_means_pool_shares_by_count(store):
     np.testing.assert_allclose(means[0, :, 0], [(1 * 1 + 3 * 3) / 4, 5.0])
 
 
+def test_rows_are_addressed_by_hook_name_and_block_not_by_position(store):
+    """Integers are blocks (-1 the last captured), not array rows; hook names and --layers entries name themselves."""
+    assert store.select(-1) == store.select("last") == store.select("blocks.0.hook_resid_post") == \
+        ["blocks.0.hook_resid_post"]
+    assert store.rows(["blocks.0.hook_resid_post", "hook_embed"]) == store.rows([-1, "embed"]) == [1, 0]
+    assert store.rows(0) == [1]  # block 0, the second row: not row 0
+    assert store.select("all") == HOOKS
+    states, _ = store.spans("group")
+    for layers in (-1, "blocks.0.hook_resid_post", [0]):
+        np.testing.assert_array_equal(store.spans("group", layers=layers)[0], states[[1]])
+        np.testing.assert_array_equal(store.final(layers=layers)[0], store.final()[0][[1]])
+    vectors, names = store.identities("group", "last", layers=["hook_embed"], template="a")
+    np.testing.assert_array_equal(vectors, store.identities("group", "last", template="a")[0][[0]])
+
+
+@pytest.mark.parametrize("layers, message", [
+    (1, "layers: block 1 was not captured; captured: [0]"), (-2, "layers: block -2 was not captured"),
+    ("blocks.5.hook_resid_post", "layers: block 5 was not captured"), (1.5, "layers: 1.5 is not a layer"),
+])
+def test_a_layer_the_store_did_not_capture_is_one_line(store, layers, message):
+    for call in (store.select, lambda x: store.final(layers=x), lambda x: store.spans("group", layers=x)):
+        with pytest.raises(ValueError) as err:
+            call(layers)
+        assert str(err.value).startswith(message) and "\n" not in str(err.value)
+
+
 @pytest.mark.parametrize("call, message", [
     (lambda s: s.spans("persona"), "no span kind 'persona'"),
     (lambda s: s.spans("group", category="x"), "no field 'category'"),

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from behavioral import cli, store
-from behavioral.suites import get_suite, names, registered
+from behavioral.registry import get_suite, names, registered
 
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "ADDING_A_SUITE.md"
 

@@ -15,7 +15,9 @@ from behavioral import store
 from behavioral.analysis import analyze
 from behavioral.analysis.multiplicity import holm
 from behavioral.suites.intergroup import analysis, figures
-from behavioral.suites.intergroup.suite import FIELDS, AnalyzeOptions, results
+from behavioral.suites.intergroup.analysis import AnalyzeOptions
+from behavioral.suites.intergroup.items import FIELDS, results
+from behavioral.suites.intergroup.suite import load_analyses
 from behavioral.suites.intergroup.groups import get_category
 
 SETTINGS = ("P0S0T0", "P0S1T0")
@@ -117,7 +119,7 @@ def make_run(
 
 
 def _load(run_dir: Path, permutations: int = 200, allow_partial: bool = False, **options):
-    return analysis.load_analyses(run_dir, AnalyzeOptions(permutations=permutations, **options), allow_partial)
+    return load_analyses(run_dir, AnalyzeOptions(permutations=permutations, **options), allow_partial)
 
 
 def _analyses(run_dir: Path, **kwargs) -> dict[tuple[str, str], analysis.SettingAnalysis]:
@@ -355,7 +357,7 @@ def test_tidy_csvs_hold_every_number_at_full_precision(tmp_path: Path) -> None:
     run_dir = make_run(tmp_path / "run", categories=("religion",))
     options = AnalyzeOptions(permutations=200)
     analyze([run_dir], tmp_path / "out", options)
-    found = {(a.category.name, a.setting): a for a in analysis.load_analyses(run_dir, options)}
+    found = {(a.category.name, a.setting): a for a in load_analyses(run_dir, options)}
     table2 = pd.read_csv(tmp_path / "out" / "table2_delta.csv").set_index(["category", "setting"])
     table3 = pd.read_csv(tmp_path / "out" / "table3_mean_std.csv").set_index(["category", "setting"])
     table6 = pd.read_csv(tmp_path / "out" / "table6_refusal.csv").set_index(["category", "setting"])

@@ -19,7 +19,7 @@ from behavioral.analysis import Analysis, Figure, Section, Table, analyze, cell,
 from behavioral.options import add_flags, check_minimums, from_flags, option
 from behavioral.output_folder import OutputFolderError
 from behavioral.suite import Suite
-from behavioral.suites import get_suite, names, registered
+from behavioral.registry import get_suite, names, registered
 
 FIELDS = ("group",)
 

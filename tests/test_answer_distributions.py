@@ -19,7 +19,7 @@ from behavioral.analysis.distributions import group_distributions
 from behavioral.run import RunConfig, run
 from behavioral.run_reader import read_run
 from behavioral.store import RESULTS
-from behavioral.suites import get_suite
+from behavioral.registry import get_suite
 from behavioral.suites.intergroup import AnalyzeOptions, Options
 from behavioral.work import work_units
 

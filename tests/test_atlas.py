@@ -13,10 +13,9 @@ import pytest
 from scipy.spatial.distance import pdist, squareform
 
 from behavioral import cli
-from behavioral import run as run_mod
 from behavioral.studies import get_study, run_study
 from behavioral.studies.atlas import MAP_FILE, Options, read_map
-from interp.atlas import Source, atlas, shared_concepts
+from interp.atlas import Source, atlas, plot_heatmap, shared_concepts
 from interp.rsa import rsa
 
 HOOKS = ["hook_embed", "blocks.0.hook_resid_post", "blocks.1.hook_resid_post"]
@@ -54,6 +53,11 @@ def test_a_planted_concept_is_ranked_first_and_the_geometries_agree():
     assert len(geometry) == len(HOOKS) and (geometry["value"] > 0.9).all() and (geometry["p_fwe"] < 0.05).all()
     assert (geometry["p_fwe"] >= geometry["p"]).all() and (geometry["p_floor"] == 1 / 200).all()
     assert result.untestable.empty
+    titles = {plot_heatmap(geometry, ["A", "B"], layer).axes[0].get_title() for layer in
+              (-1, 1, "last", "blocks.1.hook_resid_post")}  # -1: the last block the table holds
+    assert titles == {"RSA between sources at blocks.1.hook_resid_post (* p_fwe < 0.05; grey: not testable)"}
+    with pytest.raises(ValueError, match=r"^hook: block 2 was not tested; tested: \[0, 1\]$"):
+        plot_heatmap(geometry, ["A", "B"], 2)
 
 
 def test_random_sources_rank_at_chance_with_uniform_p():
@@ -159,7 +163,7 @@ def _producible() -> dict[str, set[str]]:
 
 
 def test_every_shipped_row_names_an_identity_its_suite_produces():
-    from behavioral.suites import get_suite
+    from behavioral.registry import get_suite
 
     rows, producible = read_map(MAP_FILE), _producible()
     missing = [(r.line, r.suite, r.identity) for r in rows if r.identity not in producible[r.suite]]
@@ -191,20 +195,8 @@ def test_a_bad_map_row_is_named(tmp_path, text, message):
 
 
 # --- the study end to end ---------------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def captured(tiny_model_dir, tmp_path_factory):
-    """A tiny intergroup run with persona and experiencer capture: two sources sharing the five religions."""
-    from behavioral.suites.intergroup import Options as IntergroupOptions
-
-    out = tmp_path_factory.mktemp("atlas") / "run"
-    config = run_mod.RunConfig(suite="intergroup", model=str(tiny_model_dir), mode="score", device="cpu",
-                               dtype="fp32", batch_size=8, capture=("persona", "experiencer"), max_new_tokens=4,
-                               options=IntergroupOptions(categories=("religion",), settings=("P0S0T0",),
-                                                         limit_events=1))
-    run_mod.run(config, out, progress=False)
-    return out
+# on conftest's captured_intergroup: a tiny religion run whose persona and experiencer captures are two sources sharing
+# the five religions
 
 
 def _copy(run_dir, to, manifest=None, meta=None):
@@ -217,10 +209,10 @@ def _copy(run_dir, to, manifest=None, meta=None):
     return to
 
 
-def test_the_study_writes_its_report_and_tables(captured, tmp_path):
-    twin = _copy(captured, tmp_path / "twin")
-    report = run_study(get_study("atlas"), [captured, twin], Options(permutations=20), tmp_path / "out",
-                       names=["one", "two"], progress=False)
+def test_the_study_writes_its_report_and_tables(captured_intergroup, tmp_path):
+    twin = _copy(captured_intergroup, tmp_path / "twin")
+    report = run_study(get_study("atlas"), [captured_intergroup, twin], Options(permutations=20), tmp_path / "out",
+                       names=["one", "two"], progress=False).report
     out = report.parent
     text = report.read_text()
     for heading in ("Shared-identity closeness", "RSA between sources", "RSA with behaviour", "Not testable",
@@ -257,18 +249,20 @@ def test_the_study_writes_its_report_and_tables(captured, tmp_path):
     ({"manifest": lambda m: m["config"].update(model_hash="1" * 64)}, "the runs hold different models"),
     ({"meta": lambda m: m.update(d_model=128)}, "the runs' activations differ in d_model"),
 ])
-def test_runs_of_two_models_exit_2_with_one_line_and_write_nothing(captured, tmp_path, capsys, change, message):
-    other = _copy(captured, tmp_path / "other", **change)
+def test_runs_of_two_models_exit_2_with_one_line_and_write_nothing(captured_intergroup, tmp_path, capsys, change,
+                                                                   message):
+    other = _copy(captured_intergroup, tmp_path / "other", **change)
     out = tmp_path / "out"
-    assert cli.main(["interp", "atlas", str(captured), str(other), "--out", str(out), "--no-progress"]) == 2
+    assert cli.main(["interp", "atlas", str(captured_intergroup), str(other), "--out", str(out), "--no-progress"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and message in err
     assert not out.exists()
 
 
-def test_a_bad_map_exits_2_and_writes_nothing(captured, tmp_path, capsys):
+def test_a_bad_map_exits_2_and_writes_nothing(captured_intergroup, tmp_path, capsys):
     bad = tmp_path / "map.csv"
     bad.write_text("concept,suite,kind,identity\nMuslim,intergroup,*\n")
     out = tmp_path / "out"
-    assert cli.main(["interp", "atlas", str(captured), "--map", str(bad), "--out", str(out), "--no-progress"]) == 2
+    assert cli.main(["interp", "atlas", str(captured_intergroup), "--map", str(bad), "--out", str(out),
+                     "--no-progress"]) == 2
     assert f"{bad}:2: row" in capsys.readouterr().err and not out.exists()

@@ -19,6 +19,7 @@ from behavioral.suites.intergroup import patching as IP
 from behavioral.suites.intergroup.corpus import embedded_events, sample_events
 from behavioral.suites.intergroup.groups import get_category
 from interp import attribution as A
+from activations.capture import parse_layers
 from activations.spans import TokenSpan
 from interp.patch_spec import PatchPrompt, PatchSpec
 from interp.patch_sweep import evaluate
@@ -85,6 +86,24 @@ def test_atp_equals_activation_patching_where_the_metric_is_linear_in_the_state(
     assert (atp.forwards, atp.backwards) == (2, 1)  # one corrupted and one clean forward, one backward
 
 
+def test_the_grid_takes_layers_as_the_layers_parser_names_them(tiny_tokenizer, event):
+    """-1 is the last block and hook_embed the embedding, however written; the node table carries the hook name and
+    the layer column's number (-1 for hook_embed); a bad layer is one ValueError line naming it."""
+    engine = Engine(_LinearLM(len(tiny_tokenizer)), tiny_tokenizer, 64)
+    pair = _pair(tiny_tokenizer, event[0], corrupted="a Jew")
+    whole = A.attribute(engine, [pair], scope="slot").nodes
+    assert list(dict.fromkeys(zip(whole["hook"], whole["layer"]))) == [
+        ("hook_embed", -1), ("blocks.0.hook_resid_post", 0), ("blocks.1.hook_resid_post", 1),
+        ("blocks.2.hook_resid_post", 2)]
+    wanted = whole[whole["hook"].isin(["hook_embed", "blocks.2.hook_resid_post"])].reset_index(drop=True)
+    for layers in ([-1, "hook_embed"], "embed,last", ["hook_embed", "blocks.2.hook_resid_post"],
+                   ["hook_embed", *parse_layers("-1", 3)]):
+        got = A.attribute(engine, [pair], layers, scope="slot").nodes
+        pd.testing.assert_frame_equal(got, wanted, check_exact=False, rtol=1e-12, atol=1e-15)
+    with pytest.raises(ValueError, match=r"^layers: block 3 was not available; available: 0..2$"):
+        A.attribute(engine, [pair], [3], scope="slot")
+
+
 @pytest.mark.slow
 def test_atp_ranks_the_persona_patches_as_activation_patching_on_the_tiny_model(tiny_model, tiny_tokenizer, event):
     # the persona's tokens and the system text after them, which reads them: ~230 nodes a pair
@@ -105,7 +124,7 @@ def test_exact_map_is_the_patching_forward_of_interp_patching(tiny_model, tiny_t
     exact = A.exact_map(engine, [pair], scope="slot")
     assert exact.pairs["metric_clean"][0] == pytest.approx(engine.score([list(pair.clean.ids)], pair.trie)[0].expected)
     # the last persona token alone is persona_end:1 of the patching sweep
-    specs = [PatchSpec.parse("persona_end:1", (layer,)) for layer in (-1, 0, 1)]
+    specs = [PatchSpec.parse("persona_end:1", (layer,)) for layer in ("hook_embed", 0, 1)]
     swept = evaluate(engine, [pair.clean], [pair.corrupted], [specs], pair.trie)
     last = exact.nodes[exact.nodes["offset"] == 0]
     # equal up to float32 rounding: the sweep's scores sum the normaliser a vocabulary slice at a time
@@ -212,7 +231,7 @@ def test_the_study_on_the_pinned_run_equals_the_direct_calls(pinned_run, tmp_pat
     study = get_study("attribution")
     options = study.Options(where=("category=religion",), modes=("swap",), positions="slot", validate=1,
                             device="cpu")
-    report = run_study(study, [pinned_run], options, tmp_path / "out", progress=False)
+    report = run_study(study, [pinned_run], options, tmp_path / "out", progress=False).report
     assert ("attribution: intergroup model: religion P0S0T0: 1 modes × 5 in-group prompts × 1 events = 5 pairs"
             in capsys.readouterr().out)
     out = report.parent
@@ -238,13 +257,14 @@ def test_the_study_on_the_pinned_run_equals_the_direct_calls(pinned_run, tmp_pat
     text = report.read_text()
     assert "What this can and cannot show" in text and "Spearman" in text
     manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest["study"] == "attribution" and manifest["layers"] == [-1, 0, 1]
+    assert manifest["study"] == "attribution" and manifest["layers"] == ["hook_embed", "blocks.0.hook_resid_post",
+                                                                         "blocks.1.hook_resid_post"]
 
 
 @pytest.mark.parametrize("argv, message", [
     (["--positions", "middle"], "--positions 'middle': expected one of slot, system, prompt"),
     (["--mode", "both"], "--mode: unknown mode 'both'; expected one of person, swap"),
-    (["--source", "a Jew"], "--source is for another slot's pairs; intergroup's persona takes --mode"),
+    (["--source", "a Jew"], "--source is for another slot's pairs; persona pairs take --mode"),
     (["--validate", "-1"], "--validate must be at least 0, got -1"),
     (["--kind", "perceiver"], "--kind 'perceiver' is not a span kind of suite intergroup"),
     (["--layers", "9"], "--layers: block 9 was not available"),
@@ -270,7 +290,7 @@ def test_another_suites_slot_pairs_differ_in_the_slot_only(long_model_dir, tmp_p
     run_dir = run(config, tmp_path / "run", progress=False)
     study = get_study("attribution")
     report = run_study(study, [run_dir], study.Options(limit_events=3, positions="slot", validate=1,
-                                                       device="cpu"), tmp_path / "out", progress=False)
+                                                       device="cpu"), tmp_path / "out", progress=False).report
     out = report.parent
     pairs = pd.read_csv(out / "pairs.csv")
     assert len(pairs) == 3 and (pairs["clean"] != pairs["source"]).all()

@@ -1,17 +1,13 @@
-"""The calibration harness (experiments/inference_calibration.py) in small worlds: the gap test keeps its size in
-every null world it is run on, has power on a planted gap, and the interval of the gap over events covers the truth
-at its level; the full table is in docs/BENCHMARKS.md."""
+"""The calibration harness (tests/benchmarks/inference_calibration.py) in small worlds: the gap test keeps its size
+in every null world it is run on, has power on a planted gap, and the interval of the gap over events covers the
+truth at its level; the full table is in docs/BENCHMARKS.md."""
 
 from __future__ import annotations
-
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "experiments"))
-import inference_calibration as harness  # noqa: E402
+from tests.benchmarks import inference_calibration as harness
 
 pytestmark = pytest.mark.slow
 

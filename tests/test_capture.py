@@ -11,11 +11,11 @@ from torch import nn
 
 from activations.backends import BACKENDS, capture
 from activations.capture import (
-    EMBED_HOOK, EMBED_LAYER, ResidualHooks, ResidualTrace, check_layers, decoder_layers, embedding, hook_layer,
-    hook_name, hook_names, layer_index, parse_layers, resid_post, select_hooks,
+    EMBED_HOOK, ResidualHooks, ResidualTrace, decoder_layers, embedding, hook_layer, hook_name, hook_names,
+    parse_layers, resid_post, resolve_layers, select_hooks, select_layers, table_layer,
 )
 from behavioral.engine import Batch, Engine, cache_keyword, halving_on_oom, left_pad
-from interp.patch_spec import PatchError, PatchSpec
+from interp.patch_spec import PatchSpec
 from tests.conftest import oom_above
 
 TEXTS = ["Hi.", "How much joy did the person feel while experiencing the event?", "a person from Iran"]
@@ -76,32 +76,63 @@ def test_hook_names():
     assert hook_names(3) == ["hook_embed", "blocks.0.hook_resid_post", "blocks.1.hook_resid_post",
                              "blocks.2.hook_resid_post"]
     assert hook_names(30, [4, 0]) == ["hook_embed", "blocks.4.hook_resid_post", "blocks.0.hook_resid_post"]
+    assert hook_names(4, [-1, "hook_embed", 3]) == ["hook_embed", "blocks.3.hook_resid_post"]
     with pytest.raises(ValueError, match="0..2"):
         hook_names(3, [3])
 
 
 def test_hook_name_and_layer_are_inverse():
-    assert hook_name(EMBED_LAYER) == EMBED_HOOK == "hook_embed" and hook_layer("hook_embed") == EMBED_LAYER == -1
+    assert hook_name(EMBED_HOOK) == EMBED_HOOK == "hook_embed" and table_layer("hook_embed") == -1
     for layer in (0, 7, 31):
-        assert hook_layer(hook_name(layer)) == layer
-    assert hook_name(np.int64(3)) == "blocks.3.hook_resid_post"
-    assert [hook_layer(n) for n in hook_names(4, [2, 0])] == [-1, 2, 0]
+        assert hook_layer(hook_name(layer)) == layer == table_layer(hook_name(layer))
+    assert hook_name(np.int64(3)) == hook_name("blocks.3.hook_resid_post") == "blocks.3.hook_resid_post"
+    assert [table_layer(n) for n in hook_names(4, [2, 0])] == [-1, 2, 0]
 
 
-def test_hook_names_are_layers_wherever_a_layer_is_taken():
-    assert [layer_index(x) for x in ("hook_embed", "blocks.3.hook_resid_post", 3, np.int64(2))] == [-1, 3, 3, 2]
-    assert [layer_index(x) for x in ("3", "blocks.3.hook_resid_pre", 1.0, True)] == [None] * 4
-    assert check_layers(["blocks.1.hook_resid_post", 0], 2) == [1, 0]
-    assert check_layers(["hook_embed"], 2, embed=True) == [EMBED_LAYER]
-    with pytest.raises(ValueError, match="layer 'hook_embed' out of range: valid layers are 0..1"):
-        check_layers(["hook_embed"], 2)
-    assert PatchSpec(["blocks.3.hook_resid_post", "hook_embed", 3], "system").layers == (EMBED_LAYER, 3)
-    with pytest.raises(PatchError, match="layer 'blocks.3.resid': expected a hook name"):
-        PatchSpec(["blocks.3.resid"], "system")
+def test_minus_one_is_the_last_block_and_needs_the_model():
+    """-1 counts back from the last block, as in Python and --layers; without the block count it is refused."""
+    assert hook_name(-1, 4) == "blocks.3.hook_resid_post" == hook_name(3, 4) == hook_name("last", 4)
+    assert hook_name(-4, 4) == "blocks.0.hook_resid_post" and hook_name("embed", 4) == "hook_embed"
+    with pytest.raises(ValueError, match="pass n_layers"):
+        hook_name(-1)
+    with pytest.raises(ValueError, match="names 2 hooks; expected one"):
+        hook_name("0-1", 4)
 
 
-@pytest.mark.parametrize("bad", [-2, 1.0, "3", True, None])
-def test_hook_name_refuses_what_is_no_layer(bad):
+def test_one_resolver_agrees_with_the_layers_parser():
+    """Integers, hook names and --layers strings name the same hooks as parse_layers, wherever they are taken."""
+    for spec, layers in (("-1", [-1]), ("0,-1", [0, -1]), ("-2--1", [-2, -1]), ("blocks.3.hook_resid_post", [3]),
+                         ("first,middle", [0, 2])):
+        named = [hook_name(block) for block in parse_layers(spec, 4)]
+        assert resolve_layers(spec, 4) == resolve_layers(layers, 4) == named, spec
+    assert resolve_layers([3, "hook_embed", -4, 3], 4, embed=True) == \
+        ["blocks.3.hook_resid_post", "hook_embed", "blocks.0.hook_resid_post"]  # the order named, each once
+    assert resolve_layers(np.array([1, -1]), 4) == resolve_layers(torch.tensor([1, 3]), 4) == \
+        ["blocks.1.hook_resid_post", "blocks.3.hook_resid_post"]
+    assert resolve_layers("3,1", 4) == ["blocks.1.hook_resid_post", "blocks.3.hook_resid_post"]  # a spec: model order
+    assert PatchSpec(["blocks.3.hook_resid_post", "hook_embed", -1], "system").hooks(4) == \
+        ("hook_embed", "blocks.3.hook_resid_post")
+
+
+@pytest.mark.parametrize("bad, message", [
+    (4, "layers: block 4 was not available; available: 0..3"), (-5, "layers: block -5 was not available"),
+    ("hook_embed", "layers hook_embed: no token embeddings were available"),
+    ("blocks.9.hook_resid_post", "layers: block 9 was not available"),
+    ("blocks.3.hook_resid_pre", "layers: unknown entry 'blocks.3.hook_resid_pre'; expected all, or a comma list"),
+    (1.0, "layers: 1.0 is not a layer; expected all, or a comma list"), (True, "layers: True is not a layer"),
+    ([0, None], "layers: None is not a layer"), ("3", None),
+])
+def test_a_bad_layer_is_one_clear_line(bad, message):
+    if message is None:
+        assert resolve_layers(bad, 4) == ["blocks.3.hook_resid_post"]  # a string is a --layers entry
+        return
+    with pytest.raises(ValueError) as err:
+        resolve_layers(bad, 4)
+    assert str(err.value).startswith(message) and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("bad", [-2, 1.0, "3", True, None, "last"])
+def test_hook_name_without_the_model_refuses_what_it_cannot_name(bad):
     with pytest.raises(ValueError, match="no hook for layer"):
         hook_name(bad)
 
@@ -109,8 +140,20 @@ def test_hook_name_refuses_what_is_no_layer(bad):
 @pytest.mark.parametrize("bad", ["blocks.x.hook_resid_post", "blocks.3.hook_resid_pre", "hook_embed ", "embed",
                                  "blocks.-1.hook_resid_post", 3])
 def test_hook_layer_refuses_unknown_names(bad):
-    with pytest.raises(ValueError, match="unknown hook name"):
+    with pytest.raises(ValueError, match="is no block's hook name"):
         hook_layer(bad)
+
+
+def test_the_embedding_has_no_block_number():
+    with pytest.raises(ValueError, match="'hook_embed' is the token embedding, no decoder block"):
+        hook_layer(EMBED_HOOK)
+
+
+def test_select_layers_counts_back_from_the_last_block_held():
+    assert select_layers([-1, "hook_embed"], CAPTURED) == ["blocks.8.hook_resid_post", "hook_embed"]
+    assert select_layers(4, CAPTURED) == select_hooks("4", CAPTURED) == ["blocks.4.hook_resid_post"]
+    with pytest.raises(ValueError, match="layers: block 3 was not captured; captured: \\[0, 4, 8\\]"):
+        select_layers(3, CAPTURED)
 
 
 @pytest.mark.parametrize("spec, expected", [
@@ -148,9 +191,9 @@ CAPTURED = [EMBED_HOOK, "blocks.0.hook_resid_post", "blocks.4.hook_resid_post", 
 
 
 @pytest.mark.parametrize("spec, layers", [
-    ("all", [-1, 0, 4, 8]), ("embed", [-1]), ("first,last", [0, 8]), ("middle", [4]), ("8,0", [0, 8]),
-    ("-1", [8]), ("-3,embed", [-1, 0]), ("4, 4", [4]), ("0-5", [0, 4]), ("-2--1", [4, 8]), ("5-8", [8]),
-    ("hook_embed,blocks.4.hook_resid_post", [-1, 4]),
+    ("all", [EMBED_HOOK, 0, 4, 8]), ("embed", [EMBED_HOOK]), ("first,last", [0, 8]), ("middle", [4]),
+    ("8,0", [0, 8]), ("-1", [8]), ("-3,embed", [EMBED_HOOK, 0]), ("4, 4", [4]), ("0-5", [0, 4]), ("-2--1", [4, 8]),
+    ("5-8", [8]), ("hook_embed,blocks.4.hook_resid_post", [EMBED_HOOK, 4]),
 ])
 def test_select_hooks_names_captured_hooks_in_capture_order(spec, layers):
     assert select_hooks(spec, CAPTURED) == [hook_name(layer) for layer in layers]
@@ -227,30 +270,44 @@ def test_an_edit_is_what_the_model_goes_on_with(tiny_model):
         from_embeds = tiny_model(inputs_embeds=embeds).logits
         with ResidualTrace(tiny_model) as plain:
             unedited = tiny_model(input_ids=ids).logits
-        with ResidualHooks(tiny_model, [EMBED_LAYER], edit=lambda layer, h: h + shift) as at_embed:
+        with ResidualHooks(tiny_model, [EMBED_HOOK], edit=lambda name, h: h + shift) as at_embed:
             shifted_embed = tiny_model(input_ids=ids).logits
-        with ResidualHooks(tiny_model, [1], edit=lambda layer, h: h + shift) as at_last:
+        with ResidualHooks(tiny_model, [-1], edit=lambda name, h: h + shift) as at_last:
             for _ in range(2):
                 shifted_last = tiny_model(input_ids=ids).logits
         from_last = tiny_model.lm_head(tiny_model.model.norm(plain["blocks.1.hook_resid_post"] + shift))
     assert not torch.allclose(shifted_embed, unedited) and not torch.allclose(shifted_last, unedited)
     assert torch.allclose(shifted_embed, from_embeds, atol=1e-5)
-    assert torch.equal(at_embed["hook_embed"], embeds) and at_embed.calls == {EMBED_LAYER: 1}
+    assert torch.equal(at_embed["hook_embed"], embeds) and at_embed.calls == {"hook_embed": 1}
     assert torch.allclose(shifted_last, from_last, atol=1e-5)
     assert torch.equal(at_last["blocks.1.hook_resid_post"], plain["blocks.1.hook_resid_post"] + shift)
-    assert at_last.calls == {1: 2} and at_last.names == ["blocks.1.hook_resid_post"]
+    assert at_last.calls == {"blocks.1.hook_resid_post": 2} and at_last.names == ["blocks.1.hook_resid_post"]
 
 
 def test_edit_replaces_tuple_outputs_and_refuses_in_range_only(tiny_model):
     toy = _Toy()
     ids = torch.tensor([[1, 2, 3]])
-    with torch.no_grad(), ResidualHooks(toy, [0], edit=lambda layer, h: torch.zeros_like(h)) as hooks:
+    with torch.no_grad(), ResidualHooks(toy, [0], edit=lambda name, h: torch.zeros_like(h)) as hooks:
         out = toy(ids)
-    assert torch.equal(out, torch.zeros_like(out)) and hooks.calls == {0: 1}
-    with pytest.raises(ValueError, match="-1..1"):
+    assert torch.equal(out, torch.zeros_like(out)) and hooks.calls == {"blocks.0.hook_resid_post": 1}
+    with pytest.raises(ValueError, match="layers: block 2 was not available; available: \\[0, 1\\]"):
         ResidualHooks(tiny_model, [2])
-    with pytest.raises(ValueError, match="-1..1"):
-        ResidualHooks(tiny_model, [-2])
+    with pytest.raises(ValueError, match="layers: block -3 was not available"):
+        ResidualHooks(tiny_model, [-3])
+
+
+def test_hooks_on_minus_one_a_hook_name_and_embed_agree_with_the_parser(tiny_model):
+    """ResidualHooks on -1, on "blocks.1.hook_resid_post", on "last" and on parse_layers("-1") hold the same point;
+    "hook_embed" and "embed" the embedding."""
+    for same in ([-1], ["blocks.1.hook_resid_post"], "last", parse_layers("-1", 2)):
+        point = ResidualHooks(tiny_model, same)
+        assert point.names == ["blocks.1.hook_resid_post"]
+        assert point.modules == {"blocks.1.hook_resid_post": tiny_model.model.layers[1]}
+    for same in (["hook_embed"], "embed"):
+        assert ResidualHooks(tiny_model, same).modules == {"hook_embed": tiny_model.model.embed_tokens}
+    ids = torch.tensor([[5, 6, 7]])
+    with torch.inference_mode():
+        assert torch.equal(resid_post(tiny_model, ids, layers=[-1]), resid_post(tiny_model, ids, layers=[1]))
 
 
 # --- torch hooks --------------------------------------------------------------------------------------------------
@@ -348,7 +405,7 @@ def test_a_stopping_trace_keeps_what_it_reached_and_ends_the_block(four_layers):
     with torch.inference_mode(), ResidualTrace(model, [2], stop=True) as trace:
         model(input_ids=ids)
         raise AssertionError("the forward went on past the stop")
-    assert calls == {0: 1, 1: 1, 2: 1} and trace.calls == {EMBED_LAYER: 1, 2: 1}
+    assert calls == {0: 1, 1: 1, 2: 1} and trace.calls == {"hook_embed": 1, "blocks.2.hook_resid_post": 1}
     assert trace.stacked().shape == (2, 1, 3, 32)
 
 

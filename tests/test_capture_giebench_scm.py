@@ -22,12 +22,13 @@ from behavioral.manifest import Manifest
 from behavioral import chat, models
 from behavioral.analysis import Run, read_runs
 from behavioral.run import RunConfig, run
-from behavioral.suites import get_suite
+from behavioral.registry import get_suite
 from behavioral.suites import giebench as gie
 from behavioral.suites import scm
 from behavioral.suites.giebench.items import GieItem
 from behavioral.suites.giebench.prompts import LETTERS
-from behavioral.suites.giebench.suite import GieRunItem, check_shared_opening
+from behavioral.suites.giebench.items import GieRunItem
+from behavioral.suites.giebench.suite import check_shared_opening
 
 OPTIONS = {"giebench": gie.Options(categories=("Age",), swap="Young people=Older people"),
            "scm": scm.Options(groups="us-stereotypes", traits=("warm",), templates=("f01", "i01"))}
@@ -49,7 +50,7 @@ def loaded(long_model_dir):
 
 
 @pytest.fixture(scope="module", params=CASES, ids=[f"{s}-{r}" for s, r in CASES])
-def captured(request, long_model_dir, tmp_path_factory):
+def captured_giebench_scm(request, long_model_dir, tmp_path_factory):
     """(suite, format, config, run directory) of a score-mode capture run of the identity kind and `final`."""
     suite, asked = request.param
     config = _config(suite, asked, long_model_dir)
@@ -76,8 +77,8 @@ def _stored_rows(out: Path, kind: str) -> pd.DataFrame:
                      ignore_index=True)
 
 
-def test_every_prompt_naming_a_group_has_its_slot_stored_once_per_key(captured, loaded):
-    suite, fmt, config, out = captured
+def test_every_prompt_naming_a_group_has_its_slot_stored_once_per_key(captured_giebench_scm, loaded):
+    suite, fmt, config, out = captured_giebench_scm
     _, tokenizer = loaded
     kind = KIND[suite]
     fields = list(get_suite(suite).capture.spans[kind][1])
@@ -98,8 +99,8 @@ def test_every_prompt_naming_a_group_has_its_slot_stored_once_per_key(captured, 
     assert store.identities(kind)[1] == sorted({key[-1] for key in keyed})
 
 
-def test_final_cells_pool_the_cell_fields(captured):
-    suite, _, _, out = captured
+def test_final_cells_pool_the_cell_fields(captured_giebench_scm):
+    suite, _, _, out = captured_giebench_scm
     _, cells = activation_store.load(out).final()
     if suite == "giebench":  # 2 questions per group and prompt type; Young people's swap prompts name Older people
         expected = {(t, g): 2 for t in ("cot", "id", "raw") for g in AGE_GROUPS}
@@ -117,8 +118,8 @@ def _direct(model, tokenizer, prompt, fmt: str, slot: str) -> tuple[np.ndarray, 
     return states[:, span.start:span.end].mean(1).numpy(), states[:, span.last].numpy()
 
 
-def test_stored_span_equals_a_forward_of_another_whole_prompt_of_its_key(captured, loaded):
-    suite, fmt, config, out = captured
+def test_stored_span_equals_a_forward_of_another_whole_prompt_of_its_key(captured_giebench_scm, loaded):
+    suite, fmt, config, out = captured_giebench_scm
     model, tokenizer = loaded
     kind = KIND[suite]
     slot, fields = get_suite(suite).capture.spans[kind]
@@ -143,8 +144,8 @@ def test_a_swap_prompt_opens_as_the_prompt_naming_its_group(fmt, loaded):
     assert (span.start, span.end) == (own.start, own.end) and ids[:span.end] == own_ids[:own.end]
 
 
-def test_a_resumed_capture_run_finds_nothing_left(captured, tmp_path, monkeypatch):
-    _, _, config, out = captured
+def test_a_resumed_capture_run_finds_nothing_left(captured_giebench_scm, tmp_path, monkeypatch):
+    _, _, config, out = captured_giebench_scm
     copy = shutil.copytree(out, tmp_path / "run")
     before = sorted(p.name for p in (copy / "activations").iterdir())
     batches = []
@@ -154,8 +155,8 @@ def test_a_resumed_capture_run_finds_nothing_left(captured, tmp_path, monkeypatc
     assert sorted(p.name for p in (copy / "activations").iterdir()) == before
 
 
-def test_behaviour_names_the_identities_the_store_holds(captured):
-    suite, _, _, out = captured
+def test_behaviour_names_the_identities_the_store_holds(captured_giebench_scm):
+    suite, _, _, out = captured_giebench_scm
     [read] = read_runs(get_suite(suite), [out])
     frame = get_suite(suite).behaviour(read)
     assert set(frame["kind"]) == {KIND[suite]}

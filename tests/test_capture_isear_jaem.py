@@ -21,7 +21,8 @@ from behavioral.manifest import read_manifest
 from behavioral import run as run_mod
 from behavioral.analysis.runs import Run
 from behavioral.chat import PLAIN, SYSTEM
-from behavioral.suites import get_suite, isear, jaem
+from behavioral.registry import get_suite
+from behavioral.suites import isear, jaem
 from behavioral.suites.isear.prompts import EMOTIONS, GENDERS
 from behavioral.suites.jaem.dimensions import ATTRIBUTES, PROJECT_DIMENSIONS
 from behavioral.suites.jaem.metrics import view as jaem_view
@@ -46,7 +47,7 @@ def _config(suite: str, model_dir: Path, prompt_format: str) -> run_mod.RunConfi
 
 @pytest.fixture(scope="module", params=[(s, f) for s in ("isear", "jaem") for f in FORMATS],
                 ids=lambda p: "-".join(p))
-def captured(request, tiny_model_dir, long_model_dir, tmp_path_factory):
+def captured_isear_jaem(request, tiny_model_dir, long_model_dir, tmp_path_factory):
     """(suite, chat format, run directory, the run's items) of a capture run."""
     suite, prompt_format = request.param
     out = tmp_path_factory.mktemp("capture") / "run"
@@ -57,8 +58,8 @@ def captured(request, tiny_model_dir, long_model_dir, tmp_path_factory):
     return s, FORMATS[prompt_format], out, items
 
 
-def test_each_items_slot_is_stored_once_per_key_and_spans_the_identity(captured, tiny_tokenizer):
-    suite, chat_format, out, items = captured
+def test_each_items_slot_is_stored_once_per_key_and_spans_the_identity(captured_isear_jaem, tiny_tokenizer):
+    suite, chat_format, out, items = captured_isear_jaem
     assert read_manifest(out).config["chat_format"] == chat_format
     store = activation_store.load(out)
     assert set(store.meta["spans"]) == set(suite.capture.spans)
@@ -73,9 +74,9 @@ def test_each_items_slot_is_stored_once_per_key_and_spans_the_identity(captured,
             assert item.fields[slot].lower() in tiny_tokenizer.decode(ids[span.start:span.end]).lower()
 
 
-def test_a_stored_span_equals_a_forward_of_a_whole_prompt_with_its_key(captured, tiny_model_dir, long_model_dir,
-                                                                       tiny_tokenizer):
-    suite, chat_format, out, items = captured
+def test_a_stored_span_equals_a_forward_of_a_whole_prompt_with_its_key(captured_isear_jaem, tiny_model_dir,
+                                                                       long_model_dir, tiny_tokenizer):
+    suite, chat_format, out, items = captured_isear_jaem
     store = activation_store.load(out)
     model_dir = tiny_model_dir if suite.name == "isear" else long_model_dir
     model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
@@ -91,8 +92,8 @@ def test_a_stored_span_equals_a_forward_of_a_whole_prompt_with_its_key(captured,
                                    rtol=2e-3, atol=2e-3)
 
 
-def test_final_cells_are_the_capture_specs_cells(captured):
-    suite, _, out, items = captured
+def test_final_cells_are_the_capture_specs_cells(captured_isear_jaem):
+    suite, _, out, items = captured_isear_jaem
     _, cells = activation_store.load(out).final()
     cell = list(suite.capture.cell)
     counts = pd.Series([tuple(item.fields[f] for f in cell) for item in items]).value_counts()

@@ -13,7 +13,7 @@ from behavioral import cli
 from behavioral.options import choices
 from behavioral.run import RunConfig
 from behavioral.store import read_results
-from behavioral.suites import get_suite, names
+from behavioral.registry import get_suite, names
 from behavioral.suites.intergroup.groups import CATEGORIES
 from behavioral.suites.intergroup.settings import SETTING_NAMES
 

@@ -149,27 +149,28 @@ def test_example_script_end_to_end(tmp_path: Path, capsys, tiny_model_dir: Path,
     manifest["config"]["model"] = str(tiny_model_dir)  # the tokenizer that counts the personas' tokens
     (tmp_path / "run" / "manifest.json").write_text(json.dumps(manifest))
     out = tmp_path / "out"
-    argv = ["--run", str(tmp_path / "run"), "--out", str(out), "--n-permutations", "50", "--layers", "last",
-            "--methods", "tsne"]
+    argv = ["--run", str(tmp_path / "run"), "--out", str(out), "--permutations", "50", "--project", "last",
+            "--methods", "tsne", "--where", "category=nationality,setting=P0S1T0"]
     assert load_experiment("nationality_clusters").main(argv) == 0
     printed = capsys.readouterr().out
-    assert f"wrote {out / 'clusters_persona' / 'report.md'}" in printed and "rsa: " in printed
-    stats = pd.read_csv(out / "clusters_persona" / "cluster_stats.csv")
+    assert f"wrote {out / 'clusters' / 'report.md'}" in printed and "rsa: " in printed
+    stats = pd.read_csv(out / "clusters" / "cluster_stats.csv")
     assert list(stats.layer) == [-1, 0, 1] and stats.silhouette.iloc[2] > 0.3 and stats.knn_p.iloc[2] < 0.05
     assert stats.knn_p_fwe.iloc[2] < 0.05  # the planted zones survive the correction across layers
-    identities = pd.read_csv(out / "clusters_persona" / "identities.csv")
+    identities = pd.read_csv(out / "clusters" / "identities.csv")
     cat = get_category("nationality")
     assert identities.identity.tolist() == list(cat.identities)
     assert identities.label.tolist() == [cat.zone_of[n] for n in cat.identities]
-    projections = pd.read_csv(out / "clusters_persona" / "projections.csv")
+    projections = pd.read_csv(out / "clusters" / "projections.csv")
     assert set(projections.source) == {"persona, layer 1", "behaviour"} and set(projections.method) == {"tsne"}
-    table = pd.read_csv(out / "rsa_persona" / "rsa.csv")
+    table = pd.read_csv(out / "rsa" / "rsa.csv")
     assert len(table) == 3 and table.rsa.between(-1, 1).all() and table.partial_p.between(0, 1).all()
-    counts = pd.read_csv(out / "rsa_persona" / "token_counts.csv").set_index("identity").tokens
+    counts = pd.read_csv(out / "rsa" / "token_counts.csv").set_index("identity").tokens
     assert list(counts.index) == list(cat.identities) and counts.min() >= 4
     assert counts["a person from the United States"] > counts["a person from Japan"]
-    manifest = json.loads((out / "rsa_persona" / "manifest.json").read_text())
+    manifest = json.loads((out / "rsa" / "manifest.json").read_text())
     assert manifest["options"]["where"] == ["category=nationality", "setting=P0S1T0"]
+    assert manifest["options"]["permutations"] == 50  # a flag both studies declare goes to both
 
 
 def test_example_script_fails_with_a_message(tmp_path: Path, capsys, load_experiment) -> None:

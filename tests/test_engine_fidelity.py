@@ -12,10 +12,10 @@ import torch
 from behavioral.answer_space import AnswerSpec, AnswerTrie
 from behavioral.engine import Engine
 from behavioral.run import RunConfig, Runner
-from behavioral.suites import get_suite
+from behavioral.registry import get_suite
 from behavioral.suites.intergroup import Options
 from behavioral.suites.intergroup.answers import answer_decided, parse_intensity
-from experiments.bench_engine import grid_prompts
+from tests.benchmarks.bench_engine import grid_prompts
 
 BATCH_SIZES = (1, 5, 32)  # one prompt, batches that split personas, every prompt in one batch
 

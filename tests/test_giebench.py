@@ -32,7 +32,7 @@ from behavioral.suites.giebench.results import view
 from behavioral.suites.giebench.categories import CATEGORIES, RELEASE_SIZES
 from behavioral.suites.giebench.items import GieItem
 from behavioral.suites.giebench.prompts import COT_SENTENCE, LETTERS, identity_sentence
-from behavioral.suites.giebench.suite import GieRunItem
+from behavioral.suites.giebench.items import GieRunItem
 from behavioral.suites.giebench.swaps import resolve_swaps
 
 ANSWERS = {"A": "Yes, always.", "B": "No, never.", "C": "Only sometimes.", "D": "It depends."}

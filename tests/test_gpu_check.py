@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from experiments import gpu_check
+from tests.benchmarks import gpu_check
 
 SMALL = ["--device", "cpu", "--shapes", "tiny", "--prompts", "8", "--batch-size", "8", "--batch-sizes", "4,8",
          "--scaling-prompts", "16", "--capture-events", "1", "--max-new-tokens", "2", "--suite-new-tokens", "2",

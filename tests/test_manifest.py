@@ -17,9 +17,9 @@ from behavioral.manifest import MANIFEST, Plan, RunDirError, read_manifest
 from behavioral.run import RunConfig, run
 from behavioral.run_reader import read_run
 from behavioral.store import RESULTS
-from behavioral.suites import get_suite
+from behavioral.registry import get_suite
 from behavioral.suites.intergroup import Options
-from behavioral.suites.intergroup.suite import Data
+from behavioral.suites.intergroup.items import Data
 
 # (field, a value of the wrong type, a value out of range or not allowed); None where no such value exists
 BAD = [

@@ -17,7 +17,8 @@ import scipy.stats
 from behavioral.suites.intergroup import patch_report
 from behavioral.suites.intergroup.groups import get_category
 from behavioral.suites.intergroup.patch_gap import ONE_EVENT, gap_table
-from behavioral.suites.intergroup.stats import UNBOUNDED, zscore
+from behavioral.analysis.paired import UNBOUNDED
+from behavioral.suites.intergroup.stats import zscore
 from behavioral.suites.intergroup.synthetic import GAP, patched_rows
 from interp.patch_claims import stops_mattering, undetermined_from
 

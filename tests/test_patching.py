@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from activations.capture import ResidualTrace
+from activations.capture import ResidualTrace, parse_layers
 from activations.spans import SpanError, TokenSpan
 from behavioral import chat
 from behavioral.engine import Engine
@@ -21,13 +21,13 @@ from behavioral.suites.intergroup.groups import get_category
 from behavioral.suites.intergroup.patch_gap import GAP_COLUMNS, ONE_EVENT
 from behavioral.suites.intergroup.stats import empathy_gap, zscore
 from interp import patching as P
-from interp.patching import EMBED_LAYER, PatchPrompt, PatchSpec
+from interp.patching import PatchPrompt, PatchSpec
 from tests.conftest import NO_SYSTEM, build_tiny_tokenizer
 
 SETTING = "P0S1T0"
 EVENTS = [Event("joy-t1", "joy", "I won the race.", "I felt joy when I won the race."),
           Event("fear-t2", "fear", "A dog ran at me.", "I felt fear when a dog ran at me.")]
-ALL_LAYERS = (EMBED_LAYER, 0, 1)  # the tiny model has 2 decoder layers
+ALL_LAYERS = ("hook_embed", 0, 1)  # the tiny model has 2 decoder layers
 TOL = 1e-5
 
 
@@ -119,7 +119,7 @@ def test_batching_gives_the_same(engine, tiny_model, tiny_tokenizer, trie):
     targets = [prompt(tiny_tokenizer, "a Christian"), prompt(tiny_tokenizer, "a Jew", "a Muslim", EVENTS[1])]
     sources = [prompt(tiny_tokenizer, "a person"), prompt(tiny_tokenizer, "a Hindu", "a Muslim", EVENTS[1])]
     assert len(targets[0]) != len(targets[1])
-    specs = [PatchSpec((0,), "persona_mean"), PatchSpec((EMBED_LAYER, 1), "system")]
+    specs = [PatchSpec((0,), "persona_mean"), PatchSpec(("hook_embed", 1), "system")]
     together = P.patched_scores(engine, targets, sources, specs, trie)
     alone = [P.patched_scores(engine, [t], [s], sp, trie)[0] for t, s, sp in zip(targets, sources, specs)]
     single = P.patched_scores(Engine(tiny_model, tiny_tokenizer, batch_size=1), targets, sources, specs, trie)
@@ -206,8 +206,10 @@ def test_sweep_columns_and_metrics(engine, trie, tiny_tokenizer):
     targets = [prompt(tiny_tokenizer, "a Muslim", "a Muslim"), prompt(tiny_tokenizer, "a Jew", "a Jew", EVENTS[1])]
     sources = [prompt(tiny_tokenizer, "a Hindu", "a Muslim"), prompt(tiny_tokenizer, "a Christian", "a Jew", EVENTS[1])]
     meta = [{"perceiver": "a Muslim"}, {"perceiver": "a Jew"}]
-    frame = P.sweep(engine, targets, sources, [EMBED_LAYER, 0, 1], trie, meta=meta)
+    frame = P.sweep(engine, targets, sources, ["hook_embed", 0, -1], trie, meta=meta)
     assert list(frame.columns) == ["prompt", "layer", "positions", "layers", "perceiver", *P.METRICS]
+    assert list(dict.fromkeys(zip(frame["layer"], frame["layers"]))) == [
+        (-1, "hook_embed"), (0, "blocks.0.hook_resid_post"), (1, "blocks.1.hook_resid_post")]
     assert len(frame) == 2 * 3 * len(P.SWEEP_POSITION_GROUPS)
     assert set(frame["positions"]) == set(P.SWEEP_POSITION_GROUPS)
     row = frame.iloc[0]
@@ -282,7 +284,10 @@ def test_alignment_rules():
         PatchSpec((0,), "persona_mean", 2)
     with pytest.raises(P.PatchError):
         PatchSpec((0,), "middle")
-    assert PatchSpec.parse("persona_end:2", [3, 1]) == PatchSpec((1, 3), "persona_end", 2)
+    assert PatchSpec.parse("persona_end:2", [3, 1]) == PatchSpec((3, 1), "persona_end", 2)
+    assert PatchSpec.parse("persona_end:2", [3, 1]).hooks(4) == ("blocks.1.hook_resid_post", "blocks.3.hook_resid_post")
+    with pytest.raises(P.PatchError, match="bad position group 'persona_end:x'"):
+        PatchSpec.parse("persona_end:x", [0])
 
 
 @pytest.mark.parametrize("template", [None, NO_SYSTEM])
@@ -318,11 +323,16 @@ def test_source_states_one_forward_per_distinct_prompt(tiny_model, monkeypatch):
     ids = [(5, 6, 7, 8), (5, 6, 7, 9), (5, 6, 7, 8), (5, 6, 7, 8, 10)]
     cache = P.source_states(tiny_model, ids, [1], upto=[None, None, None, 4])
     assert sorted(calls) == [(2, 4)]  # two distinct prefixes of length 4, one batched forward
-    assert cache.names == ("hook_embed", "blocks.1.hook_resid_post") and cache.layers == (EMBED_LAYER, 1)
+    assert cache.names == ("hook_embed", "blocks.1.hook_resid_post")
     assert torch.equal(cache.states[0], cache.states[2]) and torch.equal(cache.states[0], cache.states[3])
     with torch.inference_mode():
         hidden = tiny_model(input_ids=torch.tensor([ids[1]]), output_hidden_states=True).hidden_states
-    assert torch.allclose(cache.get(1, EMBED_LAYER), hidden[0][0], atol=1e-6)
+    assert torch.allclose(cache.get(1, "hook_embed"), hidden[0][0], atol=1e-6)
+    assert torch.equal(cache.get(1, -1), cache.get(1, "blocks.1.hook_resid_post"))
+    with pytest.raises(P.PatchError, match=r"layer 0 \(blocks.0.hook_resid_post\) was not captured"):
+        cache.get(1, 0)
+    assert P.source_states(tiny_model, ids[:1], -1).names == P.source_states(tiny_model, ids[:1], "last").names == \
+        cache.names
 
 
 def test_swap_source():
@@ -331,3 +341,38 @@ def test_swap_source():
     assert IP.swap_source(religion, "a Muslim", "a Muslim") == "a Jew"
     assert IP.swap_source(race, "a white person", "a Caucasian") == "a black person"
     assert race.group_of[IP.swap_source(race, "a Latina", "a Latino")] != "Hispanic"
+
+
+def test_minus_one_a_hook_name_and_the_parser_patch_the_same_layer(engine, trie, tiny_tokenizer):
+    """-1 is the last block (as in --layers), whichever way it is written; hook_embed is the embedding by name only."""
+    target, source = prompt(tiny_tokenizer, "a Muslim"), prompt(tiny_tokenizer, "a person")
+    ways = [PatchSpec(layers, "system") for layers in
+            ((-1,), -1, ("blocks.1.hook_resid_post",), "last", tuple(parse_layers("-1", 2)))]
+    assert {spec.hooks(2) for spec in ways} == {("blocks.1.hook_resid_post",)}
+    embeds = [PatchSpec(layers, "system") for layers in (("hook_embed",), "embed", ("hook_embed", "hook_embed"))]
+    assert {spec.hooks(2) for spec in embeds} == {("hook_embed",)}
+    scores = P.patched_scores(engine, [target] * 8, [source] * 8, [*ways, *embeds], trie)
+    for s in scores[1:len(ways)]:
+        assert_scores_close(s, scores[0], 0)
+    for s in scores[len(ways) + 1:]:
+        assert_scores_close(s, scores[len(ways)], 0)
+    assert spread(scores[0], scores[len(ways)]) > 1e-5  # the embedding is another point than the last block
+
+
+@pytest.mark.parametrize("layers, message", [
+    ((2,), "layers: block 2 was not available; available: [0, 1]"), ((-3,), "layers: block -3 was not available"),
+    (("blocks.5.hook_resid_post",), "layers: block 5 was not available"),
+    (("hook_resid",), "layers: unknown entry 'hook_resid'; expected all, or a comma list of"),
+])
+def test_a_bad_patch_layer_is_named_before_any_forward(engine, trie, tiny_tokenizer, tiny_model, monkeypatch,
+                                                        layers, message):
+    monkeypatch.setattr(tiny_model, "forward", lambda *a, **k: pytest.fail("a forward ran"))
+    t, s = prompt(tiny_tokenizer, "a Muslim"), prompt(tiny_tokenizer, "a person")
+    with pytest.raises(P.PatchError) as err:
+        P.patched_scores(engine, [t], [s], PatchSpec(layers, "system"), trie)
+    assert str(err.value).startswith(message) and "\n" not in str(err.value)
+
+
+def test_a_patch_layer_of_no_layer_type_is_refused_at_once():
+    with pytest.raises(P.PatchError, match="layers: 1.5 is not a layer; expected all, or a comma list of"):
+        PatchSpec((0, 1.5), "system")

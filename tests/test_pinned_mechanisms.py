@@ -110,7 +110,7 @@ def layer_stats(store, category: str, span: str) -> pd.DataFrame:
 def behaviour_matrix(run_dir: Path, category: str) -> np.ndarray:
     """Old: M0[p, x], the mean expected intensity over the events of behavioral.suites.intergroup.suite.results(run)
     rows, every identity in Table 1 order ("a person" first)."""
-    from behavioral.suites.intergroup.suite import results
+    from behavioral.suites.intergroup.items import results
 
     rows = results(run_dir)
     rows = rows[(rows["category"] == category) & (rows["setting"] == SETTING)]

@@ -14,23 +14,16 @@ from activations.capture import resid_post
 from activations.spans import prompt_spans
 from behavioral.manifest import RunDirError
 from behavioral import run as run_mod
-from behavioral.suites.intergroup import Options
 from behavioral.suites.intergroup import activations as views
 from behavioral.suites.intergroup.corpus import embedded_events, sample_events
 from behavioral.suites.intergroup.groups import get_category
 from behavioral.suites.intergroup.prompts import build
-from behavioral.suites.intergroup.suite import Intergroup, IntergroupItem
-from tests.conftest import oom_above
+from behavioral.suites.intergroup.items import IntergroupItem
+from behavioral.suites.intergroup.suite import Intergroup
+from tests.conftest import CAPTURE_SETTING, intergroup_capture_config, oom_above
 
-SETTING = "P0S0T0"
-
-
-def _config(model_dir, **overrides) -> run_mod.RunConfig:
-    fields = dict(suite="intergroup", model=str(model_dir),
-                  options=Options(categories=("religion",), settings=(SETTING,), limit_events=3), unit_size=2,
-                  mode="score", device="cpu", dtype="fp32", batch_size=4, capture=("persona", "experiencer", "final"),
-                  per_cell_samples=2, max_new_tokens=8)
-    return run_mod.RunConfig(**(fields | overrides))
+SETTING = CAPTURE_SETTING
+_config = intergroup_capture_config  # the config of conftest's captured_intergroup run
 
 
 def _direct(model, tokenizer, perceiver, experiencer, event) -> tuple[torch.Tensor, dict]:
@@ -41,15 +34,9 @@ def _direct(model, tokenizer, perceiver, experiencer, event) -> tuple[torch.Tens
     return states, spans
 
 
-@pytest.fixture(scope="module")
-def captured(tiny_model_dir, tmp_path_factory):
-    out = tmp_path_factory.mktemp("capture") / "run"
-    run_mod.run(_config(tiny_model_dir), out, progress=False)
-    return out
-
-
-def test_persona_and_experiencer_vectors_equal_captures_of_the_whole_prompt(captured, tiny_model, tiny_tokenizer):
-    store = activation_store.load(captured)
+def test_persona_and_experiencer_vectors_equal_captures_of_the_whole_prompt(captured_intergroup, tiny_model,
+                                                                            tiny_tokenizer):
+    store = activation_store.load(captured_intergroup)
     events = sample_events(embedded_events(), 3)
     persona, names = views.persona(store, "religion", SETTING)
     assert names == list(get_category("religion").with_unspecified)
@@ -65,8 +52,8 @@ def test_persona_and_experiencer_vectors_equal_captures_of_the_whole_prompt(capt
                                    rtol=2e-3, atol=2e-3)
 
 
-def test_final_means_and_samples_equal_per_prompt_captures(captured, tiny_model, tiny_tokenizer):
-    store = activation_store.load(captured)
+def test_final_means_and_samples_equal_per_prompt_captures(captured_intergroup, tiny_model, tiny_tokenizer):
+    store = activation_store.load(captured_intergroup)
     events = sample_events(embedded_events(), 3)
     means, cells = views.final(store, "religion", SETTING)
     assert len(cells) == 36 and set(cells["count"]) == {3}
@@ -82,7 +69,8 @@ def test_final_means_and_samples_equal_per_prompt_captures(captured, tiny_model,
         np.testing.assert_allclose(samples[:, pick], direct.numpy(), rtol=2e-3, atol=2e-3)
 
 
-def test_a_kill_mid_run_resumes_to_the_same_activations(tiny_model_dir, tmp_path, captured, monkeypatch):
+def test_a_kill_mid_run_resumes_to_the_same_activations(tiny_model_dir, tmp_path, captured_intergroup,
+                                                        monkeypatch):
     out = tmp_path / "killed"
     real_rows = run_mod.Runner.rows
     calls = {"n": 0}
@@ -100,7 +88,7 @@ def test_a_kill_mid_run_resumes_to_the_same_activations(tiny_model_dir, tmp_path
     monkeypatch.setattr(run_mod.Runner, "rows", real_rows)
     resumed = tmp_path / "snapshot"
     run_mod.run(_config(tiny_model_dir), resumed, progress=False)
-    want, _ = views.final(activation_store.load(captured), "religion", SETTING)
+    want, _ = views.final(activation_store.load(captured_intergroup), "religion", SETTING)
     got, cells = views.final(activation_store.load(resumed), "religion", SETTING)
     assert set(cells["count"]) == {3}
     np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-3)

@@ -22,7 +22,7 @@ from behavioral.suites.intergroup.groups import get_category
 from behavioral.models import ModelLoadError
 from behavioral.run import RunConfig, run
 from behavioral.store import RESULTS
-from behavioral.suites import get_suite
+from behavioral.registry import get_suite
 from behavioral.suites.intergroup import Options
 from behavioral.suites.intergroup import results as read_results
 from behavioral.work import work_units

@@ -18,7 +18,7 @@ from behavioral.manifest import MANIFEST, read_manifest
 from behavioral.run import RunConfig, run
 from behavioral.store import RESULTS, RUN_ID, RowLog, read_results, result_schema
 from behavioral.studies import names as studies
-from behavioral.suites import get_suite
+from behavioral.registry import get_suite
 from behavioral.suites.intergroup import Options
 
 PART = "r000-000000.parquet"

@@ -96,7 +96,7 @@ def test_persona_patching_never_deletes_what_an_out_manifest_lists(tmp_path, tin
     assert victim.read_text() == "precious" and _tree(out) == before
 
 
-@pytest.mark.parametrize("study, extra", [("nationality_clusters", ["--span", "persona"]),
+@pytest.mark.parametrize("study, extra", [("nationality_clusters", ["--kind", "persona"]),
                                           ("gap_steering", ["--probes-only"]),
                                           ("persona_patching", [])])
 def test_studies_refuse_a_run_directory_as_out(study, extra, tmp_path, load_experiment, capsys):
@@ -161,11 +161,8 @@ def test_a_model_folder_with_code_runs_none_of_it_without_the_users_flag(tmp_pat
     manifest["config"] |= {"trust_remote_code": True, "model": str(folder)}
     (run_dir / MANIFEST).write_text(json.dumps(manifest))
     patching = load_experiment("persona_patching")
-    config = patching.resolve(patching.parse_args(["--run", str(run_dir), "--out", str(tmp_path / "out")]))
-    try:
-        models.load(config.model, "cpu", "fp32", config.trust_remote_code)
-    except ValueError:
-        pass  # transformers may refuse the custom code outright; it must never run it
+    patching.main(["--run", str(run_dir), "--out", str(tmp_path / "out"), "--device", "cpu", "--layers", "last",
+                   "--mode", "person", "--sweep-events", "0"])  # transformers may refuse the custom code outright
     assert not marker.exists()
 
 

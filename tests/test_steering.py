@@ -5,6 +5,7 @@ count-weighted pooled one, and intergroup's in-group direction of a synthetic st
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 
 import numpy as np
 import pandas as pd
@@ -12,7 +13,7 @@ import pytest
 import torch
 
 import activations.store as activation_store
-from activations.capture import ResidualTrace, hook_names
+from activations.capture import ResidualTrace, hook_names, parse_layers
 from behavioral.manifest import RunDirError, read_manifest
 from behavioral import chat, models
 from behavioral import run as run_mod
@@ -90,11 +91,43 @@ def test_a_nonzero_coefficient_changes_the_logits_and_only_from_its_layer_on(tin
     torch.testing.assert_close(trace[names[2]], base[names[2]] + 2.0 * direction, rtol=0, atol=1e-5)
     with torch.no_grad(), steering.steer(tiny_model, "blocks.1.hook_resid_post", direction, coef=2.0):
         torch.testing.assert_close(tiny_model(ids).logits, steered, rtol=0, atol=1e-6)  # a hook name: the same layer
-    assert steering.steering_fingerprint("blocks.1.hook_resid_post", direction, 2.0, False) == \
-        steering.steering_fingerprint(1, direction, 2.0, False)
-    with pytest.raises(ValueError, match="layer 'hook_embed' out of range"):  # the embedding is never steered
+    assert steering.steering_fingerprint("blocks.1.hook_resid_post", direction, 2.0, False, 2) == \
+        steering.steering_fingerprint(1, direction, 2.0, False, 2) == \
+        steering.steering_fingerprint(-1, direction, 2.0, False, 2)
+    with pytest.raises(ValueError, match="layers hook_embed: no token embeddings"):  # the embedding is never steered
         with steering.steer(tiny_model, "hook_embed", direction, coef=2.0):
             pass
+
+
+def test_minus_one_a_hook_name_and_the_parser_steer_the_same_block(tiny_model, tiny_tokenizer):
+    """-1 is the last block, as `--layers -1` (parse_layers) names it; a [n, d] direction follows the order named."""
+    ids = torch.tensor([_prompts(tiny_tokenizer, 1)[0]])
+    direction = _direction(tiny_model, seed=2)
+    logits = []
+    with torch.no_grad():
+        for layer in (1, -1, "blocks.1.hook_resid_post", "last", parse_layers("-1", 2)):
+            with steering.steer(tiny_model, layer, direction, coef=3.0) as hooks:
+                logits.append(tiny_model(ids).logits)
+            assert hooks.names == ["blocks.1.hook_resid_post"]
+        for other in logits[1:]:
+            assert torch.equal(other, logits[0])
+        both = torch.stack([direction, 2 * direction])
+        with steering.steer(tiny_model, [-1, 0], both, coef=1.0):
+            reversed_order = tiny_model(ids).logits
+        with steering.steer(tiny_model, [0, 1], both.flip(0), coef=1.0):
+            assert torch.equal(tiny_model(ids).logits, reversed_order)
+    assert steering.steering_fingerprint([-1, 0], direction, 1.0, False, 2) == \
+        steering.steering_fingerprint("blocks.1.hook_resid_post,blocks.0.hook_resid_post".split(","), direction, 1.0,
+                                      False, 2)
+
+
+def test_the_fingerprint_of_block_numbers_is_unchanged():
+    """Run directories steered before layers were resolved keep their fingerprint: the same blocks, the same hash."""
+    direction = np.linspace(-1, 1, 8, dtype=np.float32)
+    digest = hashlib.sha256(repr(([3, 1], 2.0, False)).encode())
+    digest.update(direction.tobytes())
+    assert steering.steering_fingerprint([3, 1], direction, 2.0, False, 4) == digest.hexdigest()[:16] == \
+        steering.steering_fingerprint([-1, "blocks.1.hook_resid_post"], direction, 2.0, False, 4)
 
 
 def test_projection_removes_the_component_along_the_direction(tiny_model, tiny_tokenizer):
@@ -138,7 +171,7 @@ def test_hooks_are_removed_after_the_block_and_after_an_exception(tiny_model):
         with steering.steer(tiny_model, [0, 1], direction, project=True):
             raise RuntimeError("boom")
     assert _hook_ids(tiny_model) == hooks_before
-    with pytest.raises(ValueError, match="out of range"):
+    with pytest.raises(ValueError, match=r"layers: block 5 was not available; available: \[0, 1\]"):
         with steering.steer(tiny_model, [0, 5], direction, coef=1.0):
             pass
     with pytest.raises(ValueError, match="coefficient"):
@@ -269,6 +302,14 @@ def test_steering_sweep_reports_delta_and_rates_and_coefficient_zero_matches(tin
     again = steering.run_conditions(config, tmp_path / "sweep", loaded, {1: direction}, conditions,
                                     protocol.read_rows)  # resumed
     pd.testing.assert_frame_equal(again, rows)
+    last = steering.run_conditions(config, tmp_path / "sweep", loaded, {"blocks.1.hook_resid_post": direction},
+                                   steering.sweep_conditions([-1], [8.0])[1:], protocol.read_rows)
+    steered = rows[rows["condition"] == "L1 +8"].reset_index(drop=True)  # -1 is the last block: the same steering
+    assert set(last["layer"]) == {1} and list(last["condition"].unique()) == ["L-1 +8"]
+    pd.testing.assert_frame_equal(last.drop(columns="condition"), steered.drop(columns="condition"))
+    with pytest.raises(ValueError, match="no direction for layer -1; have \\[0\\]"):
+        steering.run_conditions(config, tmp_path / "sweep", loaded, {0: direction}, conditions[:1] + [
+            steering.Condition(-1, 8.0)], protocol.read_rows)
     summary = protocol.summarize(rows, n_permutations=200)
     assert set(summary["measure"]) == {"intensity", "expected_intensity"}
     assert len(summary) == 6
@@ -345,8 +386,13 @@ def test_ingroup_direction_recovers_a_planted_offset(tmp_path):
     np.testing.assert_allclose(np.linalg.norm(unit, axis=1), 1.0, rtol=1e-6)
     picked = steering.layer_directions(direction, store.hooks, [1, 0])
     assert list(picked) == [1, 0] and np.array_equal(picked[1], direction[2])
-    with pytest.raises(activation_store.ActivationStoreError, match="layer 7"):
+    with pytest.raises(activation_store.ActivationStoreError, match="layer: block 7 was not captured"):
         steering.layer_directions(direction, store.hooks, [7])
+    assert np.array_equal(steering.layer_directions(direction, store.hooks, [-1])[-1], picked[1])
+    assert [steering.hook_row(store.hooks, x) for x in (-1, "blocks.1.hook_resid_post", "last", "hook_embed")] == \
+        [2, 2, 2, 0]
+    with pytest.raises(activation_store.ActivationStoreError, match="names 2 hooks; expected one"):
+        steering.hook_row(store.hooks, "0-1")
 
 
 def test_the_protocol_reads_one_category_and_setting_defaulting_to_the_runs_first():

@@ -22,9 +22,9 @@ from behavioral.studies import get_study, run_study
 from behavioral.studies.identities import parse_where
 from behavioral.suites.intergroup import SUITE, prompts
 from behavioral.suites.intergroup import activations as views
-from behavioral.suites.intergroup.analysis import load_analyses
+from behavioral.suites.intergroup.suite import load_analyses
 from behavioral.suites.intergroup.groups import get_category
-from behavioral.suites.intergroup.suite import AnalyzeOptions
+from behavioral.suites.intergroup.analysis import AnalyzeOptions
 from interp import clusters, probes, rsa
 from tests.conftest import PINNED
 from tests.test_analysis import make_run
@@ -132,7 +132,7 @@ def test_clusters_study_equals_interp_on_the_intergroup_views(run_dir, tmp_path,
     options = get_study("clusters").Options(where=("category=race", f"setting={SETTING}"), permutations=N,
                                             project="last")
     report = run_study(get_study("clusters"), [run_dir, run_dir], options, tmp_path / "out", names=["a", "b"],
-                       progress=False)
+                       progress=False).report
     printed = capsys.readouterr().out
     assert "clusters: a: 18 persona identities (4 groups) of category=race, setting=P0S0T0" in printed
     out = report.parent

@@ -111,7 +111,7 @@ def test_patch_study_through_run_study_equals_the_direct_calls(run_dir, loaded, 
     study = get_study("patch")
     options = study.Options(where=("category=religion", "setting=P0S1T0"), layers="1", layer_step=1,
                             sweep_groups=("system", "persona_end:1"), device="cpu")
-    report = run_study(study, [run_dir], options, tmp_path / "out")
+    report = run_study(study, [run_dir], options, tmp_path / "out").report
     printed = capsys.readouterr()
     text = printed.out + printed.err
     assert ("patch: intergroup model: religion P0S1T0, 1 events of the run's corpus (seed 0); headline: 2 modes × "
@@ -188,10 +188,11 @@ def test_another_suites_run_has_no_protocol(long_model_dir, tmp_path, capsys):
                        mode="score", device="cpu", dtype="fp32")
     gie = run(config, tmp_path / "gie", progress=False)
     capsys.readouterr()  # the run's own loading messages
-    for study, what in (("steer", "steering"), ("patch", "persona patching")):
+    for study in ("steer", "patch"):
         assert main(["interp", study, str(gie), "--out", str(tmp_path / study)]) == 2
         err = capsys.readouterr().err
-        assert f"a run of suite 'giebench'; {what} needs an intergroup run" in err and err.count("\n") == 1
+        assert f"a run of suite 'giebench', which declares no {study} protocol; {study} runs on intergroup runs" in err
+        assert err.count("\n") == 1
         assert not (tmp_path / study).exists()
 
 

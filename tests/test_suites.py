@@ -11,7 +11,7 @@ import pytest
 from behavioral import chat
 from behavioral.engine import Engine
 from behavioral.run import RunConfig
-from behavioral.suites import get_suite, names
+from behavioral.registry import get_suite, names
 from behavioral.suites import giebench, intergroup, isear, jaem, scm
 from tests.test_engine import _talkative_model
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from behavioral.analysis.report import REPORT, render
 from behavioral.analysis.runs import Run, read_runs, suite_of
 from behavioral.analysis.spec import Analysis
+from behavioral.registry import get_suite
 from behavioral.output_folder import OutputFolder, output_folder
 from behavioral.outputs import save_figure
 
@@ -45,8 +46,6 @@ def analyze(run_dirs: Sequence[str | Path], out: str | Path | None = None, optio
     """Analyze runs of one suite into `out` (default: the first run's analysis/) with the suite's analysis
     `options` (its AnalyzeOptions; None: the defaults); returns report.md's path. The same function serves the CLI
     and scripts. A partial run is refused unless `allow_partial`; runs are named by `names` or by their models."""
-    from behavioral.suites import get_suite
-
     suite = get_suite(suite_of(run_dirs))
     if options is None and suite.AnalyzeOptions is not None:
         options = suite.AnalyzeOptions()

@@ -3,43 +3,17 @@ with a Study object, imported on first use."""
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from behavioral.studies.study import Study
-
-# name -> module holding its STUDY
-STUDIES: dict[str, str] = {
-    "clusters": "behavioral.studies.clusters",
-    "rsa": "behavioral.studies.rsa",
-    "probe": "behavioral.studies.probe",
-    "steer": "behavioral.studies.steer",
-    "patch": "behavioral.studies.patch",
-    "attribution": "behavioral.studies.attribution",
-    "atlas": "behavioral.studies.atlas",
-}
-
-
-def names() -> list[str]:
-    """The registered studies, in CLI order."""
-    return list(STUDIES)
-
-
-def get_study(name: str) -> "Study":
-    """The study called `name`; an unknown name is a ValueError listing the known ones."""
-    if name not in STUDIES:
-        raise ValueError(f"unknown study {name!r}; expected one of {', '.join(STUDIES)}")
-    return importlib.import_module(STUDIES[name]).STUDY
+from behavioral.studies.registry import STUDIES, get_study, names
 
 
 def __getattr__(name: str):
-    """`Study` and `run_study`, imported on first use so that the CLI's parser does not load the analysis stack."""
-    if name in ("Study", "run_study"):
+    """`Study`, `StudyResult` and `run_study`, imported on first use so that the CLI's parser does not load the
+    analysis stack."""
+    if name in ("Study", "StudyResult", "run_study"):
         from behavioral.studies import study
 
         return getattr(study, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["STUDIES", "Study", "get_study", "names", "run_study"]
+__all__ = ["STUDIES", "Study", "StudyResult", "get_study", "names", "run_study"]

@@ -69,7 +69,7 @@ def _overlap(a: MapRow, b: MapRow) -> bool:
 
 
 def _check_row(path: Path, row: MapRow, suite_names: Sequence[str]) -> None:
-    from behavioral.suites import get_suite
+    from behavioral.registry import get_suite
 
     where = f"{path}:{row.line}"
     if row.suite not in suite_names:
@@ -84,7 +84,7 @@ def read_map(path: str | Path) -> list[MapRow]:
     """The rows of a mapping file (comment lines start with #; header concept,suite,kind,identity), each checked:
     four non-empty fields, a known suite, a span kind of its capture spec (or *), one identity per concept and kind
     and one concept per identity and kind; a ValueError names the file, line, field and value."""
-    from behavioral.suites import names
+    from behavioral.registry import names
 
     path = Path(path)
     if not path.is_file():
@@ -187,7 +187,7 @@ def load_sources(runs: tuple[Run, ...], options: Options) -> Loaded:
     """Every span kind of every run as a source: identity vectors (the suite's identity set, each the mean of its
     rows) on the selected hooks, the mapping's concepts and the suite's behaviour. The last call is cached: plan and
     analyze share one read."""
-    from behavioral.suites import get_suite
+    from behavioral.registry import get_suite
 
     rows = read_map(options.identity_map)
     stores = [load(r.run_dir) for r in runs]

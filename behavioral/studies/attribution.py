@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure as MplFigure
 
-from activations.capture import LAYER_GRAMMAR, hook_layer, hook_names, n_layers_of, select_hooks
+from activations.capture import LAYER_GRAMMAR, hook_names, n_layers_of, select_hooks
 from activations.spans import prompt_spans
 from behavioral import chat
 from behavioral.analysis.bootstrap import MIN_UNITS
@@ -103,9 +103,11 @@ class Pairs:
 
 # --- pairs --------------------------------------------------------------------------------------------------------
 
-def _persona_path(run: Run, kind: str) -> bool:
-    """True where the pairs are intergroup's persona modes."""
-    return run.config["suite"] == "intergroup" and kind == "persona"
+def _pairs_protocol(run: Run, kind: str):
+    """The suite's patching protocol where it builds its own pairs for span kind `kind` (its `kind` and `pairs`),
+    else None (the pairs come from the suite's capture spec, `slot_pairs`)."""
+    protocol = suite_of(run).protocols.get("patch")
+    return protocol if getattr(protocol, "kind", None) == kind and hasattr(protocol, "pairs") else None
 
 
 def _prepared(run: Run, config: RunConfig, engine: Engine | None):
@@ -117,31 +119,6 @@ def _prepared(run: Run, config: RunConfig, engine: Engine | None):
 def _chat_format(run: Run, tokenizer) -> str:
     """The run's recorded prompt format (else the tokenizer's, as a run detects it)."""
     return run.config.get("chat_format") or chat.detect_format(tokenizer, run.config.get("prompt_format", "auto"))
-
-
-def persona_pairs(run: Run, engine: Engine, where: dict, options: Options) -> Pairs:
-    """Intergroup's persona pairs: per mode, identity X and event, the in-group prompt (X perceives X) and the one
-    whose persona is "a person" (person) or the swap's out-group persona (swap); metric the expected intensity."""
-    from behavioral.suites.intergroup import patching as IP
-    from behavioral.suites.intergroup.groups import UNSPECIFIED, get_category
-    from behavioral.suites.intergroup.steering import block
-
-    selection = block(run.config, where)
-    category, setting = get_category(selection["category"]), selection["setting"]
-    events = list(_prepared(run, IP.study_config(run, selection, options.limit_events), engine).events)
-    fmt = _chat_format(run, engine.tokenizer)
-    trie = IP.setting_trie(engine.tokenizer, setting)
-    metric = atp.expected_metric(trie)
-    pairs, meta = [], []
-    for mode in options.modes:
-        for x in category.identities:
-            source = UNSPECIFIED if mode == "person" else IP.swap_source(category, x, x)
-            for e in events:
-                clean, corrupted = (IP.build(engine.tokenizer, setting, p, x, e, fmt) for p in (x, source))
-                pairs.append(atp.Pair(clean, corrupted, trie, metric))
-                meta.append({"mode": mode, "clean": x, "source": source, "unit": e.event_id})
-    return Pairs(pairs, pd.DataFrame(meta), f"expected intensity ({setting}, 0..{trie.spec.names[-1]})",
-                 f"persona ({category.name}, {setting})")
 
 
 def _encoded(tokenizer, item, slot: str, fmt: str) -> PatchPrompt:
@@ -353,10 +330,9 @@ VALIDATION_TEXT = (
     "with the size of the activation-patching effect.")
 
 
-def _layers(options: Options, model) -> list[int]:
-    """The map's layers (hook_embed as -1), by the one layer grammar."""
-    return [hook_layer(h) for h in select_hooks(options.layers, hook_names(n_layers_of(model)), "--layers",
-                                                "available")]
+def _layers(options: Options, model) -> list[str]:
+    """The map's hooks, by the one layer grammar."""
+    return select_hooks(options.layers, hook_names(n_layers_of(model)), "--layers", "available")
 
 
 def _scope_section(pairs: Pairs, options: Options, n_nodes: int, validated: pd.DataFrame | None) -> Section:
@@ -402,32 +378,21 @@ class AttributionStudy(Study):
                    "suite's identity slot (intergroup: the persona) for a whole layer × position map at two forwards "
                    "and a backward a pair; --validate K compares it with activation patching on K pairs")
     Options = Options
+    reruns_model = True
 
     def plan(self, runs: Sequence[Run], options: Options) -> str:
         run = one_run(runs, self.name)
         kind = span_kind(run, options.kind)
         where = parse_where(options.where)
-        if _persona_path(run, kind):
+        protocol = _pairs_protocol(run, kind)
+        if protocol is not None:
             if options.source is not None:
-                raise ValueError("--source is for another slot's pairs; intergroup's persona takes --mode")
-            from behavioral.suites.intergroup import patching as IP
-            from behavioral.suites.intergroup.groups import get_category
-            from behavioral.suites.intergroup.steering import block
-
-            try:
-                IP.check_modes(options.modes)
-            except ValueError as err:
-                raise ValueError(f"--mode: {err}") from None
-            selection = block(run.config, where)
-            config = IP.study_config(run, selection, options.limit_events)
-            n = len(get_category(selection["category"]).identities)
-            events = len(suite_of(run).dataset(config).events)
-            what = (f"{selection['category']} {selection['setting']}: {len(options.modes)} modes × {n} in-group "
-                    f"prompts × {events} events = {len(options.modes) * n * events} pairs")
+                raise ValueError(f"--source is for another slot's pairs; {kind} pairs take --mode")
+            what = protocol.pairs_plan(run, suite_of(run), where, options)
         else:
             if options.positions == "system":
-                raise ValueError("--positions system: the end of the system text is located for intergroup's "
-                                 "persona only; expected slot or prompt")
+                raise ValueError(f"--positions system: the end of the system text is located for the suite's "
+                                 f"patching protocol's slot only, not {kind!r}; expected slot or prompt")
             what = (f"{kind}: up to {options.limit_events} clean items ({where_text(where)}) and their "
                     "counterfactual slot values")
         nodes_of = f"the {options.validate_nodes} nodes of largest |AtP|" if options.validate_nodes else "every node"
@@ -437,15 +402,17 @@ class AttributionStudy(Study):
                 f"{options.positions}'s end (one corrupted forward, one clean forward and backward a pair"
                 f"{', and GradDrop: L more' if options.graddrop else ''}){check}.")
 
-    def analyze(self, runs: Sequence[Run], options: Options, out: Path, progress: bool = True) -> Analysis:
+    def analyze(self, runs: Sequence[Run], options: Options, out: Path, progress: bool = True,
+                model: tuple | None = None) -> Analysis:
         run = one_run(runs, self.name)
         kind = span_kind(run, options.kind)
         where = parse_where(options.where)
-        model, tokenizer, info = load_model(run, options.device, options.dtype, options.trust_remote_code)
+        model, tokenizer, info = load_model(run, options.device, options.dtype, options.trust_remote_code, model)
         engine = Engine(model, tokenizer, options.batch_size)
         layers = _layers(options, model)
-        pairs = (persona_pairs(run, engine, where, options) if _persona_path(run, kind)
-                 else slot_pairs(run, engine, kind, where, options))
+        protocol = _pairs_protocol(run, kind)
+        pairs = (Pairs(*protocol.pairs(run, suite_of(run), engine, where, options, _chat_format(run, tokenizer)))
+                 if protocol is not None else slot_pairs(run, engine, kind, where, options))
         sections, files, costs, mode_nodes, record = [], [], [], [], {}
         for mode in dict.fromkeys(pairs.meta["mode"]):
             index = np.flatnonzero(pairs.meta["mode"].to_numpy() == mode)

@@ -37,6 +37,6 @@ def run(args: argparse.Namespace) -> None:
 
     study = get_study(args.study)
     options = from_flags(study.Options, args) if study.Options is not None else None
-    report = run_study(study, args.run_dirs, options, args.out, comma_values(args.names) or None, args.allow_partial,
+    result = run_study(study, args.run_dirs, options, args.out, comma_values(args.names) or None, args.allow_partial,
                        progress=not args.no_progress)
-    print(f"report in {report}")
+    print(f"report in {result.report}")

@@ -102,8 +102,7 @@ def _rows(identities: Identities, hooks: Sequence[str]) -> np.ndarray:
 
 
 def _hook_title(hook: str) -> str:
-    layer = hook_layer(hook)
-    return "embeddings" if layer < 0 else f"layer {layer}"
+    return "embeddings" if hook == EMBED_HOOK else f"layer {hook_layer(hook)}"
 
 
 def _projections(run: Run, r: Read, options: Options) -> tuple[pd.DataFrame, list[tuple[str, str, np.ndarray]]]:

@@ -37,7 +37,7 @@ def where_text(where: dict) -> str:
 
 def suite_of(run: Run) -> Suite:
     """The suite a run was made by."""
-    from behavioral.suites import get_suite
+    from behavioral.registry import get_suite
 
     return get_suite(run.config["suite"])
 

@@ -14,23 +14,22 @@ from behavioral.analysis.runs import Run
 from behavioral.analysis.spec import Analysis, Section, Table
 from behavioral.engine import Engine
 from behavioral.options import check_minimums, option
-from behavioral.studies.identities import parse_where
-from behavioral.studies.rerun import load_model, one_run, suite_protocol
+from behavioral.suite import Suite
+from behavioral.studies.identities import parse_where, suite_of
+from behavioral.studies.rerun import load_model, one_run, protocol_of
 from behavioral.studies.study import Study
 from interp.patch_claims import EQUIVALENCE_MARGIN
 from interp.patch_spec import SYSTEM_GROUP, PatchSpec
 from interp.patch_sweep import SWEEP_POSITION_GROUPS
 
-PROTOCOLS = {"intergroup": "behavioral.suites.intergroup.patching"}  # suite -> module of its patching protocol
-
-
 class PatchingProtocol(Protocol):
-    """What a suite's patching module provides (the module itself is the protocol)."""
+    """What a suite declares as its patching protocol (Suite.protocols["patch"]): interp.patch_slot.SlotPatching
+    names the slot, or a suite's own (intergroup's PersonaPatching)."""
 
-    def plan(self, run: Run, where: Mapping, options: "Options") -> str:
+    def plan(self, run: Run, suite: Suite, where: Mapping, options: "Options") -> str:
         """What the study will compute on the run, without the model; bad options are a ValueError here."""
 
-    def analyze(self, run: Run, engine: Engine, where: Mapping, options: "Options",
+    def analyze(self, run: Run, suite: Suite, engine: Engine, where: Mapping, options: "Options",
                 progress: bool) -> tuple[list[Section], list[Table], dict]:
         """The report sections, the tables written but not printed, and what the manifest records."""
 
@@ -82,18 +81,22 @@ class PatchStudy(Study):
                    "another prompt's states; the suite's measure after patching (intergroup: δ by layer) and a "
                    "layer × position-group sweep")
     Options = Options
+    reruns_model = True
 
     def plan(self, runs: Sequence[Run], options: Options) -> str:
         run = one_run(runs, self.name)
-        protocol: PatchingProtocol = suite_protocol(run, PROTOCOLS, "persona patching")
-        return protocol.plan(run, parse_where(options.where), options)
+        suite = suite_of(run)
+        protocol: PatchingProtocol = protocol_of(run, "patch")
+        return protocol.plan(run, suite, parse_where(options.where), options)
 
-    def analyze(self, runs: Sequence[Run], options: Options, out: Path, progress: bool = True) -> Analysis:
+    def analyze(self, runs: Sequence[Run], options: Options, out: Path, progress: bool = True,
+                model: tuple | None = None) -> Analysis:
         run = one_run(runs, self.name)
-        protocol: PatchingProtocol = suite_protocol(run, PROTOCOLS, "persona patching")
-        model, tokenizer, info = load_model(run, options.device, options.dtype, options.trust_remote_code)
+        suite = suite_of(run)
+        protocol: PatchingProtocol = protocol_of(run, "patch")
+        model, tokenizer, info = load_model(run, options.device, options.dtype, options.trust_remote_code, model)
         engine = Engine(model, tokenizer, options.batch_size)
-        sections, files, record = protocol.analyze(run, engine, parse_where(options.where), options, progress)
+        sections, files, record = protocol.analyze(run, suite, engine, parse_where(options.where), options, progress)
         method = [f"Patched forwards through interp.patching on {info['model']} ({info['dtype']}, {info['device']}), "
                   f"{options.batch_size} prompts a forward; source states from one forward per distinct prefix."]
         return Analysis("Patching: which layers carry the measure", "empathy-gap interp patch (interp.patching)",

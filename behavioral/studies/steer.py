@@ -24,7 +24,7 @@ from behavioral.analysis.spec import Analysis, Figure, Section, Table, scope
 from behavioral.options import check_minimums, option
 from behavioral.run import RunConfig
 from behavioral.studies.identities import WHERE_HELP, parse_where, suite_of, where_text
-from behavioral.studies.rerun import load_model, one_run, suite_protocol
+from behavioral.studies.rerun import load_model, one_run, protocol_of
 from behavioral.studies.study import Study
 from interp.matchings import wrong_matchings
 from interp.steering import (
@@ -32,13 +32,12 @@ from interp.steering import (
     span_direction, sweep_conditions, unit_rows, zero_coefficient_check,
 )
 
-PROTOCOLS = {"intergroup": "behavioral.suites.intergroup.steering"}  # suite -> module of its steering protocol
 RUNS_DIR = "runs"  # in the output folder: the steered run directories, kept and resumed
 CHECK_DIR = "check"  # in RUNS_DIR: the unsteered and coefficient-0 reruns of the exactness check's events
 
 
 class SteeringProtocol(Protocol):
-    """What a suite's steering module provides (the module itself is the protocol)."""
+    """What a suite declares as its steering protocol (Suite.protocols["steer"]; intergroup: its steering module)."""
 
     LABEL: str  # the cell label (Suite.cell_labels) whose true cells minus false cells is the direction
     SIDES: tuple[str, str]  # what the label's true and false cells are called (one-sided steerings)
@@ -409,10 +408,11 @@ class SteerStudy(Study):
                    "layers; gaps in points with intervals over events, the zero-coefficient check, wrong-matching "
                    "and random-direction controls, one-sided steering")
     Options = Options
+    reruns_model = True
 
     def _setup(self, runs: Sequence[Run], options: Options):
         run = one_run(runs, self.name)
-        protocol: SteeringProtocol = suite_protocol(run, PROTOCOLS, "steering")
+        protocol: SteeringProtocol = protocol_of(run, "steer")
         selection = protocol.block(run.config, parse_where(options.where))
         events = protocol.events_of(run.rows, selection)
         if not events:
@@ -439,7 +439,8 @@ class SteerStudy(Study):
                 f"{', '.join(c.label for c in steerings)}; the model {run.config['model']} is loaded as the run "
                 "recorded it and one batch is timed first.")
 
-    def analyze(self, runs: Sequence[Run], options: Options, out: Path, progress: bool = True) -> Analysis:
+    def analyze(self, runs: Sequence[Run], options: Options, out: Path, progress: bool = True,
+                model: tuple | None = None) -> Analysis:
         run, protocol, selection, split, matchings = self._setup(runs, options)
         store = load(run.run_dir)
         layers = steered_hooks(options.layers, store.hooks)
@@ -449,7 +450,7 @@ class SteerStudy(Study):
         steerings = sweep_conditions(layers, sorted(set(options.coefs) | {0.0}), options.project,
                                      options.random_directions, len(matchings), n_held)
         controls = control_directions(store.hooks, protocol, selection, options, found, layers, matchings)
-        loaded = load_model(run, options.device, options.dtype, options.trust_remote_code)
+        loaded = load_model(run, options.device, options.dtype, options.trust_remote_code, model)
         stored = RunConfig.from_run_dir(run.run_dir, trust_remote_code=options.trust_remote_code)
 
         def rerun(exclude: Sequence[str]) -> RunConfig:

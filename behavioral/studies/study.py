@@ -5,17 +5,23 @@ report.md, manifest.json)."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+import json
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from behavioral.analysis.runs import Run, file_stem, model_name, read_runs
 from behavioral.analysis.spec import Analysis
 from behavioral.analysis.report import REPORT
 from behavioral.analysis.write import recorded, runs_record, write
-from behavioral.output_folder import output_folder
+from behavioral.options import comma_values
+from behavioral.output_folder import MANIFEST, output_folder
 from behavioral.run_labels import run_labels
 from behavioral.manifest import read_manifest
+from behavioral.studies.registry import get_study
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 INTERP_DIR = "interp"  # a study's default output folder: RUN_DIR/interp/STUDY of the first run
 
@@ -28,6 +34,7 @@ class Study:
     description: str = ""
     Options: type | None = None
     keep: tuple[str, ...] = ()  # sub-folders of the output folder the study makes and resumes (e.g. reruns)
+    reruns_model: bool = False  # runs the run's model again: its `analyze` takes `model`, a loaded one to use
 
     def plan(self, runs: Sequence[Run], options: Any) -> str:
         """What the study will compute, in one paragraph (counts, forwards, an estimate): printed before the work."""
@@ -35,15 +42,27 @@ class Study:
 
     def analyze(self, runs: Sequence[Run], options: Any, out: Path, progress: bool = True) -> Analysis:
         """The study's tables, figures and report sections for the runs (`out`: the output folder, where the
-        sub-folders in `keep` go); bad input raises ValueError naming it."""
+        sub-folders in `keep` go); bad input raises ValueError naming it. A study that `reruns_model` also takes
+        `model`: an already loaded (model, tokenizer, info) used instead of loading the run's (rerun.load_model)."""
         raise NotImplementedError
+
+
+@dataclasses.dataclass(frozen=True)
+class StudyResult:
+    """What `run_study` made: its output folder, report.md, the tables by name (the frames its CSVs were written
+    from) and the record its manifest.json holds."""
+
+    folder: Path
+    report: Path
+    tables: dict[str, pd.DataFrame]
+    manifest: dict[str, Any]
 
 
 def read_study_runs(run_dirs: Sequence[str | Path], names: Sequence[str] | None = None,
                     allow_partial: bool = False) -> list[Run]:
     """The runs a study reads, each through its own suite's view (a study may span suites), named by `names` or by
     suite and model, made unique as analyses name runs."""
-    from behavioral.suites import get_suite
+    from behavioral.registry import get_suite
 
     if not run_dirs:
         raise ValueError("no run directory given; expected at least one")
@@ -58,19 +77,48 @@ def read_study_runs(run_dirs: Sequence[str | Path], names: Sequence[str] | None 
     return [dataclasses.replace(r, name=label) for r, label in zip(runs, labels)]
 
 
-def run_study(study: Study, run_dirs: Sequence[str | Path], options: Any = None, out: str | Path | None = None,
-              names: Sequence[str] | None = None, allow_partial: bool = False, progress: bool = True) -> Path:
-    """Run `study` on run directories into `out` (default RUN_DIR/interp/STUDY of the first) and return its
-    report.md; the same function serves `empathy-gap interp` and scripts. Nothing is written if it fails."""
-    if options is None and study.Options is not None:
-        options = study.Options()
+def study_options(study: Study, options: Any = None, **values: Any) -> Any:
+    """`study`'s Options from an instance of them, a dict and/or keyword arguments (a tuple field also takes a list
+    or a comma-separated string); a key that is no option of the study is a ValueError naming both."""
+    if study.Options is None:
+        if options is not None or values:
+            raise ValueError(f"study {study.name} takes no options")
+        return None
+    if options is not None and not isinstance(options, (study.Options, Mapping)):
+        raise ValueError(f"options of study {study.name}: expected its Options, a dict or None, got "
+                         f"{type(options).__name__}")
+    fields = {f.name: f for f in dataclasses.fields(study.Options)}
+    given = {**(options if isinstance(options, Mapping) else {}), **values}
+    for key, value in given.items():
+        if key not in fields:
+            raise ValueError(f"unknown option {key!r} of study {study.name}; expected one of {', '.join(fields)}")
+        if isinstance(fields[key].default, tuple) and not isinstance(value, tuple):
+            given[key] = tuple(comma_values(value)) if isinstance(value, str) else tuple(value)
+    if isinstance(options, study.Options):
+        return dataclasses.replace(options, **given)
+    return study.Options(**given)
+
+
+def run_study(study: Study | str, run_dirs: Sequence[str | Path], options: Any = None,
+              out: str | Path | None = None, names: Sequence[str] | None = None, allow_partial: bool = False,
+              progress: bool = True, model: tuple | None = None, **values: Any) -> StudyResult:
+    """Run `study` (or the study of that name) on run directories into `out` (default RUN_DIR/interp/STUDY of the
+    first) with its options (`options` and/or keyword arguments, see study_options) and return what it made; the
+    same function serves `empathy-gap interp` and scripts. `model`, a loaded (model, tokenizer, info) as
+    behavioral.models.load returns, is used by a study that reruns the run's model instead of loading it, checked
+    against the run's recorded model as a loaded one is. Nothing is written if it fails."""
+    study = get_study(study) if isinstance(study, str) else study
+    if model is not None and not study.reruns_model:
+        raise ValueError(f"study {study.name} runs no model; model= goes to a study that reruns the run's model")
+    options = study_options(study, options, **values)
     runs = read_study_runs(run_dirs, names, allow_partial)
     settings = {f.name: recorded(getattr(options, f.name)) for f in dataclasses.fields(options)} if options else {}
     final = Path(out) if out is not None else Path(run_dirs[0]) / INTERP_DIR / study.name
     record = {"study": study.name, "options": settings, "runs": runs_record(runs)}
     with output_folder(final, f"interp {study.name}", record, keep=study.keep) as folder:
         print(f"{study.name}: {study.plan(runs, options)}", flush=True)
-        analysis = study.analyze(runs, options, final, progress)
+        analysis = study.analyze(runs, options, final, progress, **({"model": model} if model is not None else {}))
         folder.record.update(analysis.record)
         write(analysis, runs, settings, folder)
-    return final / REPORT
+    return StudyResult(final, final / REPORT, {t.name: t.frame for t in analysis.tables()},
+                       json.loads((final / MANIFEST).read_text()))

@@ -7,15 +7,16 @@ questions and McNemar's p its Holm adjustment (our additions)."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import pandas as pd
 
 from behavioral.analysis import Analysis, Run, Section, Table, cell
+from behavioral.options import check_minimums, option
 from behavioral.suites.giebench import figures, metrics
 from behavioral.suites.giebench.categories import CATEGORIES
 from behavioral.suites.giebench.prompts import PROMPT_TYPES
 from behavioral.suites.giebench.results import measure_name
-from behavioral.suites.giebench.suite import AnalyzeOptions
 
 TITLE = "GIEBench analysis"
 SOURCE = ("Seed 001: Wang et al., *GIEBench: Towards Holistic Evaluation of Group Identity-based Empathy for Large "
@@ -48,6 +49,18 @@ ACCURACY_INTERVAL = {"_low": "accuracy_low", "_high": "accuracy_high", "_n": "n"
 SHIFT_INTERVAL = {"_low": "shift_low", "_high": "shift_high", "_n": "n"}
 WILSON = "each cell: accuracy [95% Wilson interval over the questions] and n questions"
 BOOTSTRAP = "each cell: shift [95% percentile bootstrap interval over the paired questions] and n questions"
+
+
+@dataclass(frozen=True)
+class AnalyzeOptions:
+    """How GIEBench's analysis draws each shift's interval: resamples of the paired questions and their seed."""
+
+    bootstrap: int = option(1000, "resamples of the paired questions (with replacement) for each shift's percentile "
+                                  "interval", metavar="N", minimum=1)
+    seed: int = option(0, "seed of the resamples", name="--bootstrap-seed", metavar="N")
+
+    def __post_init__(self):
+        check_minimums(self)
 
 
 def with_measure(frame: pd.DataFrame, measures: Mapping[tuple[str, str], str]) -> pd.DataFrame:

@@ -11,9 +11,8 @@ from behavioral.provenance import files_sha256, provenance
 from behavioral.run import prepare_out_dir, result_row
 from behavioral.manifest import SCHEMA_VERSION, Manifest, Plan, RunDirError, new_run_id, write_manifest
 from behavioral.store import RESULTS, result_schema, write_part
-from behavioral.suites.giebench.items import ItemsError, read_prompt_file, release_items
+from behavioral.suites.giebench.items import FIELDS, GieRunItem, ItemsError, read_prompt_file, release_items
 from behavioral.suites.giebench.prompts import PROMPT_TYPES
-from behavioral.suites.giebench.suite import FIELDS, GieRunItem
 
 FILE_TYPES = {"cot": "COT", "id": "ID", "raw": "Raw"}  # file name part of each prompt type
 

@@ -9,8 +9,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from behavioral.answer_space import AnswerSpec
+from behavioral.prompt import Prompt, Slot
+from behavioral.suite import Answer
 from behavioral.suites.giebench.categories import CATEGORIES, category_name
-from behavioral.suites.giebench.prompts import LETTERS, PROMPT_TYPES, render, swap_identity
+from behavioral.suites.giebench.prompts import LETTERS, PROMPT_TYPES, identity_span, render, swap_identity
+from behavioral.suites.giebench.verdict import ANSWERS, parse_verdict
 
 DEFAULT_ITEMS = Path(__file__).parent / "data" / "items.jsonl"
 RELEASE_FILES = {"cot": "COT-Prompt.json", "id": "ID-Prompt.json", "raw": "Raw-Prompt.json"}
@@ -188,3 +192,46 @@ def load_release(directory: str | Path) -> list[GieItem]:
         raise ItemsError(f"{directory}: no such directory; expected the GIEBench data folder")
     files = {t: directory / name for t, name in RELEASE_FILES.items()}
     return release_items(files, {t: read_prompt_file(path) for t, path in files.items()})
+
+
+FIELDS = ("question_id", "prompt_type", "category", "identity", "swap_to", "correct")  # a run's item columns
+
+
+@dataclass(frozen=True)
+class GieRunItem:
+    """One prompt: an item under one prompt type, naming `swap_to` instead of its identity in a swap."""
+
+    item: GieItem
+    prompt_type: str
+    swap_to: str | None = None
+
+    @property
+    def item_id(self) -> str:
+        """Unique per prompt: question id, prompt type and (in a swap) the identity named."""
+        return "|".join((self.item.item_id, self.prompt_type, *((self.swap_to,) if self.swap_to else ())))
+
+    @property
+    def answers(self) -> AnswerSpec:
+        return ANSWERS
+
+    @property
+    def base_type(self) -> str:
+        """cot, id or raw: the prompt this one is (a swap keeps its original's correct letter)."""
+        return self.prompt_type.removesuffix("_swap")
+
+    @property
+    def fields(self) -> dict[str, str]:
+        return {"question_id": self.item.item_id, "prompt_type": self.prompt_type, "category": self.item.category,
+                "identity": self.item.identity, "swap_to": self.swap_to, "correct": self.item.correct[self.base_type]}
+
+    def prompt(self) -> Prompt:
+        """The sole user message; the group it names is marked as slot `identity` (the item's own group) or, in a
+        swap, `swap_to` (the field that holds the group named instead); a Raw prompt names none."""
+        text = self.item.prompt(self.base_type, self.swap_to)
+        named = self.swap_to or self.item.identity
+        span = identity_span(text, named) if self.base_type != "raw" else None
+        slots = (Slot("swap_to" if self.swap_to else "identity", 0, *span),) if span else ()
+        return Prompt(({"role": "user", "content": text},), slots)
+
+    def parse(self, text: str) -> Answer:
+        return Answer(parse_verdict(text))

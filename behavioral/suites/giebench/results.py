@@ -3,8 +3,6 @@ selected letter, whether it is correct and the four letters' probabilities (`ite
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 
@@ -48,13 +46,3 @@ def view(rows: pd.DataFrame, config: dict) -> pd.DataFrame:
     out = pd.concat(frames, ignore_index=True)
     out["is_correct"] = (out["answer_select"] == out["correct"]).astype(bool)
     return out[COLUMNS]
-
-
-def results(run_dir: str | Path, allow_partial: bool = True) -> pd.DataFrame:
-    """The view of one run directory with a first column `run` (its name in tables: the model's name); a partial run
-    is refused unless `allow_partial`."""
-    from behavioral.analysis import read_runs
-    from behavioral.suites.giebench.suite import SUITE
-
-    run = read_runs(SUITE, [run_dir], allow_partial)[0]
-    return run.rows.assign(run=run.name)[["run", *COLUMNS]]

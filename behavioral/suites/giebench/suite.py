@@ -7,29 +7,25 @@ import random
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from behavioral.answer_space import AnswerSpec
-from behavioral.options import check_minimums, option
-from behavioral.prompt import Prompt, Slot
+from behavioral.analysis import Analysis, Run, read_runs
+from behavioral.options import option
 from behavioral.provenance import files_sha256
-from behavioral.suite import Answer, CaptureSpec, Suite, local_path
+from behavioral.suite import CaptureSpec, Suite, local_path
 from behavioral.selection import select_rows
+from behavioral.suites.giebench.analysis import AnalyzeOptions, analyze
 from behavioral.suites.giebench.categories import CATEGORIES
+from behavioral.suites.giebench.importer import import_results
 from behavioral.suites.giebench.items import (
-    DEFAULT_ITEMS, RELEASE_FILES, GieItem, default_items, load_jsonl, load_release,
+    DEFAULT_ITEMS, FIELDS, RELEASE_FILES, GieItem, GieRunItem, default_items, load_jsonl, load_release,
 )
+from behavioral.suites.giebench.metrics import by_identity
 from behavioral.suites.giebench.prompts import PROMPT_TYPES, SWAP_TYPES, identity_span
-from behavioral.suites.giebench.results import view
+from behavioral.suites.giebench.results import COLUMNS, view
 from behavioral.suites.giebench.swaps import resolve_swaps
-from behavioral.suites.giebench.verdict import ANSWERS, parse_verdict
 
-if TYPE_CHECKING:
-    from behavioral.analysis import Analysis, Run
-
-FIELDS = ("question_id", "prompt_type", "category", "identity", "swap_to", "correct")
 MAX_NEW_TOKENS = 1024  # the authors allowed 8192
 USER = "user"  # the capture kind of the group a COT or ID prompt names as the user's
 
@@ -69,18 +65,6 @@ class Options:
 
 
 @dataclass(frozen=True)
-class AnalyzeOptions:
-    """How GIEBench's analysis draws each shift's interval: resamples of the paired questions and their seed."""
-
-    bootstrap: int = option(1000, "resamples of the paired questions (with replacement) for each shift's percentile "
-                                  "interval", metavar="N", minimum=1)
-    seed: int = option(0, "seed of the resamples", name="--bootstrap-seed", metavar="N")
-
-    def __post_init__(self):
-        check_minimums(self)
-
-
-@dataclass(frozen=True)
 class Data:
     """The run's items (sampled), its swaps and where the items came from."""
 
@@ -89,46 +73,6 @@ class Data:
     swaps: tuple[tuple[str, str], ...]
     source: str
     sha256: str
-
-
-@dataclass(frozen=True)
-class GieRunItem:
-    """One prompt: an item under one prompt type, naming `swap_to` instead of its identity in a swap."""
-
-    item: GieItem
-    prompt_type: str
-    swap_to: str | None = None
-
-    @property
-    def item_id(self) -> str:
-        """Unique per prompt: question id, prompt type and (in a swap) the identity named."""
-        return "|".join((self.item.item_id, self.prompt_type, *((self.swap_to,) if self.swap_to else ())))
-
-    @property
-    def answers(self) -> AnswerSpec:
-        return ANSWERS
-
-    @property
-    def base_type(self) -> str:
-        """cot, id or raw: the prompt this one is (a swap keeps its original's correct letter)."""
-        return self.prompt_type.removesuffix("_swap")
-
-    @property
-    def fields(self) -> dict[str, str]:
-        return {"question_id": self.item.item_id, "prompt_type": self.prompt_type, "category": self.item.category,
-                "identity": self.item.identity, "swap_to": self.swap_to, "correct": self.item.correct[self.base_type]}
-
-    def prompt(self) -> Prompt:
-        """The sole user message; the group it names is marked as slot `identity` (the item's own group) or, in a
-        swap, `swap_to` (the field that holds the group named instead); a Raw prompt names none."""
-        text = self.item.prompt(self.base_type, self.swap_to)
-        named = self.swap_to or self.item.identity
-        span = identity_span(text, named) if self.base_type != "raw" else None
-        slots = (Slot("swap_to" if self.swap_to else "identity", 0, *span),) if span else ()
-        return Prompt(({"role": "user", "content": text},), slots)
-
-    def parse(self, text: str) -> Answer:
-        return Answer(parse_verdict(text))
 
 
 def check_shared_opening(items: Sequence[GieItem], prompt_types: Sequence[str], source: str) -> None:
@@ -218,8 +162,6 @@ class GieBench(Suite):
         parser.add_argument("--out", required=True, help="new run directory")
 
     def import_results(self, args: argparse.Namespace) -> Path:
-        from behavioral.suites.giebench.importer import import_results
-
         return import_results(args.results, args.name, args.out)
 
     def view(self, rows: pd.DataFrame, config: dict) -> pd.DataFrame:
@@ -228,8 +170,6 @@ class GieBench(Suite):
     def behaviour(self, run: Run, **where) -> pd.DataFrame:
         """Per group of kind `user`: accuracy under COT, ID and Raw on its questions and the shifts from Raw
         (metrics.by_identity); a `both` run is read by its generated verdicts unless `where` picks mode="score"."""
-        from behavioral.suites.giebench.metrics import by_identity
-
         rows = select_rows(run.rows, where, "the run's rows")
         if rows["mode"].nunique() > 1:
             rows = rows[rows["mode"] == "generate"]
@@ -238,9 +178,14 @@ class GieBench(Suite):
         return out
 
     def analyze(self, runs: Sequence[Run], options: AnalyzeOptions | None = None) -> Analysis:
-        from behavioral.suites.giebench.analysis import analyze
-
         return analyze(runs, options or AnalyzeOptions())
 
 
 SUITE = GieBench()
+
+
+def results(run_dir: str | Path, allow_partial: bool = True) -> pd.DataFrame:
+    """The view of one run directory with a first column `run` (its name in tables: the model's name); a partial run
+    is refused unless `allow_partial`."""
+    run = read_runs(SUITE, [run_dir], allow_partial)[0]
+    return run.rows.assign(run=run.name)[["run", *COLUMNS]]

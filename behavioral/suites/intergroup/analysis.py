@@ -3,24 +3,48 @@ category and setting."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from behavioral.manifest import RunDirError
-from behavioral.analysis import read_runs
+from behavioral.options import check_minimums, option
 from behavioral.suites.intergroup import stats
 from behavioral.suites.intergroup.groups import CATEGORIES, Category, get_category
 from behavioral.suites.intergroup.settings import SETTING_NAMES, get_setting
 from behavioral.suites.intergroup.result import SettingAnalysis
-from behavioral.suites.intergroup.suite import SUITE, AnalyzeOptions
 
 EXCLUSION = (
     "M0, M, the t-test mask and Tables 3/6/7: an event refused in any cell of the category and setting, \"a person\" "
     "included, is dropped from every cell; δ, its permutation test and the t-SNE: refusals in the \"a person\" "
     "row and column are ignored, on the matrix without \"a person\" z-scored on its own (the authors' notebook)"
 )
+
+
+MEASURES = ("intensity", "expected_intensity")  # what a cell averages
+
+
+@dataclass(frozen=True)
+class AnalyzeOptions:
+    """How seed 000's statistics are computed: the measure, the permutation test, the notebook's rounding."""
+
+    measure: str = option("intensity", "the rating each cell averages: the parsed reply's intensity (the paper's) "
+                                       "or the expected intensity of the answer distribution", choices=MEASURES)
+    permutations: int = option(10_000, "permutations of the identity matching in δ's test, and null draws of the "
+                                       "gap test over events", metavar="N",
+                               minimum=1)
+    round_cells: int | None = option(None, "round M⁰ cells to DECIMALS before z-scoring, as the authors' notebook "
+                                           "does with 2; none: no rounding", metavar="DECIMALS")
+    seed: int = option(0, "seed of the permutations and of the event resamples", name="--permutation-seed")
+
+    def __post_init__(self):
+        if self.measure not in MEASURES:
+            raise ValueError(f"unknown measure {self.measure!r}; expected one of {', '.join(MEASURES)}")
+        if self.round_cells is not None and not 0 <= self.round_cells <= 15:
+            raise ValueError(f"--round-cells must be a number of decimals in 0..15, got {self.round_cells}")
+        check_minimums(self)
 
 
 class IncompleteResultsError(RunDirError):
@@ -167,14 +191,6 @@ def _planned(config: dict, results: pd.DataFrame) -> tuple[list[Category], list[
     for name in sets:
         get_setting(name)
     return [c for n, c in CATEGORIES.items() if n in cats], [s for s in SETTING_NAMES if s in sets]
-
-
-def load_analyses(run_dir: str | Path, options: AnalyzeOptions = AnalyzeOptions(),
-                  allow_partial: bool = False) -> list[SettingAnalysis]:
-    """Analyze every category and setting of a run, categories in Table 1 order, settings in Table 2 order; a run
-    that has not finished every work unit is refused unless `allow_partial`."""
-    (run,) = read_runs(SUITE, [run_dir], allow_partial)
-    return analyses_of(run_dir, run.config, run.rows, options, allow_partial)
 
 
 def analyses_of(run_dir: str | Path, config: dict, results: pd.DataFrame, options: AnalyzeOptions,

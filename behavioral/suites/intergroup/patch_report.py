@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from activations.capture import EMBED_LAYER
+from activations.capture import EMBED_HOOK, table_layer
 from behavioral.analysis.formats import cell, is_missing
 from behavioral.analysis.spec import Section, scope
 from behavioral.suites.intergroup.patch_gap import ONE_EVENT
@@ -75,7 +75,7 @@ def _construction(row: pd.Series, mode: str) -> str:
     if row["positions"] not in WHOLE_SYSTEM or layer > 0 or mode not in BY_CONSTRUCTION:
         return what + "."
     expected, why = BY_CONSTRUCTION[mode]
-    states = ("the only states that differ between the two prompts" if layer == EMBED_LAYER else
+    states = ("the only states that differ between the two prompts" if layer == table_layer(EMBED_HOOK) else
               "every state that differs at these positions (only the tokens after the system text have read the "
               "target's persona, once, in block 0)")
     text = (f"{what}; about {expected:.0%} is expected by construction: the patch replaces {states}, and {why}. "

@@ -22,6 +22,7 @@ from behavioral.analysis.spec import Figure as ReportFigure
 from behavioral.analysis.spec import Section, Table
 from behavioral.answer_space import AnswerTrie
 from behavioral.run import RunConfig
+from behavioral.suite import Suite
 from behavioral.suites.intergroup import patch_report, prompts
 from behavioral.suites.intergroup.corpus import Event
 from behavioral.suites.intergroup.groups import UNSPECIFIED, Category, get_category
@@ -29,7 +30,7 @@ from behavioral.suites.intergroup.settings import get_setting
 from behavioral.suites.intergroup.patch_gap import category_of, cell_matrix, gap_table
 from behavioral.suites.intergroup.stats import empathy_gap, zscore
 from behavioral.suites.intergroup.steering import block, slice_config
-from behavioral.suites.intergroup.suite import SUITE
+from interp import attribution as atp
 from interp.patch_spec import SYSTEM_GROUP, PatchError, PatchPrompt, PatchSpec, answer_trie, encode
 from interp.patch_sweep import evaluate, heatmap_figure, summarize, sweep
 
@@ -195,83 +196,125 @@ def study_config(run: Run, selection: Mapping[str, str], limit_events: int) -> R
     return slice_config(RunConfig.from_run_dir(run.run_dir), selection, limit_events)
 
 
-def plan(run: Run, where: Mapping, options) -> str:
-    """What the patching study will compute on `run` (no model needed); bad options are a ValueError here, before
-    the model loads."""
-    try:
-        check_modes(options.modes)
-    except PatchError as err:
-        raise ValueError(f"--mode: {err}") from None
-    selection = block(run.config, where)
-    config = study_config(run, selection, options.limit_events)
-    n = len(get_category(selection["category"]).identities)
-    events = len(SUITE.dataset(config).events)
-    sweep_text = (f"; sweep: {n} in-group prompts × {min(options.sweep_events, events)} events × those layers × "
-                  f"{len(options.sweep_groups)} position groups" if options.sweep_events and options.sweep_groups
-                  else "")
-    return (f"{run.name}: {selection['category']} {selection['setting']}, {events} events of the run's corpus (seed "
-            f"{config.seed}); headline: {len(options.modes)} modes × {n}² cells × {events} events × the layers of "
-            f"--layers {options.layers} (every {options.layer_step}) at {options.positions}{sweep_text}.")
 
 
-def _events(run: Run, config: RunConfig, engine) -> list[Event]:
-    """The sampled events, prepared as the suite's run prepares them (T2 rewrites: the run's cache, extended in a
-    temporary folder where it lacks one)."""
-    return list(prepared_data(run, config, SUITE, engine.model, engine.tokenizer).events)
 
 
-def analyze(run: Run, engine, where: Mapping, options, progress: bool) -> tuple[list[Section], list[Table], dict]:
-    """The headline δ by layer and the in-group sweep on `run`'s model (the `engine`): report sections, tables
-    written but not printed, and what the manifest records."""
-    selection = block(run.config, where)
-    category, setting = get_category(selection["category"]), selection["setting"]
-    events = _events(run, study_config(run, selection, options.limit_events), engine)
-    layers = parse_layers(options.layers, n_layers_of(engine.model))[::options.layer_step]
-    chat_format = chat.detect_format(engine.tokenizer)
-    n = len(category.identities)
-    if progress:
-        n_prompts = len(options.modes) * n * n * len(events) * len(layers)
-        print(f"plan: headline {len(options.modes)} modes × {n}² cells × {len(events)} events × {len(layers)} "
-              f"layers = {n_prompts} patched prompts; answer tree of {len(setting_trie(engine.tokenizer, setting))} "
-              "nodes", flush=True)
+class PersonaPatching:
+    """Seed 000's patching protocol (Suite.protocols["patch"]): the persona patched by mode, δ and the gap by layer,
+    and the in-group sweep; and the persona's pairs for attribution patching."""
 
-    def title(k: int) -> str:
-        return f"{run.name} · {category.title} · {setting} · {k} event" + ("s" if k != 1 else "")
+    kind = "persona"  # the capture span kind whose slot is patched
 
-    seconds: dict[str, float] = {}
-    start = time.perf_counter()
-    frame = patched_gap_prompts(engine, category, setting, events, layers, options.positions, options.modes,
-                                chat_format, progress="headline" if progress else None)
-    table = gap_table(frame, category)
-    seconds["headline"] = time.perf_counter() - start
-    last_block = n_layers_of(engine.model) - 1
-    figure = gap_figure(table, f"gap by patched layer ({options.positions})\n{title(len(events))}")
-    margin = options.equivalence_margin
-    text = GAP_TEXT.format(headline=patch_report.headline(table, last_block, margin))
-    sections = [Section("The gap by patched layer", text,
-                        (Table("gap_by_layer", "The gap after patching the persona at one layer", table,
-                               {"n_prompts": "count"}, display=patch_report.display(table)),),
-                        (ReportFigure("figures/gap_by_layer", "The gap by patched layer", figure),))]
-    files = [Table("gap_prompts", "Every patched prompt of the headline", frame)]
-    sweep_events = events[:options.sweep_events] if options.sweep_groups else []
-    if sweep_events:
+    def pairs_plan(self, run: Run, suite: Suite, where: Mapping, options) -> str:
+        """The attribution study's pairs on `run`, in words (no model needed); a bad mode is a ValueError."""
+        try:
+            check_modes(options.modes)
+        except ValueError as err:
+            raise ValueError(f"--mode: {err}") from None
+        selection = block(run.config, where)
+        config = study_config(run, selection, options.limit_events)
+        n = len(get_category(selection["category"]).identities)
+        events = len(suite.dataset(config).events)
+        return (f"{selection['category']} {selection['setting']}: {len(options.modes)} modes × {n} in-group "
+                f"prompts × {events} events = {len(options.modes) * n * events} pairs")
+
+    def pairs(self, run: Run, suite: Suite, engine, where: Mapping, options,
+              chat_format: str) -> tuple[list[atp.Pair], pd.DataFrame, str, str]:
+        """Attribution's persona pairs: per mode, identity X and event, the in-group prompt (X perceives X) and the
+        one whose persona is "a person" (person) or the swap's out-group persona (swap); the pairs, one meta row each
+        (mode, clean, source, unit: the event), what the metric is (the expected intensity) and the slot's name."""
+        selection = block(run.config, where)
+        category, setting = get_category(selection["category"]), selection["setting"]
+        config = study_config(run, selection, options.limit_events)
+        events = list(prepared_data(run, config, suite, engine.model, engine.tokenizer).events)
+        trie = setting_trie(engine.tokenizer, setting)
+        metric = atp.expected_metric(trie)
+        pairs, meta = [], []
+        for mode in options.modes:
+            for x in category.identities:
+                source = UNSPECIFIED if mode == "person" else swap_source(category, x, x)
+                for e in events:
+                    clean, corrupted = (build(engine.tokenizer, setting, p, x, e, chat_format) for p in (x, source))
+                    pairs.append(atp.Pair(clean, corrupted, trie, metric))
+                    meta.append({"mode": mode, "clean": x, "source": source, "unit": e.event_id})
+        return (pairs, pd.DataFrame(meta), f"expected intensity ({setting}, 0..{trie.spec.names[-1]})",
+                f"persona ({category.name}, {setting})")
+
+    def plan(self, run: Run, suite: Suite, where: Mapping, options) -> str:
+        """What the patching study will compute on `run` (no model needed); bad options are a ValueError here, before
+        the model loads."""
+        try:
+            check_modes(options.modes)
+        except PatchError as err:
+            raise ValueError(f"--mode: {err}") from None
+        selection = block(run.config, where)
+        config = study_config(run, selection, options.limit_events)
+        n = len(get_category(selection["category"]).identities)
+        events = len(suite.dataset(config).events)
+        sweep_text = (f"; sweep: {n} in-group prompts × {min(options.sweep_events, events)} events × those layers × "
+                      f"{len(options.sweep_groups)} position groups" if options.sweep_events and options.sweep_groups
+                      else "")
+        return (f"{run.name}: {selection['category']} {selection['setting']}, {events} events of the run's corpus (seed "
+                f"{config.seed}); headline: {len(options.modes)} modes × {n}² cells × {events} events × the layers of "
+                f"--layers {options.layers} (every {options.layer_step}) at {options.positions}{sweep_text}.")
+
+    def analyze(self, run: Run, suite: Suite, engine, where: Mapping, options,
+                progress: bool) -> tuple[list[Section], list[Table], dict]:
+        """The headline δ by layer and the in-group sweep on `run`'s model (the `engine`): report sections, tables
+        written but not printed, and what the manifest records."""
+        selection = block(run.config, where)
+        category, setting = get_category(selection["category"]), selection["setting"]
+        config = study_config(run, selection, options.limit_events)
+        # The sampled events, prepared as the suite's run prepares them (T2 rewrites: the run's cache, extended in a
+        # temporary folder where it lacks one).
+        events = list(prepared_data(run, config, suite, engine.model, engine.tokenizer).events)
+        layers = parse_layers(options.layers, n_layers_of(engine.model))[::options.layer_step]
+        chat_format = chat.detect_format(engine.tokenizer)
+        n = len(category.identities)
+        if progress:
+            n_prompts = len(options.modes) * n * n * len(events) * len(layers)
+            print(f"plan: headline {len(options.modes)} modes × {n}² cells × {len(events)} events × {len(layers)} "
+                  f"layers = {n_prompts} patched prompts; answer tree of {len(setting_trie(engine.tokenizer, setting))} "
+                  "nodes", flush=True)
+
+        def title(k: int) -> str:
+            return f"{run.name} · {category.title} · {setting} · {k} event" + ("s" if k != 1 else "")
+
+        seconds: dict[str, float] = {}
         start = time.perf_counter()
-        targets, sources, meta = ingroup_sweep_prompts(engine.tokenizer, category, setting, sweep_events, chat_format)
-        rows = sweep(engine, targets, sources, layers, setting_trie(engine.tokenizer, setting),
-                     options.sweep_groups, meta, progress="sweep" if progress else None)
-        seconds["sweep"] = time.perf_counter() - start
-        sections.append(_sweep_section(summarize(rows), f"in-group prompt ← out-group persona\n"
-                                                        f"{title(len(sweep_events))}"))
-        files.append(Table("sweep", "Every prompt of the sweep", rows))
-    event_ids = [e.event_id for e in events]
-    sections.append(patch_report.scope_section(table, event_ids, layers, options.layer_step, last_block, chat_format))
-    record = {"category": category.name, "setting": setting, "layers": layers, "modes": list(options.modes),
-              "positions": options.positions, "sweep_groups": list(options.sweep_groups) if sweep_events else [],
-              "events": event_ids, "chat_format": chat_format,
-              "seconds": {k: round(v, 1) for k, v in seconds.items()},
-              "result": _result(run, table, category, setting) | {"gap_closed": patch_report.result(table, last_block,
-                                                                                                margin)}}
-    return sections, files, record
+        frame = patched_gap_prompts(engine, category, setting, events, layers, options.positions, options.modes,
+                                    chat_format, progress="headline" if progress else None)
+        table = gap_table(frame, category)
+        seconds["headline"] = time.perf_counter() - start
+        last_block = n_layers_of(engine.model) - 1
+        figure = gap_figure(table, f"gap by patched layer ({options.positions})\n{title(len(events))}")
+        margin = options.equivalence_margin
+        text = GAP_TEXT.format(headline=patch_report.headline(table, last_block, margin))
+        sections = [Section("The gap by patched layer", text,
+                            (Table("gap_by_layer", "The gap after patching the persona at one layer", table,
+                                   {"n_prompts": "count"}, display=patch_report.display(table)),),
+                            (ReportFigure("figures/gap_by_layer", "The gap by patched layer", figure),))]
+        files = [Table("gap_prompts", "Every patched prompt of the headline", frame)]
+        sweep_events = events[:options.sweep_events] if options.sweep_groups else []
+        if sweep_events:
+            start = time.perf_counter()
+            targets, sources, meta = ingroup_sweep_prompts(engine.tokenizer, category, setting, sweep_events, chat_format)
+            rows = sweep(engine, targets, sources, layers, setting_trie(engine.tokenizer, setting),
+                         options.sweep_groups, meta, progress="sweep" if progress else None)
+            seconds["sweep"] = time.perf_counter() - start
+            sections.append(_sweep_section(summarize(rows), f"in-group prompt ← out-group persona\n"
+                                                            f"{title(len(sweep_events))}"))
+            files.append(Table("sweep", "Every prompt of the sweep", rows))
+        event_ids = [e.event_id for e in events]
+        sections.append(patch_report.scope_section(table, event_ids, layers, options.layer_step, last_block, chat_format))
+        record = {"category": category.name, "setting": setting, "layers": layers, "modes": list(options.modes),
+                  "positions": options.positions, "sweep_groups": list(options.sweep_groups) if sweep_events else [],
+                  "events": event_ids, "chat_format": chat_format,
+                  "seconds": {k: round(v, 1) for k, v in seconds.items()},
+                  "result": _result(run, table, category, setting) | {"gap_closed": patch_report.result(table, last_block,
+                                                                                                    margin)}}
+        return sections, files, record
 
 
 def _sweep_section(summary: pd.DataFrame, subtitle: str) -> Section:

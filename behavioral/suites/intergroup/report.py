@@ -10,10 +10,9 @@ import pandas as pd
 from behavioral.analysis import Analysis, Figure, Run, Section, Table
 from behavioral.analysis.formats import cell
 from behavioral.suites.intergroup import distributions, figures, tables
-from behavioral.suites.intergroup.analysis import analyses_of
+from behavioral.suites.intergroup.analysis import AnalyzeOptions, analyses_of
 from behavioral.suites.intergroup.result import SettingAnalysis
 from behavioral.suites.intergroup.settings import SETTING_NAMES, get_setting, setting_label
-from behavioral.suites.intergroup.suite import AnalyzeOptions
 
 SOURCE = ("Seed 000: Hou, Daumé & Rudinger, *Language Models Predict Empathy Gaps Between Social In-groups and "
           "Out-groups* (NAACL 2025). The card (behavioral/suites/intergroup/README.md) lists every deviation.")

@@ -11,6 +11,7 @@ import numpy as np
 from scipy import stats as _sps
 
 from behavioral.analysis.bootstrap import percentile_interval, resamples
+from behavioral.analysis.paired import GapClosed, closed, t_interval
 
 EXACT_LIMIT = 100_000  # the most outcomes an exact test enumerates (8! = 40,320 matchings; 2^16 = 65,536 sign patterns)
 # The gap test's draws come from their own stream of the seed (the seed itself draws the sampled matchings).
@@ -334,62 +335,12 @@ def gap_change(before: np.ndarray, after: np.ndarray, same: np.ndarray,
     return (float((g1 - g0).mean()), *t_interval(g1 - g0, level))
 
 
-@dataclass(frozen=True)
-class GapClosed:
-    """How much of the gap in rating points an intervention closed, paired by event over the events kept in both
-    runs: in points (mean per-event before − after, t-interval) and as a share of the gap before (ratio of the two
-    means, Fieller's interval; NaN where the gap before is not distinguishable from 0 at the level, which leaves
-    the ratio unbounded: `note` says so)."""
-
-    points: float
-    points_low: float
-    points_high: float
-    share: float
-    share_low: float
-    share_high: float
-    n_events: int
-    note: str
-
-
-UNBOUNDED = ("the gap before is not distinguishable from 0 at this level, so the share closed has no bounded "
-             "interval (read the points closed)")
-
-
 def gap_closed(before: np.ndarray, after: np.ndarray, same: np.ndarray, level: float = 0.95) -> GapClosed:
     """The gap closed from `before` to `after` (I of two runs on the same events; pass δ's I, without "a person"):
     see `GapClosed`. Fieller's interval for a ratio of means of paired normal values covers at its level where the
     per-event means are near normal (docs/BENCHMARKS.md: inference calibration); a bootstrap of the ratio of δ it
     replaces covered a planted share 0.83 of the time at 4 events."""
-    g0, g1 = _paired_gaps(before, after, same)
-    closed = g0 - g1
-    n = len(closed)
-    if not n:
-        return GapClosed(*[math.nan] * 6, 0, "no event kept in both runs")
-    points, share = float(closed.mean()), float(closed.mean() / g0.mean()) if g0.mean() else math.nan
-    share_low, share_high, note = _fieller(closed, g0, level) if n >= 2 else (math.nan, math.nan, "")
-    return GapClosed(points, *t_interval(closed, level), share, share_low, share_high, n, note)
-
-
-def _fieller(x: np.ndarray, y: np.ndarray, level: float) -> tuple[float, float, str]:
-    """Fieller's interval for mean(x) / mean(y) of paired values: the ratios R with (x̄ − R ȳ)² ≤ t² var(x̄ − R ȳ);
-    NaN with `UNBOUNDED` where ȳ is within t standard errors of 0."""
-    n = len(x)
-    t2 = _sps.t.ppf((1 + level) / 2, n - 1) ** 2
-    cov = np.cov(x, y, ddof=1) / n
-    mx, my = x.mean(), y.mean()
-    a, b, c = my ** 2 - t2 * cov[1, 1], mx * my - t2 * cov[0, 1], mx ** 2 - t2 * cov[0, 0]
-    if a <= 0:
-        return math.nan, math.nan, UNBOUNDED
-    half = math.sqrt(max(b * b - a * c, 0.0))
-    return (b - half) / a, (b + half) / a, ""
-
-
-def t_interval(values: np.ndarray, level: float) -> tuple[float, float]:
-    """Student's t interval of the mean of per-event values; NaN with fewer than two."""
-    if len(values) < 2:
-        return float("nan"), float("nan")
-    half = _sps.t.ppf((1 + level) / 2, len(values) - 1) * values.std(ddof=1) / np.sqrt(len(values))
-    return float(values.mean() - half), float(values.mean() + half)
+    return closed(*_paired_gaps(before, after, same), level)
 
 
 def event_noise_share(I: np.ndarray) -> float:

@@ -15,11 +15,13 @@ from matplotlib.figure import Figure
 from activations.store import ActivationStore
 from behavioral.run import RunConfig
 from behavioral.suites.intergroup import activations
+from behavioral.analysis.paired import t_interval
 from behavioral.selection import field_values
 from behavioral.suites.intergroup import stats
 from behavioral.suites.intergroup.analysis import analyze_setting, intensity_tensor
 from behavioral.suites.intergroup.groups import UNSPECIFIED, Category, get_category
-from behavioral.suites.intergroup.suite import SUITE, results
+from behavioral.suites.intergroup.identities import cell_labels
+from behavioral.suites.intergroup.items import dataset, results
 from interp.matchings import involves, matched, overlap
 from interp.steering import mean_difference, unit_rows
 
@@ -94,7 +96,7 @@ def ingroup_direction(store: ActivationStore, category: str, setting: str, unit:
     Rows follow ``store.hooks``. With ``unit`` every row is scaled to norm 1 (a zero row stays zero).
     """
     means, cells = final(store, {"category": category, "setting": setting})
-    label = SUITE.cell_labels(cells)[LABEL]
+    label = cell_labels(cells)[LABEL]
     direction = mean_difference(means, cells["count"], label.eq(True).fillna(False), label.eq(False).fillna(False))
     return (unit_rows(direction) if unit else direction).astype(np.float32)
 
@@ -114,7 +116,7 @@ def slice_config(stored: RunConfig, selection: Mapping[str, str], limit_events: 
 def rerun_events(config: RunConfig) -> list[str]:
     """The event ids a rerun configuration draws (its sample less its excluded events), sorted; known before it
     runs, from the corpus alone."""
-    return sorted(event.event_id for event in SUITE.dataset(config).events)
+    return sorted(event.event_id for event in dataset(config).events)
 
 
 def read_rows(run_dir) -> pd.DataFrame:
@@ -407,7 +409,7 @@ def dose_response(rows: pd.DataFrame) -> pd.DataFrame:
                         "coefs": " ".join(f"{c:+g}" for c in coefs),
                         "gap_change_by_coef": " ".join(f"{m:+.3g}" for m in means),
                         "slope": float(slopes.mean()), **dict(zip(("slope_low", "slope_high"),
-                                                                  stats.t_interval(slopes, 0.95))),
+                                                                  t_interval(slopes, 0.95))),
                         "n_coefs": len(coefs), "n_events": int(kept.sum()), "monotone": monotone})
     return pd.DataFrame(out)
 

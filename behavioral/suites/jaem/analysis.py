@@ -6,18 +6,20 @@ its metrics read (`ce_measure`/`gen_measure`, or `measure` per metric) and the f
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
 from behavioral.analysis import Analysis, Figure, Run, Section, Table
+from behavioral.options import option
 from behavioral.suites.jaem import figures, tables
 from behavioral.suites.jaem.dimensions import PROJECT_DIMENSIONS, load_dimensions
 from behavioral.suites.jaem.effects import BINARY, METRICS
-from behavioral.suites.jaem.era import HFEraScorer, parse_era_models
+from behavioral.suites.jaem.era import EraScorer, HFEraScorer, parse_era_models
+from behavioral.suites.jaem.errors import JaemInputError
 from behavioral.suites.jaem.lexicon import LEE_RULE, RULE, VadLexicon, load_vad_lexicon
 from behavioral.suites.jaem.metrics import ANSWER_RULE, measure_names, sample_metrics
-from behavioral.suites.jaem.suite import AnalyzeOptions
 
 SOURCE = ("Seed 002: Formánek & Sotolář, *Quantitative Assessment of Intersectional Empathetic Bias and "
           "Understanding*. The card (behavioral/suites/jaem/README.md) lists every deviation from the authors.")
@@ -44,6 +46,25 @@ RATE_FORMATS = {"samples": "count", "ce_unparsed": "percent", "gen_empty": "perc
 LARGEST_FORMATS = {"values_significant": "count", "attributes_significant": "count", "n": "count", "z": "signed",
                    "p_holm": "p"}
 Measures = dict[str, dict[str, str | None]]  # run -> measure_names of its samples
+
+
+@dataclass(frozen=True)
+class AnalyzeOptions:
+    """How a jaem analysis reads generated replies: the VAD lexicon (AE) and the ERA classifiers; without them that
+    measure is reported unavailable."""
+
+    vad_lexicon: str | None = option(None, "NRC-VAD style TSV (term, valence, arousal, dominance) or `demo` (the "
+                                           "project's ~80 words); none: AE unavailable", metavar="TSV")
+    era_model: str | None = option(None, "IP=ID,EX=ID,ER=ID: 3-label sequence classifiers (folders or hub ids); "
+                                         "none: ERA unavailable", metavar="IP=ID,EX=ID,ER=ID")
+    era_batch_size: int = option(16, "pairs per ERA classifier batch", metavar="N")
+    era: EraScorer | None = None  # no flag: a scorer object from Python (any EraScorer) in place of era_model
+
+    def __post_init__(self):
+        if self.era_model is not None:
+            parse_era_models(self.era_model)
+        if self.era_batch_size < 1:
+            raise JaemInputError(f"--era-batch-size must be at least 1, got {self.era_batch_size}")
 
 
 def _measures(lexicon: VadLexicon | None, era: str | None) -> list[str]:

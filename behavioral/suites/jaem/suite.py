@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from behavioral.analysis import Analysis, Run
 from behavioral.answer_space import AnswerSpec
 from behavioral.options import option
 from behavioral.prompt import Prompt
@@ -16,16 +16,13 @@ from behavioral.provenance import files_sha256
 from behavioral.suite import Answer, CaptureSpec, Suite, local_path
 from behavioral.selection import select_rows
 from behavioral.suites.jaem import metrics
+from behavioral.suites.jaem.analysis import AnalyzeOptions, analysis
 from behavioral.suites.jaem.answers import cut_reply, letter_decided, parse_letter, reply_decided
 from behavioral.suites.jaem.dimensions import ATTRIBUTES, PROJECT_DIMENSIONS, load_dimensions
 from behavioral.suites.jaem.effects import by_value
-from behavioral.suites.jaem.era import EraScorer, parse_era_models
 from behavioral.suites.jaem.errors import JaemInputError
 from behavioral.suites.jaem.samples import FULL_DIMS, LAYOUTS, LETTERS, REPEATS, Sample, build_samples
 from behavioral.suites.jaem.templates import Template, load_templates, project_templates
-
-if TYPE_CHECKING:
-    from behavioral.analysis import Analysis, Run
 
 TASKS = ("ce", "gen")
 FIELDS = ("task", "template", "sample_id", *ATTRIBUTES, "options", "gold_letter", "speaker", "speaker_text")
@@ -77,25 +74,6 @@ class Options:
         if self.templates is not None:
             object.__setattr__(self, "templates", tuple(local_path(p) for p in self.templates))
         object.__setattr__(self, "dimensions", local_path(self.dimensions))
-
-
-@dataclass(frozen=True)
-class AnalyzeOptions:
-    """How a jaem analysis reads generated replies: the VAD lexicon (AE) and the ERA classifiers; without them that
-    measure is reported unavailable."""
-
-    vad_lexicon: str | None = option(None, "NRC-VAD style TSV (term, valence, arousal, dominance) or `demo` (the "
-                                           "project's ~80 words); none: AE unavailable", metavar="TSV")
-    era_model: str | None = option(None, "IP=ID,EX=ID,ER=ID: 3-label sequence classifiers (folders or hub ids); "
-                                         "none: ERA unavailable", metavar="IP=ID,EX=ID,ER=ID")
-    era_batch_size: int = option(16, "pairs per ERA classifier batch", metavar="N")
-    era: EraScorer | None = None  # no flag: a scorer object from Python (any EraScorer) in place of era_model
-
-    def __post_init__(self):
-        if self.era_model is not None:
-            parse_era_models(self.era_model)
-        if self.era_batch_size < 1:
-            raise JaemInputError(f"--era-batch-size must be at least 1, got {self.era_batch_size}")
 
 
 @dataclass(frozen=True)
@@ -191,8 +169,6 @@ class Jaem(Suite):
         return by_value(metrics.sample_metrics(select_rows(run.rows, where, "the run's rows")), ATTRIBUTES)
 
     def analyze(self, runs: Sequence[Run], options: AnalyzeOptions) -> Analysis:
-        from behavioral.suites.jaem.analysis import analysis
-
         return analysis(runs, options)
 
 

@@ -6,7 +6,8 @@
 
 Writes, beside this script:
 - model/: the tests' tiny random 2-layer Llama (conftest.make_tiny_model, seed 0) with the tokenizer trained in the
-  tests (experiments/tiny_tokenizer), saved once, so the pins do not depend on the tokenizer's training corpus;
+  tests (tests/tiny_tokenizer.py; experiments/ at adeb179), saved once, so the pins do not depend on the tokenizer's
+  training corpus;
 - run/: an intergroup score-mode capture run on it (religion and race, setting P0S0T0, 3 events, capture persona,
   experiencer and final with 2 samples per cell, fp32 on CPU);
 - expected.json: every number tests/test_pinned_mechanisms.py recomputes, computed here through the OLD API
@@ -63,7 +64,10 @@ def records(frame: pd.DataFrame) -> dict:
 
 def make_model() -> None:
     from tests.conftest import make_tiny_model
-    from experiments.tiny_tokenizer import build_tiny_tokenizer
+    try:
+        from tests.tiny_tokenizer import build_tiny_tokenizer
+    except ImportError:  # the tree of commit adeb179, where it was experiments/tiny_tokenizer.py
+        from experiments.tiny_tokenizer import build_tiny_tokenizer
 
     tokenizer = build_tiny_tokenizer()
     make_tiny_model(len(tokenizer)).save_pretrained(MODEL)
@@ -90,7 +94,7 @@ def make_run() -> None:
 def behaviour_matrix(category: str) -> np.ndarray:
     """M0[p, x]: mean expected intensity over the events (every identity, "a person" first, Table 1 order)."""
     from behavioral.suites.intergroup.groups import get_category
-    from behavioral.suites.intergroup.suite import results
+    from behavioral.suites.intergroup.items import results
 
     rows = results(RUN)
     rows = rows[(rows["category"] == category) & (rows["setting"] == SETTING)]

@@ -10,11 +10,17 @@ and writes a JSON file.
 the prefix store), for three suites, against the prefix-tree ideal: every distinct prompt prefix computed once. A
 random model with the tokenizer's vocabulary runs it (counts do not depend on the weights).
 
-    python experiments/bench_engine_costs.py --prompts 256 --batch-sizes 16,64,256 --out costs.json
-    python experiments/bench_engine_costs.py --run-path --batch-sizes 16,64,256 --out run_path_costs.json
+    python tests/benchmarks/bench_engine_costs.py --prompts 256 --batch-sizes 16,64,256 --out costs.json
+    python tests/benchmarks/bench_engine_costs.py --run-path --batch-sizes 16,64,256 --out run_path_costs.json
 """
 
 from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+if not __package__:  # run as a file (python tests/benchmarks/NAME.py): the repository's root on the path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import argparse
 import contextlib
@@ -23,7 +29,6 @@ import tempfile
 from collections import Counter
 from collections.abc import Iterator
 from functools import partial
-from pathlib import Path
 
 import torch
 from transformers import cache_utils
@@ -34,11 +39,11 @@ from behavioral.answer_space import AnswerSpec
 from behavioral.engine import shared_prefix_length
 from behavioral.prefix_plan import common_length
 from behavioral.run import RunConfig, Runner, run
-from behavioral.suites import get_suite
+from behavioral.registry import get_suite
 from behavioral.suites.intergroup.answers import answer_decided
 from behavioral.suites.intergroup.settings import get_setting
 from behavioral.work import work_units
-from bench_engine import add_grid_arguments, grid_prompts, grid_runner, random_model, unique_tokens
+from tests.benchmarks.bench_engine import add_grid_arguments, grid_prompts, grid_runner, random_model, unique_tokens
 
 SYNCS = ("tolist", "item", "cpu", "__bool__", "__float__", "__int__", "__index__")  # each reads a device value
 

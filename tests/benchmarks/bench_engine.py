@@ -9,12 +9,17 @@ Llama-3.1-8B's shapes in bf16 (weights do not change speed) and uses `--model`'s
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
+if not __package__:  # run as a file (python tests/benchmarks/NAME.py): the repository's root on the path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
 import argparse
 import json
 import resource
 import time
 from functools import partial
-from pathlib import Path
 
 import torch
 
@@ -22,13 +27,13 @@ from behavioral import models
 from behavioral.answer_space import AnswerSpec
 from behavioral.engine import shared_prefix_length
 from behavioral.run import RUN_DEFAULTS, RunConfig, Runner
-from behavioral.suites import get_suite
+from behavioral.registry import get_suite
 from behavioral.suites.intergroup import Options
 from behavioral.suites.intergroup.answers import answer_decided, parse_intensity
 from behavioral.suites.intergroup.settings import get_setting
 from behavioral.work import work_units
 
-REAL_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "data" / "crowd-envent"
+REAL_CORPUS = Path(__file__).resolve().parents[3] / "shared" / "data" / "crowd-envent"
 LLAMA_31_8B = dict(hidden_size=4096, num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=8,
                    intermediate_size=14336, vocab_size=128256, max_position_embeddings=131072, rope_theta=500000.0)
 

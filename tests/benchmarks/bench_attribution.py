@@ -13,12 +13,16 @@ seconds then projected from the measured seconds a node. The JSON keeps every va
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
+if not __package__:  # run as a file (python tests/benchmarks/NAME.py): the repository's root on the path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
 import argparse
 import json
 import os
 import platform
-import sys
-from pathlib import Path
 
 import pandas as pd
 import torch
@@ -28,9 +32,9 @@ from behavioral.engine import Engine
 from behavioral.suites.intergroup import patching as IP
 from behavioral.suites.intergroup.corpus import embedded_events, sample_events
 from behavioral.suites.intergroup.groups import UNSPECIFIED, get_category
-from experiments.bench_engine import random_model
-from experiments.gpu_check import TINY
-from experiments.tiny_tokenizer import build_tiny_tokenizer
+from tests.benchmarks.bench_engine import random_model
+from tests.benchmarks.gpu_check import TINY
+from tests.tiny_tokenizer import build_tiny_tokenizer
 from interp import attribution as A
 
 TINY_MODEL = "tiny"  # a random 2-layer Llama with the tests' tokenizer
@@ -42,7 +46,7 @@ def load(args: argparse.Namespace) -> tuple:
         tokenizer = build_tiny_tokenizer()
         torch.manual_seed(args.seed)
         model = random_model(TINY | {"vocab_size": len(tokenizer)}, args.device, torch.float32)
-        return model, tokenizer, {"model": "tiny random Llama (experiments.gpu_check.TINY, seed "
+        return model, tokenizer, {"model": "tiny random Llama (tests.benchmarks.gpu_check.TINY, seed "
                                            f"{args.seed})", "dtype": "float32", "device": args.device}
     model, tokenizer, info = models.load(args.model, args.device, args.dtype)
     return model, tokenizer, {k: info[k] for k in ("model", "dtype", "device")}
@@ -153,7 +157,7 @@ def main() -> None:
                           for what, values in methods.items()])
     print(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     print("AtP's Spearman by layer (-1: embed):", {k: round(v, 3) for k, v in by_layer.items()})
-    record = {"command": "PYTHONPATH=. python experiments/bench_attribution.py " + " ".join(sys.argv[1:]),
+    record = {"command": "python tests/benchmarks/bench_attribution.py " + " ".join(sys.argv[1:]),
               "machine": {"cpus": os.cpu_count(), "torch_threads": torch.get_num_threads(),
                           "platform": platform.platform(), "cuda": torch.cuda.is_available(),
                           "torch": torch.__version__},

@@ -30,21 +30,27 @@ later interval includes 0) would have said it; where half the gap is closed at o
 patched gap's t-interval in points (`covers_gap`), of the share closed's Fieller interval (`covers_share`, with the
 share of runs where it is unbounded) and of 1 − δ ratio's event-bootstrap interval it replaced (`covers_delta`).
 
-    python experiments/inference_calibration.py --out calibration.json
+    python tests/benchmarks/inference_calibration.py --out calibration.json
 """
 
 from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+if not __package__:  # run as a file (python tests/benchmarks/NAME.py): the repository's root on the path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import argparse
 import json
 import platform
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import numpy as np
 
 from behavioral.analysis.bootstrap import percentile_interval, resamples
+from behavioral.analysis.paired import UNBOUNDED
 from behavioral.suites.intergroup import stats
 from behavioral.suites.intergroup.groups import get_category
 from behavioral.suites.intergroup.patch_gap import event_tensor, gap_table
@@ -169,7 +175,7 @@ def patch_intervals(events: int, runs: int, resamples: int) -> dict:
         frame = patched_rows({10: 0.5}, events, 2.0, seed, patch_noise=1.0)
         row = gap_table(frame, category).iloc[0]
         gap_hits.append(row["gap_raw_patched_low"] <= truth_gap <= row["gap_raw_patched_high"])
-        unbounded.append(row["interval_note"] == stats.UNBOUNDED)
+        unbounded.append(row["interval_note"] == UNBOUNDED)
         if not unbounded[-1]:
             share_hits.append(row["gap_closed_low"] <= 0.5 <= row["gap_closed_high"])
         clean, after = (event_tensor(frame, category, c) for c in ("expected_clean", "expected"))

@@ -7,11 +7,16 @@ identity pass, hooks and activation writes included).
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
+if not __package__:  # run as a file (python tests/benchmarks/NAME.py): the repository's root on the path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
 import argparse
 import json
 import tempfile
 import time
-from pathlib import Path
 
 from behavioral import models
 from behavioral.estimate import estimate_run
@@ -19,7 +24,7 @@ from behavioral.run import RunConfig, run
 from behavioral.run_reader import read_run
 from behavioral.suites.intergroup import SUITE, Options
 
-REAL_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "data" / "crowd-envent"
+REAL_CORPUS = Path(__file__).resolve().parents[3] / "shared" / "data" / "crowd-envent"
 
 
 def timed_run(config: RunConfig, loaded: tuple, scratch: Path | None = None) -> tuple[float, int]:

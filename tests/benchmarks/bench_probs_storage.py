@@ -7,15 +7,20 @@ Each row's distribution is a seeded Dirichlet draw whose weight sits on multiple
 a model's ratings do; every other column holds what a score run writes (its masses: floats derived from the
 distribution).
 
-    python experiments/bench_probs_storage.py --rows 200000 --out probs_storage.json
+    python tests/benchmarks/bench_probs_storage.py --rows 200000 --out probs_storage.json
 """
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
+if not __package__:  # run as a file (python tests/benchmarks/NAME.py): the repository's root on the path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
 import argparse
 import json
 import tempfile
-from pathlib import Path
 
 import numpy as np
 
