@@ -96,7 +96,7 @@ def _parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
                                              "(the suite's own flags: empathy-gap analyze RUN_DIR --help)")
     analyze.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
     _add_analyze_options(analyze)
-    from behavioral.studies import cli as studies
+    from behavioral import interp_cli as studies
 
     studies.add_parser(sub, argv)
     demo = sub.add_parser("demo", help=f"run {DEMO_MODEL} in score mode on the embedded events, then analyze")
@@ -213,7 +213,7 @@ def _main(argv: list[str]) -> int:
         elif args.command == "analyze":
             _analyze(argv, args)
         elif args.command == "interp":
-            from behavioral.studies import cli as studies
+            from behavioral import interp_cli as studies
 
             studies.run(args)
         else:

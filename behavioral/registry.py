@@ -1,6 +1,7 @@
-"""The suites by name: where each built-in suite's object lives (imported on first use) and the suites a script
-registers. The run loop and the analyses find a suite here by the name a manifest records, so nothing below the suites
-imports one (docs/ARCHITECTURE.md); a new suite in behavioral/suites is registered with one line."""
+"""The suites and the studies by name: where each built-in suite's and study's object lives (imported on first use)
+and the suites a script registers. The run loop, the analyses and the studies find a suite here by the name a manifest
+records, and `run_study` a study by its name, so nothing imports a layer above its own (docs/ARCHITECTURE.md); a new
+suite in behavioral/suites or study in interp is registered with one line."""
 
 from __future__ import annotations
 
@@ -8,7 +9,12 @@ import importlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from typing import TYPE_CHECKING
+
 from behavioral.suite import Suite
+
+if TYPE_CHECKING:
+    from behavioral.analysis.study import Study
 
 # name -> "module:attribute" of its Suite object, imported on first use
 SUITES: dict[str, str] = {
@@ -17,6 +23,16 @@ SUITES: dict[str, str] = {
     "isear": "behavioral.suites.isear:SUITE",
     "giebench": "behavioral.suites.giebench:SUITE",
     "jaem": "behavioral.suites.jaem:SUITE",
+}
+# name -> module holding its STUDY, in the order `empathy-gap interp` lists them
+STUDIES: dict[str, str] = {
+    "clusters": "interp.clusters.study",
+    "rsa": "interp.rsa.study",
+    "probe": "interp.probes.study",
+    "steer": "interp.steering.study",
+    "patch": "interp.patching.study",
+    "attribution": "interp.attribution.study",
+    "atlas": "interp.atlas.study",
 }
 _loaded: dict[str, Suite] = {}
 
@@ -56,3 +72,15 @@ def get_suite(name: str) -> Suite:
         module, attribute = SUITES[name].split(":")
         _loaded[name] = getattr(importlib.import_module(module), attribute)
     return _loaded[name]
+
+
+def study_names() -> list[str]:
+    """The registered studies, in CLI order."""
+    return list(STUDIES)
+
+
+def get_study(name: str) -> "Study":
+    """The study called `name`; an unknown name is a ValueError listing the known ones."""
+    if name not in STUDIES:
+        raise ValueError(f"unknown study {name!r}; expected one of {', '.join(STUDIES)}")
+    return importlib.import_module(STUDIES[name]).STUDY

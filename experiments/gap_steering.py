@@ -25,11 +25,12 @@ from behavioral.estimate import estimate_run
 from behavioral.options import add_flags, from_flags
 from behavioral.output_folder import check_output_folder
 from behavioral.run import RunConfig, run
-from behavioral.studies import get_study, run_study
-from behavioral.studies.identities import parse_where
-from behavioral.studies.rerun import protocol_of
-from behavioral.studies.steer import Options as SteerOptions
-from behavioral.studies.study import read_study_runs
+from behavioral.registry import get_study
+from behavioral.analysis.study import run_study
+from interp.identities import parse_where
+from behavioral.analysis.rerun import protocol_of
+from interp.steering.study import Options as SteerOptions
+from behavioral.analysis.study import read_study_runs
 from behavioral.suites.intergroup import Options
 
 STEER, PROBE = get_study("steer"), get_study("probe")

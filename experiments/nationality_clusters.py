@@ -32,8 +32,9 @@ from behavioral.manifest import read_manifest
 from behavioral.options import add_flags, from_flags
 from behavioral.output_folder import check_output_folder
 from behavioral.run import RunConfig, run
-from behavioral.studies import get_study, run_study
-from behavioral.studies.identities import parse_where
+from behavioral.registry import get_study
+from behavioral.analysis.study import run_study
+from interp.identities import parse_where
 from behavioral.suites.intergroup import Options
 
 CLUSTERS, RSA = get_study("clusters"), get_study("rsa")

@@ -31,6 +31,22 @@ def pytest_collection_modifyitems(items) -> None:
             item.add_marker(pytest.mark.slow)
 
 
+TORCH_THREADS = torch.get_num_threads()  # the machine's default, for the real SmolLM2
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _one_torch_thread():
+    """One intra-op thread for the tiny models from the first fixture on: their matrices are too small to split, and
+    on a busy 2-core machine threads that wait for each other made a tiny run up to 40 times slower."""
+    torch.set_num_threads(1)
+
+
+@pytest.fixture(autouse=True)
+def _torch_threads(request):
+    """The default thread count for a test of the real SmolLM2, one thread for every other test."""
+    torch.set_num_threads(TORCH_THREADS if SLOW_FIXTURES & set(request.fixturenames) else 1)
+
+
 @pytest.fixture(scope="session")
 def tiny_tokenizer():
     return build_tiny_tokenizer()

@@ -16,10 +16,10 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("behavioral", "activations", "interp")
 # Lowest first: a module may import its own layer and those below it, never one above.
 LAYERS = ("behavioral", "activations", "behavioral.run", "behavioral.analysis", "interp", "behavioral.suites",
-          "behavioral.studies", "behavioral.cli")
+          "behavioral.cli")
 RUN_LOOP = {"behavioral.run", "behavioral.estimate", "behavioral.run_reader"}  # the run loop: it captures, so above
 _TYPE_CHECKING = ("TYPE_CHECKING", "typing.TYPE_CHECKING")
-TOP = {"behavioral.cli", "behavioral.__main__"}  # the command line, above everything it dispatches to
+TOP = {"behavioral.cli", "behavioral.interp_cli", "behavioral.__main__"}  # the command line, above everything it dispatches to
 
 
 def layer_of(module: str) -> str:

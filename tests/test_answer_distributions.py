@@ -210,8 +210,9 @@ def test_an_old_run_resumes_and_its_new_parts_read(plain, tmp_path):
 
 # --- the storage benchmark ----------------------------------------------------------------------------------------
 
-def test_storage_benchmark_orders_the_costs(load_experiment, tmp_path, monkeypatch, capsys):
-    bench = load_experiment("bench_probs_storage")
+def test_storage_benchmark_orders_the_costs(tmp_path, monkeypatch, capsys):
+    from tests.benchmarks import bench_probs_storage as bench
+
     monkeypatch.setattr("sys.argv", ["bench", "--rows", "3840", "--out", str(tmp_path / "out.json")])
     bench.main()
     table = {row["way"]: row["bytes"] for row in json.loads((tmp_path / "out.json").read_text())["table"]}

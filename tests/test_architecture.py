@@ -25,14 +25,14 @@ def test_interp_and_activations_never_name_a_suite():
     graph = read_graph()
     named = [(a, b) for edges in (graph.edges, graph.deferred, graph.type_refs) for a, targets in edges.items()
              for b in targets
-             if layer_of(a) in ("interp", "activations") and layer_of(b) in ("behavioral.suites", "behavioral.studies")]
+             if layer_of(a) in ("interp", "activations") and layer_of(b) == "behavioral.suites"]
     assert named == []
 
 
 def test_the_layers_are_read_as_the_page_draws_them():
     assert [layer_of(m) for m in ("behavioral.engine", "activations.capture", "behavioral.run_reader",
-                                  "behavioral.analysis.spec", "interp.steering", "behavioral.suites.intergroup.stats",
-                                  "behavioral.studies.steer", "behavioral.cli")] == list(LAYERS)
+                                  "behavioral.analysis.study", "interp.steering.study",
+                                  "behavioral.suites.intergroup.stats", "behavioral.interp_cli")] == list(LAYERS)
     graph = read_graph()
     assert ("interp.steering", "activations.capture") in {(a, b) for a, t in graph.edges.items() for b in t}
     assert ("behavioral.suite", "behavioral.analysis") in {(a, b) for a, t in graph.type_refs.items() for b in t}

@@ -13,8 +13,9 @@ import pytest
 from scipy.spatial.distance import pdist, squareform
 
 from behavioral import cli
-from behavioral.studies import get_study, run_study
-from behavioral.studies.atlas import MAP_FILE, Options, read_map
+from behavioral.registry import get_study
+from behavioral.analysis.study import run_study
+from interp.atlas.study import MAP_FILE, Options, read_map
 from interp.atlas import Source, atlas, plot_heatmap, shared_concepts
 from interp.rsa import rsa
 

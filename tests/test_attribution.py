@@ -21,8 +21,8 @@ from behavioral.suites.intergroup.groups import get_category
 from interp import attribution as A
 from activations.capture import parse_layers
 from activations.spans import TokenSpan
-from interp.patch_spec import PatchPrompt, PatchSpec
-from interp.patch_sweep import evaluate
+from interp.patching.spec import PatchPrompt, PatchSpec
+from interp.patching.sweep import evaluate
 from tests.conftest import PINNED
 
 SETTING = "P0S0T0"
@@ -226,7 +226,8 @@ def test_agreement_counts_the_top_nodes_recovered():
 @pytest.mark.slow
 def test_the_study_on_the_pinned_run_equals_the_direct_calls(pinned_run, tmp_path, capsys):
     from behavioral import models
-    from behavioral.studies import get_study, run_study
+    from behavioral.registry import get_study
+    from behavioral.analysis.study import run_study
 
     study = get_study("attribution")
     options = study.Options(where=("category=religion",), modes=("swap",), positions="slot", validate=1,
@@ -282,7 +283,8 @@ def test_bad_input_exits_2_with_one_line_and_writes_nothing(pinned_run, tmp_path
 @pytest.mark.slow
 def test_another_suites_slot_pairs_differ_in_the_slot_only(long_model_dir, tmp_path):
     from behavioral.run import RunConfig, run
-    from behavioral.studies import get_study, run_study
+    from behavioral.registry import get_study
+    from behavioral.analysis.study import run_study
     from behavioral.suites import isear
 
     config = RunConfig("isear", str(long_model_dir), isear.Options(sample_k=2, events="project"), mode="score",

@@ -15,7 +15,7 @@ from activations.capture import (
     parse_layers, resid_post, resolve_layers, select_hooks, select_layers, table_layer,
 )
 from behavioral.engine import Batch, Engine, cache_keyword, halving_on_oom, left_pad
-from interp.patch_spec import PatchSpec
+from interp.patching.spec import PatchSpec
 from tests.conftest import oom_above
 
 TEXTS = ["Hi.", "How much joy did the person feel while experiencing the event?", "a person from Iran"]
@@ -423,7 +423,7 @@ def test_a_forward_with_a_cache_runs_every_layer(four_layers):
 def test_source_states_stop_and_halve_on_out_of_memory(four_layers, monkeypatch):
     """Patch sources of block 1 run blocks 0..1 only; a batch above 2 prefixes runs out of memory and is halved as
     the engine's are, into the states of the unbatched forwards."""
-    from interp import patch_sources
+    from interp.patching import sources as patch_sources
 
     model, calls = four_layers
     prompts = [(3, 4, 5, i) for i in range(5)]

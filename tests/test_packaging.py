@@ -21,11 +21,12 @@ def test_wheel_contains_every_suite_with_its_card_and_data(tmp_path):
     names = set(zipfile.ZipFile(wheel).namelist())
     suites = [p for p in (ROOT / "behavioral" / "suites").iterdir() if (p / "__init__.py").is_file()]
     assert suites
-    for suite in (*suites, ROOT / "behavioral" / "studies"):
+    for suite in (*suites, ROOT / "interp"):
         for path in suite.rglob("*"):
             if path.is_file() and "__pycache__" not in path.parts:
                 assert str(path.relative_to(ROOT)) in names, path
     for package in ("behavioral/__init__.py", "activations/__init__.py", "interp/__init__.py",
-                    "behavioral/suites/__init__.py", "behavioral/studies/__init__.py"):
+                    "behavioral/suites/__init__.py", "interp/patching/__init__.py", "interp/atlas/identity_map.csv",
+                    "interp/rsa/continents.csv"):
         assert package in names
     assert not any(n.startswith(("tests/", "experiments/", "docs/")) for n in names)

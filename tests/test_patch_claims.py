@@ -20,7 +20,7 @@ from behavioral.suites.intergroup.patch_gap import ONE_EVENT, gap_table
 from behavioral.analysis.paired import UNBOUNDED
 from behavioral.suites.intergroup.stats import zscore
 from behavioral.suites.intergroup.synthetic import GAP, patched_rows
-from interp.patch_claims import stops_mattering, undetermined_from
+from interp.patching.claims import stops_mattering, undetermined_from
 
 RELIGION = get_category("religion")
 NAMES = RELIGION.identities

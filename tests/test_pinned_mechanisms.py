@@ -76,9 +76,9 @@ def final_samples(store, category: str) -> tuple[np.ndarray, pd.DataFrame]:
 
 def identity_vectors(store, category: str, span: str, reduction: str, perceiver: str) -> tuple[np.ndarray, list[str]]:
     """Old: interp.clusters.identity_vectors(store, category, SETTING, span, reduction, perceiver) ("a person" left
-    out; perceiver "a person" or "mean" for the experiencer span). New: behavioral.studies.identities.read_identities
+    out; perceiver "a person" or "mean" for the experiencer span). New: interp.identities.read_identities
     on the store's rows of the category and setting (and of the perceiver, unless "mean"), in the suite's order."""
-    from behavioral.studies.identities import read_identities
+    from interp.identities import read_identities
     from behavioral.suites.intergroup import SUITE
 
     where = {"category": category, "setting": SETTING}
@@ -135,9 +135,9 @@ def difference_matrix(values) -> np.ndarray:
 
 def layer_probes(store, category: str, target: str, split: str) -> pd.DataFrame:
     """Old: interp.probes.layer_probes(store, category, SETTING, target, cv=2, seed=SEED, split=, n_shuffles=1). New:
-    behavioral.studies.probe.probe_table with the intergroup suite's labels (split "event" is the field event_id),
+    interp.probes.study.probe_table with the intergroup suite's labels (split "event" is the field event_id),
     without the control task the old call did not have."""
-    from behavioral.studies.probe import probe_table
+    from interp.probes.study import probe_table
     from behavioral.suites.intergroup import SUITE
 
     split_by = "event_id" if split == "event" else split

@@ -9,7 +9,7 @@ import pytest
 
 import activations.store as activation_store
 from activations.capture import hook_names
-from behavioral.studies.probe import probe_table
+from interp.probes.study import probe_table
 from behavioral.suites.intergroup import SUITE
 from behavioral.suites.intergroup.groups import get_category
 from interp import probes
@@ -118,8 +118,8 @@ def test_probe_table_reads_the_suites_labels_and_finds_the_planted_signals(tmp_p
     assert (perceiver["control_accuracy_mean"] < 0.4).all()
     fields = probe_table(store, SUITE, where, ["experiencer"], ["sample"], store.hooks[:1], n_shuffles=0)
     assert fields.n.tolist() == [6 * 6 * 4] and fields.n_classes.tolist() == [6]  # an index field: every row
-    paths = probes.plot_probes(table, tmp_path / "figures", title="religion")
-    assert [p.suffix for p in paths] == [".png", ".pdf"] and all(p.stat().st_size > 0 for p in paths)
+    figure = probes.probe_figure(table, title="religion")
+    assert len(figure.axes) == table["target"].nunique() * table["split"].nunique()
     with pytest.raises(ValueError, match="--target 'mood': expected a field of the final-token index"):
         probe_table(store, SUITE, where, ["mood"], ["sample"], store.hooks)
     with pytest.raises(ValueError, match="--split 'colour': expected sample, cell or a field"):

@@ -17,7 +17,7 @@ from behavioral import cli
 from behavioral.manifest import MANIFEST, read_manifest
 from behavioral.run import RunConfig, run
 from behavioral.store import RESULTS, RUN_ID, RowLog, read_results, result_schema
-from behavioral.studies import names as studies
+from behavioral.registry import study_names as studies
 from behavioral.registry import get_suite
 from behavioral.suites.intergroup import Options
 

@@ -16,6 +16,7 @@ from behavioral import cli, models
 from behavioral import store
 from behavioral.run import RunConfig, run
 from behavioral.store import RESULTS, RowLog
+from behavioral.suites import giebench, intergroup, isear, jaem, scm
 from tests.test_analysis import make_run
 from tests.test_suites import CONFIGS
 
@@ -31,14 +32,21 @@ def _cli(capsys, *argv: str) -> tuple[int, str]:
     return code, capsys.readouterr().err
 
 
-# scm's test grid is every group, trait and template (6,400 prompts); the rules here need a run, not its size
-SMALL = CONFIGS | {"scm": dataclasses.replace(CONFIGS["scm"], options=dataclasses.replace(
-    CONFIGS["scm"].options, traits=("warm", "friendly", "competent", "able"), templates=("f01", "i01")))}
+# The rules here need a finished run of each suite with its own options, not its size: the smallest grid of each
+# that its analysis takes (36 to 6 rows; tests/test_suites.py's grids hold 55 to 6,400).
+SMALL_OPTIONS = {
+    "intergroup": intergroup.Options(categories=("religion",), settings=("P0S0T0",), limit_events=1),
+    "jaem": jaem.Options(tasks=("ce",), limit=2),
+    "giebench": giebench.Options(limit_items=2, swap="paper"),
+    "isear": isear.Options(events="project", sample_k=2),
+    "scm": scm.Options(groups="us-stereotypes", traits=("warm", "competent"), templates=("f01",)),
+}
+SMALL = {name: dataclasses.replace(config, options=SMALL_OPTIONS[name]) for name, config in CONFIGS.items()}
 
 
 @pytest.fixture(scope="module")
 def suite_runs(tmp_path_factory, long_model_dir) -> dict[str, Path]:
-    """A finished score-mode run of every suite on the tiny model (scm on 4 traits and 2 templates)."""
+    """A finished score-mode run of every suite on the tiny model, on the small grids of SMALL_OPTIONS."""
     root = tmp_path_factory.mktemp("runs")
     return {name: run(dataclasses.replace(config, model=str(long_model_dir), mode="score", samples=None),
                       root / name, progress=False) for name, config in SMALL.items()}
@@ -254,10 +262,11 @@ def test_an_unreachable_hub_fails_at_once_with_one_line(monkeypatch):
 def test_studies_refuse_another_suites_run_by_name(suite_runs, tmp_path, load_experiment, capsys):
     gie = suite_runs["giebench"]
     assert load_experiment("persona_patching").main(["--run", str(gie), "--out", str(tmp_path / "p")]) == 2
-    assert "a run of suite 'giebench'; persona patching needs an intergroup run" in capsys.readouterr().err
+    refusal = "a run of suite 'giebench', which declares no {} protocol; {} runs on intergroup runs"
+    assert refusal.format("patch", "patch") in capsys.readouterr().err
     assert load_experiment("nationality_clusters").main(["--run", str(gie), "--out", str(tmp_path / "c")]) == 2
     assert "a run of suite 'giebench'; the cluster study needs an intergroup run" in capsys.readouterr().err
     assert load_experiment("gap_steering").main(["--run", str(gie), "--out", str(tmp_path / "s"),
                                                  "--probes-only"]) == 2
-    assert "a run of suite 'giebench'; steering needs an intergroup run" in capsys.readouterr().err
+    assert refusal.format("steer", "steer") in capsys.readouterr().err
     assert not any(tmp_path.iterdir())

@@ -1,4 +1,4 @@
-"""A suite gets the patching study by declaring its identity slot (interp.patch_slot.SlotPatching): a toy suite whose
+"""A suite gets the patching study by declaring its identity slot (interp.patching.slot.SlotPatching): a toy suite whose
 persona rates a target of its own or the other group runs `interp patch` on the tiny model, and the study's numbers
 are the ones its rule defines (the unpatched gap from the run's own scores, the sources the swap rule names, the gap
 closed from the per-unit gaps)."""
@@ -17,9 +17,10 @@ from behavioral.prompt import Prompt, from_templates
 from behavioral.registry import registered
 from behavioral.run import RunConfig, run
 from behavioral.store import read_results
-from behavioral.studies import get_study, run_study
+from behavioral.registry import get_study
+from behavioral.analysis.study import run_study
 from behavioral.suite import Answer, Suite
-from interp.patch_slot import SlotPatching
+from interp.patching.slot import SlotPatching
 
 GROUP = {"Ann": "north", "Bea": "north", "Cal": "south", "Dov": "south"}
 BASELINE = "someone"

@@ -31,8 +31,9 @@ def smollm2_tokenizer(smollm2):
     return smollm2[1]
 
 
-@pytest.fixture(scope="module", params=["tiny", "smollm2"])
+@pytest.fixture(scope="module", params=["tiny", pytest.param("smollm2", marks=pytest.mark.slow)])
 def tokenizer(request):
+    """The tests' tokenizer, and SmolLM2's (slow: it loads the real model, as every test naming `smollm2` does)."""
     if request.param == "tiny":
         return request.getfixturevalue("tiny_tokenizer")
     return request.getfixturevalue("smollm2_tokenizer")

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from behavioral.studies.steer import Options, direction, labelled_difference, split_events
+from interp.steering.study import Options, direction, labelled_difference, split_events
 from behavioral.suites.intergroup import steering as protocol
 from behavioral.suites.intergroup.groups import get_category
 from behavioral.suites.intergroup.synthetic import cells_of, projection_rows, steering_states

@@ -18,8 +18,9 @@ from behavioral.manifest import Manifest
 from behavioral import models
 from behavioral.analysis import Run
 from behavioral.cli import main
-from behavioral.studies import get_study, run_study
-from behavioral.studies.identities import parse_where
+from behavioral.registry import get_study
+from behavioral.analysis.study import run_study
+from interp.identities import parse_where
 from behavioral.suites.intergroup import SUITE, prompts
 from behavioral.suites.intergroup import activations as views
 from behavioral.suites.intergroup.suite import load_analyses

@@ -18,7 +18,8 @@ from behavioral import models
 from behavioral.cli import main
 from behavioral.engine import Engine
 from behavioral.run import RunConfig, run
-from behavioral.studies import get_study, run_study
+from behavioral.registry import get_study
+from behavioral.analysis.study import run_study
 from behavioral.suites import giebench
 from behavioral.suites.intergroup import patching as IP
 from behavioral.suites.intergroup import steering as protocol

@@ -12,8 +12,9 @@ import pytest
 
 from behavioral import models
 from behavioral.cli import main
-from behavioral.studies import get_study, names, run_study
-from behavioral.studies.study import study_options
+from behavioral.registry import get_study, study_names
+from behavioral.analysis.study import run_study
+from behavioral.analysis.study import study_options
 from tests.conftest import PINNED
 
 # the patch study at its smallest on the pinned tiny run: one event, the last layer, one mode, no sweep
@@ -93,7 +94,7 @@ def test_options_from_a_dict_keywords_or_an_instance():
 
 
 def test_every_study_that_loads_the_runs_model_takes_a_loaded_one():
-    for name in names():
+    for name in study_names():
         study = get_study(name)
         loads = "load_model(" in inspect.getsource(type(study).analyze)
         assert study.reruns_model == loads, name
@@ -116,7 +117,7 @@ def test_the_persona_patching_script_loads_the_model_once(tiny_model_dir, tmp_pa
     assert manifest["options"]["where"] == [] and manifest["runs"]  # the study's own defaults: the run's slice
 
 
-@pytest.mark.parametrize("study", names())
+@pytest.mark.parametrize("study", study_names())
 def test_every_studys_help_prints(study, capsys):
     with pytest.raises(SystemExit) as exit_:
         main(["interp", study, "--help"])

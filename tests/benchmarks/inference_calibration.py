@@ -25,7 +25,7 @@ Patching worlds (`behavioral.suites.intergroup.synthetic`: event noise sd 2, pat
 gap) patch layers 0, 10 and 20: "half" closes 50% of the gap at every layer (nothing stops mattering), "stops at 10"
 closes 100%, 0 and 0, "10% from 10" closes 100%, 10% and 10% (the equivalence margin: a test at 0.05 may declare
 it in at most 0.05 of runs). Per world: the share of runs whose headline says patching stops mattering (Fieller's
-interval of the share closed within ±10%, `interp.patch_claims.stops_mattering`) and the share the old rule (every
+interval of the share closed within ±10%, `interp.patching.claims.stops_mattering`) and the share the old rule (every
 later interval includes 0) would have said it; where half the gap is closed at one layer, the coverage of the
 patched gap's t-interval in points (`covers_gap`), of the share closed's Fieller interval (`covers_share`, with the
 share of runs where it is unbounded) and of 1 − δ ratio's event-bootstrap interval it replaced (`covers_delta`).
@@ -57,7 +57,7 @@ from behavioral.suites.intergroup.patch_gap import event_tensor, gap_table
 from behavioral.suites.intergroup import steering
 from behavioral.suites.intergroup.synthetic import GAP, base_matrix, patched_rows, projection_rows, steering_states
 from interp.matchings import wrong_matchings
-from interp.patch_claims import stops_mattering, undetermined_from
+from interp.patching.claims import stops_mattering, undetermined_from
 from interp.steering import mean_difference, span_direction
 
 SAME = np.eye(5, dtype=bool)

@@ -11,9 +11,9 @@ from activations.capture import EMBED_HOOK, table_layer
 from behavioral.analysis.formats import cell, is_missing
 from behavioral.analysis.spec import Section, scope
 from behavioral.suites.intergroup.patch_gap import ONE_EVENT
-from interp.patch_claims import EQUIVALENCE_MARGIN, stops_mattering, undetermined_from
-from interp.patch_spec import SYSTEM_GROUP
-from interp.patch_sweep import layer_label
+from interp.patching.claims import EQUIVALENCE_MARGIN, stops_mattering, undetermined_from
+from interp.patching.spec import SYSTEM_GROUP
+from interp.patching.sweep import layer_label
 
 MODE_LABELS = {"person": 'persona ← "a person"', "swap": "in-group ↔ out-group persona"}
 # mode -> (gap closed at the earliest layers, why): each cell's persona replaced at every state that differs

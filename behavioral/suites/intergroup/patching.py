@@ -31,8 +31,8 @@ from behavioral.suites.intergroup.patch_gap import category_of, cell_matrix, gap
 from behavioral.suites.intergroup.stats import empathy_gap, zscore
 from behavioral.suites.intergroup.steering import block, slice_config
 from interp import attribution as atp
-from interp.patch_spec import SYSTEM_GROUP, PatchError, PatchPrompt, PatchSpec, answer_trie, encode
-from interp.patch_sweep import evaluate, heatmap_figure, summarize, sweep
+from interp.patching.spec import SYSTEM_GROUP, PatchError, PatchPrompt, PatchSpec, answer_trie, encode
+from interp.patching.sweep import evaluate, heatmap_figure, summarize, sweep
 
 SLOT = "perceiver"  # the patched slot: the persona
 GAP_MODES = ("person", "swap")  # the persona patched in: "a person", or the in-group <-> out-group swap

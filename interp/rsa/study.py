@@ -21,12 +21,12 @@ from behavioral.analysis.runs import Run
 from behavioral.analysis.spec import Analysis, Figure, Section, Table, scope
 from behavioral.options import check_minimums, option
 from behavioral.selection import field_values
-from behavioral.studies import lexical, reliability
-from behavioral.studies.identities import (
+from interp.rsa import lexical, reliability
+from interp.identities import (
     WHERE_HELP, Identities, behaviour_rows, parse_where, read_identities, slot_tokens, span_kind, suite_of,
     where_text,
 )
-from behavioral.studies.study import Study
+from behavioral.analysis.study import Study
 from interp import rsa
 
 CONTROLS = ("tokens", "none")
@@ -239,7 +239,7 @@ LEXICAL_TEXT = (
     "0 and all others 1: `first_token`, the first token of each identity's head word as the run's tokenizer reads "
     "it (the words every identity shares, such as \"a person from\", and a leading article skipped; "
     "lexical_labels.csv), and for intergroup's nationalities `continent` (UN M49 region, "
-    "behavioral/studies/continents.csv). `behaviour_confound` and `geometry_confound` are the label's RSA with the "
+    "interp/rsa/continents.csv). `behaviour_confound` and `geometry_confound` are the label's RSA with the "
     "behaviour and with the best layer's geometry; `partial_rsa` holds the label out of both (partial Mantel at "
     "the best layer, `partial_p_fwe` over the layers, every layer in rsa.csv as LABEL_partial_*). A label no two "
     "identities share (or all do) holds nothing out and says so.")

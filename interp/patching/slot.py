@@ -25,9 +25,9 @@ from behavioral.analysis.spec import Section, Table
 from behavioral.answer_space import AnswerTrie
 from behavioral.run import RunConfig
 from behavioral.suite import Item, Suite
-from interp.patch_claims import stops_mattering
-from interp.patch_spec import PatchError, PatchSpec, encode
-from interp.patch_sweep import evaluate
+from interp.patching.claims import stops_mattering
+from interp.patching.spec import PatchError, PatchSpec, encode
+from interp.patching.sweep import evaluate
 
 MODES = ("person", "swap")
 COLUMNS = ("mode", "layer", "positions", "n_events", "gap_unpatched", "gap_unpatched_low", "gap_unpatched_high",

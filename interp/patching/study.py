@@ -15,15 +15,15 @@ from behavioral.analysis.spec import Analysis, Section, Table
 from behavioral.engine import Engine
 from behavioral.options import check_minimums, option
 from behavioral.suite import Suite
-from behavioral.studies.identities import parse_where, suite_of
-from behavioral.studies.rerun import load_model, one_run, protocol_of
-from behavioral.studies.study import Study
-from interp.patch_claims import EQUIVALENCE_MARGIN
-from interp.patch_spec import SYSTEM_GROUP, PatchSpec
-from interp.patch_sweep import SWEEP_POSITION_GROUPS
+from interp.identities import parse_where, suite_of
+from behavioral.analysis.rerun import load_model, one_run, protocol_of
+from behavioral.analysis.study import Study
+from interp.patching.claims import EQUIVALENCE_MARGIN
+from interp.patching.spec import SYSTEM_GROUP, PatchSpec
+from interp.patching.sweep import SWEEP_POSITION_GROUPS
 
 class PatchingProtocol(Protocol):
-    """What a suite declares as its patching protocol (Suite.protocols["patch"]): interp.patch_slot.SlotPatching
+    """What a suite declares as its patching protocol (Suite.protocols["patch"]): interp.patching.slot.SlotPatching
     names the slot, or a suite's own (intergroup's PersonaPatching)."""
 
     def plan(self, run: Run, suite: Suite, where: Mapping, options: "Options") -> str:

@@ -13,7 +13,7 @@ import pandas as pd
 
 from behavioral.analysis.runs import Run
 from behavioral.selection import field_values
-from behavioral.studies.identities import behaviour_rows
+from interp.identities import behaviour_rows
 from interp import rsa
 
 DEFAULT_FIELD = "event_id"

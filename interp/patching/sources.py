@@ -14,7 +14,7 @@ import torch
 
 from activations.capture import EMBED_HOOK, Layers, hook_name, hook_names, n_layers_of, resid_post, table_layer
 from behavioral.engine import halving_on_oom
-from interp.patch_spec import PatchError
+from interp.patching.spec import PatchError
 
 Ids = tuple[int, ...]
 

@@ -11,14 +11,14 @@ from behavioral.options import add_flags, comma_values, from_flags
 
 def add_parser(sub: argparse._SubParsersAction, argv: Sequence[str]) -> None:
     """Add `interp` and a sub-command per study; the flags of the study `argv` names (or of all, for help)."""
-    from behavioral.studies import get_study, names
+    from behavioral.registry import get_study, study_names
 
     interp = sub.add_parser("interp", help="mechanistic studies of run directories with --capture "
-                                           f"({', '.join(names())})")
+                                           f"({', '.join(study_names())})")
     studies = interp.add_subparsers(dest="study", required=True, metavar="STUDY")
     # a study's flags (and its imports) only where the command line asks for that study or for help on all
     asked = argv[1] if argv[:1] == ["interp"] and len(argv) > 1 else ("-h" if argv[:1] == ["interp"] else None)
-    for name in names():
+    for name in study_names():
         study = get_study(name) if asked in (name, "-h", "--help") else None
         p = studies.add_parser(name, help=study.description if study else None,
                                description=study.description if study else None)
@@ -33,7 +33,8 @@ def add_parser(sub: argparse._SubParsersAction, argv: Sequence[str]) -> None:
 
 def run(args: argparse.Namespace) -> None:
     """Run the study the parsed `args` name and print where its report is."""
-    from behavioral.studies import get_study, run_study
+    from behavioral.registry import get_study
+    from behavioral.analysis.study import run_study
 
     study = get_study(args.study)
     options = from_flags(study.Options, args) if study.Options is not None else None

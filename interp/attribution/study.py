@@ -34,11 +34,11 @@ from behavioral.engine import Engine
 from behavioral.options import check_minimums, option
 from behavioral.run import RunConfig
 from behavioral.selection import select_rows
-from behavioral.studies.identities import parse_where, span_kind, suite_of, where_text
-from behavioral.studies.rerun import load_model, one_run
-from behavioral.studies.study import Study
+from interp.identities import parse_where, span_kind, suite_of, where_text
+from behavioral.analysis.rerun import load_model, one_run
+from behavioral.analysis.study import Study
 from interp import attribution as atp
-from interp.patch_spec import PERSONA, PatchPrompt
+from interp.patching.spec import PERSONA, PatchPrompt
 
 GENERIC_MODE = "counterfactual"  # the mode column of another slot's pairs
 KS, FRACTIONS = (10,), (0.05,)  # the top-k comparisons: 10 nodes and 5% of the nodes

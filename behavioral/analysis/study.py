@@ -18,7 +18,7 @@ from behavioral.options import comma_values
 from behavioral.output_folder import MANIFEST, output_folder
 from behavioral.run_labels import run_labels
 from behavioral.manifest import read_manifest
-from behavioral.studies.registry import get_study
+from behavioral.registry import get_study
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -18,10 +18,10 @@ from activations.store import REDUCTIONS, load
 from behavioral.analysis.runs import Run
 from behavioral.analysis.spec import Analysis, Figure, Section, Table, scope
 from behavioral.options import check_minimums, option
-from behavioral.studies.identities import (
+from interp.identities import (
     WHERE_HELP, Identities, behaviour_rows, parse_where, read_identities, span_kind, suite_of, where_text,
 )
-from behavioral.studies.study import Study
+from behavioral.analysis.study import Study
 from interp import clusters
 
 BEHAVIOUR_METRIC = "euclidean"  # between behaviour rows, for projections and cluster statistics

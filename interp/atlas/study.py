@@ -20,7 +20,7 @@ from activations.store import REDUCTIONS, load
 from behavioral.analysis.runs import Run
 from behavioral.analysis.spec import Analysis, Figure, Section, Table, scope
 from behavioral.options import check_minimums, option
-from behavioral.studies.study import Study
+from behavioral.analysis.study import Study
 from behavioral.suite import Suite
 from interp.atlas import Atlas, Source, atlas, plot_heatmap, plot_layers, shared_concepts, test_keys
 

@@ -21,8 +21,8 @@ from activations.store import ActivationStore, load
 from behavioral.analysis.runs import Run
 from behavioral.analysis.spec import Analysis, Figure, Section, Table, scope
 from behavioral.options import check_minimums, option
-from behavioral.studies.identities import WHERE_HELP, parse_where, suite_of, where_text
-from behavioral.studies.study import Study
+from interp.identities import WHERE_HELP, parse_where, suite_of, where_text
+from behavioral.analysis.study import Study
 from behavioral.suite import Suite
 from interp import probes
 from interp.matchings import wrong_matchings

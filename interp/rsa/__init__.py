@@ -21,7 +21,6 @@ import math
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -31,7 +30,6 @@ from scipy.stats import rankdata
 from tqdm import tqdm
 
 from behavioral.analysis.multiplicity import holm, max_statistic
-from behavioral.outputs import save_figure
 from interp.clusters import layer_numbers, p_value, plot_against_null
 
 METRICS = ("cosine", "euclidean", "correlation")
@@ -328,11 +326,10 @@ def against_ceiling(r: float, reliability: float) -> float:
     return r / math.sqrt(reliability) if np.isfinite(reliability) and reliability > 0 else float("nan")
 
 
-def plot_rsa(df: pd.DataFrame, title: str | None = None, alpha: float = 0.05,
-             out: str | Path | None = None) -> Figure:
+def plot_rsa(df: pd.DataFrame, title: str | None = None, alpha: float = 0.05) -> Figure:
     """Spearman r between identity and behaviour distances across layers, with the Mantel null's mean and 95th
     percentile; filled markers where p_fwe (family-wise over the layers) < `alpha`; the partial Mantel curve beside
-    it where `df` has one. `out` (a path without suffix) saves PNG and PDF."""
+    it where `df` has one."""
     partial = "partial_rsa" in df
     fig = Figure(figsize=(11 if partial else 6.5, 3.8))
     axes = fig.subplots(1, 2 if partial else 1, squeeze=False)[0]
@@ -355,6 +352,4 @@ def plot_rsa(df: pd.DataFrame, title: str | None = None, alpha: float = 0.05,
     if title:
         fig.suptitle(title, fontsize=10)
     fig.tight_layout()
-    if out is not None:
-        save_figure(fig, Path(out).parent, Path(out).name)
     return fig

@@ -6,7 +6,7 @@ attention. The targets run through ``Engine.score`` inside ``engine.hooked(inter
 plan by order (prompts go to the engine sorted by length, which its stable length sort keeps); every batch's token ids
 are checked against the plan, so a change in the engine's ordering fails loudly instead of misattributing.
 
-Cost: source values come from one forward per distinct source prefix (``interp.patch_sources``). Every job (clean
+Cost: source values come from one forward per distinct source prefix (``interp.patching.sources``). Every job (clean
 targets, clean sources, patched prompts) then goes through ONE ``Engine.score`` call, ``batch_size`` rows per forward
 (source values are looked up per batch, never held for all prompts). A one-group layer sweep of N prompts over L
 layers therefore costs at most N + ceil(N (L + 2) / batch_size) forwards: at most (L + 1) N whenever batch_size >= 3.
@@ -24,8 +24,8 @@ import torch
 from activations.capture import ResidualHooks, n_layers_of, table_layer
 from behavioral.answer_space import AnswerTrie, Scores
 from behavioral.progress import ForwardBar
-from interp.patch_sources import SourceStates, prefix_batches, prefixes, source_states
-from interp.patch_spec import PatchError, PatchPrompt, PatchSpec, align
+from interp.patching.sources import SourceStates, prefix_batches, prefixes, source_states
+from interp.patching.spec import PatchError, PatchPrompt, PatchSpec, align
 
 Pairs = tuple[tuple[int, tuple[int, ...]], ...]  # (target position, source positions) as `align` gives them
 

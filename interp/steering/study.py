@@ -23,9 +23,9 @@ from behavioral.analysis.runs import Run
 from behavioral.analysis.spec import Analysis, Figure, Section, Table, scope
 from behavioral.options import check_minimums, option
 from behavioral.run import RunConfig
-from behavioral.studies.identities import WHERE_HELP, parse_where, suite_of, where_text
-from behavioral.studies.rerun import load_model, one_run, protocol_of
-from behavioral.studies.study import Study
+from interp.identities import WHERE_HELP, parse_where, suite_of, where_text
+from behavioral.analysis.rerun import load_model, one_run, protocol_of
+from behavioral.analysis.study import Study
 from interp.matchings import wrong_matchings
 from interp.steering import (
     Condition, direction_table, hook_row, layer_directions, mean_difference, one_sided, run_conditions,

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -33,7 +32,7 @@ from tqdm import tqdm
 from activations.capture import EMBED_HOOK, table_layer
 from behavioral.analysis.multiplicity import holm, max_statistic
 from behavioral.optional import require
-from behavioral.outputs import label_points, save_figure
+from behavioral.outputs import label_points
 
 METHODS = ("tsne", "umap")
 METHOD_TITLES = {"tsne": "t-SNE", "umap": "UMAP"}
@@ -288,12 +287,11 @@ def plot_projection(
     title: str | None = None,
     ax: Axes | None = None,
     legend: bool = True,
-    out: str | Path | None = None,
 ) -> Figure:
     """Points coloured (and shaped) by label, each annotated with its short name, a legend of labels.
 
-    Draws into `ax` when given (returning its figure), else into a new figure; `out` (a path without suffix) saves
-    the figure as PNG and PDF.
+    Draws into `ax` when given (returning its figure), else into a new figure (written by whoever owns the output
+    folder).
     """
     points = np.asarray(points)
     if points.shape != (len(labels), 2):
@@ -316,9 +314,6 @@ def plot_projection(
         ax.set_title(title, fontsize=9)
     if legend:
         ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
-    if out is not None:
-        fig.tight_layout()
-        save_figure(fig, Path(out).parent, Path(out).name)
     return fig
 
 
@@ -376,10 +371,10 @@ def plot_against_null(ax: Axes, layers: np.ndarray, values, p, null_mean, null_q
 
 
 def plot_layer_stats(df: pd.DataFrame, title: str | None = None, reference: Mapping[str, float] | None = None,
-                     alpha: float = 0.05, out: str | Path | None = None, reference_label: str = "behaviour") -> Figure:
+                     alpha: float = 0.05, reference_label: str = "behaviour") -> Figure:
     """Silhouette and LOO kNN accuracy across layers, each with its permutation null (mean and 95th percentile);
     filled markers where p < `alpha`. `reference` (keys silhouette, knn_accuracy) draws a dashed line named
-    `reference_label`, e.g. the statistics of the identities' behaviour. `out` saves PNG and PDF."""
+    `reference_label`, e.g. the statistics of the identities' behaviour."""
     fig = Figure(figsize=(10, 3.8))
     axes = fig.subplots(1, 2)
     x = df["layer"].to_numpy()
@@ -396,6 +391,4 @@ def plot_layer_stats(df: pd.DataFrame, title: str | None = None, reference: Mapp
     if title:
         fig.suptitle(title, fontsize=10)
     fig.tight_layout()
-    if out is not None:
-        save_figure(fig, Path(out).parent, Path(out).name)
     return fig

@@ -12,8 +12,8 @@ from matplotlib.figure import Figure
 
 from activations.capture import EMBED_HOOK, Layers, n_layers_of, resolve_layers, table_layer
 from behavioral.answer_space import AnswerTrie
-from interp.patch_run import Job, PatchScores, run_jobs
-from interp.patch_spec import PatchError, PatchPrompt, PatchSpec
+from interp.patching.run import Job, PatchScores, run_jobs
+from interp.patching.spec import PatchError, PatchPrompt, PatchSpec
 
 SWEEP_POSITION_GROUPS = ("persona_end:1", "persona_end", "persona_mean", "system")
 METRICS = ("expected", "expected_clean", "expected_source", "delta_expected", "greedy_clean", "greedy",

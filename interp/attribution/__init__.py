@@ -4,7 +4,7 @@ per prompt pair, beside the exact activation-patching map on the same grid that 
 
 Nodes are residual-stream points (activations.capture): ``hook_embed`` and ``blocks.{l}.hook_resid_post`` (a node
 table's ``hook``; its ``layer`` is activations.capture.table_layer's, -1 for hook_embed), at prompt positions only
-(as interp.patch_run patches them; the answer-trie tokens score mode appends read the prompt through attention).
+(as interp.patching.run patches them; the answer-trie tokens score mode appends read the prompt through attention).
 Patching node (l, t) of the clean prompt with position s of the corrupted one overwrites the output of layer l at t,
 so later layers read the corrupted value there; AtP estimates the change of the metric as
 
@@ -13,7 +13,7 @@ so later layers read the corrupted value there; AtP estimates the change of the 
 exact where the metric is linear in that state (`exact_map` computes the real change, one patched forward a node).
 
 The grid (`grid`): the two prompts must be the same tokens outside the patched slot (its span is ``PERSONA`` of
-interp.patch_spec.encode). Positions before the slot are then the same states in both prompts (causal attention) and
+interp.patching.spec.encode). Positions before the slot are then the same states in both prompts (causal attention) and
 have no effect; from the slot on, positions are paired from the slot's end as patch_spec's ``persona_end`` and
 ``system`` groups pair them: the last tokens of the two slots from their ends (the first tokens of a longer clean
 slot keep their values and are no node; nor is a slot token at the same position in both prompts before their first
@@ -23,7 +23,7 @@ slot with its counterpart the same distance after the corrupted slot. `scope` en
 
 The metric is the suite's outcome as score mode reads it from the same tree-masked forward the engine scores with
 (``Engine.tree_forward``, every prompt token in it): `expected_metric`, the expected value over the answer set
-(interp.patch_run's ``PatchScores.expected``; intergroup: the expected intensity), or `logp_metric`, the
+(interp.patching.run's ``PatchScores.expected``; intergroup: the expected intensity), or `logp_metric`, the
 log-probability of writing one answer and ending it there (``PatchScores.logp``), so AtP, `exact_map` and the
 patching study measure one quantity.
 
@@ -61,8 +61,8 @@ from activations.capture import EMBED_HOOK, Layers, ResidualHooks, hook_names, n
 from behavioral.analysis.bootstrap import LEVEL, MIN_UNITS, percentile_interval, resamples
 from behavioral.answer_space import AnswerTrie
 from behavioral.engine import Batch
-from interp.patch_sources import prefix_batches, prefixes, source_states
-from interp.patch_spec import PERSONA, SYSTEM_GROUP, PatchError, PatchPrompt
+from interp.patching.sources import prefix_batches, prefixes, source_states
+from interp.patching.spec import PERSONA, SYSTEM_GROUP, PatchError, PatchPrompt
 
 SCOPES = ("slot", "system", "prompt")
 NODE_COLUMNS = ("pair", "hook", "layer", "position", "source_position", "offset", "from_end")
@@ -112,7 +112,7 @@ def grid(clean: PatchPrompt, corrupted: PatchPrompt, scope: str = "prompt") -> l
         raise PatchError(f"unknown scope {scope!r}; expected one of {', '.join(SCOPES)}")
     if PERSONA not in clean.spans or PERSONA not in corrupted.spans:
         raise PatchError("a prompt of the pair has no patched slot span; expected prompts from "
-                         "interp.patch_spec.encode (or a PatchPrompt with a 'persona' span)")
+                         "interp.patching.spec.encode (or a PatchPrompt with a 'persona' span)")
     a, b = clean.spans[PERSONA], corrupted.spans[PERSONA]
     if clean.ids[:a.start] != corrupted.ids[:b.start]:
         raise PatchError(f"the clean and corrupted prompts differ before the slot (tokens 0..{a.start} and "
@@ -121,7 +121,7 @@ def grid(clean: PatchPrompt, corrupted: PatchPrompt, scope: str = "prompt") -> l
         raise PatchError(f"the clean and corrupted prompts differ after the slot ({len(clean) - a.end} and "
                          f"{len(corrupted) - b.end} tokens after it); expected prompts that differ in the slot only")
     if scope == SYSTEM_GROUP and SYSTEM_GROUP not in clean.spans:
-        raise PatchError("scope 'system' needs the system span of interp.patch_spec.encode; this prompt has none")
+        raise PatchError("scope 'system' needs the system span of interp.patching.spec.encode; this prompt has none")
     end = {"slot": a.end, SYSTEM_GROUP: clean.spans.get(SYSTEM_GROUP, a).end, "prompt": len(clean)}[scope]
     n = min(len(a), len(b))
     shared = next((i for i, (x, y) in enumerate(zip(clean.ids, corrupted.ids)) if x != y),
@@ -259,7 +259,7 @@ def attribute(engine, pairs: Sequence[Pair], layers: Layers | None = None, scope
     """The AtP map of every pair over the hooks `layers` names (activations.capture.resolve_layers, hook_embed
     allowed; None: hook_embed and every block): column ``atp`` (and ``graddrop``, AtP*'s GradDrop magnitude, with
     `graddrop`).
-    Corrupted states come from one forward per distinct corrupted prefix (interp.patch_sources, `engine.batch_size`
+    Corrupted states come from one forward per distinct corrupted prefix (interp.patching.sources, `engine.batch_size`
     pairs at a time), then each pair's clean prompt takes one forward and one backward (L more with `graddrop`)."""
     layers = _layers(engine.model, layers)
     n_blocks = n_layers_of(engine.model)

@@ -20,7 +20,6 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -35,7 +34,6 @@ from tqdm import tqdm
 
 from behavioral.analysis.bootstrap import percentile_interval, resamples
 from behavioral.analysis.multiplicity import max_statistic
-from behavioral.outputs import save_figure
 from interp.clusters import layer_numbers, p_value
 from interp.matchings import matched
 
@@ -312,8 +310,3 @@ def probe_figure(table: pd.DataFrame, metric: str = "balanced_accuracy", title: 
         fig.suptitle(title, fontsize=10)
     return fig
 
-
-def plot_probes(table: pd.DataFrame, out_dir: str | Path, name: str = "probes", metric: str = "balanced_accuracy",
-                title: str | None = None, cross: pd.DataFrame | None = None) -> list[Path]:
-    """The probe figure as PNG and PDF; returns the paths."""
-    return save_figure(probe_figure(table, metric, title, cross), out_dir, name)
