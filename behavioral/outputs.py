@@ -11,10 +11,12 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 FIGURE_FORMATS = ("png", "pdf")
+DPI = 200  # the PNG's resolution when a caller names none (the tests lower it: they read no pixels)
 
 
-def save_figure(fig: Figure, out_dir: str | Path, stem: str, dpi: int = 200) -> list[Path]:
-    """Save `fig` as `stem`.png and `stem`.pdf in `out_dir`; returns the paths."""
+def save_figure(fig: Figure, out_dir: str | Path, stem: str, dpi: int | None = None) -> list[Path]:
+    """Save `fig` as `stem`.png and `stem`.pdf in `out_dir` (the PNG at `dpi`, default DPI); returns the paths."""
+    dpi = DPI if dpi is None else dpi
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = [out_dir / f"{stem}.{fmt}" for fmt in FIGURE_FORMATS]

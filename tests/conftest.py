@@ -36,9 +36,23 @@ TORCH_THREADS = torch.get_num_threads()  # the machine's default, for the real S
 
 @pytest.fixture(scope="session", autouse=True)
 def _one_torch_thread():
-    """One intra-op thread for the tiny models from the first fixture on: their matrices are too small to split, and
-    on a busy 2-core machine threads that wait for each other made a tiny run up to 40 times slower."""
+    """One intra-op thread for the tiny models from the first fixture on. Their matrices are too small to gain much
+    from two (the tiny-model test files: 12% slower with one on the quiet 2-core machine), and with other jobs on the
+    machine two threads that wait for each other made a 216-prompt run 28 s instead of 0.6 s."""
     torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(TORCH_THREADS)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _low_resolution_figures():
+    """Figures drawn and saved in both formats as for a user, at 40 dpi instead of 200: no test reads their pixels,
+    and rasterizing them at 200 dpi made the analysis-heavy test files about 15% slower."""
+    from behavioral import outputs
+
+    saved, outputs.DPI = outputs.DPI, 40
+    yield
+    outputs.DPI = saved
 
 
 @pytest.fixture(autouse=True)
@@ -104,14 +118,14 @@ def long_model_dir(tmp_path_factory, tiny_tokenizer):
 CAPTURE_SETTING = "P0S0T0"
 
 
-def intergroup_capture_config(model_dir, **overrides):
-    """A score-mode intergroup run of religion in CAPTURE_SETTING on 3 embedded events (108 prompts, work units of 2
-    items) with persona, experiencer and final capture (2 samples a cell), fp32 on the CPU."""
+def intergroup_capture_config(model_dir, limit_events: int = 3, **overrides):
+    """A score-mode intergroup run of religion in CAPTURE_SETTING on `limit_events` embedded events (3: 108 prompts),
+    work units of 2 items, with persona, experiencer and final capture (2 samples a cell), fp32 on the CPU."""
     from behavioral.run import RunConfig
     from behavioral.suites.intergroup import Options
 
     fields = dict(suite="intergroup", model=str(model_dir),
-                  options=Options(categories=("religion",), settings=(CAPTURE_SETTING,), limit_events=3),
+                  options=Options(categories=("religion",), settings=(CAPTURE_SETTING,), limit_events=limit_events),
                   unit_size=2, mode="score", device="cpu", dtype="fp32", batch_size=4,
                   capture=("persona", "experiencer", "final"), per_cell_samples=2, max_new_tokens=8)
     return RunConfig(**(fields | overrides))

@@ -96,10 +96,10 @@ def test_a_kill_mid_run_resumes_to_the_same_activations(tiny_model_dir, tmp_path
 
 def test_capture_on_a_run_made_without_it_is_refused(tiny_model_dir, tmp_path):
     out = tmp_path / "plain"
-    run_mod.run(_config(tiny_model_dir, capture=()), out, progress=False)
+    run_mod.run(_config(tiny_model_dir, limit_events=1, capture=()), out, progress=False)
     assert not (out / activation_store.FOLDER).exists()
     with pytest.raises(RunDirError, match="capture"):
-        run_mod.run(_config(tiny_model_dir), out, progress=False)
+        run_mod.run(_config(tiny_model_dir, limit_events=1), out, progress=False)
 
 
 def test_layers_out_of_range_fail_before_anything_is_written(tiny_model_dir, tmp_path):
@@ -113,7 +113,7 @@ def test_a_run_without_capture_registers_no_hook(tiny_model_dir, tmp_path, monke
     real = torch.nn.Module.register_forward_hook
     monkeypatch.setattr(torch.nn.Module, "register_forward_hook",
                         lambda self, *a, **k: seen.append(type(self).__name__) or real(self, *a, **k))
-    run_mod.run(_config(tiny_model_dir, capture=(), mode="both"), tmp_path / "plain", progress=False)
+    run_mod.run(_config(tiny_model_dir, limit_events=1, capture=(), mode="both"), tmp_path / "plain", progress=False)
     assert seen == []
 
 

@@ -65,6 +65,13 @@ def baseline(tmp_path_factory, tiny_model_dir):
     return config, out, read_results(out)
 
 
+@pytest.fixture(scope="module")
+def both_rows(tmp_path_factory, tiny_model_dir) -> pd.DataFrame:
+    """The rows of one uninterrupted both-mode run of the same grid."""
+    out = tmp_path_factory.mktemp("both") / "run"
+    return read_results(run(_config(tiny_model_dir, mode="both"), out, progress=False))
+
+
 # --- what a finished run holds --------------------------------------------------------------------------------
 
 def test_rows_cover_the_grid_once(baseline):
@@ -86,10 +93,10 @@ def test_rows_cover_the_grid_once(baseline):
     assert (rows["category"] == "religion").all()
 
 
-def test_both_mode_rows_are_the_generate_and_score_rows(baseline, tiny_model_dir, tmp_path):
+def test_both_mode_rows_are_the_generate_and_score_rows(baseline, both_rows, tiny_model_dir, tmp_path):
     """Mode both scores and decodes from one prompt forward (Engine.generate_and_score); its rows are the replies of
     a generate run and the scores of a score run."""
-    both = _sorted(read_results(run(_config(tiny_model_dir, mode="both"), tmp_path / "both", progress=False)))
+    both = _sorted(both_rows)
     generated = _sorted(read_results(run(_config(tiny_model_dir, mode="generate"), tmp_path / "gen", progress=False)))
     scored = _sorted(baseline[2])
     for column in ("response", "intensity", "refused", "truncated"):
@@ -151,11 +158,10 @@ def _assert_same_rows(got: pd.DataFrame, want: pd.DataFrame) -> None:
 
 
 @pytest.mark.parametrize("mode", ["score", "both"])
-def test_resume_after_a_kill_gives_the_uninterrupted_rows(mode, baseline, tiny_model_dir, tmp_path, monkeypatch):
-    if mode == "score":
-        expected = baseline[2]
-    else:
-        expected = read_results(run(_config(tiny_model_dir, mode=mode), tmp_path / "uninterrupted", progress=False))
+def test_resume_after_a_kill_gives_the_uninterrupted_rows(mode, baseline, both_rows, tiny_model_dir, tmp_path,
+                                                          monkeypatch):
+    expected = baseline[2] if mode == "score" else both_rows
+    if mode == "both":
         assert expected["response"].notna().all()
     out, killed = tmp_path / "run", tmp_path / "killed"
     real_rows = run_mod.Runner.rows

@@ -51,9 +51,14 @@ def _interrupted_run(config: RunConfig, out: Path, monkeypatch, after_batches: i
 
 
 @pytest.fixture(scope="module")
-def expected(tmp_path_factory, tiny_model_dir) -> pd.DataFrame:
-    out = tmp_path_factory.mktemp("expected") / "run"
-    return results(run(_config(tiny_model_dir), out, progress=False))
+def finished(tmp_path_factory, tiny_model_dir) -> Path:
+    """One uninterrupted run of `_config`: tests read it, or copy it before they change it."""
+    return run(_config(tiny_model_dir), tmp_path_factory.mktemp("expected") / "run", progress=False)
+
+
+@pytest.fixture(scope="module")
+def expected(finished) -> pd.DataFrame:
+    return results(finished)
 
 
 # --- one process per rank ----------------------------------------------------------------------------------------
@@ -85,9 +90,8 @@ def test_a_second_process_on_the_same_run_dir_is_refused_at_once(tiny_model_dir,
     assert not any(store.is_lock_file(p) for p in out.iterdir())
 
 
-def test_a_refused_start_on_a_finished_run_changes_nothing(tiny_model_dir, tmp_path):
-    out = tmp_path / "run"
-    run(_config(tiny_model_dir), out, progress=False)
+def test_a_refused_start_on_a_finished_run_changes_nothing(tiny_model_dir, tmp_path, finished):
+    out = shutil.copytree(finished, tmp_path / "run")
     before = {p: p.stat().st_mtime_ns for p in out.rglob("*")}
     with RunLock(out, 0):
         with pytest.raises(RunDirError, match=f"pid {os.getpid()}"):
@@ -178,9 +182,8 @@ def test_a_deleted_part_is_recomputed_without_overwriting_another(tiny_model_dir
     _assert_same_rows(results(out), expected)
 
 
-def test_analyze_refuses_duplicate_rows_naming_them(tiny_model_dir, tmp_path, capsys):
-    out = tmp_path / "run"
-    run(_config(tiny_model_dir), out, progress=False)
+def test_analyze_refuses_duplicate_rows_naming_them(tmp_path, capsys, finished):
+    out = shutil.copytree(finished, tmp_path / "run")
     [part] = (out / RESULTS).glob("*.parquet")
     shutil.copy(part, out / RESULTS / "copied-in.parquet")
     with pytest.raises(RunDirError) as err:
@@ -215,8 +218,8 @@ def test_resume_through_another_spelling_of_the_same_paths(tiny_model_dir, tmp_p
     assert json.loads((out / MANIFEST).read_text())["config"]["model"] == str(tiny_model_dir.resolve())
 
 
-def test_manifest_is_readable_like_the_parts(tiny_model_dir, tmp_path):
-    out = run(_config(tiny_model_dir), tmp_path / "run", progress=False)
+def test_manifest_is_readable_like_the_parts(finished):
+    out = finished
     [part] = (out / RESULTS).glob("*.parquet")
     assert stat.S_IMODE((out / MANIFEST).stat().st_mode) == stat.S_IMODE(part.stat().st_mode)
     assert stat.S_IMODE((out / MANIFEST).stat().st_mode) & stat.S_IROTH
@@ -290,8 +293,8 @@ def test_full_disk_names_the_file(tmp_path, monkeypatch):
     assert not manifest.exists()
 
 
-def test_analysis_result_keeps_a_manifest(tiny_model_dir, tmp_path):
-    out = run(_config(tiny_model_dir), tmp_path / "run", progress=False)
+def test_analysis_result_keeps_a_manifest(tmp_path, finished):
+    out = shutil.copytree(finished, tmp_path / "run")
     analyze([out], options=AnalyzeOptions(permutations=20, round_cells=2))
     manifest = json.loads((out / "analysis" / MANIFEST).read_text())
     assert manifest["analysis"]["round_cells"] == 2 and manifest["analysis"]["permutations"] == 20

@@ -260,6 +260,13 @@ def runs(tmp_path_factory, long_model_dir):
     return root, model
 
 
+@pytest.fixture(scope="module")
+def score_analysis(runs, tmp_path_factory) -> Path:
+    """The folder of the score run's analysis with the defaults (tests read it)."""
+    root, _ = runs
+    return analyze([root / "score"], tmp_path_factory.mktemp("scm-analysis") / "analysis").parent
+
+
 def _ratings(run_dir: Path, measure: str) -> pd.DataFrame:
     """The ratings of `run_dir` by `measure`, as the analysis reads them."""
     [run] = read_runs(SUITE, [run_dir])
@@ -304,14 +311,14 @@ def test_generate_run_has_the_seeds_sampling_and_resumes_identically(runs):
     assert frame.rater.tolist()[:4] == ["f01/0", "f01/1", "i10/0", "i10/1"]
 
 
-def test_score_run_gives_distributions_and_the_analysis_their_distances(runs, tmp_path):
+def test_score_run_gives_distributions_and_the_analysis_their_distances(runs, score_analysis):
     root, _ = runs
     frame = _ratings(root / "score", "score")
     p = frame[P].to_numpy()
     assert len(frame) == 16 * 2 * 2
     assert np.allclose(p.sum(axis=1), 1) and (frame.answer_mass > 0).all() and (frame.answer_mass <= 1 + 1e-9).all()
     assert np.allclose(frame.rating, p @ LEVELS)
-    out = analyze([root / "score"], tmp_path / "analysis").parent
+    out = score_analysis
     summary = json.loads((out / "summary.json").read_text())
     assert summary["human"]["source"] == "us-stereotypes" and summary["human"]["rows"] == 2166
     assert "Human ratings: `us-stereotypes` (2166 ratings" in (out / "report.md").read_text()
@@ -594,11 +601,11 @@ def test_groups_without_ratings_are_named_and_drawn_as_missing(runs, tmp_path):
     assert "`human`: Hispanic people, Christian people, Muslim people" in report.read_text()
 
 
-def test_tables_do_not_depend_on_the_order_rows_were_written(runs, tmp_path):
+def test_tables_do_not_depend_on_the_order_rows_were_written(runs, score_analysis, tmp_path):
     root, _ = runs
     shuffle = np.random.default_rng(0).permutation
     shuffled = _copy_run(root / "score", tmp_path / "shuffled", lambda t: t.take(pa.array(shuffle(len(t)))))
-    a, b = (analyze([run], tmp_path / f"out-{run.name}").parent for run in (root / "score", shuffled))
+    a, b = score_analysis, analyze([shuffled], tmp_path / "out-shuffled").parent
     tables = sorted(p.name for p in a.iterdir() if p.suffix in (".csv", ".md") and p.name != "report.md")
     assert len(tables) == 20
     for name in [*tables, "summary.json"]:

@@ -200,6 +200,19 @@ def study_config(run: Run, selection: Mapping[str, str], limit_events: int) -> R
 
 
 
+def _planned(run: Run, suite: Suite, where: Mapping, options) -> tuple[dict, RunConfig, int, int]:
+    """What a plan reads without the model: the selection, the sliced configuration, the identities and the events
+    of the slice; a bad mode is a ValueError naming --mode."""
+    try:
+        check_modes(options.modes)
+    except PatchError as err:
+        raise ValueError(f"--mode: {err}") from None
+    selection = block(run.config, where)
+    config = study_config(run, selection, options.limit_events)
+    return (selection, config, len(get_category(selection["category"]).identities),
+            len(suite.dataset(config).events))
+
+
 class PersonaPatching:
     """Seed 000's patching protocol (Suite.protocols["patch"]): the persona patched by mode, δ and the gap by layer,
     and the in-group sweep; and the persona's pairs for attribution patching."""
@@ -208,14 +221,7 @@ class PersonaPatching:
 
     def pairs_plan(self, run: Run, suite: Suite, where: Mapping, options) -> str:
         """The attribution study's pairs on `run`, in words (no model needed); a bad mode is a ValueError."""
-        try:
-            check_modes(options.modes)
-        except ValueError as err:
-            raise ValueError(f"--mode: {err}") from None
-        selection = block(run.config, where)
-        config = study_config(run, selection, options.limit_events)
-        n = len(get_category(selection["category"]).identities)
-        events = len(suite.dataset(config).events)
+        selection, _, n, events = _planned(run, suite, where, options)
         return (f"{selection['category']} {selection['setting']}: {len(options.modes)} modes × {n} in-group "
                 f"prompts × {events} events = {len(options.modes) * n * events} pairs")
 
@@ -244,14 +250,7 @@ class PersonaPatching:
     def plan(self, run: Run, suite: Suite, where: Mapping, options) -> str:
         """What the patching study will compute on `run` (no model needed); bad options are a ValueError here, before
         the model loads."""
-        try:
-            check_modes(options.modes)
-        except PatchError as err:
-            raise ValueError(f"--mode: {err}") from None
-        selection = block(run.config, where)
-        config = study_config(run, selection, options.limit_events)
-        n = len(get_category(selection["category"]).identities)
-        events = len(suite.dataset(config).events)
+        selection, config, n, events = _planned(run, suite, where, options)
         sweep_text = (f"; sweep: {n} in-group prompts × {min(options.sweep_events, events)} events × those layers × "
                       f"{len(options.sweep_groups)} position groups" if options.sweep_events and options.sweep_groups
                       else "")

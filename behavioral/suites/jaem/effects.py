@@ -37,7 +37,9 @@ def attribute_effects(df: pd.DataFrame, metric: str, by: str | Sequence[str]) ->
     data = df.loc[df[metric].notna(), [*by, metric]]
     values = data[metric].to_numpy(dtype=float)
     mean, sd = (values.mean(), values.std(ddof=1)) if len(values) > 1 else (math.nan, math.nan)
-    keys = data[by].astype(str).agg("/".join, axis=1)
+    keys = data[by[0]].astype(str)
+    for column in by[1:]:  # "value/value" keys, joined column by column (a row-wise join took seconds)
+        keys = keys + "/" + data[column].astype(str)
     rows, groups = [], []
     for value, group in data.groupby(keys, sort=False)[metric]:
         g = group.to_numpy(dtype=float)
