@@ -6,16 +6,19 @@ from __future__ import annotations
 
 import inspect
 import json
+import re
+from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from behavioral import models
 from behavioral.cli import main
+from behavioral.analysis.study import run_study, study_options
 from behavioral.registry import get_study, study_names
-from behavioral.analysis.study import run_study
-from behavioral.analysis.study import study_options
 from tests.conftest import PINNED
+
+README = Path(__file__).resolve().parents[1] / "README.md"
 
 # the patch study at its smallest on the pinned tiny run: one event, the last layer, one mode, no sweep
 PATCH = {"where": "category=religion,setting=P0S1T0", "layers": "last", "layer_step": 1, "modes": "person",
@@ -122,3 +125,19 @@ def test_every_studys_help_prints(study, capsys):
     with pytest.raises(SystemExit) as exit_:
         main(["interp", study, "--help"])
     assert exit_.value.code == 0 and "usage:" in capsys.readouterr().out
+
+
+def test_the_readmes_persona_patch_is_short_and_runs(tiny_model_dir, tmp_path, monkeypatch):
+    """The README's persona patch (under 15 lines, one model load) runs as written on the tiny model."""
+    code = re.search(r"A persona patch, the model\nloaded once.*?```python\n(.*?)```", README.read_text(), re.S).group(1)
+    assert len(code.strip().splitlines()) < 15 and code.count("models.load(") == 1
+    monkeypatch.chdir(tmp_path)
+    real_load, loads = models.load, []
+    monkeypatch.setattr(models, "load", lambda *a, **k: loads.append(a) or real_load(*a, **k))
+    namespace: dict = {}
+    exec(code.replace('"smollm2-135m"', repr(str(tiny_model_dir))), namespace)
+    assert len(loads) == 1
+    table = namespace["patch"].tables["gap_by_layer"]
+    assert set(table["mode"]) == {"person", "swap"} and table["n_events"].eq(2).all()
+    written = pd.read_csv(tmp_path / "out" / "patch" / "gap_by_layer.csv")
+    assert written["gap_raw_patched"].tolist() == pytest.approx(table["gap_raw_patched"].tolist(), nan_ok=True)

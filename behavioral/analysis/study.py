@@ -18,7 +18,7 @@ from behavioral.options import comma_values
 from behavioral.output_folder import MANIFEST, output_folder
 from behavioral.run_labels import run_labels
 from behavioral.manifest import read_manifest
-from behavioral.registry import get_study
+from behavioral.registry import get_study, get_suite
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -62,8 +62,6 @@ def read_study_runs(run_dirs: Sequence[str | Path], names: Sequence[str] | None 
                     allow_partial: bool = False) -> list[Run]:
     """The runs a study reads, each through its own suite's view (a study may span suites), named by `names` or by
     suite and model, made unique as analyses name runs."""
-    from behavioral.registry import get_suite
-
     if not run_dirs:
         raise ValueError("no run directory given; expected at least one")
     runs = [read_runs(get_suite(read_manifest(d).suite), [d], allow_partial)[0] for d in run_dirs]
