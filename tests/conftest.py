@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import json
 import shutil
 from collections.abc import Callable
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.tiny_tokenizer import CHATML, build_tiny_tokenizer
+from tests.tiny_tokenizer import build_tiny_tokenizer
 
 NO_SYSTEM = (
     "{% for m in messages %}{% if m['role'] == 'system' %}{{ raise_exception('System role not supported') }}"
@@ -31,7 +32,8 @@ def pytest_collection_modifyitems(items) -> None:
             item.add_marker(pytest.mark.slow)
 
 
-TORCH_THREADS = torch.get_num_threads()  # the machine's default, for the real SmolLM2
+# the machine's default shared among the pytest-xdist workers, for the real SmolLM2
+TORCH_THREADS = max(1, torch.get_num_threads() // int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
 
 
 @pytest.fixture(scope="session", autouse=True)

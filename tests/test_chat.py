@@ -12,7 +12,8 @@ from behavioral import chat
 from behavioral.run import RunConfig, run
 from behavioral.suites.intergroup import Options, prompts
 from behavioral.store import read_results
-from tests.conftest import CHATML, NO_SYSTEM
+from tests.conftest import NO_SYSTEM
+from tests.tiny_tokenizer import CHATML
 
 # A template that never fails but silently leaves system messages out (as some real templates do).
 DROP_SYSTEM = (

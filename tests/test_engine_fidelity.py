@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from functools import partial
 
-import pytest
 import torch
 
 from behavioral.answer_space import AnswerSpec, AnswerTrie

@@ -16,7 +16,6 @@ from behavioral.manifest import Manifest
 from behavioral.analysis import Run
 from behavioral.run_reader import Completeness
 from behavioral.suites import jaem
-from behavioral.analysis.multiplicity import holm
 from behavioral.suites.jaem.samples import LETTERS
 from behavioral.suites.jaem.suite import JaemItem
 from behavioral.suites.jaem.tables import effects

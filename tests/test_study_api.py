@@ -138,6 +138,7 @@ def test_the_readmes_persona_patch_is_short_and_runs(tiny_model_dir, tmp_path, m
     exec(code.replace('"smollm2-135m"', repr(str(tiny_model_dir))), namespace)
     assert len(loads) == 1
     table = namespace["patch"].tables["gap_by_layer"]
-    assert set(table["mode"]) == {"person", "swap"} and table["n_events"].eq(2).all()
+    assert set(table["mode"]) == {"person", "swap"}
+    assert table["n_events"].eq(get_study("patch").Options().limit_events).all()  # the study's default sample
     written = pd.read_csv(tmp_path / "out" / "patch" / "gap_by_layer.csv")
     assert written["gap_raw_patched"].tolist() == pytest.approx(table["gap_raw_patched"].tolist(), nan_ok=True)

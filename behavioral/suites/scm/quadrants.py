@@ -23,7 +23,8 @@ def _rated(df: pd.DataFrame) -> pd.DataFrame:
 def dimension_gap(df: pd.DataFrame) -> str | None:
     """What keeps `df` from having quadrants ("no competence rating (traits warm, fair)"), or None where both
     dimensions have a rated trait."""
-    traits = [t for t in TRAITS if t in set(_rated(df).trait)]
+    rated = set(_rated(df).trait)
+    traits = [t for t in TRAITS if t in rated]
     missing = [d for d in DIMENSIONS if d not in {TRAITS[t] for t in traits}]
     if not missing:
         return None
