@@ -16,6 +16,7 @@ import pandas as pd
 import pytest
 
 from behavioral import cli
+from behavioral.analysis.formats import finite_number
 
 PINS = Path(__file__).parent / "data" / "analysis_pins"
 SUITES = sorted(p.name for p in PINS.iterdir() if p.is_dir())
@@ -71,13 +72,6 @@ JSONS: dict[str, dict[str, tuple[str, Callable[[tuple], tuple]]]] = {
 CHANGED: dict[str, dict[tuple[str, tuple, str], str]] = {}
 
 
-def _number(text: str) -> float | None:
-    """The finite number a cell holds as written, else None (text, empty, a boolean, NaN or an infinity)."""
-    try:
-        value = float(text)
-    except ValueError:
-        return None
-    return value if math.isfinite(value) else None
 
 
 def _decimals(value: float) -> int | None:
@@ -111,7 +105,7 @@ def _table_cells(suite: str, before: Path, after: Path) -> Iterator[tuple[tuple,
         for i, key in enumerate(zip(*(written[k] for k in keys))):
             rows.setdefault(key, []).append(i)
         for column in pinned.columns.difference(keys, sort=False):
-            numbers = [_number(v) for v in pinned[column]]
+            numbers = [finite_number(v) for v in pinned[column]]
             printed = [_decimals(v) for v in numbers if v is not None]
             # the column's precision: the most decimals any of its numbers has, or 9 digits if one was not rounded
             decimals = None if None in printed else max(printed, default=None)
@@ -122,7 +116,7 @@ def _table_cells(suite: str, before: Path, after: Path) -> Iterator[tuple[tuple,
                 assert column in written.columns, f"{today} has no column {column!r} (pinned in {name})"
                 matches = rows.get(key, [])
                 assert len(matches) == 1, f"{today}: {len(matches)} rows of key {key} (pinned in {name})"
-                yield (name, key, column), value, _number(written[column].iloc[matches[0]]), decimals
+                yield (name, key, column), value, finite_number(written[column].iloc[matches[0]]), decimals
 
 
 def _leaves(data, path: tuple = ()) -> Iterator[tuple[tuple, object]]:

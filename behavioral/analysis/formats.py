@@ -49,3 +49,13 @@ def markdown(frame: pd.DataFrame, formats: Mapping[str, str] | None = None, digi
     lines += ["| " + " | ".join(cell(v, formats.get(c), digits) for c, v in zip(columns, row)) + " |"
               for row in frame.itertuples(index=False)]
     return "\n".join(lines) + "\n"
+
+
+def finite_number(text: str) -> float | None:
+    """The finite number `text` holds as written (a table cell, a lexicon column), else None (text, empty, NaN or
+    an infinity)."""
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None

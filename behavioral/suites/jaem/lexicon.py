@@ -12,6 +12,7 @@ from importlib import resources
 from pathlib import Path
 from typing import NamedTuple
 
+from behavioral.analysis.formats import finite_number
 from behavioral.suites.jaem.errors import JaemInputError
 
 DEMO = "demo"
@@ -57,12 +58,6 @@ class VadLexicon:
         return VadDistance(*(abs(r - s) for r, s in zip(reply, speaker)))
 
 
-def _number(text: str) -> float | None:
-    try:
-        value = float(text)
-    except ValueError:
-        return None
-    return value if math.isfinite(value) else None
 
 
 def load_vad_lexicon(path: str | Path) -> VadLexicon:
@@ -87,7 +82,7 @@ def load_vad_lexicon(path: str | Path) -> VadLexicon:
         if not line.strip() or line.lstrip().startswith("#"):
             continue
         cells = line.rstrip("\r\n").split("\t")
-        values = [_number(c) for c in cells[1:]]
+        values = [finite_number(c) for c in cells[1:]]
         if not seen_data and len(cells) == 4 and all(v is None for v in values):
             seen_data = True  # a header line
             continue
