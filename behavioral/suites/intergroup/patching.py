@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from activations.capture import n_layers_of, parse_layers
+from activations.capture import Layers, n_layers_of, parse_layers, resolve_layers
 from behavioral import chat
 from behavioral.analysis import Run
 from behavioral.analysis.runs import prepared_data
@@ -77,7 +77,7 @@ def check_modes(modes: Sequence[str]) -> None:
 
 
 def patched_gap_prompts(engine, category: str | Category, setting: str, events: Sequence[Event],
-                        layers: Iterable[int], positions: str = SYSTEM_GROUP, modes: Sequence[str] = GAP_MODES,
+                        layers: Layers, positions: str = SYSTEM_GROUP, modes: Sequence[str] = GAP_MODES,
                         chat_format: str | None = None, progress: str | None = None) -> pd.DataFrame:
     """Per-prompt rows of the headline experiment, for every perceiver × experiencer (no "a person") × event:
     mode ``person`` patches the persona with "a person" (same experiencer and event), mode ``swap`` with
@@ -86,7 +86,7 @@ def patched_gap_prompts(engine, category: str | Category, setting: str, events: 
     category = category_of(category)
     check_modes(modes)
     chat_format = chat_format or chat.detect_format(engine.tokenizer)
-    layers = list(layers)
+    layers = resolve_layers(layers, n_layers_of(engine.model))
     targets, sources, specs, meta = [], [], [], []
     for mode in modes:
         for p in category.identities:
@@ -118,7 +118,7 @@ def ingroup_sweep_prompts(tokenizer, category: str | Category, setting: str, eve
 
 # --- δ after patching ---------------------------------------------------------------------------------------------
 
-def patched_gap(engine, category: str | Category, setting: str, events: Sequence[Event], layers: Iterable[int],
+def patched_gap(engine, category: str | Category, setting: str, events: Sequence[Event], layers: Layers,
                 positions: str = SYSTEM_GROUP, modes: Sequence[str] = GAP_MODES, chat_format: str | None = None,
                 progress: str | None = None) -> pd.DataFrame:
     """The headline: for each layer, patch every perceiver's persona with "a person" (and, separately, swap in-group
