@@ -85,10 +85,7 @@ def hook_name(layer: int | str, n_layers: int | None = None) -> str:
     """The hook name of one layer, resolved as `resolve_layers` resolves it over a model of `n_layers` blocks;
     without `n_layers`, only a block >= 0 or a hook name (a negative block counts back from the model's last)."""
     if n_layers is not None:
-        names = resolve_layers(layer, n_layers, embed=True)
-        if len(names) != 1:
-            raise ValueError(f"layer {layer!r} names {len(names)} hooks; expected one")
-        return names[0]
+        return one_layer(layer, model_hooks(n_layers), "layers", "available")
     if isinstance(layer, str) and layer == EMBED_HOOK:
         return EMBED_HOOK
     match = _RESID_POST.fullmatch(layer) if isinstance(layer, str) else None
@@ -116,14 +113,15 @@ def table_layer(name: str) -> int:
     return -1 if name == EMBED_HOOK else hook_layer(name)
 
 
-def _model_hooks(n_layers: int, embed: bool = True) -> list[str]:
+def model_hooks(n_layers: int, embed: bool = True) -> list[str]:
+    """The hook names of a model of `n_layers` blocks: ``hook_embed`` (where `embed`), then every block's."""
     return [EMBED_HOOK] * embed + [f"blocks.{layer}.hook_resid_post" for layer in range(n_layers)]
 
 
 def hook_names(n_layers: int, layers: Layers | None = None) -> list[str]:
     """``hook_embed`` then the hooks of the chosen blocks (`resolve_layers`; None: all ``n_layers``), in the order
     named."""
-    blocks = _model_hooks(n_layers, False) if layers is None else resolve_layers(layers, n_layers, embed=True)
+    blocks = model_hooks(n_layers, False) if layers is None else resolve_layers(layers, n_layers, embed=True)
     return [EMBED_HOOK, *(h for h in blocks if h != EMBED_HOOK)]
 
 
@@ -165,6 +163,15 @@ def select_layers(layers: Layers, hooks: Sequence[str], flag: str = "layers", he
     return list(chosen)
 
 
+def one_layer(layer: int | str, hooks: Sequence[str], flag: str = "layer", held: str = "captured") -> str:
+    """The one hook of `hooks` that `layer` names (`select_layers`); a layer that names several (a range, ``all``) is
+    a ValueError."""
+    names = select_layers(layer, hooks, flag, held)
+    if len(names) != 1:
+        raise ValueError(f"layer {layer!r} names {len(names)} hooks; expected one")
+    return names[0]
+
+
 def layer_entries(layers: Layers, flag: str = "layers") -> tuple[int | str, ...]:
     """`layers` (one entry or an iterable of them) as a tuple of entries: integers as ints, strings as given;
     ValueError naming `flag` and what is neither."""
@@ -182,13 +189,13 @@ def layer_entries(layers: Layers, flag: str = "layers") -> tuple[int | str, ...]
 def resolve_layers(layers: Layers, n_layers: int, embed: bool = False, flag: str = "layers") -> list[str]:
     """The hook names `layers` names on a model of `n_layers` blocks, in the order named, each once (`select_layers`:
     -1 is the last block; ``hook_embed``/``embed`` only where `embed`): the one place layer arguments are read."""
-    return select_layers(layers, _model_hooks(n_layers, embed), flag, "available")
+    return select_layers(layers, model_hooks(n_layers, embed), flag, "available")
 
 
 def parse_layers(spec: str, n_layers: int, flag: str = "--layers") -> list[int]:
     """The decoder layers (sorted, each once) a layer spec names over a model of `n_layers` blocks, by
     `select_hooks`; ``embed`` adds none, capture always keeps hook_embed."""
-    named = select_hooks(spec, _model_hooks(n_layers), flag, "available")
+    named = select_hooks(spec, model_hooks(n_layers), flag, "available")
     return [hook_layer(h) for h in named if h != EMBED_HOOK]
 
 

@@ -30,8 +30,8 @@ import pandas as pd
 import torch
 from torch import nn
 
-from activations.capture import Edit, Layers, ResidualHooks, hook_layer, layer_entries, n_layers_of, resolve_layers, \
-    select_layers, table_layer
+from activations.capture import Edit, Layers, ResidualHooks, hook_layer, layer_entries, model_hooks, n_layers_of, \
+    one_layer, resolve_layers, table_layer
 from activations.store import ActivationStoreError
 from behavioral.engine import Engine
 from behavioral.estimate import estimate_run
@@ -78,15 +78,12 @@ def direction_table(directions: np.ndarray, means: np.ndarray, hooks: Sequence[s
 
 
 def hook_row(hooks: Sequence[str], layer: int | str) -> int:
-    """Row of one layer (a hook name, or a block: -1 the last captured; activations.capture.select_layers) in a
-    store's hook order."""
+    """Row of one layer (a hook name, or a block: -1 the last captured; activations.capture.one_layer) in a store's
+    hook order."""
     try:
-        names = select_layers(layer, hooks, "layer", "captured")
+        return list(hooks).index(one_layer(layer, hooks))
     except ValueError as err:
         raise ActivationStoreError(str(err)) from None
-    if len(names) != 1:
-        raise ActivationStoreError(f"layer {layer!r} names {len(names)} hooks; expected one")
-    return list(hooks).index(names[0])
 
 
 def span_direction(states: np.ndarray, norm: float, seed: int) -> np.ndarray:
@@ -187,10 +184,7 @@ def _blocks(layer: Layers, n_layers: int) -> list[int]:
 
 def _one_block(layer: int | str, n_layers: int) -> int:
     """The one decoder block a sweep condition's `layer` names."""
-    blocks = _blocks(layer, n_layers)
-    if len(blocks) != 1:
-        raise ValueError(f"layer {layer!r} names {len(blocks)} blocks; a steering condition steers one")
-    return blocks[0]
+    return hook_layer(one_layer(layer, model_hooks(n_layers, embed=False), "layers", "available"))
 
 
 def steering_fingerprint(layer: Layers, direction, coef: float | None, project: bool, n_layers: int) -> str:
