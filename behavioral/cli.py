@@ -9,6 +9,8 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from behavioral.options import add_flags, comma_values, from_flags
+
 if TYPE_CHECKING:
     from behavioral.run import RunConfig
     from behavioral.suite import Suite
@@ -99,6 +101,18 @@ def _parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     from behavioral import interp_cli as studies
 
     studies.add_parser(sub, argv)
+    sweep = sub.add_parser("sweep", help="run models x suites from one TOML file into one folder, then analyze it "
+                                         "(rerun the same command to continue)")
+    sweep.add_argument("config", metavar="SWEEP.toml")
+    sweep.add_argument("--out", help="the sweep's folder (default: the file's out key)")
+    sweep.add_argument("--dry-run", action="store_true",
+                       help="print the plan (runs, prompts, state; time and disk from one timed batch of each run "
+                            "left) and write nothing")
+    sweep.add_argument("--no-calibrate", action="store_true", help="with --dry-run: load no model, time nothing")
+    sweep.add_argument("--no-analyze", action="store_true", help="do not analyze the sweep at its end")
+    sweep.add_argument("--trust-remote-code", action="store_true",
+                       help="allow the models whose tables set trust_remote_code = true to run their own code")
+    sweep.add_argument("--no-progress", action="store_true")
     demo = sub.add_parser("demo", help=f"run {DEMO_MODEL} in score mode on the embedded events, then analyze")
     demo.add_argument("--out", default="empathy-gap-demo")
     demo.add_argument("--limit-events", type=int, default=DEMO_EVENTS)
@@ -110,7 +124,6 @@ def _parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
 def run_config(args: argparse.Namespace) -> RunConfig:
     """The RunConfig of parsed `run` flags: a decoding flag left out is None, so RunConfig applies the suite's
     default as it does for a script."""
-    from behavioral.options import comma_values
     from behavioral.run import RunConfig
     from behavioral.registry import get_suite
 
@@ -139,7 +152,6 @@ def _analyze(argv: Sequence[str], parsed: argparse.Namespace) -> None:
     name the suite."""
     from behavioral.analysis import analyze
     from behavioral.analysis.runs import suite_of
-    from behavioral.options import add_flags, comma_values, from_flags
     from behavioral.registry import get_suite
 
     suite = get_suite(suite_of(parsed.run_dirs))
@@ -186,8 +198,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return _main(argv)
     except KeyboardInterrupt:
-        done = "finished work is saved; rerun the same command to resume" if argv[:1] in (["run"], ["demo"]) else \
-            "nothing was written"
+        resumable = argv[:1] in (["run"], ["demo"], ["sweep"])
+        done = "finished work is saved; rerun the same command to resume" if resumable else "nothing was written"
         print(f"empathy-gap: interrupted; {done}", file=sys.stderr)
         return 130
 
@@ -211,7 +223,16 @@ def _main(argv: list[str]) -> int:
         elif args.command == "import":
             print(f"results in {get_suite(args.suite).import_results(args)}")
         elif args.command == "analyze":
-            _analyze(argv, args)
+            from behavioral import sweep_cli
+
+            if sweep_cli.is_sweep(args.run_dirs):
+                sweep_cli.analyze(parser.parse_args(argv))  # the flags every analysis has, and no suite's
+            else:
+                _analyze(argv, args)
+        elif args.command == "sweep":
+            from behavioral import sweep_cli
+
+            sweep_cli.sweep(args)
         elif args.command == "interp":
             from behavioral import interp_cli as studies
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from behavioral.progress import duration
 from behavioral.run import RunConfig, Runner
 from behavioral.registry import get_suite
+from behavioral.store import parquet_bytes, result_schema
 from behavioral.work import unit_batches, work_units
 
 
@@ -21,6 +22,7 @@ class RunEstimate:
     batches: int
     timed_prompts: int  # the first batch's
     seconds_timed: float
+    bytes_per_row: float = 0.0  # the first batch's result rows as a Parquet part, per row
 
     @property
     def seconds(self) -> float:
@@ -49,10 +51,11 @@ def estimate_run(config: RunConfig, loaded: tuple, out: str | Path) -> RunEstima
         raise ValueError(f"suite {config.suite!r}: the configuration selects no items")
     runner = Runner(model, tokenizer, config, suite)
     start = time.perf_counter()
-    runner.rows(batches[0])
+    rows, _ = runner.rows(batches[0])
     seconds = time.perf_counter() - start
 
     def count(batch) -> int:
         return sum(len(unit.items) for unit in batch) * config.samples
 
-    return RunEstimate(sum(count(b) for b in batches), len(batches), count(batches[0]), seconds)
+    return RunEstimate(sum(count(b) for b in batches), len(batches), count(batches[0]), seconds,
+                       parquet_bytes(rows, result_schema(suite.fields, None)) / len(rows))

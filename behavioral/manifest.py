@@ -6,7 +6,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import stat
-import typing
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -14,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from behavioral.files import write_json_atomic
+from behavioral.options import from_mapping
 
 MANIFEST = "manifest.json"
 SCHEMA_VERSION = 2  # the result schema; 1: seed 000's own columns, before the suite framework
@@ -198,49 +198,13 @@ def write_manifest(run_dir: str | Path, manifest: Manifest) -> None:
 
 # --- a suite's options as a manifest holds them --------------------------------------------------------------------
 
-def _fits(value: Any, kind: Any) -> bool:
-    """True where JSON `value` can stand for a field of type `kind` (a tuple as a list)."""
-    if kind is Any:
-        return True
-    if isinstance(kind, type) and kind is not bool and kind in (int, float):
-        return isinstance(value, (int, float) if kind is float else int) and not isinstance(value, bool)
-    args = typing.get_args(kind)
-    if type(None) in args:
-        return value is None or any(_fits(value, a) for a in args if a is not type(None))
-    if typing.get_origin(kind) is tuple:
-        return isinstance(value, list) and all(_fits(v, args[0]) for v in value)
-    return isinstance(kind, type) and isinstance(value, kind)
-
-
-def _type_name(kind: Any) -> str:
-    """`kind` as a reader would write it: int, str | None, tuple[str, ...]."""
-    return str(kind) if typing.get_args(kind) else getattr(kind, "__name__", str(kind))
-
-
 def options_of(manifest: Manifest, cls: type | None, path: str | Path) -> Any:
     """The suite's options object (`cls`, a frozen dataclass) from the manifest's `config.options`, each key and
     type checked (a field declared as a tuple may be null where its default is); None where the suite has none."""
     stored = manifest.config.get("options")
     if cls is None or stored is None:
         return None
-    fields = {f.name: f for f in dataclasses.fields(cls)}
-    hints = typing.get_type_hints(cls)
-    for name, value in stored.items():
-        if name not in fields:
-            raise RunDirError(f"{path}: config.options.{name} is not an option of suite {manifest.suite!r}; expected "
-                              f"some of {', '.join(fields)}")
-        nullable = fields[name].default is None
-        if not (_fits(value, hints[name]) or (nullable and value is None)):
-            raise RunDirError(f"{path}: config.options.{name} is {_shown(value)}; expected "
-                              f"{_type_name(hints[name])} (is the manifest damaged or edited?)")
-    values = {k: tuple(v) if isinstance(v, list) else v for k, v in stored.items()}
-    for name, value in values.items():  # the suite's own checks, one field at a time, so the error names it
-        try:
-            cls(**{name: value})
-        except ValueError as err:
-            raise RunDirError(f"{path}: config.options.{name} is {_shown(stored[name])}; expected a value the suite "
-                              f"accepts ({err})") from None
     try:
-        return cls(**values)
+        return from_mapping(cls, stored, "config.options", f"suite {manifest.suite!r}", read=False)
     except ValueError as err:
-        raise RunDirError(f"{path}: config.options: {err}") from None
+        raise RunDirError(f"{path}: {err} (is the manifest damaged or edited?)") from None

@@ -120,6 +120,57 @@ def add_flags(parser: argparse.ArgumentParser | argparse._ArgumentGroup, cls: ty
                                 type=str if flag.read else _scalar(kind), choices=flag.choices)
 
 
+def fits(value: Any, kind: Any) -> bool:
+    """True where plain data `value` (JSON or TOML: a tuple as a list) can stand for a field of type `kind`."""
+    if kind is Any:
+        return True
+    if isinstance(kind, type) and kind is not bool and kind in (int, float):
+        return isinstance(value, (int, float) if kind is float else int) and not isinstance(value, bool)
+    args = typing.get_args(kind)
+    if type(None) in args:
+        return value is None or any(fits(value, a) for a in args if a is not type(None))
+    if typing.get_origin(kind) is tuple:
+        return isinstance(value, (list, tuple)) and all(fits(v, args[0]) for v in value)
+    return isinstance(kind, type) and isinstance(value, kind)
+
+
+def type_name(kind: Any) -> str:
+    """`kind` as a reader would write it: int, str | None, tuple[str, ...]."""
+    return str(kind) if typing.get_args(kind) else getattr(kind, "__name__", str(kind))
+
+
+def from_mapping(cls: type, values: dict[str, Any], where: str, owner: str, read: bool = True) -> Any:
+    """An instance of `cls` (the options of `owner`, e.g. "suite 'scm'") from plain data (a config file's table, a
+    manifest's object): each key must be a field, each value of its type (a list for a tuple), a tuple field with
+    choices takes `all` or known names, and with `read` a field whose flag reads a file reads it (a manifest holds
+    what was read); the first bad key is a ValueError naming `where`.key, its value and what was expected."""
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    hints = typing.get_type_hints(cls)
+    given: dict[str, Any] = {}
+    for name, value in values.items():
+        if name not in fields:
+            raise ValueError(f"{where}.{name} is not an option of {owner}; expected some of "
+                             f"{', '.join(fields)}")
+        flag = fields[name].metadata.get(FLAG)
+        if read and flag and flag.read and isinstance(value, str):
+            value = flag.read(value)
+        nullable = fields[name].default is None
+        if not (fits(value, hints[name]) or (nullable and value is None)):
+            raise ValueError(f"{where}.{name} is {value!r}; expected {type_name(hints[name])}")
+        if _is_tuple(hints[name]) and value is not None:
+            value = choices(list(value), flag.choices, f"{where}.{name}", flag.fold) if flag and flag.choices \
+                else tuple(value)
+        try:  # the class's own checks, one field at a time, so the error names it
+            cls(**{name: value})
+        except ValueError as err:
+            raise ValueError(f"{where}.{name} is {values[name]!r}; expected a value it accepts ({err})") from None
+        given[name] = value
+    try:
+        return cls(**given)
+    except ValueError as err:
+        raise ValueError(f"{where}: {err}") from None
+
+
 def from_flags(cls: type, args: argparse.Namespace) -> Any:
     """An instance of `cls` from parsed flags: a flag left out keeps the field's default."""
     given: dict[str, Any] = {}

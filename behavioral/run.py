@@ -149,7 +149,7 @@ IDENTITY = ("suite", "model", "mode", "seed", "temperature", "top_p", "samples",
 ADDED = {"store_probs": False, "options.exclude_events": []}
 
 
-def _identity(config: RunConfig, model_info: dict) -> dict:
+def run_identity(config: RunConfig, model_info: dict) -> dict:
     """The manifest's `config` as known before the suite prepares its data: what must match to resume."""
     identity = {k: v for k, v in asdict(config).items() if k in IDENTITY}
     identity.update(model=local_path(config.model), capture=list(config.capture), schema=SCHEMA_VERSION,
@@ -350,7 +350,7 @@ def run(config: RunConfig, out: str | Path, where: Place | None = None, progress
         model, tokenizer, model_info = loaded
         if config.capture:
             _check_capture_layers(config, model)
-        identity = _identity(config, model_info)
+        identity = run_identity(config, model_info)
         resuming = prepare_out_dir(out, suite.caches) if where.is_main else True  # again: another may have finished
         if where.is_main and resuming:
             check_resumable(out, identity, partial=True)  # before the suite's own preparation

@@ -238,6 +238,13 @@ def _next_index(results: Path, rank: int) -> int:
     return max(indices, default=-1) + 1
 
 
+def parquet_bytes(rows: list[dict], schema: pa.Schema) -> int:
+    """The size of `rows` written as one Parquet part (what they will take on disk)."""
+    sink = pa.BufferOutputStream()
+    pq.write_table(pa.Table.from_pylist(rows, schema=schema), sink)
+    return sink.tell()
+
+
 def _write_parquet(table: pa.Table, path: Path) -> None:
     """Write `table` to `path` through a temporary file and a rename; an error names `path`."""
     tmp = path.with_name(f".{path.name}.tmp")

@@ -17,9 +17,10 @@ PACKAGES = ("behavioral", "activations", "interp")
 # Lowest first: a module may import its own layer and those below it, never one above.
 LAYERS = ("behavioral", "activations", "behavioral.run", "behavioral.analysis", "interp", "behavioral.suites",
           "behavioral.cli")
-RUN_LOOP = {"behavioral.run", "behavioral.estimate", "behavioral.run_reader"}  # the run loop: it captures, so above
+# the run loop (modules, and the sweep's package): it captures, so above activations
+RUN_LOOP = {"behavioral.run", "behavioral.estimate", "behavioral.run_reader", "behavioral.sweep"}
 _TYPE_CHECKING = ("TYPE_CHECKING", "typing.TYPE_CHECKING")
-TOP = {"behavioral.cli", "behavioral.interp_cli", "behavioral.__main__"}  # the command line, above everything it dispatches to
+TOP = {"behavioral.cli", "behavioral.interp_cli", "behavioral.sweep_cli", "behavioral.__main__"}  # the command line, above everything it dispatches to
 
 
 def layer_of(module: str) -> str:
@@ -27,7 +28,7 @@ def layer_of(module: str) -> str:
     package."""
     if module in TOP:
         return "behavioral.cli"
-    if module in RUN_LOOP:
+    if any(module == m or module.startswith(f"{m}.") for m in RUN_LOOP):
         return "behavioral.run"
     parts = module.split(".")
     if parts[0] == "behavioral" and len(parts) > 1 and f"behavioral.{parts[1]}" in LAYERS:

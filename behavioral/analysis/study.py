@@ -117,6 +117,6 @@ def run_study(study: Study | str, run_dirs: Sequence[str | Path], options: Any =
         print(f"{study.name}: {study.plan(runs, options)}", flush=True)
         analysis = study.analyze(runs, options, final, progress, **({"model": model} if model is not None else {}))
         folder.record.update(analysis.record)
-        write(analysis, runs, settings, folder)
+        write(analysis, runs, settings, folder.path)
     return StudyResult(final, final / REPORT, {t.name: t.frame for t in analysis.tables()},
                        json.loads((final / MANIFEST).read_text()))

@@ -1,6 +1,7 @@
 """The one analysis command for every suite: read the runs, let the suite declare its analysis, and write its
 tables (CSV and Markdown), figures (PNG and PDF), JSON files, report.md and manifest.json into a staged output
-folder (behavioral.output_folder: all files appear together, and only over an earlier analysis)."""
+folder (behavioral.output_folder: all files appear together, and only over an earlier analysis), with report.html,
+the same report as one page to open in a browser."""
 
 from __future__ import annotations
 
@@ -9,11 +10,12 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from behavioral.analysis.report import REPORT, render
+from behavioral.analysis.html import render_html
+from behavioral.analysis.report import REPORT, REPORT_HTML, render
 from behavioral.analysis.runs import Run, read_runs, suite_of
 from behavioral.analysis.spec import Analysis
 from behavioral.registry import get_suite
-from behavioral.output_folder import OutputFolder, output_folder
+from behavioral.output_folder import output_folder
 from behavioral.outputs import save_figure
 
 ANALYSIS_DIR = "analysis"
@@ -41,32 +43,43 @@ def runs_record(runs: Sequence[Run]) -> dict:
             for r in runs}
 
 
-def analyze(run_dirs: Sequence[str | Path], out: str | Path | None = None, options=None,
-            names: Sequence[str] | None = None, allow_partial: bool = False) -> Path:
-    """Analyze runs of one suite into `out` (default: the first run's analysis/) with the suite's analysis
-    `options` (its AnalyzeOptions; None: the defaults); returns report.md's path. The same function serves the CLI
-    and scripts. A partial run is refused unless `allow_partial`; runs are named by `names` or by their models."""
+def suite_analysis(run_dirs: Sequence[str | Path], options=None, names: Sequence[str] | None = None,
+                   allow_partial: bool = False) -> tuple[Analysis, list[Run], dict, dict]:
+    """The declared analysis of runs of one suite, computed and not written: (analysis, runs read, the options as
+    recorded, the manifest's record). `options` is the suite's AnalyzeOptions (None: the defaults); a partial run
+    is refused unless `allow_partial`; runs are named by `names` or by their models."""
     suite = get_suite(suite_of(run_dirs))
     if options is None and suite.AnalyzeOptions is not None:
         options = suite.AnalyzeOptions()
     runs = read_runs(suite, run_dirs, allow_partial, names)
-    analysis = suite.analyze(runs, options)  # every number is computed before anything is written
+    analysis = suite.analyze(runs, options)
     settings = {f.name: recorded(getattr(options, f.name)) for f in dataclasses.fields(options)} if options else {}
     record = {"suite": suite.name, "analysis": settings | {"allow_partial": allow_partial},
               "runs": runs_record(runs)} | analysis.record
+    return analysis, runs, settings, record
+
+
+def analyze(run_dirs: Sequence[str | Path], out: str | Path | None = None, options=None,
+            names: Sequence[str] | None = None, allow_partial: bool = False) -> Path:
+    """Analyze runs of one suite into `out` (default: the first run's analysis/) with the suite's analysis
+    `options` (see suite_analysis) and return report.md's path; every number is computed before anything is
+    written. The same function serves the CLI and scripts."""
+    analysis, runs, settings, record = suite_analysis(run_dirs, options, names, allow_partial)
     final = Path(out) if out is not None else Path(run_dirs[0]) / ANALYSIS_DIR
-    with output_folder(final, f"analyze {suite.name}", record) as folder:
-        write(analysis, runs, settings, folder)
+    with output_folder(final, f"analyze {record['suite']}", record) as folder:
+        write(analysis, runs, settings, folder.path)
     return final / REPORT
 
 
-def write(analysis: Analysis, runs: Sequence[Run], settings: dict, folder: OutputFolder) -> None:
-    """Write a declared analysis (tables, figures, JSON files, report.md) into a command's staged output folder;
-    suites' analyses and the studies share it."""
-    _write_tables(analysis, folder.path)
+def write(analysis: Analysis, runs: Sequence[Run], settings: dict, out: Path) -> None:
+    """Write a declared analysis (tables, figures, JSON files, report.md, report.html) into `out`, a folder inside a
+    command's staged output folder; suites' analyses, the studies and a sweep's analysis share it."""
+    out.mkdir(parents=True, exist_ok=True)
+    _write_tables(analysis, out)
     for figure in analysis.figures():
-        path = folder.path / figure.name
+        path = out / figure.name
         save_figure(figure.figure, path.parent, path.name)
     for name, data in analysis.json.items():
-        (folder.path / name).write_text(json.dumps(data, indent=2, default=str) + "\n")
-    (folder.path / REPORT).write_text(render(analysis, runs, settings))
+        (out / name).write_text(json.dumps(data, indent=2, default=str) + "\n")
+    (out / REPORT).write_text(render(analysis, runs, settings))
+    (out / REPORT_HTML).write_text(render_html(analysis, runs, settings, out))

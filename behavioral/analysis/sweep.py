@@ -1,0 +1,135 @@
+"""A sweep's analysis: each suite setting's cross-model analysis (the suite's own, through the framework) in a
+sub-folder, and one top page: per model and suite the headline numbers with their intervals and sample sizes, the
+runs' provenance, and what is partial, failed or not started."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from behavioral.analysis.report import REPORT
+from behavioral.analysis.spec import Analysis, Section, Table
+from behavioral.analysis.write import suite_analysis, write
+from behavioral.manifest import MANIFEST, read_manifest
+from behavioral.output_folder import output_folder
+from behavioral.store import finished_units
+from behavioral.sweep.folder import ANALYSIS_DIR, SweepState, read_state
+
+HEADLINE = "headline"
+HEADLINE_COLUMNS = ["model", "suite", "setting", "measure", "value", "low", "high", "interval", "n", "n_unit", "note"]
+SOURCE = ("Each suite's numbers come from its own analysis (sub-folders below, named suite or suite--setting), which "
+          "says how each interval is computed and what it cannot show; this page gathers the headline rows each "
+          "suite declares.")
+
+
+def run_status(folder: Path, record: dict, state: SweepState) -> str:
+    """finished, partial (k of n work units), failed (the reason) or not started, read from the run directory."""
+    out = folder / record["run_dir"]
+    if not (out / MANIFEST).is_file():
+        return f"failed: {state.failed[record['name']]}" if record["name"] in state.failed else "not started"
+    plan = read_manifest(out).plan
+    units = len(finished_units(out))
+    if plan is not None and units >= plan.units:
+        return "finished"
+    failed = f"; failed: {state.failed[record['name']]}" if record["name"] in state.failed else ""
+    return f"partial: {units} of {plan.units if plan else '?'} work units{failed}"
+
+
+def _groups(records: Sequence[dict]) -> dict[str, list[dict]]:
+    """The sweep's runs by suite setting (suite or suite--setting), in file order."""
+    groups: dict[str, list[dict]] = {}
+    for record in records:
+        label = f"{record['suite']}--{record['setting']}" if record["setting"] else record["suite"]
+        groups.setdefault(label, []).append(record)
+    return groups
+
+
+def _provenance(folder: Path, records: Sequence[dict], statuses: dict[str, str]) -> pd.DataFrame:
+    """One row per run: model, weights hash, revision, dtype, mode, code and date, and its status."""
+    rows = []
+    for record in records:
+        out = folder / record["run_dir"]
+        manifest = read_manifest(out) if (out / MANIFEST).is_file() else None
+        config, prov = (manifest.config, manifest.provenance) if manifest else ({}, {})
+        rows.append({"run": record["name"], "model": record["model_spec"],
+                     "model_hash": (config.get("model_hash") or "")[:12], "revision": config.get("revision"),
+                     "dtype": config.get("dtype"), "mode": config.get("mode"), "git": (prov.get("git_commit") or "")[:10],
+                     "created": prov.get("created"), "status": statuses[record["name"]]})
+    return pd.DataFrame(rows)
+
+
+def analyze_sweep(folder: str | Path, out: str | Path | None = None, allow_partial: bool = False) -> Path:
+    """Analyze a sweep folder into `out` (default SWEEP/analysis) and return the top page's report.md: each suite
+    setting's runs analyzed together (named by their models; with `allow_partial`, partial runs too), the top page
+    built from the headline table each suite declares. A suite setting none of whose runs can be read is listed,
+    not fatal; every number is computed before anything is written."""
+    folder = Path(folder)
+    state = read_state(folder)
+    statuses = {r["name"]: run_status(folder, r, state) for r in state.runs}
+    done = {name for name, s in statuses.items() if s == "finished" or (allow_partial and s.startswith("partial"))}
+    analyses, headlines, records, refused = {}, [], {}, {}
+    for label, group in _groups(state.runs).items():
+        ready = [r for r in group if r["name"] in done]
+        if not ready:
+            continue
+        try:
+            analysis, runs, settings, record = suite_analysis([folder / r["run_dir"] for r in ready], None,
+                                                              [r["model"] for r in ready], allow_partial)
+        except ValueError as err:  # e.g. a model that never answers: the suite says so, the other suites go on
+            refused[label] = str(err)
+            continue
+        analyses[label] = (analysis, runs, settings)
+        records[label] = record
+        headlines += _headlines(analysis, ready)
+    top = _top_page(state, statuses, headlines, refused, folder, allow_partial)
+    final = Path(out) if out is not None else folder / ANALYSIS_DIR
+    record = {"sweep": str(folder.resolve()), "config_sha256": state.sha256, "allow_partial": allow_partial,
+              "analyses": records, "statuses": statuses, "refused": refused}
+    with output_folder(final, "analyze sweep", record) as staged:
+        for label, (analysis, runs, settings) in analyses.items():
+            write(analysis, runs, settings, staged.path / label)
+        write(top, [], {"allow_partial": allow_partial}, staged.path)
+    return final / REPORT
+
+
+def _headlines(analysis: Analysis, records: Sequence[dict]) -> list[dict]:
+    """The rows of a suite analysis' headline table, keyed by model, suite and setting."""
+    table = next((t for t in analysis.tables() if t.name == HEADLINE), None)
+    if table is None:
+        return []
+    by_model = {r["model"]: r for r in records}
+    return [{"model": row["run"], "suite": by_model[row["run"]]["suite"], "setting": by_model[row["run"]]["setting"],
+             **{c: row[c] for c in HEADLINE_COLUMNS[3:]}} for row in table.frame.to_dict("records")]
+
+
+def _top_page(state: SweepState, statuses: dict[str, str], headlines: list[dict], refused: dict[str, str],
+              folder: Path, allow_partial: bool) -> Analysis:
+    """The sweep's top page: headline numbers, the runs' provenance, what is not finished and which suites' analyses
+    refused their runs."""
+    frame = pd.DataFrame(headlines, columns=HEADLINE_COLUMNS)
+    text = {c: "text" for c in ("model", "suite", "setting", "measure", "interval", "n_unit", "note")}
+    table = Table(HEADLINE, "Headline numbers per model and suite", frame, formats=text | {"n": "count"},
+                  note="(value with its interval [low, high] over n sampled units; each suite's analysis folder "
+                       "holds its tables and how each interval is computed)")
+    unfinished = {name: s for name, s in statuses.items() if s != "finished"}
+    sections = [Section("Headline numbers", SOURCE, (table,)),
+                Section("Runs", "Every run of the sweep file as last run, with its provenance (git: the code that "
+                                "made the run; created: when).",
+                        (Table("runs", "Runs and provenance", _provenance(folder, state.runs, statuses),
+                               formats=dict.fromkeys(("run", "model", "model_hash", "revision", "dtype", "mode", "git",
+                                                      "created", "status"), "text")),))]
+    missing = "\n".join(f"- **{name}**: {s}" for name, s in unfinished.items()) or "- none: every run finished."
+    if unfinished and not allow_partial:
+        missing += "\n\nPartial runs are left out of the tables above; `--allow-partial` analyzes what they hold."
+    sections.append(Section("Partial, failed or not started", missing))
+    if refused:
+        sections.append(Section("Analyses that refused their runs", "\n".join(
+            f"- **{label}**: {reason}" for label, reason in refused.items())))
+    notes = ["A headline row is the suite's own number as its analysis prints it; compare models within one suite "
+             "and setting (same prompts, same options), never numbers of different suites.",
+             "An interval that spans zero (or a suite's null) does not show the absence of an effect; see each "
+             "suite's equivalence reading where it has one."]
+    return Analysis(f"Sweep {Path(state.config_file).name}", f"Sweep file `{state.config_file}` (sha256 "
+                    f"`{state.sha256[:12]}…`), folder `{folder.resolve()}`.", sections, notes)

@@ -1,0 +1,118 @@
+"""Run a sweep: every run an ordinary run directory made by behavioral.run.run (resume, locks, refusal of changed
+settings, sharding over the launcher's processes), each model loaded once for all its runs, finished runs skipped."""
+
+from __future__ import annotations
+
+import gc
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from behavioral import models
+from behavioral.distributed import Place, barrier, device_for, place, start
+from behavioral.manifest import MANIFEST, RunDirError, read_manifest
+from behavioral.run import check_resumable, run, run_identity
+from behavioral.store import finished_units
+from behavioral.sweep.config import Sweep, SweepModel, SweepRun, check_trust
+from behavioral.sweep.folder import check_sweep_folder, is_sweep_folder, read_state, write_state
+
+
+@dataclass
+class SweepOutcome:
+    """What one invocation did: runs it ran to the end, runs found finished, and failures (run or model -> reason)."""
+
+    ran: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)
+
+    def describe(self, total: int) -> str:
+        """One line for the user."""
+        line = f"{len(self.ran)} runs ran, {len(self.skipped)} were finished before, of {total}"
+        return line + ("; failed: " + "; ".join(f"{k}: {v}" for k, v in self.failed.items()) if self.failed else "")
+
+
+def check_unchanged(folder: Path, runs: tuple[SweepRun, ...]) -> None:
+    """Refuse, before anything runs, a run whose directory was made with other settings than the sweep file now
+    gives it (what would decide its rows, model hash aside, which is known once the model loads)."""
+    for r in runs:
+        out = folder / r.run_dir
+        if not (out / MANIFEST).is_file():
+            continue
+        stored = read_manifest(out)
+        device = models.resolve_device(r.config.device)
+        dtype = str(models.resolve_dtype(r.config.dtype, device)).removeprefix("torch.")
+        info = {"model_hash": stored.model.get("model_hash"), "revision": stored.model.get("revision"),
+                "dtype": dtype}
+        try:
+            check_resumable(out, run_identity(r.config, info), partial=True)
+        except RunDirError as err:
+            differences = str(err).split("Differences: ", 1)[-1]
+            raise ValueError(f"run {r.name} ({out}) was made with other settings ({differences}); give the changed "
+                             f"settings a new name ([suite.{r.suite}.settings.NAME]) or remove {out}") from None
+
+
+def is_finished(folder: Path, run: SweepRun, finished: dict[str, str]) -> bool:
+    """True where this sweep finished the run before (its run id recorded) and every planned work unit is on disk."""
+    out = folder / run.run_dir
+    if run.name not in finished or not (out / MANIFEST).is_file():
+        return False
+    manifest = read_manifest(out)
+    return (manifest.run_id == finished[run.name] and manifest.plan is not None
+            and len(finished_units(out)) >= manifest.plan.units)
+
+
+def run_sweep(sweep: Sweep, progress: bool = True, trust_remote_code: bool = False, where: Place | None = None,
+              load: Callable[..., tuple] = models.load) -> SweepOutcome:
+    """Run (or continue) every run of `sweep` that is not finished, model by model, into its folder; a model that
+    fails to load or a run that fails is recorded and the sweep goes on with the rest. `trust_remote_code` is the
+    user's own flag: a model whose table asks for remote code runs it only with this set. Everything is checked
+    before the first model loads."""
+    where = where or place()
+    check_trust(sweep, trust_remote_code)
+    folder = sweep.out
+    check_sweep_folder(folder)
+    check_unchanged(folder, sweep.runs)
+    state = read_state(folder) if is_sweep_folder(folder) else None
+    finished = dict(state.finished) if state else {}
+    start(where)
+    if where.is_main:
+        write_state(folder, sweep, finished, {})
+    barrier(where)
+    outcome = SweepOutcome()
+    for model, group in itertools.groupby(sweep.runs, key=lambda r: r.model):
+        runs = list(group)
+        todo = [r for r in runs if not is_finished(folder, r, finished)]
+        outcome.skipped += [r.name for r in runs if r not in todo]
+        if todo:
+            _run_model(folder, model, todo, where, progress, load, finished, outcome)
+            if where.is_main:
+                write_state(folder, sweep, finished, outcome.failed)
+    return outcome
+
+
+def _run_model(folder: Path, model: SweepModel, runs: list[SweepRun], where: Place, progress: bool,
+               load: Callable[..., tuple], finished: dict[str, str], outcome: SweepOutcome) -> None:
+    """Load `model` once and run each of its unfinished runs, recording each as it finishes."""
+    try:
+        loaded = load(model.spec, device_for(model.device, where), model.dtype, model.trust_remote_code)
+    except (ValueError, OSError) as err:
+        for r in runs:
+            outcome.failed[r.name] = f"model {model.spec!r} did not load: {err}"
+        return
+    for r in runs:
+        out = folder / r.run_dir
+        try:
+            run(r.config, out, where, progress, loaded)
+        except (ValueError, OSError) as err:
+            outcome.failed[r.name] = str(err)
+            continue
+        barrier(where)
+        finished[r.name] = read_manifest(out).run_id
+        outcome.ran.append(r.name)
+    del loaded
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
