@@ -113,6 +113,11 @@ def _parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     sweep.add_argument("--trust-remote-code", action="store_true",
                        help="allow the models whose tables set trust_remote_code = true to run their own code")
     sweep.add_argument("--no-progress", action="store_true")
+    export = sub.add_parser("export", help="runs or a sweep as a tidy Parquet dataset (a row per prompt) with its "
+                                           "dataset card, for pandas, datasets or a hub upload")
+    export.add_argument("sources", nargs="+", metavar="RUN_OR_SWEEP",
+                        help="run directories, or one sweep folder (its runs named by model and setting)")
+    export.add_argument("--to", required=True, help="the dataset's folder (new, or an earlier export's)")
     demo = sub.add_parser("demo", help=f"run {DEMO_MODEL} in score mode on the embedded events, then analyze")
     demo.add_argument("--out", default="empathy-gap-demo")
     demo.add_argument("--limit-events", type=int, default=DEMO_EVENTS)
@@ -229,10 +234,10 @@ def _main(argv: list[str]) -> int:
                 sweep_cli.analyze(parser.parse_args(argv))  # the flags every analysis has, and no suite's
             else:
                 _analyze(argv, args)
-        elif args.command == "sweep":
+        elif args.command in ("sweep", "export"):
             from behavioral import sweep_cli
 
-            sweep_cli.sweep(args)
+            (sweep_cli.sweep if args.command == "sweep" else sweep_cli.export)(args)
         elif args.command == "interp":
             from behavioral import interp_cli as studies
 

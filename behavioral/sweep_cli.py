@@ -7,10 +7,12 @@ import argparse
 from collections.abc import Sequence
 from pathlib import Path
 
+from behavioral.analysis.export import export_runs
 from behavioral.analysis.sweep import analyze_sweep
 from behavioral.distributed import place
 from behavioral.sweep.config import read_sweep
-from behavioral.sweep.folder import is_sweep_folder
+from behavioral.manifest import MANIFEST
+from behavioral.sweep.folder import is_sweep_folder, read_state
 from behavioral.sweep.plan import describe_plan, plan_sweep
 from behavioral.sweep.runner import run_sweep
 
@@ -41,3 +43,18 @@ def analyze(args: argparse.Namespace) -> None:
     if args.names:
         raise ValueError("--names: a sweep's runs are named by their models' names in the sweep file; leave it out")
     print(f"report in {analyze_sweep(args.run_dirs[0], args.out, args.allow_partial)}")
+
+
+def export(args: argparse.Namespace) -> None:
+    """`empathy-gap export RUN_OR_SWEEP... --to DIR`: run directories as they are, or a sweep's started runs labelled
+    by their model and setting in the sweep file."""
+    if is_sweep(args.sources):
+        folder = Path(args.sources[0])
+        records = [r for r in read_state(folder).runs if (folder / r["run_dir"] / MANIFEST).is_file()]
+        if not records:
+            raise ValueError(f"{folder}: no run of the sweep has started; run the sweep first")
+        card = export_runs([folder / r["run_dir"] for r in records], args.to,
+                           [{"model": r["model"], "setting": r["setting"]} for r in records])
+    else:
+        card = export_runs(args.sources, args.to)
+    print(f"dataset card in {card}")

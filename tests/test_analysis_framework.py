@@ -150,7 +150,7 @@ def test_a_declared_analysis_is_written_with_its_report_and_manifest(tmp_path):
     assert manifest["extra"] == 1 and set(manifest["runs"]) == {"alpha (a)", "alpha (b)"}
     assert manifest["runs"]["alpha (b)"]["config"]["model"] == "/models/alpha"
     assert sorted(manifest["output"]["files"]) == sorted(
-        ["means.csv", "means.md", "figures/means.png", "figures/means.pdf", "totals.json", "report.md"])
+        ["means.csv", "means.md", "figures/means.png", "figures/means.pdf", "totals.json", "report.md", "report.html"])
     assert "counting" not in names()  # the test's suite did not outlive the test
 
 

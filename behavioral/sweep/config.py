@@ -7,13 +7,14 @@ import dataclasses
 import hashlib
 import re
 import tomllib
+import typing
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from behavioral.models import DTYPES, check_device, resolve_source
-from behavioral.options import from_mapping
+from behavioral.options import fits, from_mapping, type_name
 from behavioral.registry import get_suite, names
 from behavioral.run import RunConfig
 
@@ -67,8 +68,8 @@ class SweepRun:
 
 @dataclass(frozen=True)
 class Sweep:
-    """A sweep read from its TOML file: where its folder is, its models and runs (model-major order) and the
-    file's sha256."""
+    """A sweep read from its TOML file: where its folder is, its models and runs (model-major order), the file's
+    sha256 and its data as read (recorded in sweep.json)."""
 
     source: Path
     out: Path
@@ -91,29 +92,18 @@ def _known(table: Mapping[str, Any], allowed, where: str) -> None:
             raise ValueError(f"{where}.{key} is not a sweep key here; expected some of {', '.join(sorted(allowed))}")
 
 
+def _typed(values: dict[str, Any], where: str) -> dict[str, Any]:
+    """`values` of RunConfig's fields, each checked against the field's annotation."""
+    hints = typing.get_type_hints(RunConfig)
+    for key, value in values.items():
+        if not fits(value, hints[key]):
+            raise ValueError(f"{where}.{key} is {value!r}; expected {type_name(hints[key])}")
+    return values
+
+
 def _run_values(table: Mapping[str, Any], allowed, where: str) -> dict[str, Any]:
-    """The run settings of a table, each of RunConfig's type (checked against the field's annotation)."""
-    values = {k: v for k, v in table.items() if k in RUN_KEYS and k in allowed}
-    checked = from_mapping(_RunSettings, values, where, "a run")
-    return {k: getattr(checked, k) for k in values}
-
-
-@dataclass(frozen=True)
-class _RunSettings:
-    """RunConfig's settings as optional fields, so a table giving some of them is type-checked alone."""
-
-    mode: str | None = None
-    seed: int | None = None
-    temperature: float | None = None
-    top_p: float | None = None
-    samples: int | None = None
-    max_new_tokens: int | None = None
-    prompt_format: str | None = None
-    device: str | None = None
-    dtype: str | None = None
-    batch_size: int | None = None
-    unit_size: int | None = None
-    store_probs: bool | None = None
+    """The run settings of a table (those `allowed` there), each of RunConfig's type."""
+    return _typed({k: v for k, v in table.items() if k in RUN_KEYS and k in allowed}, where)
 
 
 def _capture(table: Any, where: str) -> dict[str, Any]:
@@ -121,17 +111,10 @@ def _capture(table: Any, where: str) -> dict[str, Any]:
     table = _table(table, where)
     _known(table, CAPTURE_KEYS, where)
     kinds = table.get("kinds", [])
-    if kinds == "all" or (isinstance(kinds, list) and all(isinstance(k, str) for k in kinds)):
-        pass
-    else:
+    if kinds != "all" and not fits(kinds, tuple[str, ...]):
         raise ValueError(f"{where}.kinds is {kinds!r}; expected a list of capture kinds or \"all\"")
-    if not isinstance(table.get("layers", "all"), (str, int)) or isinstance(table.get("layers"), bool):
-        raise ValueError(f"{where}.layers is {table['layers']!r}; expected a --layers string such as \"all\" or "
-                         "\"0,4,-1\"")
-    samples = table.get("per_cell_samples", 0)
-    if not isinstance(samples, int) or isinstance(samples, bool):
-        raise ValueError(f"{where}.per_cell_samples is {samples!r}; expected int")
-    return {"capture": kinds, "layers": str(table.get("layers", "all")), "per_cell_samples": samples}
+    values = _typed({CAPTURE_KEYS[k]: v for k, v in table.items() if k != "kinds"}, where)
+    return {"capture": kinds} | values
 
 
 def _model(table: Any, index: int, run: dict[str, Any]) -> SweepModel:

@@ -6,12 +6,14 @@ questions and McNemar's p its Holm adjustment (our additions)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import pandas as pd
 
 from behavioral.analysis import Analysis, Run, Section, Table, cell
+from behavioral.analysis.headline import Headline, headline_section
 from behavioral.options import check_minimums, option
 from behavioral.suites.giebench import figures, metrics
 from behavioral.suites.giebench.categories import CATEGORIES
@@ -48,6 +50,8 @@ INDEX = ["run", "mode", "measure", "prompt_type"]
 ACCURACY_INTERVAL = {"_low": "accuracy_low", "_high": "accuracy_high", "_n": "n"}
 SHIFT_INTERVAL = {"_low": "shift_low", "_high": "shift_high", "_n": "n"}
 WILSON = "each cell: accuracy [95% Wilson interval over the questions] and n questions"
+SHIFT_NOTE = ("the interval covers which questions were drawn, not the choice of prompts or identities, the judge's "
+              "decoding or the authors' correct letters")
 BOOTSTRAP = "each cell: shift [95% percentile bootstrap interval over the paired questions] and n questions"
 
 
@@ -166,6 +170,22 @@ def _comparison(acc: pd.DataFrame, shifts: pd.DataFrame) -> Section:
     return Section("Across runs", "Per mode and prompt type, one row per run.", tuple(tables))
 
 
+def headlines(shifts: pd.DataFrame, named: Mapping[tuple[str, str], str], n_resamples: int) -> list[Headline]:
+    """Per run and mode (`named`'s keys), the Overall shift from Raw of each identity-naming prompt type (COT, ID)
+    with its bootstrap interval over the paired questions; a run and mode with no question paired with Raw gets a row
+    without a number."""
+    overall = shifts[shifts["category"] == metrics.OVERALL]
+    rows = []
+    for run, mode in named:
+        mine = overall[(overall["run"] == run) & (overall["mode"] == mode)]
+        rows += [Headline(run, f"accuracy shift {r.prompt_type} − raw (share), Overall, {mode}", r.shift, r.shift_low,
+                          r.shift_high, f"95% percentile bootstrap over {r.n} paired questions ({n_resamples} "
+                          "resamples)", int(r.n), "questions", SHIFT_NOTE) for r in mine.itertuples(index=False)] or \
+                [Headline(run, f"accuracy shift (share), Overall, {mode}", math.nan, math.nan, math.nan, "none", 0,
+                          "questions", "no shift: no question has a Raw and a COT or ID prompt")]
+    return rows
+
+
 def measures(runs: Sequence[Run]) -> dict[tuple[str, str], str]:
     """(run, mode) -> the answer that run's rows of that mode read."""
     return {(run.name, mode): measure_name(mode, run.config) for run in runs for mode in run.rows["mode"].unique()}
@@ -183,7 +203,8 @@ def analyze(runs: Sequence[Run], options: AnalyzeOptions) -> Analysis:
                    "run, mode, prompt type and category (tidy; the answer read in `measure`)", acc,
                    {"correct": "count", "n": "count", "accuracy": "percent", "accuracy_low": "percent",
                     "accuracy_high": "percent", "accuracy_paper": "percent", "p_correct": "percent"})
-    sections = [_items(runs, rows, with_measure(metrics.answer_rates(rows), named)), _accuracy(acc)]
+    sections = [headline_section(headlines(shifts, named, options.bootstrap)),
+                _items(runs, rows, with_measure(metrics.answer_rates(rows), named)), _accuracy(acc)]
     files = [counts]
     for section in (_shift(shifts), _swap(swaps)):
         if section.tables[0].frame.empty:  # runs without Raw or without swaps: the empty table, written unprinted

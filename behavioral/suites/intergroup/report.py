@@ -3,12 +3,14 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
 from behavioral.analysis import Analysis, Figure, Run, Section, Table
-from behavioral.analysis.formats import cell
+from behavioral.analysis.formats import cell, is_missing
+from behavioral.analysis.headline import Headline, headline_section
 from behavioral.suites.intergroup import distributions, figures, tables
 from behavioral.suites.intergroup.analysis import AnalyzeOptions, analyses_of
 from behavioral.suites.intergroup.result import SettingAnalysis
@@ -58,6 +60,27 @@ RATES_TEXT = (
     "model's unconstrained first answer token starts a number (and the share of prompts where it exceeds 0.5); "
     "*refused*: prompts with no value of the measure (refused or no parsable number); *events_excluded*: events "
     "dropped from every cell because some cell refused them.")
+
+
+GAP_NOTE = ("one row per category and setting, as Table 2 reports them (it pools none); the interval covers which "
+            "events were sampled, not the choice of identities, prompts or decoding")
+DELTA_NOTE = ("no interval over events: with few events the event noise in σ(M⁰) shrinks δ (noise_share {share}); "
+              "compare δ only between runs with the same events, else the gap in points; its permutation test is in "
+              "Table 2")
+
+
+def headlines(table2: pd.DataFrame) -> list[Headline]:
+    """Per run, category and setting of Table 2 (its tidy frame): the gap in points with its t-interval over the
+    events, and δ over the same events, which has no interval."""
+    rows = []
+    for r in table2.itertuples(index=False):
+        where, events = f"{r.category} {r.setting}", int(r.n_events)
+        interval = "none" if is_missing(r.gap_points_low) else f"95% t-interval over {events} events"
+        rows += [Headline(r.run, f"gap in points ({r.measure}), {where}", r.gap_points, r.gap_points_low,
+                          r.gap_points_high, interval, events, "events", r.note or GAP_NOTE),
+                 Headline(r.run, f"δ ({r.measure}), {where}", r.delta, math.nan, math.nan, "none", events, "events",
+                          r.note or DELTA_NOTE.format(share=cell(r.noise_share)))]
+    return rows
 
 
 def _scoring(run: str, analyses: Sequence[SettingAnalysis], mode: str | None, measure: str) -> str:
@@ -135,17 +158,18 @@ def analysis(runs: Sequence[Run], options: AnalyzeOptions) -> Analysis:
                                                     options.measure))]
     missing = [f"- {run}, {a.category.title}, {setting_label(a.setting)}: {note}"
                for run, analyses in per_run.items() for a in analyses for note in a.notes]
-    sections = [Section("Numeric answers and refusals", "\n\n".join([RATES_TEXT, *scoring]), (rates(per_run),))]
+    table2 = next(t for t in table_list if t.name == "table2_delta").frame
+    sections = [headline_section(headlines(table2)),
+                Section("Numeric answers and refusals", "\n\n".join([RATES_TEXT, *scoring]), (rates(per_run),))]
     if missing:
         sections.append(Section("Statistics not available", "\n".join(missing)))
     sections.append(Section("Tables", "A row per run and category, settings as columns; the CSV files are tidy (a "
                                       "row per run, category and setting)." if several else "", tuple(table_list)))
     if several:
-        delta = next(t for t in table_list if t.name == "table2_delta").frame
         sections.append(Section("Across runs", "δ per setting and run; bars: the 95% interval of each δ's "
                                                "permutation null (where δ lies above it, p < 0.025).",
                                 figures=(Figure("figures/delta_by_setting", "δ by setting per run",
-                                                figures.delta_by_setting(delta)),)))
+                                                figures.delta_by_setting(table2)),)))
     sections.append(Section("Figures", "", figures=tuple(f for run in runs
                                                           for f in _figures(run, per_run[run.name], several))))
     cells = {run.name: (per_run[run.name], distributions.cell_distributions(run.rows)) for run in runs}

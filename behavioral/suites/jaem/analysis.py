@@ -5,6 +5,7 @@ its metrics read (`ce_measure`/`gen_measure`, or `measure` per metric) and the f
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,6 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from behavioral.analysis import Analysis, Figure, Run, Section, Table
+from behavioral.analysis.headline import Headline, headline_section
 from behavioral.options import option
 from behavioral.suites.jaem import figures, tables
 from behavioral.suites.jaem.dimensions import PROJECT_DIMENSIONS, load_dimensions
@@ -45,6 +47,8 @@ RATE_FORMATS = {"samples": "count", "ce_unparsed": "percent", "gen_empty": "perc
                 "gen_samples": "count"}
 LARGEST_FORMATS = {"values_significant": "count", "attributes_significant": "count", "n": "count", "z": "signed",
                    "p_holm": "p"}
+CE_NOTE = ("pools the templates, whose samples share a story, so they are less independent than the interval assumes; "
+           "the interval covers which samples were drawn, not the templates, the CE prompt's wording or decoding")
 Measures = dict[str, dict[str, str | None]]  # run -> measure_names of its samples
 
 
@@ -96,6 +100,21 @@ def _with_measure(frame: pd.DataFrame, named: Measures, runs: str = "run", colum
 def _with_run_measures(frames: dict[str, pd.DataFrame], named: Measures) -> pd.DataFrame:
     """One frame per run (run name -> frame) stacked, each row with its run's ce_measure and gen_measure."""
     return tables.stack({name: frame.assign(**named[name]) for name, frame in frames.items()})
+
+
+def headlines(samples: dict[str, pd.DataFrame]) -> list[Headline]:
+    """Per run, CE accuracy with every template pooled (compare_ce's) and its Wilson interval over the CE samples."""
+    rows = []
+    for name, s in samples.items():
+        ce = tables.ce_correct(s)
+        n, templates = int(ce["ce_samples"]), s.loc[s["ce_correct"].notna(), "template"].nunique()
+        wilson = not math.isnan(ce["ce_correct_low"])
+        interval = f"95% Wilson interval over {n} CE samples" if wilson else "none"
+        note = CE_NOTE if wilson else "no CE task in this run" if not n else \
+            "no interval: a sample has several CE answers, and Wilson's interval needs one per sample"
+        rows.append(Headline(name, f"CE accuracy (share), {templates} templates pooled", ce["ce_correct"],
+                             ce["ce_correct_low"], ce["ce_correct_high"], interval, n, "CE samples", note))
+    return rows
 
 
 def _items(runs: Sequence[Run]) -> Table:
@@ -205,7 +224,7 @@ def analysis(runs: Sequence[Run], options: AnalyzeOptions) -> Analysis:
     effects = {name: tables.effects(s) for name, s in samples.items()}
     per_value = _with_measure(tables.stack({name: values for name, (values, _) in effects.items()}), named)
     per_attr = _with_measure(tables.stack({name: omnibus for name, (_, omnibus) in effects.items()}), named)
-    sections = _per_run(runs, samples, named, per_value, per_attr)
+    sections = [headline_section(headlines(samples)), *_per_run(runs, samples, named, per_value, per_attr)]
     if len(runs) > 1:
         sections.append(_across(samples, named, per_value, per_attr))
     measures = {"vad_lexicon": None if lexicon is None else

@@ -11,6 +11,7 @@ import pandas as pd
 
 from behavioral.analysis import Analysis, Figure, Run, Section, Table
 from behavioral.analysis.formats import is_missing
+from behavioral.analysis.headline import Headline, headline_section
 from behavioral.suites.scm import figures
 from behavioral.suites.scm.parity import THRESHOLD
 from behavioral.suites.scm.results import ALL_GROUPS, FIDELITY, STATUSES, Results, compute
@@ -22,6 +23,24 @@ MEASURE = ("`measure`: samples, each generated reply's parsed rating (sampled at
            "scored distribution over A-E (its expected rating for quadrants)")
 INTERVALS = ("`_low`, `_high`: 95% percentile bootstrap interval over resamples of the shared groups, each with all "
              "its cells (our addition; FPR, a ratio of the two extreme groups, has none)")
+
+W1_NOTE = ("over {cells} cells; the interval covers which groups were rated, not the raters or replies within a "
+           "cell, the traits or the templates")
+
+
+def headlines(summary: pd.DataFrame, n_resamples: int) -> list[Headline]:
+    """Per run of the fidelity summary, mean W1 over the cells shared with humans and its bootstrap interval over
+    the groups; without human ratings a row without a number."""
+    rows = []
+    for r in summary.itertuples(index=False):
+        groups = 0 if is_missing(r.shared_groups) else int(r.shared_groups)
+        interval = (f"95% percentile bootstrap over {groups} groups, each with all its cells ({n_resamples} "
+                    "resamples)") if groups else "none"
+        note = W1_NOTE.format(cells=int(r.shared_cells)) if groups else \
+            "no W1: no human rating shares a cell with this run (see --human)"
+        rows.append(Headline(r.run, f"mean W1 ({r.measure})", r.mean_w1, r.mean_w1_low, r.mean_w1_high, interval,
+                             groups, "groups", note))
+    return rows
 
 
 def _read_by(results: Results) -> str:
@@ -121,7 +140,7 @@ def analyze(runs: Sequence[Run], options) -> Analysis:
     results = compute(runs, options.human, options.measure)
     summary = results.summary().merge(results.intervals(options.bootstrap, options.seed), on="run", how="left")
     read_by = _read_by(results)
-    sections = []
+    sections = [headline_section(headlines(summary, options.bootstrap))]
     if results.human is not None:
         baseline = pd.DataFrame({"dimension": list(results.baseline), "w1": list(results.baseline.values())})
         fidelity = [c for name in FIDELITY for c in (name, f"{name}_low", f"{name}_high")]
