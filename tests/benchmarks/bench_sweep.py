@@ -1,11 +1,12 @@
-"""The sweep's overhead: the runs of one sweep file started by hand, one `empathy-gap run` command each, against one
-`empathy-gap sweep` command over the same file (analysis left out of both), in fresh folders, interleaved.
+"""The sweep's overhead: the runs of one sweep file started by hand, one `empathy-gap run` command each (`hand`), and
+by a short script that loads each model once and calls behavioral.run.run per run (`script`, the least a sweep can
+cost), against one `empathy-gap sweep` command over the same file (analysis left out), in fresh folders, interleaved.
 
     python tests/benchmarks/bench_sweep.py [SWEEP.toml] --repeats 2 --out bench_sweep.json
 
-By hand, each command starts Python, imports the project and loads its model; the sweep does that once per
-process and once per model. Both sides are timed as whole processes (wall clock), so the figure is what a user
-waits. The default file is a CPU slice of SmolLM2-135M-Instruct over the five suites. Prints a table and writes a
+By hand, each command starts Python, imports the project and loads its model; the sweep and the script do that once
+per process and once per model, so sweep against script is the sweep's own cost (reading and checking the file,
+sweep.json, the finished-run checks). Every side is timed as whole processes (wall clock), what a user waits. The default file is a CPU slice of SmolLM2-135M-Instruct over the five suites. Prints a table and writes a
 JSON file.
 """
 
@@ -81,6 +82,19 @@ def hand_command(run: SweepRun, out: Path) -> list[str]:
     return command
 
 
+SCRIPT = """
+import itertools, sys
+from behavioral import models
+from behavioral.run import run
+from behavioral.sweep.config import read_sweep
+sweep = read_sweep(sys.argv[1])
+for model, runs in itertools.groupby(sweep.runs, key=lambda r: r.model):
+    loaded = models.load(model.spec, model.device, model.dtype, model.trust_remote_code)
+    for r in runs:
+        run(r.config, f"{sys.argv[2]}/{r.run_dir}", progress=False, loaded=loaded)
+"""
+
+
 def timed(commands: list[list[str]]) -> float:
     """Wall seconds of the commands run one after another; a failure stops the benchmark with its output."""
     env = os.environ | {"PYTHONPATH": str(ROOT)}
@@ -104,26 +118,30 @@ def main() -> None:
         if args.sweep is None:
             source.write_text(f'out = "{Path(tmp) / "unused"}"\n' + SLICE)
         runs = read_sweep(source).runs
-        rows = {"hand": [], "sweep": []}
+        rows = {"hand": [], "script": [], "sweep": []}
         prompts = 0
         for k in range(args.repeats):
             hand = Path(tmp) / f"hand-{k}"
             rows["hand"].append(timed([hand_command(r, hand / r.run_dir) for r in runs]))
+            script = Path(tmp) / f"script-{k}"
+            rows["script"].append(timed([[sys.executable, "-c", SCRIPT, str(source), str(script)]]))
             swept = Path(tmp) / f"sweep-{k}"
             rows["sweep"].append(timed([[sys.executable, "-m", "behavioral.cli", "sweep", str(source), "--out",
                                          str(swept), "--no-analyze", "--no-progress"]]))
-            counts = [len(read_results(folder / r.run_dir)) for folder in (hand, swept) for r in runs]
-            assert counts[:len(runs)] == counts[len(runs):], "the sweep and the hand runs wrote different rows"
-            prompts = sum(counts[:len(runs)])
+            counts = [[len(read_results(folder / r.run_dir)) for r in runs] for folder in (hand, script, swept)]
+            assert counts[0] == counts[1] == counts[2], "the sides wrote different numbers of rows"
+            prompts = sum(counts[0])
     best = {side: min(times) for side, times in rows.items()}
     result = {"sweep_file": str(args.sweep or "CPU slice (bench_sweep.SLICE)"), "runs": [r.name for r in runs],
-              "prompts": prompts, "seconds": rows, "best": best, "overhead": best["sweep"] / best["hand"] - 1,
+              "prompts": prompts, "seconds": rows, "best": best, "against_hand": best["sweep"] / best["hand"] - 1,
+              "against_script": best["sweep"] / best["script"] - 1,
               "machine": {"cpus": os.cpu_count(), "platform": platform.platform()}, "provenance": provenance()}
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     print(f"{len(runs)} runs, {prompts} prompts; wall seconds per repeat (best)")
     for side, times in rows.items():
         print(f"{side:<6} {' '.join(f'{t:8.1f}' for t in times)}   ({best[side]:.1f})")
-    print(f"sweep over hand-started runs: {result['overhead']:+.1%}; json: {args.out}")
+    print(f"sweep against hand-started runs {result['against_hand']:+.1%}, against the one-load script "
+          f"{result['against_script']:+.1%}; json: {args.out}")
 
 
 if __name__ == "__main__":
