@@ -283,8 +283,10 @@ def test_a_sweep_of_smollm2_and_the_tiny_model_over_five_suites_survives_a_kill(
         assert rows["unit_id"].nunique() == manifest["plan"]["units"] and not rows.duplicated(KEYS).any()
     top = pd.read_csv(tmp_path / "sweep/analysis/headline.csv")
     analyzed = {p.name for p in (tmp_path / "sweep/analysis").iterdir() if p.is_dir()}
-    assert {"intergroup", "jaem", "giebench", "isear", "scm"} - analyzed <= {"scm"}  # a model may never answer A-E
-    assert set(top["model"]) == {"tiny", "smollm2"}
+    assert analyzed == {"intergroup", "jaem", "giebench", "isear", "scm"}
+    assert set(top["model"]) == {"tiny", "smollm2"} and set(top["suite"]) == analyzed
+    for suite in analyzed:  # each suite's cross-model tables name both models
+        assert set(pd.read_csv(tmp_path / f"sweep/analysis/{suite}/headline.csv")["run"]) == {"tiny", "smollm2"}
 
 
 @pytest.mark.slow
