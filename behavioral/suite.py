@@ -97,6 +97,16 @@ class Suite:
     # mechanistic study name -> this suite's protocol for it (e.g. "patch": interp.patching.SlotPatching naming the
     # slot patched); a study reaches a suite only through these and the methods below
     protocols: Mapping[str, Any] = {}
+    rows_hold: str = "the item fields"  # what a run's rows hold of its data's texts (an export's card says it)
+
+    def user_data(self, config: Mapping[str, Any]) -> str | None:
+        """The data the user gave a run (a path, from its manifest's `config`), whose texts no licence lets an
+        export carry; None where its items come from the data the suite ships."""
+        return None
+
+    def data_licence(self, config: Mapping[str, Any]) -> tuple[str, str]:
+        """(what the shipped data is, its Hugging Face licence id) for a run on the suite's own data."""
+        return "the project's own data, shipped with empathy-gap under MIT", "mit"
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         """Add the suite's own flags to `empathy-gap run SUITE`: by default, its Options' declared flags."""

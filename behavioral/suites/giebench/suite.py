@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import argparse
 import random
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -114,6 +115,7 @@ class GieBench(Suite):
 
     name = "giebench"
     description = "seed 001: pick the answer that fits a user's group (COT, ID, Raw prompts), accuracy and shifts"
+    rows_hold = "question ids, categories, identities and correct letters, not the prompts"
     fields = FIELDS
     # `user`: the group an unswapped COT or ID prompt names, decided up to its end by the prompt type and the group
     # (every prompt of a type opens alike; Raw and swap prompts have no `identity` slot). A final-token cell pools
@@ -123,6 +125,11 @@ class GieBench(Suite):
     AnalyzeOptions = AnalyzeOptions
     run_defaults = {"max_new_tokens": MAX_NEW_TOKENS}
     imports = "the authors' result files (*-COT-Prompt.json, *-ID-Prompt.json, *-Raw-Prompt.json with 'answer')"
+
+    def user_data(self, config: Mapping[str, Any]) -> str | None:
+        """The benchmark data or items file a run read (`--data`, `--items`), else None (the shipped items)."""
+        options = config.get("options") or {}
+        return options.get("data") or options.get("items")
 
     def dataset(self, config) -> Data:
         options = config.options or Options()

