@@ -20,7 +20,8 @@ LAYERS = ("behavioral", "activations", "behavioral.run", "behavioral.analysis", 
 # the run loop (modules, and the sweep's package): it captures, so above activations
 RUN_LOOP = {"behavioral.run", "behavioral.estimate", "behavioral.run_reader", "behavioral.sweep"}
 _TYPE_CHECKING = ("TYPE_CHECKING", "typing.TYPE_CHECKING")
-TOP = {"behavioral.cli", "behavioral.interp_cli", "behavioral.sweep_cli", "behavioral.__main__"}  # the command line, above everything it dispatches to
+# the command line, above everything it dispatches to
+TOP = {"behavioral.cli", "behavioral.interp_cli", "behavioral.sweep_cli", "behavioral.__main__"}
 
 
 def layer_of(module: str) -> str:

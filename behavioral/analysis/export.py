@@ -16,12 +16,12 @@ import pyarrow.parquet as pq
 from scipy import stats
 
 from behavioral.analysis.formats import markdown
-from behavioral.analysis.runs import model_name
-from behavioral.manifest import Manifest, read_manifest
+from behavioral.analysis.runs import Run, model_name, provenance_fields
+from behavioral.manifest import read_manifest
 from behavioral.output_folder import output_folder
 from behavioral.provenance import git_commit
 from behavioral.registry import get_suite
-from behavioral.run_reader import Completeness, read_run
+from behavioral.run_reader import read_run
 
 CARD = "README.md"
 DATA_DIR = "data"
@@ -77,16 +77,11 @@ class Source:
     licence: str | None
 
 
-@dataclass(frozen=True)
-class Exported:
-    """One run read for export: its labels, directory, manifest, rows and how much of its plan they are."""
+@dataclass(frozen=True, eq=False)
+class Exported(Run):
+    """One run read for export: a Run whose rows are as stored (no suite's view), and its sweep setting label."""
 
-    run: str
-    setting: str
-    run_dir: Path
-    manifest: Manifest
-    rows: pd.DataFrame
-    completeness: Completeness
+    setting: str = ""
 
     @property
     def suite(self) -> str:
@@ -116,8 +111,8 @@ def _read(run_dir: str | Path, labels: Mapping[str, str] | None) -> Exported:
     if unknown:
         raise ValueError(f"{run_dir}: labels name {', '.join(unknown)}; expected only {', '.join(LABELS)}")
     manifest, rows, done = read_run(run_dir, read_manifest(run_dir).suite, allow_partial=True)
-    return Exported(labels.get("model") or model_name(manifest.config), labels.get("setting", ""), Path(run_dir),
-                    manifest, rows, done)
+    return Exported(labels.get("model") or model_name(manifest.config), Path(run_dir), manifest, rows, done,
+                    labels.get("setting", ""))
 
 
 def _columns(suite: str) -> list[tuple[str, pa.DataType, str]]:
@@ -136,7 +131,7 @@ def _table(runs: Sequence[Exported]) -> pa.Table:
         entropy = [np.nan if p is None else float(stats.entropy(p)) for p in r.rows["probs"]]
         top = [np.nan if p is None else float(np.max(p)) for p in r.rows["probs"]]
         frames.append(r.rows.assign(
-            run=r.run, model=config["model"], model_hash=config.get("model_hash"), revision=config.get("revision"),
+            run=r.name, model=config["model"], model_hash=config.get("model_hash"), revision=config.get("revision"),
             dtype=config.get("dtype"), suite=r.suite, sweep_setting=r.setting, mode=r.manifest.mode,
             entropy=entropy, top_prob=top))
     rows = pd.concat(frames, ignore_index=True)
@@ -149,10 +144,10 @@ def _check(runs: Sequence[Exported]) -> None:
     """Refuse two runs of one suite under one label (their rows could not be told apart)."""
     seen: dict[tuple[str, str, str], Path] = {}
     for r in runs:
-        key = (r.suite, r.run, r.setting)
+        key = (r.suite, r.name, r.setting)
         if key in seen:
             setting = f", setting {r.setting!r}" if r.setting else ""
-            raise ValueError(f"{r.run_dir}: a second {r.suite} run labelled {r.run!r}{setting} (the first: "
+            raise ValueError(f"{r.run_dir}: a second {r.suite} run labelled {r.name!r}{setting} (the first: "
                              f"{seen[key]}); expected one run per label and suite: give labels that tell them apart")
         seen[key] = r.run_dir
 
@@ -171,12 +166,10 @@ def _front_matter(tables: Mapping[str, pa.Table], licences: set[str | None]) -> 
 
 def _provenance(runs: Sequence[Exported]) -> pd.DataFrame:
     """One row per run: what made it and how much of its plan it holds."""
-    return pd.DataFrame([{
-        "run": r.run, "sweep_setting": r.setting, "model": r.manifest.config["model"],
-        "model_hash": r.manifest.config.get("model_hash"), "revision": r.manifest.config.get("revision"),
-        "dtype": r.manifest.config.get("dtype"), "mode": r.manifest.mode, "rows": len(r.rows),
-        "git_commit": r.manifest.provenance.get("git_commit"), "created": r.manifest.provenance.get("created"),
-        "completeness": r.completeness.describe()} for r in runs])
+    frame = pd.DataFrame([{"run": r.name, "sweep_setting": r.setting} | provenance_fields(r.manifest)
+                          | {"rows": len(r.rows), "completeness": r.completeness.describe()} for r in runs])
+    return frame[["run", "sweep_setting", "model", "model_hash", "revision", "dtype", "mode", "rows", "git_commit",
+                  "created", "completeness"]]
 
 
 def _suite_section(suite: str, runs: Sequence[Exported], table: pa.Table) -> str:
@@ -185,9 +178,9 @@ def _suite_section(suite: str, runs: Sequence[Exported], table: pa.Table) -> str
     partial = [r for r in runs if not r.completeness.complete]
     models = {r.manifest.config["model"] for r in runs}
     lines = [f"## `{suite}` (config `{suite}`, `{path}`)", "",
-             f"- rows: {table.num_rows:,}", f"- runs: {', '.join(f'`{r.run}`' for r in runs)}",
+             f"- rows: {table.num_rows:,}", f"- runs: {', '.join(f'`{r.name}`' for r in runs)}",
              f"- models: {', '.join(f'`{model}`' for model in sorted(models))}",
-             f"- partial runs: {', '.join(f'`{r.run}` ({r.completeness.describe()})' for r in partial) or 'none'}",
+             f"- partial runs: {', '.join(f'`{r.name}` ({r.completeness.describe()})' for r in partial) or 'none'}",
              "", "### Columns", "", "A missing number is null (pandas reads it as NaN).", ""]
     lines += [f"- `{name}` ({kind}): {what}" for name, kind, what in _columns(suite)]
     lines += ["", "### Runs", "", markdown(_provenance(runs)),
@@ -206,9 +199,10 @@ def card(runs: Sequence[Exported], tables: Mapping[str, pa.Table]) -> str:
              f"one table per suite; exported by `empathy-gap export` (commit `{git_commit() or 'unknown'}`). "
              "Partial runs are exported as far as they got and marked below.", "", "## Sources and licences", ""]
     if barred:
-        lines += [f"**Do not publish this dataset**: the rows of {', '.join(f'`{r.run}` ({r.suite})' for r in barred)} "
-                  "come from data the user gave, which no licence lets them carry.", ""]
-    lines += [f"- `{r.run}` ({r.suite}{', ' + r.setting if r.setting else ''}): {s.text}" for r, s in sources]
+        named = ", ".join(f"`{r.name}` ({r.suite})" for r in barred)
+        lines += [f"**Do not publish this dataset**: the rows of {named} come from data the user gave, which no "
+                  "licence lets them carry.", ""]
+    lines += [f"- `{r.name}` ({r.suite}{', ' + r.setting if r.setting else ''}): {s.text}" for r, s in sources]
     lines += ["- The code that made these rows is empathy-gap's (MIT). `response` holds the models' generated text, "
               "under each model's terms of use.", ""]
     sections = [_suite_section(suite, [r for r in runs if r.suite == suite], table) for suite, table in tables.items()]
@@ -229,7 +223,7 @@ def export_runs(runs: Sequence[str | Path], to: str | Path,
     suites = list(dict.fromkeys(r.suite for r in read))
     tables = {s: _table([r for r in read if r.suite == s]) for s in suites}
     text = card(read, tables)
-    record = {"runs": [{"run": r.run, "sweep_setting": r.setting, "suite": r.suite,
+    record = {"runs": [{"run": r.name, "sweep_setting": r.setting, "suite": r.suite,
                         "run_dir": str(r.run_dir.resolve()), "run_id": r.manifest.run_id, "rows": len(r.rows),
                         "completeness": r.completeness.describe()} for r in read],
               "rows": {s: t.num_rows for s, t in tables.items()}}

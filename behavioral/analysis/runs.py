@@ -48,6 +48,14 @@ def file_stem(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
 
 
+def provenance_fields(manifest: Manifest) -> dict[str, Any]:
+    """What a table of runs says made each one: model, weights hash, revision, dtype, mode, code and date."""
+    config, made = manifest.config, manifest.provenance
+    return {"model": config.get("model"), "model_hash": config.get("model_hash"), "revision": config.get("revision"),
+            "dtype": config.get("dtype"), "mode": config.get("mode"), "git_commit": made.get("git_commit"),
+            "created": made.get("created")}
+
+
 def model_name(config: dict) -> str:
     """A run's model as tables name it: a local folder's or file's name, else the hub id or imported name."""
     model = str(config.get("model"))

@@ -10,12 +10,12 @@ from pathlib import Path
 import pandas as pd
 
 from behavioral.analysis.report import REPORT
+from behavioral.analysis.runs import provenance_fields
 from behavioral.analysis.spec import Analysis, Section, Table
 from behavioral.analysis.write import suite_analysis, write
 from behavioral.manifest import MANIFEST, read_manifest
 from behavioral.output_folder import output_folder
-from behavioral.store import finished_units
-from behavioral.sweep.folder import ANALYSIS_DIR, SweepState, read_state
+from behavioral.sweep.folder import ANALYSIS_DIR, SweepState, progress, read_state
 
 HEADLINE = "headline"
 HEADLINE_COLUMNS = ["model", "suite", "setting", "measure", "value", "low", "high", "interval", "n", "n_unit", "note"]
@@ -26,15 +26,14 @@ SOURCE = ("Each suite's numbers come from its own analysis (sub-folders below, n
 
 def run_status(folder: Path, record: dict, state: SweepState) -> str:
     """finished, partial (k of n work units), failed (the reason) or not started, read from the run directory."""
-    out = folder / record["run_dir"]
-    if not (out / MANIFEST).is_file():
-        return f"failed: {state.failed[record['name']]}" if record["name"] in state.failed else "not started"
-    plan = read_manifest(out).plan
-    units = len(finished_units(out))
-    if plan is not None and units >= plan.units:
+    done, failed = progress(folder / record["run_dir"]), state.failed.get(record["name"])
+    if done is None:
+        return f"failed: {failed}" if failed else "not started"
+    units, planned = done
+    if planned is not None and units >= planned:
         return "finished"
-    failed = f"; failed: {state.failed[record['name']]}" if record["name"] in state.failed else ""
-    return f"partial: {units} of {plan.units if plan else '?'} work units{failed}"
+    failed = f"; failed: {failed}" if failed else ""
+    return f"partial: {units} of {'?' if planned is None else planned} work units{failed}"
 
 
 def _groups(records: Sequence[dict]) -> dict[str, list[dict]]:
@@ -51,12 +50,11 @@ def _provenance(folder: Path, records: Sequence[dict], statuses: dict[str, str])
     rows = []
     for record in records:
         out = folder / record["run_dir"]
-        manifest = read_manifest(out) if (out / MANIFEST).is_file() else None
-        config, prov = (manifest.config, manifest.provenance) if manifest else ({}, {})
+        made = provenance_fields(read_manifest(out)) if (out / MANIFEST).is_file() else {}
         rows.append({"run": record["name"], "model": record["model_spec"],
-                     "model_hash": (config.get("model_hash") or "")[:12], "revision": config.get("revision"),
-                     "dtype": config.get("dtype"), "mode": config.get("mode"), "git": (prov.get("git_commit") or "")[:10],
-                     "created": prov.get("created"), "status": statuses[record["name"]]})
+                     "model_hash": (made.get("model_hash") or "")[:12], "revision": made.get("revision"),
+                     "dtype": made.get("dtype"), "mode": made.get("mode"), "git": (made.get("git_commit") or "")[:10],
+                     "created": made.get("created"), "status": statuses[record["name"]]})
     return pd.DataFrame(rows)
 
 

@@ -11,7 +11,8 @@ from typing import Any
 
 from behavioral.files import write_json_atomic
 from behavioral.provenance import provenance
-from behavioral.store import is_lock_file
+from behavioral.manifest import MANIFEST, read_manifest
+from behavioral.store import finished_units, is_lock_file
 from behavioral.sweep.config import RUNS_DIR, Sweep, settings_record
 
 SWEEP_FILE = "sweep.json"
@@ -33,6 +34,15 @@ class SweepState:
     def run_dir(self, folder: Path, name: str) -> Path:
         """The run directory of the run called `name`."""
         return folder / next(r["run_dir"] for r in self.runs if r["name"] == name)
+
+
+def progress(out: Path) -> tuple[int, int | None] | None:
+    """(work units on disk, units planned or None where the manifest records no plan) of a run directory; None where
+    no run was started there."""
+    if not (out / MANIFEST).is_file():
+        return None
+    plan = read_manifest(out).plan
+    return len(finished_units(out)), None if plan is None else plan.units
 
 
 def is_sweep_folder(folder: str | Path) -> bool:

@@ -13,13 +13,11 @@ from activations.capture import decoder_layers, resolve_layers
 from activations.store import REDUCTIONS
 from behavioral import models
 from behavioral.estimate import estimate_run
-from behavioral.manifest import MANIFEST, read_manifest
 from behavioral.progress import duration
 from behavioral.registry import get_suite
 from behavioral.run import plan
-from behavioral.store import finished_units
 from behavioral.sweep.config import Sweep, SweepRun, check_trust
-from behavioral.sweep.folder import is_sweep_folder, read_state
+from behavioral.sweep.folder import is_sweep_folder, progress, read_state
 from behavioral.sweep.runner import is_finished
 
 FLOAT16_BYTES = 2
@@ -39,13 +37,12 @@ class PlannedRun:
 
 def run_state(folder: Path, run: SweepRun, finished: dict[str, str]) -> str:
     """new, finished, or `k of n work units` of a run started before."""
-    out = folder / run.run_dir
     if is_finished(folder, run, finished):
         return "finished"
-    if not (out / MANIFEST).is_file():
+    done = progress(folder / run.run_dir)
+    if done is None:
         return "new"
-    planned = read_manifest(out).plan
-    return f"{len(finished_units(out))} of {planned.units if planned else '?'} work units"
+    return f"{done[0]} of {'?' if done[1] is None else done[1]} work units"
 
 
 def plan_sweep(sweep: Sweep, calibrate: bool = True, trust_remote_code: bool = False,
