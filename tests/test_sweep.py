@@ -251,6 +251,7 @@ def test_the_top_page_gathers_every_suites_headline_rows(finished):
         assert list(mine["model"]) == list(own["run"]) and set(own["run"]) == {"a", "b"}
         for column in ("measure", "value", "low", "high", "n", "n_unit"):
             assert mine[column].equals(own[column]), column
+    assert "- [intergroup](intergroup/report.html) ([Markdown](intergroup/report.md))" in report.read_text()
     runs = pd.read_csv(report.parent / "runs.csv")
     assert list(runs["status"]) == ["finished"] * 4 and runs["model_hash"].str.len().eq(12).all()
     assert (report.parent / "report.html").is_file()

@@ -81,7 +81,7 @@ def analyze_sweep(folder: str | Path, out: str | Path | None = None, allow_parti
         analyses[label] = (analysis, runs, settings)
         records[label] = record
         headlines += _headlines(analysis, ready)
-    top = _top_page(state, statuses, headlines, refused, folder, allow_partial)
+    top = _top_page(state, statuses, headlines, list(analyses), refused, folder, allow_partial)
     final = Path(out) if out is not None else folder / ANALYSIS_DIR
     record = {"sweep": str(folder.resolve()), "config_sha256": state.sha256, "allow_partial": allow_partial,
               "analyses": records, "statuses": statuses, "refused": refused}
@@ -102,17 +102,19 @@ def _headlines(analysis: Analysis, records: Sequence[dict]) -> list[dict]:
              **{c: row[c] for c in HEADLINE_COLUMNS[3:]}} for row in table.frame.to_dict("records")]
 
 
-def _top_page(state: SweepState, statuses: dict[str, str], headlines: list[dict], refused: dict[str, str],
-              folder: Path, allow_partial: bool) -> Analysis:
-    """The sweep's top page: headline numbers, the runs' provenance, what is not finished and which suites' analyses
-    refused their runs."""
+def _top_page(state: SweepState, statuses: dict[str, str], headlines: list[dict], labels: list[str],
+              refused: dict[str, str], folder: Path, allow_partial: bool) -> Analysis:
+    """The sweep's top page: headline numbers, links to each suite setting's analysis, the runs' provenance, what is
+    not finished and which suites' analyses refused their runs."""
     frame = pd.DataFrame(headlines, columns=HEADLINE_COLUMNS)
     text = {c: "text" for c in ("model", "suite", "setting", "measure", "interval", "n_unit", "note")}
     table = Table(HEADLINE, "Headline numbers per model and suite", frame, formats=text | {"n": "count"},
                   note="(value with its interval [low, high] over n sampled units; each suite's analysis folder "
                        "holds its tables and how each interval is computed)")
     unfinished = {name: s for name, s in statuses.items() if s != "finished"}
+    links = "\n".join(f"- [{label}]({label}/report.html) ([Markdown]({label}/report.md))" for label in labels)
     sections = [Section("Headline numbers", SOURCE, (table,)),
+                Section("Each suite's analysis", links or "- none: no suite setting has a finished run."),
                 Section("Runs", "Every run of the sweep file as last run, with its provenance (git: the code that "
                                 "made the run; created: when).",
                         (Table("runs", "Runs and provenance", _provenance(folder, state.runs, statuses),
