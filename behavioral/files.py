@@ -1,12 +1,17 @@
 """Files written so that a kill or a full disk never leaves half of one: JSON through a temporary file and a rename,
-new files with the mode the umask gives, and write errors that name the file."""
+new files with the mode the umask gives, write errors that name the file, and the one rule for a folder name taken
+from the user or a file."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 from pathlib import Path
+
+# A name that may become one folder: never a path, never hidden, short enough for any file system.
+FOLDER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
 
 def write_error(path: Path, err: OSError) -> OSError:

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from behavioral.files import write_json_atomic
+from behavioral.files import FOLDER_NAME, write_json_atomic
 from behavioral.provenance import provenance
 
 MANIFEST = "manifest.json"
@@ -38,6 +38,14 @@ class OutputFolder:
     record: dict = field(default_factory=dict)
     keep: tuple[str, ...] = ()
     files: list[str] = field(default_factory=list)  # once committed: the files written, relative to `final`
+
+    def sub(self, name: str) -> Path:
+        """The staged sub-folder `name`, where a part of the output goes: one folder name (FOLDER_NAME), never a
+        path, so nothing read from a file can place a write outside the output folder."""
+        if not FOLDER_NAME.fullmatch(name):
+            raise OutputFolderError(f"--out {self.final}: a sub-folder named {name[:80]!r}; expected a folder name "
+                                    "(letters, digits, '.', '_' or '-', at most 64)")
+        return self.path / name
 
     def written(self) -> list[Path]:
         """The committed files' paths in `final`, manifest.json last."""

@@ -64,12 +64,13 @@ _RANK_FILE = re.compile(r"^\.?r(\d{3})-(\w+)\.(arrows|parquet)(\.tmp)?$")
 # --- one process per rank ---------------------------------------------------------------------------------------
 
 class RunLock:
-    """An exclusive lock on one rank of a run directory, held by the process writing that rank's rows; the system
-    releases it when the process dies, so a killed run never blocks its resume."""
+    """An exclusive lock on one rank of a run directory (or a sweep's folder), held by the process writing that
+    rank's rows; the system releases it when the process dies, so a killed run never blocks its resume."""
 
-    def __init__(self, run_dir: str | Path, rank: int = 0):
+    def __init__(self, run_dir: str | Path, rank: int = 0, what: str = "run"):
         self.run_dir = Path(run_dir)
         self.rank = rank
+        self.what = what  # what the folder holds, as the refusal names it: a run, a sweep
         self.path = self.run_dir / f".rank{rank:03d}.lock"
         self._fd: int | None = None
         self._made: list[Path] = []
@@ -97,7 +98,7 @@ class RunLock:
                     return False
                 raise RunDirError(
                     f"{self.run_dir} is in use: rank {self.rank} is being written by {holder} (lock {self.path.name}); "
-                    "wait for that run to finish or stop it, then rerun the same command to resume"
+                    f"wait for that {self.what} to finish or stop it, then rerun the same command to resume"
                 ) from None
             try:
                 same = os.stat(self.path).st_ino == os.fstat(fd).st_ino

@@ -12,7 +12,7 @@ from behavioral.analysis.sweep import analyze_sweep
 from behavioral.distributed import place
 from behavioral.sweep.config import read_sweep
 from behavioral.manifest import MANIFEST
-from behavioral.sweep.folder import is_sweep_folder, read_state
+from behavioral.sweep.folder import is_sweep_folder, read_state, slot
 from behavioral.sweep.plan import describe_plan, plan_sweep
 from behavioral.sweep.runner import run_sweep
 
@@ -50,11 +50,11 @@ def export(args: argparse.Namespace) -> None:
     by their model and setting in the sweep file."""
     if is_sweep(args.sources):
         folder = Path(args.sources[0])
-        records = [r for r in read_state(folder).runs if (folder / r["run_dir"] / MANIFEST).is_file()]
-        if not records:
+        started = [(r, out) for r in read_state(folder).runs if ((out := slot(folder, r)) / MANIFEST).is_file()]
+        if not started:
             raise ValueError(f"{folder}: no run of the sweep has started; run the sweep first")
-        card = export_runs([folder / r["run_dir"] for r in records], args.to,
-                           [{"model": r["model"], "setting": r["setting"]} for r in records])
+        card = export_runs([out for _, out in started], args.to,
+                           [{"model": r.model, "setting": r.setting} for r, _ in started])
     else:
         card = export_runs(args.sources, args.to)
     print(f"dataset card in {card}")

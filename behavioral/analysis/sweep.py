@@ -15,7 +15,7 @@ from behavioral.analysis.spec import Analysis, Section, Table
 from behavioral.analysis.write import suite_analysis, write
 from behavioral.manifest import MANIFEST, read_manifest
 from behavioral.output_folder import output_folder
-from behavioral.sweep.folder import ANALYSIS_DIR, SweepState, progress, read_state
+from behavioral.sweep.folder import ANALYSIS_DIR, RunRecord, SweepState, progress, read_state, slot
 
 HEADLINE = "headline"
 HEADLINE_COLUMNS = ["model", "suite", "setting", "measure", "value", "low", "high", "interval", "n", "n_unit", "note"]
@@ -24,9 +24,9 @@ SOURCE = ("Each suite's numbers come from its own analysis (sub-folders below, n
           "suite declares.")
 
 
-def run_status(folder: Path, record: dict, state: SweepState) -> str:
+def run_status(out: Path, record: RunRecord, state: SweepState) -> str:
     """finished, partial (k of n work units), failed (the reason) or not started, read from the run directory."""
-    done, failed = progress(folder / record["run_dir"]), state.failed.get(record["name"])
+    done, failed = progress(out), state.failed.get(record.name)
     if done is None:
         return f"failed: {failed}" if failed else "not started"
     units, planned = done
@@ -36,74 +36,70 @@ def run_status(folder: Path, record: dict, state: SweepState) -> str:
     return f"partial: {units} of {'?' if planned is None else planned} work units{failed}"
 
 
-def _groups(records: Sequence[dict]) -> dict[str, list[dict]]:
-    """The sweep's runs by suite setting (suite or suite--setting), in file order."""
-    groups: dict[str, list[dict]] = {}
-    for record in records:
-        label = f"{record['suite']}--{record['setting']}" if record["setting"] else record["suite"]
-        groups.setdefault(label, []).append(record)
-    return groups
-
-
-def _provenance(folder: Path, records: Sequence[dict], statuses: dict[str, str]) -> pd.DataFrame:
+def _provenance(records: Sequence[RunRecord], dirs: dict[str, Path], statuses: dict[str, str]) -> pd.DataFrame:
     """One row per run: model, weights hash, revision, dtype, mode, code and date, and its status."""
     rows = []
     for record in records:
-        out = folder / record["run_dir"]
+        out = dirs[record.name]
         made = provenance_fields(read_manifest(out)) if (out / MANIFEST).is_file() else {}
-        rows.append({"run": record["name"], "model": record["model_spec"],
+        rows.append({"run": record.name, "model": record.model_spec,
                      "model_hash": (made.get("model_hash") or "")[:12], "revision": made.get("revision"),
                      "dtype": made.get("dtype"), "mode": made.get("mode"), "git": (made.get("git_commit") or "")[:10],
-                     "created": made.get("created"), "status": statuses[record["name"]]})
+                     "created": made.get("created"), "status": statuses[record.name]})
     return pd.DataFrame(rows)
 
 
 def analyze_sweep(folder: str | Path, out: str | Path | None = None, allow_partial: bool = False) -> Path:
     """Analyze a sweep folder into `out` (default SWEEP/analysis) and return the top page's report.md: each suite
     setting's runs analyzed together (named by their models; with `allow_partial`, partial runs too), the top page
-    built from the headline table each suite declares. A suite setting none of whose runs can be read is listed,
-    not fatal; every number is computed before anything is written."""
+    built from the headline table each suite declares. Only runs inside the folder whose manifests agree with their
+    place are read (see slot); a suite setting none of whose runs can be read is listed, not fatal; every number is
+    computed before anything is written."""
     folder = Path(folder)
     state = read_state(folder)
-    statuses = {r["name"]: run_status(folder, r, state) for r in state.runs}
+    dirs = {r.name: slot(folder, r) for r in state.runs}
+    statuses = {r.name: run_status(dirs[r.name], r, state) for r in state.runs}
     done = {name for name, s in statuses.items() if s == "finished" or (allow_partial and s.startswith("partial"))}
+    groups: dict[str, list[RunRecord]] = {}
+    for r in state.runs:
+        groups.setdefault(r.label, []).append(r)
     analyses, headlines, records, refused = {}, [], {}, {}
-    for label, group in _groups(state.runs).items():
-        ready = [r for r in group if r["name"] in done]
+    for label, group in groups.items():
+        ready = [r for r in group if r.name in done]
         if not ready:
             continue
         try:
-            analysis, runs, settings, record = suite_analysis([folder / r["run_dir"] for r in ready], None,
-                                                              [r["model"] for r in ready], allow_partial)
+            analysis, runs, settings, record = suite_analysis([dirs[r.name] for r in ready], None,
+                                                              [r.model for r in ready], allow_partial)
         except ValueError as err:  # e.g. a model that never answers: the suite says so, the other suites go on
             refused[label] = str(err)
             continue
         analyses[label] = (analysis, runs, settings)
         records[label] = record
         headlines += _headlines(analysis, ready)
-    top = _top_page(state, statuses, headlines, list(analyses), refused, folder, allow_partial)
+    top = _top_page(state, statuses, dirs, headlines, list(analyses), refused, folder, allow_partial)
     final = Path(out) if out is not None else folder / ANALYSIS_DIR
     record = {"sweep": str(folder.resolve()), "config_sha256": state.sha256, "allow_partial": allow_partial,
               "analyses": records, "statuses": statuses, "refused": refused}
     with output_folder(final, "analyze sweep", record) as staged:
         for label, (analysis, runs, settings) in analyses.items():
-            write(analysis, runs, settings, staged.path / label)
+            write(analysis, runs, settings, staged.sub(label))
         write(top, [], {"allow_partial": allow_partial}, staged.path)
     return final / REPORT
 
 
-def _headlines(analysis: Analysis, records: Sequence[dict]) -> list[dict]:
+def _headlines(analysis: Analysis, records: Sequence[RunRecord]) -> list[dict]:
     """The rows of a suite analysis' headline table, keyed by model, suite and setting."""
     table = next((t for t in analysis.tables() if t.name == HEADLINE), None)
     if table is None:
         return []
-    by_model = {r["model"]: r for r in records}
-    return [{"model": row["run"], "suite": by_model[row["run"]]["suite"], "setting": by_model[row["run"]]["setting"],
+    by_model = {r.model: r for r in records}
+    return [{"model": row["run"], "suite": by_model[row["run"]].suite, "setting": by_model[row["run"]].setting,
              **{c: row[c] for c in HEADLINE_COLUMNS[3:]}} for row in table.frame.to_dict("records")]
 
 
-def _top_page(state: SweepState, statuses: dict[str, str], headlines: list[dict], labels: list[str],
-              refused: dict[str, str], folder: Path, allow_partial: bool) -> Analysis:
+def _top_page(state: SweepState, statuses: dict[str, str], dirs: dict[str, Path], headlines: list[dict],
+              labels: list[str], refused: dict[str, str], folder: Path, allow_partial: bool) -> Analysis:
     """The sweep's top page: headline numbers, links to each suite setting's analysis, the runs' provenance, what is
     not finished and which suites' analyses refused their runs."""
     frame = pd.DataFrame(headlines, columns=HEADLINE_COLUMNS)
@@ -117,7 +113,7 @@ def _top_page(state: SweepState, statuses: dict[str, str], headlines: list[dict]
                 Section("Each suite's analysis", links or "- none: no suite setting has a finished run."),
                 Section("Runs", "Every run of the sweep file as last run, with its provenance (git: the code that "
                                 "made the run; created: when).",
-                        (Table("runs", "Runs and provenance", _provenance(folder, state.runs, statuses),
+                        (Table("runs", "Runs and provenance", _provenance(state.runs, dirs, statuses),
                                formats=dict.fromkeys(("run", "model", "model_hash", "revision", "dtype", "mode", "git",
                                                       "created", "status"), "text")),))]
     missing = "\n".join(f"- **{name}**: {s}" for name, s in unfinished.items()) or "- none: every run finished."

@@ -13,13 +13,14 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from behavioral.files import FOLDER_NAME
 from behavioral.models import DTYPES, check_device, resolve_source
 from behavioral.options import fits, from_mapping, type_name
 from behavioral.registry import get_suite, names
 from behavioral.run import RunConfig
 
 RUNS_DIR = "runs"
-NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+NAME = FOLDER_NAME
 # The run settings each table may give (RunConfig's fields): every run's ([run]), a model's, a suite's or setting's.
 RUN_KEYS = frozenset({"mode", "seed", "temperature", "top_p", "samples", "max_new_tokens", "prompt_format", "device",
                       "dtype", "batch_size", "unit_size", "store_probs"})
@@ -53,17 +54,32 @@ class SweepRun:
     @property
     def name(self) -> str:
         """model/suite or model/suite--setting: the run's directory under runs/ and its name in tables."""
-        return f"{self.model.name}/{self.label}"
+        return run_name(self.model.name, self.suite, self.setting)
 
     @property
     def label(self) -> str:
         """suite or suite--setting: what the runs of one analysis share."""
-        return f"{self.suite}--{self.setting}" if self.setting else self.suite
+        return setting_label(self.suite, self.setting)
 
     @property
     def run_dir(self) -> PurePosixPath:
         """The run directory relative to the sweep's folder."""
-        return PurePosixPath(RUNS_DIR, self.model.name, self.label)
+        return run_path(self.model.name, self.suite, self.setting)
+
+
+def setting_label(suite: str, setting: str) -> str:
+    """suite or suite--setting: a suite setting's folder name in the analysis and its label in tables."""
+    return f"{suite}--{setting}" if setting else suite
+
+
+def run_name(model: str, suite: str, setting: str) -> str:
+    """model/suite[--setting]: a run's name in tables and in sweep.json."""
+    return f"{model}/{setting_label(suite, setting)}"
+
+
+def run_path(model: str, suite: str, setting: str) -> PurePosixPath:
+    """runs/model/suite[--setting]: a run's directory relative to the sweep's folder, made only from checked names."""
+    return PurePosixPath(RUNS_DIR, model, setting_label(suite, setting))
 
 
 @dataclass(frozen=True)
@@ -258,9 +274,10 @@ def _unique(values: list[str], what: str) -> None:
 
 
 def settings_record(run: SweepRun) -> dict[str, Any]:
-    """What sweep.json records of a run: its name, model, suite, setting and run directory."""
+    """What sweep.json records of a run: its name, model, suite, setting and options (its directory follows from
+    the names)."""
     return {"name": run.name, "model": run.model.name, "model_spec": run.model.spec, "suite": run.suite,
-            "setting": run.setting, "run_dir": str(run.run_dir),
+            "setting": run.setting,
             "options": None if run.config.options is None else dataclasses.asdict(run.config.options)}
 
 

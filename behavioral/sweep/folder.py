@@ -6,34 +6,59 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from behavioral.files import write_json_atomic
 from behavioral.provenance import provenance
-from behavioral.manifest import MANIFEST, read_manifest
+from behavioral.manifest import MANIFEST, read_manifest, shown
 from behavioral.store import finished_units, is_lock_file
-from behavioral.sweep.config import RUNS_DIR, Sweep, settings_record
+from behavioral.registry import names
+from behavioral.sweep.config import (NAME, RUNS_DIR, Sweep, run_name, run_path, setting_label,
+                                       settings_record)
 
 SWEEP_FILE = "sweep.json"
 ANALYSIS_DIR = "analysis"
 
 
 @dataclass(frozen=True)
+class RunRecord:
+    """A run as sweep.json records it (settings_record): its model's folder name and argument, suite, setting and
+    options; its directory is made from the checked names, never read from the file."""
+
+    model: str
+    model_spec: str
+    suite: str
+    setting: str
+    options: dict[str, Any] | None
+
+    @property
+    def name(self) -> str:
+        """model/suite[--setting]: the run's name in tables."""
+        return run_name(self.model, self.suite, self.setting)
+
+    @property
+    def label(self) -> str:
+        """suite or suite--setting: the suite setting the run belongs to."""
+        return setting_label(self.suite, self.setting)
+
+    @property
+    def run_dir(self) -> PurePosixPath:
+        """The run directory relative to the sweep's folder."""
+        return run_path(self.model, self.suite, self.setting)
+
+
+@dataclass(frozen=True)
 class SweepState:
-    """What sweep.json holds: the sweep file's path and hash, its data, the runs (as settings_record writes them),
-    the finished runs (name -> run id) and the failures of the last invocation (name -> reason)."""
+    """What sweep.json holds: the sweep file's path and hash, its data, the runs, the finished runs (name -> run id)
+    and the failures of the last invocation (name -> reason)."""
 
     config_file: str
     sha256: str
     data: dict[str, Any]
-    runs: list[dict[str, Any]]
+    runs: list[RunRecord]
     finished: dict[str, str]
     failed: dict[str, str]
-
-    def run_dir(self, folder: Path, name: str) -> Path:
-        """The run directory of the run called `name`."""
-        return folder / next(r["run_dir"] for r in self.runs if r["name"] == name)
 
 
 def progress(out: Path) -> tuple[int, int | None] | None:
@@ -43,6 +68,12 @@ def progress(out: Path) -> tuple[int, int | None] | None:
         return None
     plan = read_manifest(out).plan
     return len(finished_units(out)), None if plan is None else plan.units
+
+
+def is_complete(out: Path) -> bool:
+    """True where every planned work unit of the run directory is on disk."""
+    done = progress(out)
+    return done is not None and done[1] is not None and done[0] >= done[1]
 
 
 def is_sweep_folder(folder: str | Path) -> bool:
@@ -63,16 +94,88 @@ def check_sweep_folder(folder: Path) -> None:
 
 
 def read_state(folder: str | Path) -> SweepState:
-    """sweep.json of a sweep folder; a missing or damaged one is a ValueError naming it."""
+    """sweep.json of a sweep folder, every field checked (names as folder names, suites known): a missing, damaged or
+    edited one is a ValueError naming the file and the field."""
     path = Path(folder) / SWEEP_FILE
     try:
         data = json.loads(path.read_text())
-        return SweepState(data["config_file"], data["config_sha256"], data["config"], data["runs"],
-                          dict(data["finished"]), dict(data.get("failed", {})))
     except FileNotFoundError:
         raise ValueError(f"{folder}: holds no {SWEEP_FILE}; expected a sweep folder") from None
-    except (json.JSONDecodeError, KeyError, TypeError) as err:
-        raise ValueError(f"{path}: damaged ({err!r}); expected the file `empathy-gap sweep` writes") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ValueError(f"{path}: not valid JSON ({err}); expected the file `empathy-gap sweep` writes") from None
+    try:
+        return _state(data)
+    except ValueError as err:
+        raise ValueError(f"{path}: {err}; expected the file `empathy-gap sweep` writes (was it edited?)") from None
+
+
+def _field(data: Any, key: str, kind: type, where: str) -> Any:
+    """data[key] where it is of `kind`, else a ValueError naming `where`.`key`."""
+    value = data.get(key) if isinstance(data, dict) else None
+    if not isinstance(value, kind):
+        raise ValueError(f"{where}{key} is {shown(value)}; expected {kind.__name__}")
+    return value
+
+
+def _named(value: str, where: str) -> str:
+    """`value` where it is a folder name (letters, digits, '.', '_', '-'), else a ValueError naming `where`."""
+    if not NAME.fullmatch(value):
+        raise ValueError(f"{where} is {shown(value)}; expected a folder name (letters, digits, '.', '_' or '-')")
+    return value
+
+
+def _record(data: Any, i: int) -> RunRecord:
+    """runs[i] of sweep.json, its names checked."""
+    where = f"runs[{i}]."
+    suite = _field(data, "suite", str, where)
+    if suite not in names():
+        raise ValueError(f"{where}suite is {shown(suite)}; expected one of {', '.join(names())}")
+    setting = _field(data, "setting", str, where)
+    options = data.get("options")
+    if options is not None and not isinstance(options, dict):
+        raise ValueError(f"{where}options is {shown(options)}; expected a table or null")
+    record = RunRecord(_named(_field(data, "model", str, where), f"{where}model"),
+                       _field(data, "model_spec", str, where), suite,
+                       setting and _named(setting, f"{where}setting"), options)
+    if data.get("name") != record.name:
+        raise ValueError(f"{where}name is {shown(data.get('name'))}; expected {record.name!r}, its model, suite and "
+                         "setting")
+    return record
+
+
+def _texts(data: Any, key: str) -> dict[str, str]:
+    """A table of text by text (finished run ids, failure reasons)."""
+    table = _field(data, key, dict, "")
+    bad = next((k for k, v in table.items() if not isinstance(v, str)), None)
+    if bad is not None:
+        raise ValueError(f"{key}[{shown(bad)}] is {shown(table[bad])}; expected text")
+    return table
+
+
+def _state(data: Any) -> SweepState:
+    """The checked SweepState of sweep.json's data."""
+    runs = [_record(r, i) for i, r in enumerate(_field(data, "runs", list, ""))]
+    repeated = next((r.name for i, r in enumerate(runs) if r.name in {q.name for q in runs[:i]}), None)
+    if repeated:
+        raise ValueError(f"runs names {repeated!r} more than once; expected each run once")
+    return SweepState(_field(data, "config_file", str, ""), _field(data, "config_sha256", str, ""),
+                      _field(data, "config", dict, ""), runs, _texts(data, "finished"),
+                      _texts(data, "failed") if "failed" in data else {})
+
+
+def slot(folder: Path, record: RunRecord) -> Path:
+    """The run directory of `record` inside `folder`: refused where it leads out of the folder (a link) or holds a
+    run other than the slot's (another suite or model)."""
+    out = folder / record.run_dir
+    if not out.resolve().is_relative_to(folder.resolve()):
+        raise ValueError(f"{out}: leads out of the sweep folder (to {out.resolve()}); expected the run directory "
+                         "the sweep made there")
+    if (out / MANIFEST).is_file():
+        config = read_manifest(out).config
+        if (config["suite"], config["model"]) != (record.suite, record.model_spec):
+            raise ValueError(f"{out}: holds a {config['suite']} run of model {shown(config['model'])}; expected the "
+                             f"sweep's {record.suite} run of {shown(record.model_spec)} (was it moved in?)")
+    return out
 
 
 def write_state(folder: Path, sweep: Sweep, finished: dict[str, str], failed: dict[str, str]) -> None:

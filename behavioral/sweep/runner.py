@@ -15,9 +15,9 @@ from behavioral import models
 from behavioral.distributed import Place, barrier, device_for, place, start
 from behavioral.manifest import MANIFEST, RunDirError, read_manifest
 from behavioral.run import check_resumable, run, run_identity
-from behavioral.store import finished_units
+from behavioral.store import RunLock, finished_units
 from behavioral.sweep.config import Sweep, SweepModel, SweepRun, check_trust
-from behavioral.sweep.folder import check_sweep_folder, is_sweep_folder, read_state, write_state
+from behavioral.sweep.folder import check_sweep_folder, is_complete, is_sweep_folder, read_state, write_state
 
 
 @dataclass
@@ -29,9 +29,12 @@ class SweepOutcome:
     failed: dict[str, str] = field(default_factory=dict)
 
     def describe(self, total: int) -> str:
-        """One line for the user."""
-        line = f"{len(self.ran)} runs ran, {len(self.skipped)} were finished before, of {total}"
-        return line + ("; failed: " + "; ".join(f"{k}: {v}" for k, v in self.failed.items()) if self.failed else "")
+        """A line of counts for the user, then a line per run skipped or failed (a run in use by another process
+        among them)."""
+        counts = f"{len(self.ran)} runs ran, {len(self.skipped)} were finished before, {len(self.failed)} failed, " \
+                 f"of {total}"
+        return "\n".join([counts, *(f"  {name}: finished before, skipped" for name in self.skipped),
+                          *(f"  {name}: failed: {reason}" for name, reason in self.failed.items())])
 
 
 def check_unchanged(folder: Path, runs: tuple[SweepRun, ...]) -> None:
@@ -68,50 +71,70 @@ def run_sweep(sweep: Sweep, progress: bool = True, trust_remote_code: bool = Fal
               load: Callable[..., tuple] = models.load) -> SweepOutcome:
     """Run (or continue) every run of `sweep` that is not finished, model by model, into its folder; a model that
     fails to load or a run that fails is recorded and the sweep goes on with the rest. `trust_remote_code` is the
-    user's own flag: a model whose table asks for remote code runs it only with this set. Everything is checked
-    before the first model loads."""
+    user's own flag: a model whose table asks for remote code runs it only with this set. Everything is checked,
+    and the folder locked against a second sweep, before the first model loads."""
     where = where or place()
     check_trust(sweep, trust_remote_code)
     folder = sweep.out
     check_sweep_folder(folder)
-    check_unchanged(folder, sweep.runs)
-    state = read_state(folder) if is_sweep_folder(folder) else None
-    finished = dict(state.finished) if state else {}
-    start(where)
-    if where.is_main:
-        write_state(folder, sweep, finished, {})
-    barrier(where)
-    outcome = SweepOutcome()
-    for model, group in itertools.groupby(sweep.runs, key=lambda r: r.model):
-        runs = list(group)
-        todo = [r for r in runs if not is_finished(folder, r, finished)]
-        outcome.skipped += [r.name for r in runs if r not in todo]
-        if todo:
-            _run_model(folder, model, todo, where, progress, load, finished, outcome)
-            if where.is_main:
-                write_state(folder, sweep, finished, outcome.failed)
+    with RunLock(folder, where.rank, "sweep"):
+        check_unchanged(folder, sweep.runs)
+        state = read_state(folder) if is_sweep_folder(folder) else None
+        finished = dict(state.finished) if state else {}
+        start(where)
+        outcome = SweepOutcome()
+        record = Record(folder, sweep, finished, outcome, where)
+        record()
+        barrier(where)
+        for model, group in itertools.groupby(sweep.runs, key=lambda r: r.model):
+            runs = list(group)
+            todo = [r for r in runs if not is_finished(folder, r, finished)]
+            outcome.skipped += [r.name for r in runs if r not in todo]
+            if todo:
+                _run_model(folder, model, todo, where, progress, load, record)
     return outcome
 
 
+@dataclass(frozen=True)
+class Record:
+    """Writes sweep.json (on the main process) with the runs finished so far, after each run."""
+
+    folder: Path
+    sweep: Sweep
+    finished: dict[str, str]
+    outcome: SweepOutcome
+    where: Place
+
+    def __call__(self) -> None:
+        if self.where.is_main:
+            write_state(self.folder, self.sweep, self.finished, self.outcome.failed)
+
+
 def _run_model(folder: Path, model: SweepModel, runs: list[SweepRun], where: Place, progress: bool,
-               load: Callable[..., tuple], finished: dict[str, str], outcome: SweepOutcome) -> None:
-    """Load `model` once and run each of its unfinished runs, recording each as it finishes."""
+               load: Callable[..., tuple], record: Record) -> None:
+    """Load `model` once and run each of its unfinished runs, recording each as it ends; a run found complete on
+    disk (finished by a sweep killed before it could record it) counts as finished before."""
+    outcome = record.outcome
     try:
         loaded = load(model.spec, device_for(model.device, where), model.dtype, model.trust_remote_code)
     except (ValueError, OSError) as err:
         for r in runs:
             outcome.failed[r.name] = f"model {model.spec!r} did not load: {err}"
+        record()
         return
     for r in runs:
         out = folder / r.run_dir
+        complete = is_complete(out)
         try:
             run(r.config, out, where, progress, loaded)
         except (ValueError, OSError) as err:
             outcome.failed[r.name] = str(err)
+            record()
             continue
         barrier(where)
-        finished[r.name] = read_manifest(out).run_id
-        outcome.ran.append(r.name)
+        record.finished[r.name] = read_manifest(out).run_id
+        (outcome.skipped if complete else outcome.ran).append(r.name)
+        record()
     del loaded
     gc.collect()
     if torch.cuda.is_available():
