@@ -154,8 +154,8 @@ def test_text_is_escaped_and_the_markdown_the_reports_use_is_html(toy):
     ("**Answers (`a*b`: x, `c`: y)**", "<strong>Answers (<code>a*b</code>: x, <code>c</code>: y)</strong>"),
     ("*prompts*: rows; gap_points_*: the rest", "<em>prompts</em>: rows; gap_points_*: the rest"),
     ("2 * 3 * 4", "2 * 3 * 4"),
-    ("[x](javascript:alert(1)) [y](https://example.org/a?b=1&c=2)",
-     '[x](javascript:alert(1)) <a href="https://example.org/a?b=1&amp;c=2">y</a>'),
+    ("[x](javascript:alert(1)) [y](https://example.org/a?b=1&c=2) [z](sub/z.csv)",
+     '[x](javascript:alert(1)) [y](https://example.org/a?b=1&amp;c=2) <a href="sub/z.csv">z</a>'),  # own files only
     ('`<b>` "q"', "<code>&lt;b&gt;</code> &quot;q&quot;"),
 ])
 def test_inline_markdown(markdown, html):
@@ -222,10 +222,11 @@ def browser() -> str:
     return found
 
 
-def in_browser(page: Path, profile: Path) -> tuple[dict, str]:
-    """`page` with PROBE run first, loaded in headless Chromium: what the probe recorded, and the browser's log."""
+def in_browser(page: Path, profile: Path, probe: str = PROBE) -> tuple[dict, str]:
+    """`page` with `probe` run first (before the page's policy, which would forbid it), loaded in headless Chromium:
+    what the probe recorded, and the browser's log."""
     probed = page.with_name("probed.html")
-    probed.write_text(page.read_text().replace("<head>", "<head>\n" + PROBE, 1))
+    probed.write_text(page.read_text().replace("<head>", "<head>\n" + probe, 1))
     done = subprocess.run([browser(), "--headless", "--no-sandbox", "--disable-gpu", f"--user-data-dir={profile}",
                            "--enable-logging=stderr", "--v=0", "--virtual-time-budget=10000", "--dump-dom",
                            probed.as_uri()], capture_output=True, text=True, timeout=120)

@@ -1,10 +1,12 @@
 """report.html: the report's blocks (behavioral.analysis.report) as one self-contained page to open offline: inline
 CSS, figures embedded from the PNG files already written, every printed table an HTML table of the same cell texts
-as report.md, sortable by a click on a header (a few lines of inline script), and the Markdown text as HTML."""
+as report.md, sortable by a click on a header (a few lines of inline script, the only script the page's policy lets
+run), and the Markdown text as HTML, its links only to the report's own files."""
 
 from __future__ import annotations
 
 import base64
+import hashlib
 import re
 from collections.abc import Sequence
 from html import escape
@@ -15,8 +17,6 @@ from behavioral.analysis.report import Block, Heading, Text, blocks, caption
 from behavioral.analysis.runs import Run
 from behavioral.analysis.spec import Analysis, Table
 
-# Nothing is loaded from anywhere: images only from data: URIs, style and script only inline.
-POLICY = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; script-src 'unsafe-inline'"
 STYLE = """
 body { font: 15px/1.5 system-ui, sans-serif; color: #1a1a1a; margin: 0 auto; max-width: 1200px; padding: 1em 2em; }
 h1 { font-size: 1.6em; } h2 { border-bottom: 1px solid #ddd; margin-top: 2em; padding-bottom: .2em; }
@@ -56,21 +56,49 @@ function sortBy(th) {
 for (const th of document.querySelectorAll("thead th")) th.addEventListener("click", () => sortBy(th));
 """
 
-_CODE = re.compile(r"`([^`\n]+)`")
-_LINK = re.compile(r"\[([^\]\n]+)\]\(((?:https?://|(?![\w+.-]*:))[^)\s]+)\)")  # relative or http(s) targets only
+
+def _policy(script: str) -> str:
+    """The page's Content-Security-Policy: nothing loaded from anywhere, images only from data: URIs, style inline,
+    and no script but `script`, allowed by its hash (so no injected script, handler or javascript: link runs)."""
+    digest = base64.b64encode(hashlib.sha256(script.encode()).digest()).decode("ascii")
+    return (f"default-src 'none'; img-src data:; style-src 'unsafe-inline'; script-src 'sha256-{digest}'; "
+            "base-uri 'none'; form-action 'none'")
+
+
+POLICY = _policy(SORT)
+_CODE = re.compile(r"(?<!`)(`+)(?!`)([^\n]+?)(?<!`)\1(?!`)")  # a code span: the same run of backticks either side
+_LINK = re.compile(r"\[([^\]\n]+)\]\(([^)\s]+)\)")
+_OWN_FILE = re.compile(r"[\w.-]+(?:/[\w.-]+)*")  # a relative path: no scheme, host, leading "/" or odd character
 _BOLD = re.compile(r"\*\*(?=\S)(.+?)(?<=\S)\*\*", re.S)
 _ITALIC = re.compile(r"(?<![\w*])\*(?=\S)([^*]+?)(?<=\S)\*(?![\w*])")
 
 
+def _own_file(target: str) -> bool:
+    """Whether a link's target is one of the report's own files: a relative path down from its folder."""
+    return bool(_OWN_FILE.fullmatch(target)) and not {".", ".."} & set(target.split("/"))
+
+
+def _link(match: re.Match) -> str:
+    """A Markdown link as HTML where it leads to one of the report's own files, else its text as written."""
+    return f'<a href="{match[2]}">{match[1]}</a>' if _own_file(match[2]) else match[0]
+
+
+def _code(match: re.Match) -> str:
+    """A code span's text: a space either side, set off from backticks, is dropped (as CommonMark does)."""
+    text = match[2]
+    return text[1:-1] if text[0] == text[-1] == " " and text.strip() else text
+
+
 def inline(text: str) -> str:
-    """A line of Markdown as HTML: code spans, links, bold and italic marked up, every other character escaped."""
+    """A line of Markdown as HTML: code spans, links to the report's own files, bold and italic marked up, every
+    other character escaped."""
     codes: list[str] = []
 
     def hide(match: re.Match) -> str:  # a code span is shown as written, whatever marks it holds
-        codes.append(match[1])
+        codes.append(_code(match))
         return f"\0{len(codes) - 1}\0"
 
-    text = _LINK.sub(r'<a href="\2">\1</a>', _CODE.sub(hide, escape(text)))
+    text = _LINK.sub(_link, _CODE.sub(hide, escape(text.replace("\0", "\ufffd"))))  # \0 marks the hidden spans
     text = _ITALIC.sub(r"<em>\1</em>", _BOLD.sub(r"<strong>\1</strong>", text))
     return re.sub("\0(\\d+)\0", lambda m: f"<code>{codes[int(m[1])]}</code>", text)
 

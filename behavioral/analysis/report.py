@@ -4,6 +4,7 @@ them as report.md here and as report.html by behavioral.analysis.html, so both s
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -17,19 +18,29 @@ RUN_SETTINGS = ("mode", "dtype", "prompt_format", "chat_format", "temperature", 
                 "seed")
 
 
+def code_span(value: object) -> str:
+    """`value` as a Markdown code span that shows it as it is, whatever it holds: fenced by more backticks than any
+    run of them inside, control characters (a line break among them) written as \\xNN."""
+    text = re.sub(r"[\x00-\x1f\x7f]", lambda m: f"\\x{ord(m[0]):02x}", str(value))
+    fence = "`" * (max(map(len, re.findall("`+", text)), default=0) + 1)
+    pad = " " if {text[:1], text[-1:]} & {"`", " "} else ""  # CommonMark drops one space either side
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
 def run_line(run: Run) -> str:
     """One bullet naming a run: directory, model and its hash, the settings that decide rows, code and date."""
     config, prov = run.config, run.manifest.provenance
-    model = f"`{config.get('model')}`"
+    model = code_span(config.get("model"))
     if config.get("model_hash"):
-        model += f" (sha256 `{str(config['model_hash'])[:12]}…`)"
+        model += f" (sha256 {code_span(str(config['model_hash'])[:12])}…)"
     if config.get("revision"):
-        model += f" revision `{config['revision']}`"
+        model += f" revision {code_span(config['revision'])}"
     settings = ", ".join(f"{k} {config[k]}" for k in RUN_SETTINGS if config.get(k) is not None)
-    data = "".join(f"; {k} `{v}`" for k, v in config.items()
+    data = "".join(f"; {k} {code_span(v)}" for k, v in config.items()
                    if k.endswith(("_hash", "_sha256")) and k != "model_hash" and v)
-    return (f"- **{run.name}**: `{run.run_dir}`; model {model}; {settings}{data}; device {prov.get('device')}; "
-            f"git `{prov.get('git_commit')}`{' with uncommitted changes' if prov.get('git_dirty') else ''}, "
+    dirty = " with uncommitted changes" if prov.get("git_dirty") else ""
+    return (f"- **{run.name}**: {code_span(run.run_dir)}; model {model}; {settings}{data}; "
+            f"device {prov.get('device')}; git {code_span(prov.get('git_commit'))}{dirty}, "
             f"created {prov.get('created')}; {run.completeness.describe()}")
 
 

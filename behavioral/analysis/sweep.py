@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from behavioral.analysis.report import REPORT
+from behavioral.analysis.report import REPORT, code_span
 from behavioral.analysis.runs import provenance_fields
 from behavioral.analysis.spec import Analysis, Section, Table
 from behavioral.analysis.write import suite_analysis, write
@@ -127,5 +127,6 @@ def _top_page(state: SweepState, statuses: dict[str, str], dirs: dict[str, Path]
              "and setting (same prompts, same options), never numbers of different suites.",
              "An interval that spans zero (or a suite's null) does not show the absence of an effect; see each "
              "suite's equivalence reading where it has one."]
-    return Analysis(f"Sweep {Path(state.config_file).name}", f"Sweep file `{state.config_file}` (sha256 "
-                    f"`{state.sha256[:12]}…`), folder `{folder.resolve()}`.", sections, notes)
+    return Analysis(f"Sweep {code_span(Path(state.config_file).name)}", f"Sweep file {code_span(state.config_file)} "
+                    f"(sha256 {code_span(state.sha256[:12])}…), folder {code_span(str(folder.resolve()))}.", sections,
+                    notes)
