@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+import warnings
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -196,10 +197,16 @@ def _demo(args: argparse.Namespace) -> None:
     print(f"demo finished in {time.perf_counter() - started:.0f} s")
 
 
+def _warning_line(message: Warning | str, *_) -> str:
+    """A warning as the command prints it: one line, without Python's file and source line."""
+    return f"empathy-gap: warning: {message}\n"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script; bad input ends with one message and exit status 2, Ctrl-C (even while the
     suites load) with one line and status 130."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    warnings.formatwarning = _warning_line
     try:
         return _main(argv)
     except KeyboardInterrupt:

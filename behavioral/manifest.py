@@ -17,6 +17,7 @@ from behavioral.options import from_mapping
 
 MANIFEST = "manifest.json"
 SCHEMA_VERSION = 2  # the result schema; 1: seed 000's own columns, before the suite framework
+SEALS = 1  # the format of the seals a run records of its parts (behavioral.store); absent in runs made before seals
 MODES = ("generate", "score", "both")  # what a run stores per item: a parsed reply, answer-set scores, or both
 
 PROMPT_FORMATS = ("auto", "chat", "plain")  # behavioral.chat.REQUESTS, without importing the tokenizer stack
@@ -38,13 +39,16 @@ class Plan:
 class Manifest:
     """A run's manifest: its `config` (what decides its rows: suite, model, decoding, options, the data's facts),
     the loaded `model`'s description, its `provenance`, its `plan` (None in runs made before plans were recorded)
-    and `run_id`, the identity every result part of the run carries (None in runs made before parts carried one)."""
+    `run_id`, the identity every result part of the run carries (None in runs made before parts carried one), and
+    `seals`, the format of the seals its parts are checked against (None in runs made before runs sealed their parts;
+    a manifest this version makes has them)."""
 
     config: dict
     model: dict
     provenance: dict
     plan: Plan | None = None
     run_id: str | None = None
+    seals: int | None = SEALS
 
     @property
     def suite(self) -> str:
@@ -63,6 +67,8 @@ class Manifest:
             data["plan"] = dataclasses.asdict(self.plan)
         if self.run_id is not None:
             data["run_id"] = self.run_id
+        if self.seals is not None:
+            data["seals"] = self.seals
         return data
 
 
@@ -97,6 +103,7 @@ STRINGS: Rule = ("a list of strings", lambda v: isinstance(v, list) and all(isin
 BOOL: Rule = ("true or false", lambda v: isinstance(v, bool))
 RUN_ID: Rule = ("32 hexadecimal digits", lambda v: isinstance(v, str) and len(v) == 32
                 and all(c in "0123456789abcdef" for c in v))
+SEALS_RULE: Rule = (f"{SEALS}, the seal format this version reads", lambda v: type(v) is int and v == SEALS)
 
 # config fields every schema-2 manifest has; the others are checked where present (older runs and imported ones
 # lack some), and a suite's data facts (hashes, counts) are the suite's own
@@ -188,7 +195,10 @@ def read_manifest(run_dir: str | Path) -> Manifest:
         plan = Plan(plan["units"], plan["rows"])
     if "run_id" in data:
         _check(path, "run_id", data["run_id"], RUN_ID)
-    return Manifest(config, data.get("model", {}), data.get("provenance", {}), plan, data.get("run_id"))
+    if "seals" in data:
+        _check(path, "seals", data["seals"], SEALS_RULE)
+    return Manifest(config, data.get("model", {}), data.get("provenance", {}), plan, data.get("run_id"),
+                    data.get("seals"))
 
 
 def write_manifest(run_dir: str | Path, manifest: Manifest) -> None:

@@ -1,14 +1,17 @@
 """The run directory's rows: one Parquet row per prompt, each part stamped with the run's identity (its manifest's,
-behavioral.manifest), written so that a kill loses nothing finished and no two processes ever write for the same
-rank."""
+behavioral.manifest) and sealed (its sha256 and rows recorded in its rank's seal ledger, and checked on every read),
+written so that a kill loses nothing finished and no two processes ever write for the same rank."""
 
 from __future__ import annotations
 
 import datetime
 import fcntl
+import hashlib
+import json
 import os
 import re
 import socket
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -17,7 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from behavioral.files import file_mode, write_error
-from behavioral.manifest import RunDirError, read_manifest
+from behavioral.manifest import Manifest, RunDirError, read_manifest
 
 RESULTS = "results"
 KEY = ["unit_id", "item_id", "sample"]  # one row per key: a sample of a work unit's item
@@ -57,8 +60,9 @@ def result_schema(fields: Sequence[str], run_id: str | None = None) -> pa.Schema
     return stamp(pa.schema([*CORE, *((f, pa.string()) for f in fields)]), run_id)
 
 
-# Files of one rank in RESULTS: row logs r{rank}-{index}.arrows, parts r{rank}-{index}.parquet, and temporaries.
-_RANK_FILE = re.compile(r"^\.?r(\d{3})-(\w+)\.(arrows|parquet)(\.tmp)?$")
+# Files of one rank in RESULTS: row logs r{rank}-{index}.arrows, parts r{rank}-{index}.parquet, the seal ledger of
+# its parts r{rank}-seals.json (`_ledger`), and temporaries.
+_RANK_FILE = re.compile(r"^\.?r(\d{3})-(\w+)\.(arrows|parquet|json)(\.tmp)?$")
 
 
 # --- one process per rank ---------------------------------------------------------------------------------------
@@ -200,35 +204,144 @@ def check_run_id(path: Path, found: str | None, run_id: str | None) -> None:
                           "(was it copied in from another run?): move it away")
 
 
+# --- seals: what a run wrote, checked on every read ------------------------------------------------------------------
+
+class UncheckedPartsWarning(UserWarning):
+    """A run made before runs sealed their parts, whose parts are read without a check of their content."""
+
+
+def _ledger(results: Path, rank: int) -> Path:
+    """The seal ledger of `rank`'s parts: a JSON object of part name to {"sha256": of its bytes, "rows": its rows}."""
+    return results / f"r{rank:03d}-seals.json"
+
+
+def _is_seal(seal) -> bool:
+    """True for one ledger entry: the sha256 of a part's bytes (hex) and its rows (at least one)."""
+    return isinstance(seal, dict) and isinstance(seal.get("sha256"), str) and len(seal["sha256"]) == 64 \
+        and type(seal.get("rows")) is int and seal["rows"] > 0
+
+
+def _read_ledger(ledger: Path) -> dict[str, dict]:
+    """The seals one ledger holds ({} where there is none yet); a file that is not a ledger is a RunDirError naming
+    it."""
+    try:
+        seals = json.loads(ledger.read_bytes())
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError):
+        seals = None
+    if not (isinstance(seals, dict) and all(_is_seal(seal) for seal in seals.values())):
+        raise RunDirError(f"{ledger}: not a seal ledger; expected the JSON object empathy-gap keeps of the sha256 and "
+                          "rows of each part it wrote (is it damaged or edited?)")
+    return seals
+
+
+def _read_seals(results: Path) -> dict[str, dict]:
+    """Every rank's seals, by part name."""
+    seals: dict[str, dict] = {}
+    for ledger in sorted(results.glob("r[0-9][0-9][0-9]-seals.json")):
+        seals |= _read_ledger(ledger)
+    return seals
+
+
+def _run_seals(run_dir: Path, manifest: Manifest) -> dict[str, dict] | None:
+    """The seals a run's parts are checked against; None, with one warning, for a run made before runs sealed their
+    parts."""
+    if manifest.seals is None:
+        warnings.warn(f"{run_dir}: made before runs sealed their parts, so its parts cannot be checked for edits or "
+                      "for parts copied in from another run", UncheckedPartsWarning)
+        return None
+    return _read_seals(run_dir / RESULTS)
+
+
+def _seal_of(part: Path, seals: dict[str, dict]) -> dict | None:
+    """The seal of `part`; `seals`, read earlier, are read again where they lack it (a process may have sealed it
+    since)."""
+    if part.name not in seals:
+        seals.update(_read_seals(part.parent))
+    return seals.get(part.name)
+
+
+def _check_seal(part: Path, sha256: str, rows: int, seals: dict[str, dict]) -> None:
+    """A RunDirError naming `part` where it is not what its run sealed under its name; an unsealed copy of another
+    of the run's own parts passes (the duplicate check names both)."""
+    seal = _seal_of(part, seals)
+    if seal is None:
+        if any(s["sha256"] == sha256 for s in seals.values()):
+            return
+        raise RunDirError(f"{part}: not sealed by this run (sha256 {sha256}, {rows} rows; no seal ledger of its "
+                          "results names it); expected only the run's own parts (was it copied in from another "
+                          "run?): move it away")
+    if seal["sha256"] != sha256:
+        raise RunDirError(f"{part}: its content differs from what this run sealed (sha256 {sha256}, {rows} rows; "
+                          f"sealed {seal['sha256']}, {seal['rows']} rows); expected the run's own part unchanged (was "
+                          "it edited or swapped?): move it away (its work units are recomputed on resume)")
+
+
+def _open_part(part: Path) -> tuple[str, pq.ParquetFile]:
+    """The sha256 of one part's bytes and the Parquet file they hold (the file read once)."""
+    data = part.read_bytes()
+    return hashlib.sha256(data).hexdigest(), pq.ParquetFile(pa.BufferReader(data))
+
+
+def _check_part(part: Path, run_id: str | None, seals: dict[str, dict] | None) -> pq.ParquetFile:
+    """One part, checked: readable, of the run `run_id`, holding rows and, where its run seals its parts (`seals`),
+    the part the run sealed; a RunDirError names it."""
+    sha256, file = _parquet(part, _open_part)
+    check_run_id(part, run_id_of(file.schema_arrow), run_id)
+    rows = file.metadata.num_rows
+    if not rows:
+        raise RunDirError(f"{part}: holds no rows; expected every part to hold the rows of the work units it "
+                          "finished (a run never writes an empty part): move it away")
+    if seals is not None:
+        _check_seal(part, sha256, rows, seals)
+    return file
+
+
+def _part_files(results: Path, seals: dict[str, dict] | None) -> list[Path]:
+    """The parts to read: every one but an unsealed part whose log is still there (being sealed now, or left so by
+    a kill between the two), whose rows its log holds."""
+    return [p for p in sorted(results.glob("*.parquet"))
+            if seals is None or _seal_of(p, seals) is not None or not p.with_suffix(".arrows").exists()]
+
+
 def check_parts(run_dir: str | Path) -> None:
-    """Every Parquet part readable and of the run the manifest names, read from the parts' footers alone: what a
-    resume checks before the model loads (the rows are read, and logs checked, once it runs)."""
-    run_id = read_manifest(run_dir).run_id
-    for part in sorted((Path(run_dir) / RESULTS).glob("*.parquet")):
-        check_run_id(part, run_id_of(_parquet(part, pq.read_schema)), run_id)
+    """Every Parquet part checked (`_check_part`): what a resume checks before the model loads (the rows are read,
+    and logs checked, once it runs)."""
+    run_dir = Path(run_dir)
+    manifest = read_manifest(run_dir)
+    seals = _run_seals(run_dir, manifest)
+    for part in _part_files(run_dir / RESULTS, seals):
+        _check_part(part, manifest.run_id, seals)
 
 
 def _parts(run_dir: Path) -> list[tuple[Path, pa.Table]]:
-    """(file, rows) of the Parquet parts and of the logs not yet sealed into parts, each checked to be of the run
-    its manifest names."""
-    run_id = read_manifest(run_dir).run_id
+    """(file, rows) of the Parquet parts, each checked (`_check_part`), and of the logs not yet sealed into parts,
+    each checked to be of the run its manifest names."""
+    manifest = read_manifest(run_dir)
+    seals = _run_seals(run_dir, manifest)
     results = run_dir / RESULTS
-    out = [(p, _parquet(p, pq.read_table)) for p in sorted(results.glob("*.parquet"))]
-    sealed = {p for p, _ in out}
+
+    def read(part: Path) -> tuple[Path, pa.Table]:
+        file = _check_part(part, manifest.run_id, seals)
+        return part, _parquet(part, lambda _: file.read())
+
+    out = [read(p) for p in _part_files(results, seals)]
+    done = {p for p, _ in out}
     for log in sorted(results.glob("*.arrows")):
         part = log.with_suffix(".parquet")
-        if part in sealed:
+        if part in done:
             continue
         try:
             rows = _read_log(log)
-            if rows.num_rows:  # a log cut short before its first batch holds nothing
-                out.append((log, rows))
         except FileNotFoundError:  # sealed by another process since the listing
             if not part.is_file():
                 raise RunDirError(f"{log} vanished without its part {part.name}; expected one or the other") from None
-            out.append((part, _parquet(part, pq.read_table)))
-    for path, table in out:
-        check_run_id(path, run_id_of(table.schema), run_id)
+            out.append(read(part))
+            continue
+        if rows.num_rows:  # a log cut short before its first batch holds nothing
+            check_run_id(log, run_id_of(rows.schema), manifest.run_id)
+            out.append((log, rows))
     return [(path, table.replace_schema_metadata(None)) for path, table in out]
 
 
@@ -239,22 +352,37 @@ def _next_index(results: Path, rank: int) -> int:
     return max(indices, default=-1) + 1
 
 
+def _encoded(table: pa.Table) -> bytes:
+    """`table` as the bytes of one Parquet part."""
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink)
+    return sink.getvalue().to_pybytes()
+
+
 def parquet_bytes(rows: list[dict], schema: pa.Schema) -> int:
     """The size of `rows` written as one Parquet part (what they will take on disk)."""
-    sink = pa.BufferOutputStream()
-    pq.write_table(pa.Table.from_pylist(rows, schema=schema), sink)
-    return sink.tell()
+    return len(_encoded(pa.Table.from_pylist(rows, schema=schema)))
 
 
-def _write_parquet(table: pa.Table, path: Path) -> None:
-    """Write `table` to `path` through a temporary file and a rename; an error names `path`."""
+def _write_file(path: Path, data: bytes) -> None:
+    """Write `data` to `path` through a temporary file and a rename; an error names `path`."""
     tmp = path.with_name(f".{path.name}.tmp")
     try:
-        pq.write_table(table, tmp)
+        tmp.write_bytes(data)
         os.replace(tmp, path)
     except OSError as err:
         tmp.unlink(missing_ok=True)
         raise write_error(path, err) from err
+
+
+def _seal_part(table: pa.Table, part: Path, ledger: Path) -> None:
+    """Write `table` as the Parquet part `part`, then record its seal (the sha256 of its bytes, its rows) in the
+    rank's `ledger`, whose only writer the caller is; a kill between the two leaves a part without a seal, which
+    `_seal` writes again from its log."""
+    data = _encoded(table)
+    _write_file(part, data)
+    seals = _read_ledger(ledger) | {part.name: {"sha256": hashlib.sha256(data).hexdigest(), "rows": table.num_rows}}
+    _write_file(ledger, (json.dumps(seals, indent=1, sort_keys=True) + "\n").encode())
 
 
 class RowLog:
@@ -265,6 +393,7 @@ class RowLog:
         results = Path(run_dir) / RESULTS
         results.mkdir(parents=True, exist_ok=True)
         self.path = results / f"r{rank:03d}-{_next_index(results, rank):06d}.arrows"
+        self.rank = rank
         self.schema = schema
         self._sink = None
         self._writer = None
@@ -281,8 +410,8 @@ class RowLog:
             raise write_error(self.path, err) from err
 
     def close(self) -> None:
-        """Seal the log as a Parquet part (written beside it, then renamed) and remove the log; an error names the
-        file."""
+        """Seal the log as a Parquet part (written beside it, then renamed, then its seal recorded) and remove the
+        log; an error names the file."""
         if self._writer is None:
             return
         writer, self._writer = self._writer, None
@@ -291,7 +420,7 @@ class RowLog:
             self._sink.close()
         except OSError as err:
             raise write_error(self.path, err) from err
-        _seal(self.path)
+        _seal(self.path, self.rank)
 
     def __enter__(self) -> "RowLog":
         return self
@@ -306,13 +435,16 @@ class RowLog:
             pass
 
 
-def _seal(log: Path) -> None:
-    """Turn one row log into its Parquet part (unless the part exists already) and remove the log."""
+def _seal(log: Path, rank: int) -> None:
+    """Turn one row log of `rank` into its sealed Parquet part and remove the log. A sealed part is kept (a kill came
+    after its seal); a part without a seal (a kill came before it, or the part is not the log's) is written again
+    from the log."""
     part = log.with_suffix(".parquet")
-    if not part.exists():
+    ledger = _ledger(log.parent, rank)
+    if not (part.exists() and part.name in _read_ledger(ledger)):
         rows = _read_log(log)
         if rows.num_rows:
-            _write_parquet(rows, part)
+            _seal_part(rows, part, ledger)
     log.unlink()
 
 
@@ -329,7 +461,7 @@ def seal_logs(run_dir: str | Path, rank: int) -> None:
         if m.group(4):
             path.unlink()
         elif m.group(3) == "arrows":
-            _seal(path)
+            _seal(path, rank)
 
 
 def seal_unlocked_logs(run_dir: str | Path, held: int) -> None:
@@ -349,7 +481,7 @@ def seal_unlocked_logs(run_dir: str | Path, held: int) -> None:
 
 def finished_units(run_dir: str | Path) -> set[str]:
     """Ids of the work units whose rows are already on disk (a unit's rows are always written together); a part of
-    another run is a RunDirError naming it."""
+    another run, or one its run did not seal, is a RunDirError naming it."""
     done: set[str] = set()
     for _, table in _parts(Path(run_dir)):
         done.update(table.column("unit_id").unique().to_pylist())
@@ -357,12 +489,12 @@ def finished_units(run_dir: str | Path) -> set[str]:
 
 
 def write_part(run_dir: str | Path, name: str, rows: list[dict], schema: pa.Schema) -> Path:
-    """Write `rows` as one Parquet part file (`schema` stamped with the run's identity); it appears only once
-    complete."""
+    """Write `rows` as one Parquet part file (`schema` stamped with the run's identity), sealed in rank 0's ledger
+    (the caller writes the run alone, as an importer does); it appears only once complete."""
     out = Path(run_dir) / RESULTS
     out.mkdir(parents=True, exist_ok=True)
     final = out / f"{name}.parquet"
-    _write_parquet(pa.Table.from_pylist(rows, schema=schema), final)
+    _seal_part(pa.Table.from_pylist(rows, schema=schema), final, _ledger(out, 0))
     return final
 
 
@@ -392,8 +524,8 @@ def _with_core(table: pa.Table) -> pa.Table:
 
 def read_results(run_dir: str | Path) -> pd.DataFrame:
     """All result rows of a run directory as one DataFrame (CORE columns, then the suite's fields; a CORE column
-    added since a part was written reads as null); duplicate keys, parts of another schema and parts of another run
-    than its manifest's are errors."""
+    added since a part was written reads as null); duplicate keys, parts of another schema, parts of another run
+    than its manifest's and parts its run did not seal are errors."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise RunDirError(f"{run_dir}: no such run directory")

@@ -163,11 +163,13 @@ def test_groups_without_any_distribution_are_absent(plain):
 # --- runs made before unit_probs ----------------------------------------------------------------------------------
 
 def _make_old(out) -> None:
-    """Rewrite a run directory as an earlier version left it: parts without unit_probs, no store_probs setting."""
+    """Rewrite a run directory as an earlier version left it: parts without unit_probs, no store_probs setting, no
+    seals."""
     for part in (out / RESULTS).glob("*.parquet"):
         pq.write_table(pq.read_table(part).drop_columns(["unit_probs"]), part)
+    (out / RESULTS / "r000-seals.json").unlink()
     manifest = json.loads((out / MANIFEST).read_text())
-    del manifest["config"]["store_probs"]
+    del manifest["config"]["store_probs"], manifest["seals"]
     (out / MANIFEST).write_text(json.dumps(manifest))
 
 

@@ -157,10 +157,12 @@ def test_a_manifest_that_is_a_directory_or_a_fifo_is_one_line(finished, tmp_path
 # --- a run made before manifests recorded their plan -------------------------------------------------------------
 
 def _as_old_run(run_dir: Path) -> Path:
-    """`run_dir` as a version before plans and run identities wrote it: no plan, no run_id, unstamped parts."""
+    """`run_dir` as a version before plans, run identities and seals wrote it: no plan, no run_id, no seals, unstamped
+    parts."""
     data = json.loads((run_dir / MANIFEST).read_text())
-    del data["plan"], data["run_id"]
+    del data["plan"], data["run_id"], data["seals"]
     (run_dir / MANIFEST).write_text(json.dumps(data))
+    (run_dir / RESULTS / "r000-seals.json").unlink()
     for part in (run_dir / RESULTS).glob("*.parquet"):
         pq.write_table(pq.read_table(part).replace_schema_metadata(None), part)
     return run_dir

@@ -16,7 +16,7 @@ from activations.store import FOLDER, META
 from behavioral import cli
 from behavioral.manifest import MANIFEST, read_manifest
 from behavioral.run import RunConfig, run
-from behavioral.store import RESULTS, RUN_ID, RowLog, read_results, result_schema
+from behavioral.store import RESULTS, RUN_ID, RowLog, UncheckedPartsWarning, read_results, result_schema
 from behavioral.registry import study_names as studies
 from behavioral.registry import get_suite
 from behavioral.suites.intergroup import Options
@@ -52,7 +52,7 @@ def test_every_part_is_stamped_with_its_manifests_run_id(runs):
     ids = {name: read_manifest(d).run_id for name, d in runs.items()}
     assert len(set(ids.values())) == 2 and all(len(i) == 32 for i in ids.values())
     for name, run_dir in runs.items():
-        parts = sorted((run_dir / RESULTS).iterdir())
+        parts = sorted((run_dir / RESULTS).glob("*.parquet"))
         assert parts and all(pq.read_schema(p).metadata[RUN_ID.encode()].decode() == ids[name] for p in parts)
 
 
@@ -72,7 +72,7 @@ def test_a_part_of_another_run_is_refused_on_resume_before_any_row_is_written(ru
     shutil.copyfile(runs["b"] / RESULTS / PART, mixed / RESULTS / PART)
     with pytest.raises(ValueError, match="was written by run"):
         run(_config(tiny_model_dir, ("persona", "final")), mixed, progress=False)
-    assert sorted(p.name for p in (mixed / RESULTS).iterdir()) == [PART]
+    assert sorted(p.name for p in (mixed / RESULTS).iterdir()) == [PART, "r000-seals.json"]
 
 
 @pytest.mark.parametrize("study", studies())
@@ -100,15 +100,18 @@ def test_an_unstamped_part_in_a_new_run_and_a_stamped_one_in_an_old_run_are_refu
     with pytest.raises(ValueError, match=r"carries no run identity, but this run directory is run [0-9a-f]{32}"):
         read_results(mixed)
 
-    old = _copy(runs["a"], tmp_path / "old")
+    old = _copy(runs["a"], tmp_path / "old")  # as a version before run identities and seals left it
     manifest = json.loads((old / MANIFEST).read_text())
-    del manifest["run_id"]
+    del manifest["run_id"], manifest["seals"]
     (old / MANIFEST).write_text(json.dumps(manifest))
-    with pytest.raises(ValueError, match=r"was written by run [0-9a-f]{32}, but this run directory is a run made "
-                                         "before its files carried an identity"):
+    (old / RESULTS / "r000-seals.json").unlink()
+    with pytest.warns(UncheckedPartsWarning), \
+            pytest.raises(ValueError, match=r"was written by run [0-9a-f]{32}, but this run directory is a run made "
+                                            "before its files carried an identity"):
         read_results(old)
     pq.write_table(pq.read_table(old / RESULTS / PART).replace_schema_metadata(None), old / RESULTS / PART)
-    assert len(read_results(old)) == len(read_results(runs["a"]))  # an old run's own parts carry none
+    with pytest.warns(UncheckedPartsWarning):
+        assert len(read_results(old)) == len(read_results(runs["a"]))  # an old run's own parts carry none
 
 
 @pytest.mark.parametrize("damage", ["empty", "truncated"])
@@ -142,7 +145,7 @@ def test_the_stamp_survives_sealing_a_log_into_a_part(tmp_path):
     log = RowLog(tmp_path, schema)
     log.write([{"unit_id": "u", "item_id": "e", "sample": 0}])
     log.close()
-    (part,) = (tmp_path / RESULTS).iterdir()
+    (part,) = (tmp_path / RESULTS).glob("*.parquet")
     assert part.suffix == ".parquet" and pq.read_schema(part).metadata[RUN_ID.encode()] == b"0" * 32
 
 

@@ -30,7 +30,8 @@ ROWS = 216  # 36 religion cells x 3 events x 2 settings
 
 
 def _files(out: Path) -> list[str]:
-    return sorted(p.name for p in (out / RESULTS).iterdir())
+    """The row logs and parts of a run's results (its seal ledgers aside)."""
+    return sorted(p.name for p in (out / RESULTS).iterdir() if not p.name.endswith("-seals.json"))
 
 
 def _interrupted_run(config: RunConfig, out: Path, monkeypatch, after_batches: int) -> None:

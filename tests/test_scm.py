@@ -21,7 +21,7 @@ from scipy.stats import wasserstein_distance
 from behavioral.analysis import analyze, read_runs
 from behavioral.cli import main
 from behavioral.options import add_flags, from_flags
-from behavioral.store import read_results
+from behavioral.store import read_results, write_part
 from behavioral.suites.scm import (
     GROUPS, SUITE, TRAITS, AnalyzeOptions, Options, fidelity, fpr, fpr_by_attribute, inter_trait_baseline, items,
     load_human, quadrants, ratings, w1,
@@ -300,7 +300,8 @@ def test_generate_run_has_the_seeds_sampling_and_resumes_identically(runs):
     [part] = (resumed / "results").glob("*.parquet")
     table = pq.read_table(part)
     units = sorted(set(table.column("unit_id").to_pylist()))
-    pq.write_table(table.filter(pc.is_in(table["unit_id"], pa.array(units[::2]))), part)
+    write_part(resumed, part.stem, table.filter(pc.is_in(table["unit_id"], pa.array(units[::2]))).to_pylist(),
+               table.schema)
     assert main(["run", "scm", *model, "--out", str(resumed), *RUN]) == 0
     key = ["item_id", "sample"]
     pd.testing.assert_series_equal(rows.set_index(key).response.sort_index(),
@@ -399,7 +400,7 @@ def _copy_run(source: Path, dest: Path, change=None) -> Path:
     if change is not None:
         [part] = (dest / "results").glob("*.parquet")
         kept = change(pq.read_table(part))
-        pq.write_table(kept, part)
+        write_part(dest, part.stem, kept.to_pylist(), kept.schema)
         manifest = json.loads((dest / "manifest.json").read_text())
         manifest["plan"] = {"units": len(set(kept["unit_id"].to_pylist())), "rows": kept.num_rows}
         (dest / "manifest.json").write_text(json.dumps(manifest))
