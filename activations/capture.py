@@ -199,6 +199,27 @@ def parse_layers(spec: str, n_layers: int, flag: str = "--layers") -> list[int]:
     return [hook_layer(h) for h in named if h != EMBED_HOOK]
 
 
+def check_layer_spec(spec: str, flag: str = "--layers") -> None:
+    """Refuse, before any model is known, a layer spec with an entry outside LAYER_GRAMMAR; which blocks it names is
+    checked against the model (`select_hooks`)."""
+    text = spec.strip().lower()
+    if text == "all":
+        return
+    for part in (p.strip() for p in text.split(",")):
+        words = part in ("embed", EMBED_HOOK, "first", "middle", "last")
+        if not (words or _RESID_POST.fullmatch(part) or _RANGE.fullmatch(part) or _is_integer_text(part)):
+            raise ValueError(f"{flag}: unknown entry {part[:40]!r}; expected {LAYER_GRAMMAR}")
+
+
+def _is_integer_text(text: str) -> bool:
+    """True where `text` reads as a block number."""
+    try:
+        int(text)
+    except ValueError:
+        return False
+    return True
+
+
 def _entry(part: str, has_embed: bool, blocks: list[int], flag: str, held: str) -> list[str]:
     """The hooks one comma-separated entry of a layer spec names (`select_hooks`)."""
     if part in ("embed", EMBED_HOOK):

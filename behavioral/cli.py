@@ -252,7 +252,8 @@ def _main(argv: list[str]) -> int:
         else:
             _demo(args)
     except (ValueError, OSError) as err:
-        print(f"empathy-gap: error: {err}", file=sys.stderr)
+        for line in str(err).splitlines() or [""]:  # a refusal of several problems names each on its own line
+            print(f"empathy-gap: error: {line}", file=sys.stderr)
         return 2
     return 0
 

@@ -132,7 +132,7 @@ CONFIG: dict[str, Rule] = {
 }
 
 
-def shown(value: Any) -> str:
+def _shown(value: Any) -> str:
     """`value` as JSON, cut to a readable length."""
     text = json.dumps(value)
     return text if len(text) <= 60 else text[:57] + "..."
@@ -141,7 +141,7 @@ def shown(value: Any) -> str:
 def _check(path: Path, name: str, value: Any, rule: Rule) -> None:
     what, test = rule
     if not test(value):
-        raise RunDirError(f"{path}: {name} is {shown(value)}; expected {what} (is the manifest damaged or edited?)")
+        raise RunDirError(f"{path}: {name} is {_shown(value)}; expected {what} (is the manifest damaged or edited?)")
 
 
 def _read_json(path: Path, run_dir: Path) -> Any:
@@ -174,7 +174,7 @@ def read_manifest(run_dir: str | Path) -> Manifest:
         raise RunDirError(f"{path}: expected a JSON object with a \"config\" object")
     config = data["config"]
     if config.get("schema", 1) != SCHEMA_VERSION or "suite" not in config:
-        raise RunDirError(f"{path}: written with result schema {shown(config.get('schema', 1))}, this version reads "
+        raise RunDirError(f"{path}: written with result schema {_shown(config.get('schema', 1))}, this version reads "
                           f"schema {SCHEMA_VERSION} (suite runs); rerun it into a new --out")
     for name in REQUIRED:
         if name not in config:

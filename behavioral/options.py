@@ -52,8 +52,17 @@ def choices(values: str | Sequence[str] | None, known: Sequence[str], what: str,
     by_key = {fold(k): k for k in known}
     for name in names:
         if fold(name) not in by_key:
-            raise ValueError(f"unknown {what} {name!r}; expected one of {', '.join(known)} or all")
+            raise ValueError(f"unknown {what} {quoted(name)}; expected one of {', '.join(known)} or all")
     return tuple(dict.fromkeys(by_key[fold(n)] for n in names))
+
+
+def quoted(value: Any, limit: int = 40) -> str:
+    """`value` as repr shows it, cut to `limit` characters with its length where longer, so a message never echoes a
+    5,000-character value whole."""
+    text = repr(value)
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… ({len(value) if isinstance(value, str) else len(text)} characters)"
 
 
 def _flags(cls: type) -> list[tuple[dataclasses.Field, Flag, Any]]:
@@ -156,14 +165,16 @@ def from_mapping(cls: type, values: dict[str, Any], where: str, owner: str, read
             value = flag.read(value)
         nullable = fields[name].default is None
         if not (fits(value, hints[name]) or (nullable and value is None)):
-            raise ValueError(f"{where}.{name} is {value!r}; expected {type_name(hints[name])}")
+            raise ValueError(f"{where}.{name} is {quoted(value)}; expected {type_name(hints[name])}")
         if _is_tuple(hints[name]) and value is not None:
             value = choices(list(value), flag.choices, f"{where}.{name}", flag.fold) if flag and flag.choices \
                 else tuple(value)
         try:  # the class's own checks, one field at a time, so the error names it
             cls(**{name: value})
-        except ValueError as err:
-            raise ValueError(f"{where}.{name} is {values[name]!r}; expected a value it accepts ({err})") from None
+        except (ValueError, OSError) as err:  # OSError: a path too long to look up
+            reason = err.strerror or err if isinstance(err, OSError) else err
+            raise ValueError(f"{where}.{name} is {quoted(values[name])}; expected a value it accepts ({reason})") \
+                from None
         given[name] = value
     try:
         return cls(**given)

@@ -52,32 +52,46 @@ class OutputFolder:
         return [self.final / name for name in (*self.files, MANIFEST)]
 
 
-def _earlier_output(final: Path, command: str) -> dict | None:
+def _is_run(manifest) -> bool:
+    """True for a run directory's manifest: a JSON object with a config and no output entry."""
+    return isinstance(manifest, dict) and "config" in manifest and not isinstance(manifest.get(OUTPUT), dict)
+
+
+def is_run_directory(folder: Path) -> bool:
+    """True where `folder`'s manifest.json is a run directory's (`_is_run`); a folder without a readable one is not."""
+    path = folder / MANIFEST
+    try:
+        return path.is_file() and _is_run(json.loads(path.read_text()))
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError):
+        return False
+
+
+def _earlier_output(final: Path, command: str, flag: str) -> dict | None:
     """The `output` entry of `final`'s manifest when it marks an earlier output of `command`, None without a
-    manifest; any other manifest is an OutputFolderError naming what the folder is."""
+    manifest; any other manifest is an OutputFolderError naming what the folder is (and the flag that named it)."""
     path = final / MANIFEST
     if not path.is_file():
         return None
     try:
         manifest = json.loads(path.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError):
-        raise OutputFolderError(f"--out {final}: its {MANIFEST} is not valid JSON; expected a new folder or an earlier "
-                                f"output of `{command}`") from None
+        raise OutputFolderError(f"{flag} {final}: its {MANIFEST} is not valid JSON; expected a new folder or an "
+                                f"earlier output of `{command}`") from None
     entry = manifest.get(OUTPUT) if isinstance(manifest, dict) else None
     if not isinstance(entry, dict):
-        if isinstance(manifest, dict) and "config" in manifest:
+        if _is_run(manifest):
             what = "a run directory"
         elif isinstance(manifest, dict) and "provenance" in manifest:
             what = "an output of an older version, whose manifest does not list its files (remove it yourself)"
         else:
             what = f"a folder whose {MANIFEST} lists no files written by an empathy-gap command"
-        raise OutputFolderError(f"--out {final}: is {what}; expected a new folder or an earlier output of "
+        raise OutputFolderError(f"{flag} {final}: is {what}; expected a new folder or an earlier output of "
                                 f"`{command}`, and nothing else is ever replaced")
     if entry.get("command") != command:
-        raise OutputFolderError(f"--out {final}: is the output of `{entry.get('command')}`; expected a new folder or "
+        raise OutputFolderError(f"{flag} {final}: is the output of `{entry.get('command')}`; expected a new folder or "
                                 f"an earlier output of `{command}`")
     if not isinstance(entry.get("files"), list):
-        raise OutputFolderError(f"--out {final}: its {MANIFEST} has no list of files under {OUTPUT!r}; the manifest "
+        raise OutputFolderError(f"{flag} {final}: its {MANIFEST} has no list of files under {OUTPUT!r}; the manifest "
                                 "is damaged")
     return entry
 
@@ -100,25 +114,25 @@ def _entries(final: Path, keep: Sequence[str]) -> list[str]:
     return sorted(found)
 
 
-def check_output_folder(final: str | Path, command: str, keep: Sequence[str] = ()) -> list[str]:
-    """Refuse, with one line, an `--out` that `command` may not write: anything but a new or empty folder, or an
-    earlier output of `command` holding only the files its manifest names (and the `keep` sub-folders). Returns the
-    files of the earlier output, which the new one replaces."""
+def check_output_folder(final: str | Path, command: str, keep: Sequence[str] = (), flag: str = "--out") -> list[str]:
+    """Refuse, with one line naming `flag`, an output folder that `command` may not write: anything but a new or empty
+    folder, or an earlier output of `command` holding only the files its manifest names (and the `keep` sub-folders).
+    Returns the files of the earlier output, which the new one replaces."""
     final = Path(final)
     if not final.exists():
         return []
     if not final.is_dir():
-        raise OutputFolderError(f"--out {final}: exists and is not a folder")
-    earlier = _earlier_output(final, command)
+        raise OutputFolderError(f"{flag} {final}: exists and is not a folder")
+    earlier = _earlier_output(final, command, flag)
     listed = set(earlier["files"]) | {MANIFEST} if earlier else set()
     entries = _entries(final, keep)
     strangers = [e for e in entries if e not in listed]
     if strangers:
         whose = f"the earlier `{command}` did not write" if earlier else "no empathy-gap output manifest names"
-        raise OutputFolderError(
-            f"--out {final}: holds {strangers[0]}" + (f" and {len(strangers) - 1} more" if len(strangers) > 1 else "")
-            + f", which {whose}; expected a new or empty folder, or an earlier output of `{command}`, and nothing "
-              "else is ever replaced: choose another --out")
+        more = f" and {len(strangers) - 1} more" if len(strangers) > 1 else ""
+        raise OutputFolderError(f"{flag} {final}: holds {strangers[0]}{more}, which {whose}; expected a new or "
+                                f"empty folder, or an earlier output of `{command}`, and nothing else is ever "
+                                f"replaced: choose another {flag}")
     return [e for e in entries if e != MANIFEST]  # files found inside `final`, never a path the manifest names elsewhere
 
 
@@ -166,14 +180,14 @@ def _commit(out: OutputFolder, earlier: list[str]) -> None:
 
 
 @contextmanager
-def output_folder(final: str | Path, command: str, record: dict | None = None,
-                  keep: Sequence[str] = ()) -> Iterator[OutputFolder]:
-    """The output folder of `command` at `final`, checked first (see check_output_folder). Write files into the
-    yielded folder's `path` and fill its `record`; when the block ends they replace the earlier output's files in
-    `final` and manifest.json names them. If the block fails, nothing it wrote stays and a folder made for it is
-    removed again."""
+def output_folder(final: str | Path, command: str, record: dict | None = None, keep: Sequence[str] = (),
+                  flag: str = "--out") -> Iterator[OutputFolder]:
+    """The output folder of `command` at `final` (given as `flag`), checked first (see check_output_folder). Write
+    files into the yielded folder's `path` and fill its `record`; when the block ends they replace the earlier
+    output's files in `final` and manifest.json names them. If the block fails, nothing it wrote stays and a folder
+    made for it is removed again."""
     final = Path(final)
-    earlier = check_output_folder(final, command, keep)
+    earlier = check_output_folder(final, command, keep, flag)
     made = [p for p in (final, *final.absolute().parents) if not p.exists()][::-1]
     final.mkdir(parents=True, exist_ok=True)
     out = OutputFolder(final, command, Path(tempfile.mkdtemp(dir=final, prefix=STAGING)), dict(record or {}),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, fields, is_dataclass, replace
 from itertools import accumulate
 from pathlib import Path
@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from activations.capture import decoder_layers, parse_layers
+from activations.capture import check_layer_spec, decoder_layers, parse_layers
 from activations.recorder import Recorder
 from behavioral import chat, models
 from behavioral.answer_space import AnswerSpec, AnswerTrie, Scores
@@ -25,6 +25,7 @@ from behavioral.manifest import (
     MANIFEST, MODES, SCHEMA_VERSION, Manifest, Plan, RunDirError, new_run_id, options_of, read_manifest,
     write_manifest,
 )
+from behavioral.options import quoted
 from behavioral.provenance import provenance
 from behavioral.store import (
     RowLog, RunLock, check_parts, finished_units, is_lock_file, result_schema, seal_logs, seal_unlocked_logs,
@@ -46,6 +47,57 @@ STORE_PROBS_UP_TO = 32  # answer sets this small keep every label's probability 
 def run_defaults(suite: Suite) -> dict[str, Any]:
     """The decoding settings' defaults for `suite`: the generic ones, replaced by the suite's own."""
     return RUN_DEFAULTS | dict(suite.run_defaults)
+
+
+Check = Callable[[Any, str], None]  # raises ValueError naming the value `name` (a flag, or a sweep file's key)
+
+
+def _one_of(known: Sequence[str]) -> Check:
+    """A check that a value is one of `known`."""
+    def check(value: Any, name: str) -> None:
+        if value not in known:
+            raise ValueError(f"{name} is {quoted(value)}; expected one of {', '.join(known)}")
+    return check
+
+
+def _at_least(low: int) -> Check:
+    """A check that a number is at least `low`."""
+    def check(value: Any, name: str) -> None:
+        if not value >= low:
+            raise ValueError(f"{name} must be at least {low}, got {value}")
+    return check
+
+
+def _temperature(value: float, name: str) -> None:
+    if not (math.isfinite(value) and value >= 0):
+        raise ValueError(f"{name} must be at least 0 and finite, got {value}")
+
+
+def _top_p(value: float, name: str) -> None:
+    if not 0 < value <= 1:
+        raise ValueError(f"{name} must lie in (0, 1], got {value}")
+
+
+# Each run setting's own check of its value; RunConfig.problems adds what the settings' combination and the suite
+# decide (the capture kinds).
+SETTING_CHECKS: dict[str, Check] = {
+    "model": models.check_length, "mode": _one_of(MODES), "seed": _at_least(0), "temperature": _temperature,
+    "top_p": _top_p, "samples": _at_least(1), "max_new_tokens": _at_least(1),
+    "prompt_format": _one_of(tuple(chat.REQUESTS)), "device": models.check_device,
+    "dtype": _one_of(("auto", *models.DTYPES)), "batch_size": _at_least(1), "unit_size": _at_least(1),
+    "layers": check_layer_spec, "per_cell_samples": _at_least(0),
+}
+
+
+def check_setting(field: str, value: Any, name: str) -> None:
+    """Raise ValueError naming `name` where `value` (of the field's type) is not one RunConfig's `field` may take."""
+    if field in SETTING_CHECKS:
+        SETTING_CHECKS[field](value, name)
+
+
+def flag(field: str) -> str:
+    """The `empathy-gap run` flag of a RunConfig field."""
+    return f"--{field.replace('_', '-')}"
 
 
 @dataclass(frozen=True)
@@ -101,30 +153,32 @@ class RunConfig:
         options = options_of(manifest, get_suite(manifest.suite).Options, Path(run_dir) / MANIFEST)
         return replace(cls(**kept | {"options": options, "capture": tuple(stored.get("capture", ()))}), **changes)
 
-    def validate(self, suite: Suite) -> None:
-        """Raise ValueError naming the first unknown mode, device, capture kind or bad number."""
-        if self.mode not in MODES:
-            raise ValueError(f"unknown --mode {self.mode!r}; expected one of {', '.join(MODES)}")
-        models.check_device(self.device)
-        if self.prompt_format not in chat.REQUESTS:
-            raise ValueError(f"unknown --prompt-format {self.prompt_format!r}; expected one of "
-                             f"{', '.join(chat.REQUESTS)}")
-        Sampling(self.temperature, self.top_p)
+    def validate(self, suite: Suite, named: Callable[[str], str] = flag) -> None:
+        """Raise ValueError naming the first of the configuration's `problems` (a bad value or combination)."""
+        found = self.problems(suite, named)
+        if found:
+            raise ValueError(found[0])
+
+    def problems(self, suite: Suite, named: Callable[[str], str] = flag) -> list[str]:
+        """What is wrong with this configuration for `suite`, a line each: each setting's value (SETTING_CHECKS), then
+        their combinations and the capture kinds; `named` names a field as the user gave it (default: its flag)."""
+        found = []
+        for field in SETTING_CHECKS:
+            try:
+                check_setting(field, getattr(self, field), named(field))
+            except ValueError as err:
+                found.append(str(err))
         if self.samples > 1 and (self.mode == "score" or self.temperature == 0):
-            raise ValueError(f"--samples {self.samples} needs generated replies with --temperature above 0; "
-                             "greedy decoding and score mode give one answer per item")
+            found.append(f"{named('samples')} {self.samples} needs generated replies with {named('temperature')} "
+                         "above 0; greedy decoding and score mode give one answer per item")
         if self.store_probs and self.mode == "generate":
-            raise ValueError("--store-probs keeps answer-set probabilities, which only --mode score or both computes")
+            found.append(f"{named('store_probs')} keeps answer-set probabilities, which only {named('mode')} score "
+                         "or both computes")
         kinds = suite.capture.kinds if suite.capture else ()
-        for name in self.capture:
-            if name not in kinds:
-                raise ValueError(f"unknown --capture {name!r} for suite {suite.name!r}; expected a comma list of "
-                                 f"{', '.join(kinds) or 'nothing (this suite cannot capture)'}")
-        if self.per_cell_samples < 0:
-            raise ValueError(f"--per-cell-samples must be at least 0, got {self.per_cell_samples}")
-        for name in ("batch_size", "max_new_tokens", "unit_size", "samples"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}")
+        found += [f"unknown {named('capture')} {quoted(name)} for suite {suite.name!r}; expected a comma list of "
+                  f"{', '.join(kinds) or 'nothing (this suite cannot capture)'}" for name in self.capture
+                  if name not in kinds]
+        return found
 
 
 def prepare_out_dir(out: Path, caches: Sequence[str] = ()) -> bool:

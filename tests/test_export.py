@@ -14,6 +14,7 @@ import yaml
 
 from behavioral.analysis.export import HEAD, TAIL, export_runs, source
 from behavioral.analysis.runs import model_name
+from behavioral.cli import main
 from behavioral.manifest import MANIFEST, read_manifest
 from behavioral.registry import SUITES, get_suite
 from behavioral.run import RunConfig, run
@@ -146,6 +147,28 @@ def test_bad_input_is_one_line_and_writes_nothing(case, runs, tmp_path):
         assert [p.name for p in out.iterdir()] == ["notes.txt"]
     else:
         assert not (tmp_path / "new").exists()
+
+
+
+@pytest.mark.parametrize("inside", ["", "exp", "results/exp"])
+def test_an_export_into_a_run_directorys_own_folder_is_one_line_naming_the_run(inside, runs, tmp_path, capsys):
+    run_dir = Path(shutil.copytree(runs["isear"], tmp_path / "run"))
+    before = sorted(run_dir.rglob("*"))
+    assert main(["export", str(run_dir), "--to", str(run_dir / inside)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"empathy-gap: error: --to {run_dir / inside}") and err.count("\n") == 1, err
+    assert f"run directory {run_dir}" in err or f"{run_dir}: is a run directory" in err, err
+    assert sorted(run_dir.rglob("*")) == before
+
+
+def test_the_exports_refusals_name_its_flag(runs, tmp_path, capsys):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    assert main(["export", str(runs["isear"]), "--to", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"empathy-gap: error: --to {out}: holds notes.txt") and "--out" not in err, err
+    assert [p.name for p in out.iterdir()] == ["notes.txt"]
 
 
 def test_the_export_columns_never_clash_with_a_suites_item_fields():

@@ -235,7 +235,7 @@ def _cli_run(model_dir, out, *extra):
 
 
 @pytest.mark.parametrize("extra, named", [
-    (["--device", "tpu"], "--device 'tpu'"),
+    (["--device", "tpu"], "--device is 'tpu'"),
     (["--limit-events", "0"], "--limit-events must be a positive number of events, got 0"),
 ])
 def test_bad_run_options_exit_2_with_one_line_and_nothing_written(extra, named, tiny_model_dir, tmp_path, capsys):

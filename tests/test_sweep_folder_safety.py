@@ -110,7 +110,7 @@ def test_another_models_run_in_a_runs_place_is_refused(swept, tmp_path, capsys):
     folder = _copy(swept, tmp_path)
     _edit_state(folder, lambda data: data["runs"][0].update({"model_spec": "some-org/other-model"}))
     code, err = _cli(capsys, "analyze", folder)
-    assert code == 2 and "runs/a/scm: holds a scm run of model" in err and '"some-org/other-model"' in err
+    assert code == 2 and "runs/a/scm: holds a scm run of model" in err and "'some-org/other-model'" in err
 
 
 def test_a_run_place_that_links_out_of_the_sweep_folder_is_refused(swept, tmp_path, capsys):

@@ -18,7 +18,7 @@ from scipy import stats
 from behavioral.analysis.formats import markdown
 from behavioral.analysis.runs import Run, model_name, provenance_fields
 from behavioral.manifest import read_manifest
-from behavioral.output_folder import output_folder
+from behavioral.output_folder import OutputFolderError, is_run_directory, output_folder
 from behavioral.provenance import git_commit
 from behavioral.registry import get_suite
 from behavioral.run_reader import read_run
@@ -209,13 +209,25 @@ def card(runs: Sequence[Exported], tables: Mapping[str, pa.Table]) -> str:
     return _front_matter(tables, {s.licence for _, s in sources}) + "\n" + "\n".join([*lines, *sections])
 
 
+def _outside_runs(to: str | Path) -> None:
+    """Refuse a dataset folder that is, or is inside, a run directory (whose files only its run writes)."""
+    target = Path(to).resolve()
+    run_dir = next((p for p in (target, *target.parents) if is_run_directory(p)), None)
+    if run_dir is not None:
+        inside = "is" if run_dir == target else "is inside"
+        raise OutputFolderError(f"--to {to}: {inside} the run directory {run_dir}; expected a folder outside every "
+                                "run directory, whose files only its run writes")
+
+
 def export_runs(runs: Sequence[str | Path], to: str | Path,
                 labels: Sequence[Mapping[str, str]] | None = None) -> Path:
-    """Export run directories (partial ones too) as a dataset folder `to`: data/<suite>.parquet, a tidy row per
-    prompt × sample, and README.md, a Hugging Face dataset card; `labels` name each run (model, setting), else its
-    model names it. Everything is read and checked before anything is written; returns the card's path."""
+    """Export run directories (partial ones too) as a dataset folder `to`, outside every run directory:
+    data/<suite>.parquet, a tidy row per prompt × sample, and README.md, a Hugging Face dataset card; `labels` name
+    each run (model, setting), else its model names it. Everything is read and checked before anything is written;
+    returns the card's path."""
     if not runs:
         raise ValueError("no run directory given; expected at least one")
+    _outside_runs(to)
     if labels is not None and len(labels) != len(runs):
         raise ValueError(f"{len(labels)} labels for {len(runs)} runs; expected one label per run, in their order")
     read = [_read(d, label) for d, label in zip(runs, labels or [None] * len(runs))]
@@ -227,7 +239,7 @@ def export_runs(runs: Sequence[str | Path], to: str | Path,
                         "run_dir": str(r.run_dir.resolve()), "run_id": r.manifest.run_id, "rows": len(r.rows),
                         "completeness": r.completeness.describe()} for r in read],
               "rows": {s: t.num_rows for s, t in tables.items()}}
-    with output_folder(to, "export", record) as staged:
+    with output_folder(to, "export", record, flag="--to") as staged:
         (staged.path / DATA_DIR).mkdir()
         for suite, table in tables.items():
             pq.write_table(table, staged.path / DATA_DIR / f"{suite}.parquet")

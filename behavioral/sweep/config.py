@@ -4,21 +4,23 @@ run directory, every key and value checked (the suites' typed Options, RunConfig
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import re
 import tomllib
 import typing
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, NamedTuple, TypeVar
 
 from behavioral.files import FOLDER_NAME
-from behavioral.models import DTYPES, check_device, resolve_source
-from behavioral.options import fits, from_mapping, type_name
+from behavioral.models import check_length, resolve_source
+from behavioral.options import fits, from_mapping, quoted, type_name
 from behavioral.registry import get_suite, names
-from behavioral.run import RunConfig
+from behavioral.run import RunConfig, check_setting
 
+T = TypeVar("T")
 RUNS_DIR = "runs"
 NAME = FOLDER_NAME
 # The run settings each table may give (RunConfig's fields): every run's ([run]), a model's, a suite's or setting's.
@@ -28,6 +30,7 @@ MODEL_KEYS = frozenset({"id", "name", "dtype", "device", "prompt_format", "batch
 SUITE_KEYS = (RUN_KEYS - {"device", "dtype"}) | {"options", "capture"}
 CAPTURE_KEYS = {"kinds": "capture", "layers": "layers", "per_cell_samples": "per_cell_samples"}
 TOP_KEYS = ("out", "run", "model", "suite")
+FOLDER_RULE = "letters, digits, '.', '_' or '-', at most 64 (a folder name)"
 
 
 @dataclass(frozen=True)
@@ -95,138 +98,195 @@ class Sweep:
     data: dict[str, Any]
 
 
+class Given(NamedTuple):
+    """A run setting's value as the file gives it, and its key there (run.mode, suite.jaem.capture.layers)."""
+
+    value: Any
+    key: str
+
+
+def _attempt(problems: list[str], read: Callable[[], T]) -> T | None:
+    """`read()`, or None with its ValueError added to `problems`."""
+    try:
+        return read()
+    except ValueError as err:
+        problems.append(str(err))
+        return None
+
+
 def _table(value: Any, where: str) -> dict[str, Any]:
+    """`value` as a table, or a ValueError naming `where`."""
     if not isinstance(value, Mapping):
-        raise ValueError(f"{where} is {value!r}; expected a table")
+        raise ValueError(f"{where} is {quoted(value)}; expected a table")
     return dict(value)
 
 
-def _known(table: Mapping[str, Any], allowed, where: str) -> None:
-    """A ValueError naming the first key of `table` that is not allowed there."""
-    for key in table:
-        if key not in allowed:
-            raise ValueError(f"{where}.{key} is not a sweep key here; expected some of {', '.join(sorted(allowed))}")
+def _known(table: Mapping[str, Any], allowed, where: str, problems: list[str]) -> None:
+    """Add to `problems` each key of `table` that is not allowed there."""
+    problems += [f"{where}.{key} is not a sweep key here; expected some of {', '.join(sorted(allowed))}"
+                 for key in table if key not in allowed]
 
 
-def _typed(values: dict[str, Any], where: str) -> dict[str, Any]:
-    """`values` of RunConfig's fields, each checked against the field's annotation."""
+def _given(table: Mapping[str, Any], fields, where: str, problems: list[str]) -> dict[str, Given]:
+    """The run settings `table` gives (its keys among `fields`, RunConfig's), each named by its key; a value of the
+    wrong type (left out) or one RunConfig refuses (kept, as written) is added to `problems`."""
     hints = typing.get_type_hints(RunConfig)
-    for key, value in values.items():
+    given = {}
+    for key in [k for k in table if k in fields]:
+        name, value = f"{where}.{key}", table[key]
         if not fits(value, hints[key]):
-            raise ValueError(f"{where}.{key} is {value!r}; expected {type_name(hints[key])}")
-    return values
+            problems.append(f"{name} is {quoted(value)}; expected {type_name(hints[key])}")
+            continue
+        try:
+            check_setting(key, value, name)
+        except ValueError as err:
+            problems.append(str(err))
+        given[key] = Given(value, name)
+    return given
 
 
-def _run_values(table: Mapping[str, Any], allowed, where: str) -> dict[str, Any]:
-    """The run settings of a table (those `allowed` there), each of RunConfig's type."""
-    return _typed({k: v for k, v in table.items() if k in RUN_KEYS and k in allowed}, where)
-
-
-def _capture(table: Any, where: str) -> dict[str, Any]:
-    """A capture block as RunConfig's capture, layers and per_cell_samples."""
-    table = _table(table, where)
-    _known(table, CAPTURE_KEYS, where)
-    kinds = table.get("kinds", [])
+def _capture(table: Mapping[str, Any], where: str, problems: list[str]) -> dict[str, Given]:
+    """The capture block of a suite's or setting's table as RunConfig's capture, layers and per_cell_samples (none
+    without a block)."""
+    where = f"{where}.capture"
+    block = _attempt(problems, lambda: _table(table["capture"], where)) if "capture" in table else None
+    if block is None:
+        return {}
+    _known(block, CAPTURE_KEYS, where, problems)
+    kinds = block.get("kinds", [])
     if kinds != "all" and not fits(kinds, tuple[str, ...]):
-        raise ValueError(f"{where}.kinds is {kinds!r}; expected a list of capture kinds or \"all\"")
-    values = _typed({CAPTURE_KEYS[k]: v for k, v in table.items() if k != "kinds"}, where)
-    return {"capture": kinds} | values
+        problems.append(f"{where}.kinds is {quoted(kinds)}; expected a list of capture kinds or \"all\"")
+        kinds = []
+    return {"capture": Given(kinds, f"{where}.kinds")} | _given(block, CAPTURE_KEYS.keys() - {"kinds"}, where, problems)
 
 
-def _model(table: Any, index: int, run: dict[str, Any]) -> SweepModel:
+def _model(table: Any, index: int, run: dict[str, Given],
+           problems: list[str]) -> tuple[SweepModel, dict[str, Given]] | None:
+    """A [[model]] table as its SweepModel and the run settings it gives its runs (its id as their model); None where
+    it is refused, each reason added to `problems`."""
     where = f"model[{index}]"
-    table = _table(table, where)
-    _known(table, MODEL_KEYS, where)
-    if not isinstance(table.get("id"), str) or not table["id"]:
-        raise ValueError(f"{where}.id is {table.get('id')!r}; expected the model: a hub id, a local folder, a .gguf "
-                         "file or smollm2-135m")
-    try:
-        resolve_source(table["id"])  # a missing local folder or file is named now, not after other models ran
-    except ValueError as err:
-        raise ValueError(f"{where}.id: {err}") from None
-    name = table.get("name", _default_name(table["id"]))
-    if not isinstance(name, str) or not NAME.fullmatch(name):
-        raise ValueError(f"{where}.name is {name!r}; expected letters, digits, '.', '_' or '-' (a folder name)")
+    table = _attempt(problems, lambda: _table(table, where))
+    if table is None:
+        return None
+    _known(table, MODEL_KEYS, where, problems)
+    own = _given(table, MODEL_KEYS & RUN_KEYS, where, problems)
+    wrong: list[str] = []
+    spec = _attempt(wrong, lambda: _model_id(table.get("id"), where))
+    name = _attempt(wrong, lambda: _model_name(table.get("name", _default_name(spec or "")), where))
     trust = table.get("trust_remote_code", False)
     if not isinstance(trust, bool):
-        raise ValueError(f"{where}.trust_remote_code is {trust!r}; expected true or false")
-    settings = {"device": "auto", "dtype": "auto"} | run | _run_values(table, MODEL_KEYS, where)
-    if settings["dtype"] not in ("auto", *DTYPES):
-        raise ValueError(f"{where}.dtype is {settings['dtype']!r}; expected auto, {', '.join(DTYPES)}")
-    check_device(settings["device"])
-    return SweepModel(name, table["id"], settings["device"], settings["dtype"], trust)
+        wrong.append(f"{where}.trust_remote_code is {quoted(trust)}; expected true or false")
+    problems += wrong
+    if wrong:
+        return None
+    loading = {"device": "auto", "dtype": "auto"} | {k: g.value for k, g in (run | own).items()}
+    own |= {"model": Given(spec, f"{where}.id"), "trust_remote_code": Given(trust, f"{where}.trust_remote_code")}
+    return SweepModel(name, spec, loading["device"], loading["dtype"], trust), own
+
+
+def _model_id(spec: Any, where: str) -> str:
+    """A model table's id: a hub id or path of a length either may have, naming a local model that exists."""
+    if not isinstance(spec, str) or not spec:
+        raise ValueError(f"{where}.id is {quoted(spec)}; expected the model: a hub id, a local folder, a .gguf file "
+                         "or smollm2-135m")
+    check_length(spec, f"{where}.id")
+    try:
+        resolve_source(spec)  # a missing local folder or file is named now, not after other models ran
+    except ValueError as err:
+        raise ValueError(f"{where}.id: {err}") from None
+    return spec
+
+
+def _model_name(name: Any, where: str) -> str:
+    """A model's name in the sweep: one folder name."""
+    if not isinstance(name, str) or not NAME.fullmatch(name):
+        raise ValueError(f"{where}.name is {quoted(name)}; expected {FOLDER_RULE}")
+    return name
 
 
 def _default_name(spec: str) -> str:
-    """A model's folder name from its argument: the last part of a hub id or path, without .gguf."""
-    return re.sub(r"[^A-Za-z0-9._-]", "-", PurePosixPath(spec.rstrip("/")).name.removesuffix(".gguf")) or "model"
+    """A model's folder name from its argument: the last part of a hub id or path, without .gguf, as much of it as a
+    folder name holds."""
+    text = re.sub(r"[^A-Za-z0-9._-]", "-", PurePosixPath(spec.rstrip("/")).name.removesuffix(".gguf"))
+    found = NAME.search(text)
+    return found.group() if found else "model"
 
 
-def _settings(suite: str, table: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
-    """(setting name, merged table) of a suite's table: one unnamed setting, or one per [suite.X.settings.NAME]
-    whose keys replace the suite's (options merged key by key)."""
-    named = table.pop("settings", None)
-    if named is None:
-        return [("", table)]
-    named = _table(named, f"suite.{suite}.settings")
+def _settings(suite: str, table: dict[str, Any], problems: list[str]) -> list[tuple[str, dict[str, Any]]]:
+    """(name, own table) of each [suite.X.settings.NAME] of a suite's table, or one unnamed setting with no keys of
+    its own; a setting with a bad name or table is added to `problems` and left out."""
+    if "settings" not in table:
+        return [("", {})]
+    where = f"suite.{suite}.settings"
+    named = _table(table["settings"], where)
     if not named:
-        raise ValueError(f"suite.{suite}.settings is empty; expected one table per setting, or no settings key")
+        raise ValueError(f"{where} is empty; expected one table per setting, or no settings key")
     out = []
     for name, setting in named.items():
-        where = f"suite.{suite}.settings.{name}"
         if not NAME.fullmatch(name):
-            raise ValueError(f"{where}: the setting's name must be letters, digits, '.', '_' or '-' (a folder name)")
-        setting = _table(setting, where)
-        _known(setting, SUITE_KEYS, where)
-        options = _table(table.get("options", {}), f"suite.{suite}.options") | \
-            _table(setting.get("options", {}), f"{where}.options")
-        out.append((name, table | setting | {"options": options}))
+            problems.append(f"{where} has a setting named {quoted(name)}; expected {FOLDER_RULE}")
+        elif (own := _attempt(problems, functools.partial(_table, setting, f"{where}.{name}"))) is not None:
+            _known(own, SUITE_KEYS, f"{where}.{name}", problems)
+            out.append((name, own))
     return out
 
 
-def _runs_of(suite: str, table: Any, run: dict[str, Any], models: tuple[SweepModel, ...],
-             overrides: dict[str, dict[str, Any]]) -> list[SweepRun]:
-    """Every model's runs of one suite table."""
+def _options(suite: str, table: dict[str, Any], own: dict[str, Any], at: str) -> Any:
+    """A setting's suite options: the suite's options table, key by key replaced by the setting's."""
+    given = _table(table.get("options", {}), f"suite.{suite}.options") | _table(own.get("options", {}), f"{at}.options")
+    spec = get_suite(suite)
+    if spec.Options is None:
+        if given:
+            raise ValueError(f"{at}.options: suite {suite!r} takes no options")
+        return None
+    return from_mapping(spec.Options, given, f"{at}.options", f"suite {suite!r}")
+
+
+def _runs_of(suite: str, table: Any, run: dict[str, Given], models: list[tuple[SweepModel, dict[str, Given]]],
+             problems: list[str]) -> list[SweepRun]:
+    """Every model's runs of one suite table; each setting's values are [run]'s, replaced by the suite's, the
+    setting's (a capture block as a whole) and the model's."""
     where = f"suite.{suite}"
     if suite not in names():
-        raise ValueError(f"{where}: unknown suite {suite!r}; expected one of {', '.join(names())}")
+        raise ValueError(f"{where}: unknown suite {quoted(suite)}; expected one of {', '.join(names())}")
     table = _table(table, where)
-    _known(table, SUITE_KEYS | {"settings"}, where)
+    _known(table, SUITE_KEYS | {"settings"}, where, problems)
+    base = run | _given(table, SUITE_KEYS & RUN_KEYS, where, problems) | _capture(table, where, problems)
     runs = []
-    for setting, merged in _settings(suite, table):
+    for setting, own in _settings(suite, table, problems):
         at = f"{where}.settings.{setting}" if setting else where
-        spec = get_suite(suite)
-        options = from_mapping(spec.Options, _table(merged.get("options", {}), f"{at}.options"), f"{at}.options",
-                               f"suite {suite!r}") if spec.Options is not None else None
-        if spec.Options is None and merged.get("options"):
-            raise ValueError(f"{at}.options: suite {suite!r} takes no options")
-        values = run | _run_values(merged, SUITE_KEYS, at)
-        if "capture" in merged:
-            values |= _capture(merged["capture"], f"{at}.capture")
-        for model in models:
-            config = _config(suite, model, values | overrides[model.name], spec, options, at)
-            runs.append(SweepRun(model, suite, setting, config))
+        given = base | _given(own, SUITE_KEYS & RUN_KEYS, at, problems)
+        if "capture" in own:
+            given = {k: g for k, g in given.items() if k not in CAPTURE_KEYS.values()} | _capture(own, at, problems)
+        try:
+            options = _options(suite, table, own, at)
+        except ValueError as err:
+            problems.append(str(err))
+            continue
+        runs += [SweepRun(model, suite, setting, _config(suite, options, given | values, at, problems))
+                 for model, values in models]
     return runs
 
 
-def _config(suite: str, model: SweepModel, values: dict[str, Any], spec, options, where: str) -> RunConfig:
-    """The RunConfig of one run, checked as `empathy-gap run` checks its flags."""
-    if values.get("capture") == "all":
-        values["capture"] = spec.capture.kinds if spec.capture else ()
-    values = values | {"capture": tuple(values.get("capture", ())), "device": model.device, "dtype": model.dtype}
-    config = RunConfig(suite=suite, model=model.spec, options=options, trust_remote_code=model.trust_remote_code,
-                       **values)
-    try:
-        config.validate(spec)
-    except ValueError as err:
-        raise ValueError(f"{where} (model {model.name}): {err}") from None
+def _config(suite: str, options: Any, given: dict[str, Given], at: str, problems: list[str]) -> RunConfig:
+    """The RunConfig of one run, whose problems (RunConfig.problems, the checks `empathy-gap run` makes of its flags)
+    are added to `problems` naming each value where it was written (one not written: its key in `at`)."""
+    spec = get_suite(suite)
+    values = {k: g.value for k, g in given.items()}
+    kinds = values.get("capture", ())
+    if kinds == "all":
+        kinds = spec.capture.kinds if spec.capture else ()
+    config = RunConfig(suite=suite, options=options, **(values | {"capture": tuple(kinds)}))
+    keys = {k: g.key for k, g in given.items()}
+    unwritten = {field: f"capture.{key}" for key, field in CAPTURE_KEYS.items()}
+    problems += config.problems(spec, lambda field: keys.get(field, f"{at}.{unwritten.get(field, field)}"))
     return config
 
 
 def read_sweep(path: str | Path, out: str | Path | None = None) -> Sweep:
     """The sweep a TOML file describes (its folder: `out`, else the file's `out` key, relative to the current
-    directory); any unknown key, ill-typed value, unknown suite or option, missing local model or repeated name is
-    one ValueError naming it."""
+    directory). Every unknown key, ill-typed or refused value, unknown suite or option, missing local model or
+    repeated name is a line of one ValueError, naming the file and the key where the value was written."""
     path = Path(path)
     try:
         raw = path.read_bytes()
@@ -238,33 +298,49 @@ def read_sweep(path: str | Path, out: str | Path | None = None) -> Sweep:
     try:
         return _sweep(path, data, out, hashlib.sha256(raw).hexdigest())
     except ValueError as err:
-        raise ValueError(f"{path}: {err}") from None
+        raise ValueError("\n".join(f"{path}: {line}" for line in str(err).splitlines())) from None
 
 
 def _sweep(path: Path, data: dict[str, Any], out: str | Path | None, sha256: str) -> Sweep:
-    _known(data, TOP_KEYS, "the file")
-    if out is None:
-        if not isinstance(data.get("out"), str) or not data["out"]:
-            raise ValueError(f"out is {data.get('out')!r}; expected the sweep's folder (or pass --out)")
-        out = data["out"]
-    run_table = _table(data.get("run", {}), "run")
-    _known(run_table, RUN_KEYS, "run")
-    run = _run_values(run_table, RUN_KEYS, "run")
-    model_tables = data.get("model")
-    if not isinstance(model_tables, list) or not model_tables:
-        raise ValueError("model is missing; expected one or more [[model]] tables, each with an id")
-    models = tuple(_model(t, i, {k: v for k, v in run.items() if k in ("device", "dtype")})
-                   for i, t in enumerate(model_tables))
-    _unique([m.name for m in models], "model names (set name = \"...\" to tell them apart)")
-    overrides = {m.name: _run_values(t, MODEL_KEYS - {"device", "dtype"}, f"model[{i}]")
-                 for i, (m, t) in enumerate(zip(models, model_tables))}
+    """The sweep of a TOML file's data, or one ValueError with a line per problem found in it."""
+    problems: list[str] = []
+    _known(data, TOP_KEYS, "the file", problems)
+    folder = _attempt(problems, lambda: _folder(data, out))
+    run_table = _attempt(problems, lambda: _table(data.get("run", {}), "run")) or {}
+    _known(run_table, RUN_KEYS, "run", problems)
+    run = _given(run_table, RUN_KEYS, "run", problems)
+    tables = data.get("model")
+    if not isinstance(tables, list) or not tables:
+        problems.append("model is missing; expected one or more [[model]] tables, each with an id")
+        tables = []
+    models = [m for i, t in enumerate(tables) if (m := _model(t, i, run, problems)) is not None]
+    _attempt(problems, lambda: _unique([m.name for m, _ in models], "model names (set name = \"...\" to tell them "
+                                                                    "apart)"))
+    runs = []
+    for suite, table in (_attempt(problems, lambda: _suites(data)) or {}).items():
+        runs += _attempt(problems, functools.partial(_runs_of, suite, table, run, models, problems)) or []
+    if problems:
+        raise ValueError("\n".join(dict.fromkeys(problems)))
+    order = [m.name for m, _ in models]
+    runs.sort(key=lambda r: order.index(r.model.name))  # model-major: each model loaded once
+    return Sweep(path, folder, tuple(m for m, _ in models), tuple(runs), sha256, data)
+
+
+def _folder(data: dict[str, Any], out: str | Path | None) -> Path:
+    """The sweep's folder: `out` (--out), else the file's out key."""
+    if out is not None:
+        return Path(out)
+    if not isinstance(data.get("out"), str) or not data["out"]:
+        raise ValueError(f"out is {quoted(data.get('out'))}; expected the sweep's folder (or pass --out)")
+    return Path(data["out"])
+
+
+def _suites(data: dict[str, Any]) -> dict[str, Any]:
+    """The file's suite tables, at least one."""
     suites = _table(data.get("suite", {}), "suite")
     if not suites:
-        raise ValueError("suite is missing; expected one or more [suite.NAME] tables (NAME: "
-                         f"{', '.join(names())})")
-    runs = [r for suite, table in suites.items() for r in _runs_of(suite, table, run, models, overrides)]
-    runs.sort(key=lambda r: [m.name for m in models].index(r.model.name))  # model-major: each model loaded once
-    return Sweep(path, Path(out), models, tuple(runs), sha256, data)
+        raise ValueError(f"suite is missing; expected one or more [suite.NAME] tables (NAME: {', '.join(names())})")
+    return suites
 
 
 def _unique(values: list[str], what: str) -> None:

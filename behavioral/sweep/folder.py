@@ -11,7 +11,8 @@ from typing import Any
 
 from behavioral.files import write_json_atomic
 from behavioral.provenance import provenance
-from behavioral.manifest import MANIFEST, read_manifest, shown
+from behavioral.manifest import MANIFEST, read_manifest
+from behavioral.options import quoted
 from behavioral.store import finished_units, is_lock_file
 from behavioral.registry import names
 from behavioral.sweep.config import (NAME, RUNS_DIR, Sweep, run_name, run_path, setting_label,
@@ -113,14 +114,14 @@ def _field(data: Any, key: str, kind: type, where: str) -> Any:
     """data[key] where it is of `kind`, else a ValueError naming `where`.`key`."""
     value = data.get(key) if isinstance(data, dict) else None
     if not isinstance(value, kind):
-        raise ValueError(f"{where}{key} is {shown(value)}; expected {kind.__name__}")
+        raise ValueError(f"{where}{key} is {quoted(value)}; expected {kind.__name__}")
     return value
 
 
 def _named(value: str, where: str) -> str:
     """`value` where it is a folder name (letters, digits, '.', '_', '-'), else a ValueError naming `where`."""
     if not NAME.fullmatch(value):
-        raise ValueError(f"{where} is {shown(value)}; expected a folder name (letters, digits, '.', '_' or '-')")
+        raise ValueError(f"{where} is {quoted(value)}; expected a folder name (letters, digits, '.', '_' or '-')")
     return value
 
 
@@ -129,16 +130,16 @@ def _record(data: Any, i: int) -> RunRecord:
     where = f"runs[{i}]."
     suite = _field(data, "suite", str, where)
     if suite not in names():
-        raise ValueError(f"{where}suite is {shown(suite)}; expected one of {', '.join(names())}")
+        raise ValueError(f"{where}suite is {quoted(suite)}; expected one of {', '.join(names())}")
     setting = _field(data, "setting", str, where)
     options = data.get("options")
     if options is not None and not isinstance(options, dict):
-        raise ValueError(f"{where}options is {shown(options)}; expected a table or null")
+        raise ValueError(f"{where}options is {quoted(options)}; expected a table or null")
     record = RunRecord(_named(_field(data, "model", str, where), f"{where}model"),
                        _field(data, "model_spec", str, where), suite,
                        setting and _named(setting, f"{where}setting"), options)
     if data.get("name") != record.name:
-        raise ValueError(f"{where}name is {shown(data.get('name'))}; expected {record.name!r}, its model, suite and "
+        raise ValueError(f"{where}name is {quoted(data.get('name'))}; expected {record.name!r}, its model, suite and "
                          "setting")
     return record
 
@@ -148,7 +149,7 @@ def _texts(data: Any, key: str) -> dict[str, str]:
     table = _field(data, key, dict, "")
     bad = next((k for k, v in table.items() if not isinstance(v, str)), None)
     if bad is not None:
-        raise ValueError(f"{key}[{shown(bad)}] is {shown(table[bad])}; expected text")
+        raise ValueError(f"{key}[{quoted(bad)}] is {quoted(table[bad])}; expected text")
     return table
 
 
@@ -173,8 +174,8 @@ def slot(folder: Path, record: RunRecord) -> Path:
     if (out / MANIFEST).is_file():
         config = read_manifest(out).config
         if (config["suite"], config["model"]) != (record.suite, record.model_spec):
-            raise ValueError(f"{out}: holds a {config['suite']} run of model {shown(config['model'])}; expected the "
-                             f"sweep's {record.suite} run of {shown(record.model_spec)} (was it moved in?)")
+            raise ValueError(f"{out}: holds a {config['suite']} run of model {quoted(config['model'])}; expected the "
+                             f"sweep's {record.suite} run of {quoted(record.model_spec)} (was it moved in?)")
     return out
 
 
