@@ -279,8 +279,8 @@ def test_a_sweep_of_smollm2_and_the_tiny_model_over_five_suites_survives_a_kill(
     state = read_state(tmp_path / "sweep")
     assert len(state.finished) == 10
     for record in state.runs:
-        rows = read_results(tmp_path / "sweep" / record["run_dir"])
-        manifest = json.loads((tmp_path / "sweep" / record["run_dir"] / "manifest.json").read_text())
+        rows = read_results(tmp_path / "sweep" / record.run_dir)
+        manifest = json.loads((tmp_path / "sweep" / record.run_dir / "manifest.json").read_text())
         assert rows["unit_id"].nunique() == manifest["plan"]["units"] and not rows.duplicated(KEYS).any()
     top = pd.read_csv(tmp_path / "sweep/analysis/headline.csv")
     analyzed = {p.name for p in (tmp_path / "sweep/analysis").iterdir() if p.is_dir()}
