@@ -304,8 +304,10 @@ def test_two_runs_give_table2_by_run_with_each_runs_own_statistics(tmp_path: Pat
         assert (run.holm_family == 2).all()
         assert run.p_holm.tolist() == holm(run.p_exact).tolist()
         assert run.p_gap_holm.tolist() == holm(run.p_gap).tolist()
-    assert (strong.p_gap == strong.p_gap_min).all()  # every draw of the null falls below the planted gap
-    assert (table2.p_gap >= table2.p_gap_min).all() and (table2.noise_share.between(0, 1)).all()
+    # every draw of the within-events null falls below the planted gap, and the t-test over events rejects it
+    assert (strong.p_gap_these_events == strong.p_gap_these_events_min).all() and (strong.p_gap < 0.025).all()
+    assert (table2.p_gap_these_events >= table2.p_gap_these_events_min).all()
+    assert table2.noise_share.between(0, 1).all()
     matrix = pd.read_csv(tmp_path / "out" / "matrices" / "religion_P0S0T0.csv")
     assert matrix.groupby("run").size().to_dict() == {"none": 36, "strong": 36}
     assert (tmp_path / "out" / "figures" / "delta_by_setting.png").stat().st_size > 0
@@ -368,8 +370,8 @@ def test_tidy_csvs_hold_every_number_at_full_precision(tmp_path: Path) -> None:
         assert table2.loc[key, "p_exact"] * perm.n_outcomes == pytest.approx(round(perm.p_exact * perm.n_outcomes),
                                                                               abs=1e-9)
         assert table2.loc[key, ["gap_points_low", "gap_points_high"]].tolist() == list(a.gap_interval)
-        assert table2.loc[key, ["p_gap", "p_gap_min", "noise_share"]].tolist() == [
-            a.gap_test.p_value, a.gap_test.p_min, a.noise_share]
+        assert table2.loc[key, ["p_gap", "p_gap_these_events", "p_gap_these_events_min", "noise_share"]].tolist() == [
+            a.gap_p, a.gap_test.p_value, a.gap_test.p_min, a.noise_share]
         assert table3.loc[key, ["mean", "std"]].tolist() == [a.summary["mean"], a.summary["std"]]
         assert table6.loc[key, "excluded_events_pct"] == 100 * a.excluded_rate
     printed = (tmp_path / "out" / "table2_delta.md").read_text()  # the Markdown still prints rounded

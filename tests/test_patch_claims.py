@@ -17,10 +17,10 @@ import scipy.stats
 from behavioral.suites.intergroup import patch_report
 from behavioral.suites.intergroup.groups import get_category
 from behavioral.suites.intergroup.patch_gap import ONE_EVENT, gap_table
-from behavioral.analysis.paired import UNBOUNDED
+from behavioral.analysis.paired import UNBOUNDED, closed
 from behavioral.suites.intergroup.stats import zscore
 from behavioral.suites.intergroup.synthetic import GAP, patched_rows
-from interp.patching.claims import stops_mattering, undetermined_from
+from interp.patching.claims import beyond, equivalent, stops_mattering, undetermined_from
 
 RELIGION = get_category("religion")
 NAMES = RELIGION.identities
@@ -189,8 +189,12 @@ def test_the_headline_names_the_planted_layer():
     shares = {0: 1.0, 4: 0.8, 8: 0.5, 12: 0.0, 16: 0.4, 20: 0.0, 23: 0.0}  # 12 dips to 0, 16 matters again
     table = gap_table(synthetic(shares, n_events=12, noise=0.2), RELIGION)
     text = patch_report.headline(table, last_block=23)
-    assert "from layer 20 on, every tested layer's gap closed lies within ±10.0% of the unpatched gap" in text
-    assert "stop mattering between layers 16 and 20" in text
+    assert "from layer 20 on, every patched layer's effect is within ±10.0% of none (the gap closed within ±10.0% " \
+        "of the unpatched gap: an equivalence test at 0.025 over 12 events, both one-sided t-tests (11 degrees of " \
+        "freedom) of an effect at ±10.0% rejecting" in text
+    # layer 16 closes 40%, its interval beyond ±10%: shown to matter, so the change lies between 16 and 20
+    assert "beyond ±10.0% (its 95% interval outside it): the persona's states at these positions stop mattering " \
+        "between layers 16 and 20" in text
     assert "at layer 0 the patch closes" in text and "about 100% is expected by construction" in text
     assert "Here the interval excludes" not in text
     assert patch_report.result(table, 23)["person"]["stops_mattering"]["layer"] == 20
@@ -201,9 +205,50 @@ def test_the_headline_names_the_planted_layer():
     wide_text = patch_report.headline(wide.assign(gap_closed_low=[0.9, -0.3], gap_closed_high=[1.1, 0.4]), 23)
     assert "From layer 23 on every interval includes 0 but reaches beyond ±10.0%: not distinguishable from 0" in \
         wide_text
-    last = gap_table(synthetic({0: 1.0, 10: 0.5, 23: 0.0}, n_events=12, noise=0.2), RELIGION)
-    assert ("Layer 23 is the last block, where a patch before the answer's position changes nothing by construction; "
-            "layer 10 is the last tested layer where patching mattered") in patch_report.headline(last, last_block=23)
+    last = patch_report.headline(gap_table(synthetic({0: 1.0, 10: 0.5, 23: 0.0}, n_events=12, noise=0.2), RELIGION),
+                                 last_block=23)
+    assert "stop mattering between layers 10 and 23" in last
+    assert "Layer 23 is the last block, where a patch before the answer's position changes nothing by construction." \
+        in last
+
+
+def test_a_layer_that_only_failed_the_equivalence_test_is_not_said_to_matter():
+    # the issue-48 world: patching closes 0 from layer 10 on; layer 10's interval is neither inside ±10% nor beyond
+    # it, layer 20's is inside: the headline used to say "stop mattering between layers 10 and 20"
+    table = gap_table(patched_rows({0: 1.0, 10: 0.0, 20: 0.0}, 4, 0.3, 3, patch_noise=0.3), RELIGION)
+    bounds = table[["gap_closed_low", "gap_closed_high"]].to_numpy()
+    assert not equivalent(*bounds[1]) and not beyond(*bounds[1]) and equivalent(*bounds[2])
+    text = patch_report.headline(table, last_block=23)
+    assert "from layer 20 on, every patched layer's effect is within ±10.0% of none" in text
+    assert "over 4 events, both one-sided t-tests (3 degrees of freedom)" in text
+    assert "Layer 10 before it closes" in text and "neither shown within ±10.0% nor beyond it, so the tests do not " \
+        "say whether patching still matters there." in text
+    assert "between layers" not in text and "mattered" not in text
+
+
+@pytest.mark.parametrize("low, high, expected", [
+    (0.11, 0.5, True), (-0.5, -0.2, True), (0.05, 0.5, False), (-0.05, 0.05, False), (math.nan, 0.5, False),
+])
+def test_beyond_needs_the_whole_interval_outside_the_margin(low, high, expected):
+    assert beyond(low, high, 0.1) is expected
+
+
+def test_the_share_within_the_margin_is_the_two_one_sided_t_tests_with_n_minus_1_degrees_of_freedom():
+    # Fieller's interval of the share closed lies inside ±m exactly where both one-sided paired t-tests of
+    # closed − m × before < 0 and closed + m × before > 0 reject at 0.025 (n − 1 degrees of freedom)
+    rng = np.random.default_rng(48)
+    outcomes = []
+    for k in range(400):
+        n = 3 + k % 10
+        before = rng.normal(1.5, 0.5, n)
+        after = before - rng.normal(rng.uniform(-0.2, 0.2), 0.1, n)
+        change = closed(before, after)
+        upper = scipy.stats.ttest_1samp(before - after - 0.1 * before, 0, alternative="less").pvalue
+        lower = scipy.stats.ttest_1samp(before - after + 0.1 * before, 0, alternative="greater").pvalue
+        tost = max(upper, lower) < 0.025
+        assert equivalent(change.share_low, change.share_high, 0.1) == tost, k
+        outcomes.append(tost)
+    assert 0.2 < np.mean(outcomes) < 0.8  # both outcomes well represented
 
 
 def test_the_scope_is_built_from_the_settings():

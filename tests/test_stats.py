@@ -7,11 +7,14 @@ import math
 
 import numpy as np
 import pytest
+import scipy.stats
 
 from behavioral.suites.intergroup.stats import (
     event_bootstrap,
     event_noise_share,
     gap_change,
+    gap_interval,
+    gap_t_test,
     gap_test,
     EXACT_LIMIT,
     PermutationResult,
@@ -573,3 +576,24 @@ def test_gap_change_is_the_mean_paired_change_with_a_t_interval_over_the_events_
     assert change == pytest.approx(np.mean(per_event))
     assert (low, high) == pytest.approx((np.mean(per_event) - half, np.mean(per_event) + half))
     assert all(math.isnan(v) for v in gap_change(before[:, :, 5:], after[:, :, 5:], same))
+
+
+def test_gap_t_test_is_the_one_sided_one_sample_t_test_of_the_per_event_gaps():
+    rng = np.random.default_rng(11)
+    same = np.eye(5, dtype=bool)
+    I = rng.normal(70, 10, (5, 5, 7)) + 2 * same[:, :, None]
+    I[0, 3, 6] = np.nan  # event 6 refused: dropped
+    per_event = [_gap(I[:, :, e], same) for e in range(6)]
+    expected = scipy.stats.ttest_1samp(per_event, 0, alternative="greater").pvalue
+    assert gap_t_test(I, same) == pytest.approx(expected, rel=1e-12)
+    assert math.isnan(gap_t_test(I[:, :, :1], same))  # one event: no test over events
+    assert gap_t_test(np.broadcast_to(20 * same[:, :, None], (5, 5, 3)), same) == 0.0  # every event the same gap
+
+
+def test_gap_t_test_agrees_with_the_interval_of_the_gap_over_events():
+    rng = np.random.default_rng(12)
+    same = np.eye(5, dtype=bool)
+    for k in range(200):
+        I = rng.normal(70, 10, (5, 5, 2 + k % 10)) + rng.uniform(0, 8) * same[:, :, None]
+        low, _ = gap_interval(I, same)
+        assert (gap_t_test(I, same) < 0.025) == (low > 0), k  # the interval is the test inverted

@@ -1,6 +1,7 @@
-"""Intervals over sampled units (events) of a difference measured on each: Student's t of a mean, and how much of a
-gap an intervention closed, paired by unit, in points (t) and as a share of the gap before (Fieller's interval for a
-ratio of means). Coverage of both is simulated in docs/BENCHMARKS.md (inference calibration)."""
+"""Intervals over sampled units (events) of a difference measured on each: Student's t of a mean (and its one-sided
+test), and how much of a gap an intervention closed, paired by unit, in points (t) and as a share of the gap before
+(Fieller's interval for a ratio of means). Coverage of both is simulated in docs/BENCHMARKS.md (inference
+calibration)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,17 @@ def t_interval(values: np.ndarray, level: float) -> tuple[float, float]:
         return float("nan"), float("nan")
     half = _sps.t.ppf((1 + level) / 2, len(values) - 1) * values.std(ddof=1) / np.sqrt(len(values))
     return float(values.mean() - half), float(values.mean() + half)
+
+
+def t_p_greater(values: np.ndarray) -> float:
+    """One-sided p of Student's t-test that the mean of per-unit values exceeds 0 (H0: mean ≤ 0, n − 1 degrees of
+    freedom): below (1 − level) / 2 exactly where `t_interval`'s lower end lies above 0; NaN with fewer than two."""
+    values = np.asarray(values, dtype=float)
+    if len(values) < 2:
+        return math.nan
+    with np.errstate(divide="ignore", invalid="ignore"):  # equal values: t is ±inf (p 0 or 1), or NaN at mean 0
+        t = values.mean() / (values.std(ddof=1) / np.sqrt(len(values)))
+    return float(_sps.t.sf(t, len(values) - 1))
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,8 @@
 """What a layer-by-layer patching profile supports: the first layer from which patching stops mattering, shown by an
 equivalence test on the intervals over events of the effect closed (an interval that merely includes 0 says the data
 cannot tell, not that the effect is gone), so that a claim about where a slot's information is read names a layer
-with its interval and its margin instead of a point estimate."""
+with its interval and its margin instead of a point estimate. A layer before it is said to matter only where its
+interval lies beyond the margin (`beyond`), never because it failed the equivalence test."""
 
 from __future__ import annotations
 
@@ -20,8 +21,17 @@ def includes_zero(low: float, high: float) -> bool:
 
 def equivalent(low: float, high: float, margin: float = EQUIVALENCE_MARGIN) -> bool:
     """Whether [low, high] lies within [-margin, margin]: with a 95% interval, both one-sided tests of an effect
-    beyond the margin reject at 0.025 (a TOST at 0.025 per side; False where either end is NaN)."""
+    beyond the margin reject at 0.025 (a TOST at 0.025 per side; False where either end is NaN). For the patch
+    studies' intervals over n events these are Student's t-tests with n − 1 degrees of freedom (for a share closed,
+    Fieller's interval lies inside ±margin exactly where both one-sided paired t-tests of closed ∓ margin × before
+    reject), so the test keeps its size at any event count where the per-event values are near normal."""
     return bool(-margin <= low and high <= margin)
+
+
+def beyond(low: float, high: float, margin: float = EQUIVALENCE_MARGIN) -> bool:
+    """Whether [low, high] lies wholly beyond ±margin: with a 95% interval, the one-sided test of an effect within
+    the margin rejects at 0.025, so the effect is shown to matter (False where either end is NaN)."""
+    return bool(low > margin or high < -margin)
 
 
 def _first_from(layers: Sequence[int], low: Sequence[float], high: Sequence[float],

@@ -177,8 +177,8 @@ def _claims(table: pd.DataFrame, margin: float) -> str:
         part = part.sort_values("layer")
         layer = stops_mattering(part["layer"].tolist(), part["gap_closed_low"].tolist(),
                                 part["gap_closed_high"].tolist(), margin)
-        out.append(f"Mode `{mode}`: " + (f"from layer {layer} on, patching closes none of the gap (every 95% "
-                                          f"interval within ±{margin:g})." if layer is not None
+        out.append(f"Mode `{mode}`: " + (f"from layer {layer} on, every patched layer's effect is within "
+                                          f"±{margin:g} of none (equivalence test at 0.025 over events)." if layer is not None
                                           else "no layer is shown to stop mattering (an interval that includes 0 "
                                                "is not evidence of no effect)."))
     return " ".join(out)

@@ -79,7 +79,8 @@ class SteeringProtocol(Protocol):
         """The gap each matching's own projection removes, the real one's rank among them."""
 
     def held_out_control(self, rows: pd.DataFrame) -> pd.DataFrame:
-        """Each held-out identity's own gap removed by the direction fit without it, beside the real direction's."""
+        """Each held-out identity's in-group interaction lowered by the direction fit without it, beside the real
+        direction's, and their pooled ratio (transfer) with its interval over events."""
 
     def random_control(self, rows: pd.DataFrame) -> pd.DataFrame:
         """The real gap closed by random directions that disturbed the ratings as much as the real one."""
@@ -291,12 +292,17 @@ HELD_OUT_TEXT = (
     "The wrong-matching control cannot tell a feature every in-group cell shares from one feature per identity: "
     "where a shared feature exists, a wrong matching's direction is the real one scaled by (fixed points − 1) / "
     "(n − 1). This control can. For each identity (its group) in turn, the direction is fit again without that "
-    "identity's cells and projected out; `removed_held_out` is the share of that identity's own gap (its in-group "
-    "cell against its out-group cells) it removes, `removed_real` the share the real direction, fit with those "
-    "cells, removes. Where one shared feature carries the gap the two agree (`transfer`, their ratio pooled over the "
-    "identities' gaps, near 1); where each identity has its own, the direction fit without it misses it (near 0). It "
-    "supports \"the direction carries an in-group feature shared across identities\"; the wrong-matching control "
-    "supports only \"the projection closes more than a labelling of the cells does by construction\".")
+    "identity's cells and projected out. Each identity is scored on its in-group interaction (`interaction_*`, "
+    "rating points): its in-group cell less what its perceiver and experiencer main effects predict, both fit on the "
+    "out-group cells (a projection that merely shifts an identity's row or column does not move it). "
+    "`closed_held_out` is how far the direction fit without the identity lowered its interaction, `closed_real` how "
+    "far the real direction, fit with its cells, did. The `pooled` row averages the identities, with t-intervals "
+    "over the test events of both, and `transfer` = pooled closed_held_out / pooled closed_real with Fieller's "
+    "interval over events: near 1 where one shared feature carries the gap, near 0 where each identity has its own. "
+    "Where the real closing's interval includes 0 the ratio is unbounded and is not printed (`transfer_note`). It "
+    "supports \"the direction carries an in-group feature shared across identities\" where it is printed and near 1 "
+    "(docs/BENCHMARKS.md calibrates it on synthetic worlds); the wrong-matching control supports only \"the "
+    "projection closes more than a labelling of the cells does by construction\".")
 RANDOM_TEXT = (
     "Projecting out any direction the states vary along disturbs the ratings; a gap can shrink as a side effect. "
     "Each random direction (within the span of the fit cells' states, of the real direction's norm) is projected out "
@@ -339,8 +345,7 @@ def claims(options: Options, split: Split, n_matchings: int, control: pd.DataFra
          f"wrong matchings (--matchings; {n_matchings} here)",
          values(control, "p_real", control["matching"].eq("real") if len(control) else None)),
         ("the direction carries an in-group feature shared across identities, not one feature per identity",
-         "identities held out of the fit (--held-out-identities)",
-         values(held, "transfer", held["identity"].eq("pooled") if len(held) else None)),
+         "identities held out of the fit (--held-out-identities)", transfer_text(held)),
         ("the gap closes more than a disturbance of the ratings of the same size closes it",
          "random directions that disturb the ratings as much (--random-directions)",
          values(random, "p_matched", random["random"].eq(0) if len(random) else None)),
@@ -348,6 +353,16 @@ def claims(options: Options, split: Split, n_matchings: int, control: pd.DataFra
          "coefficients per side (--one-sided)", values(dose, "slope")),
     ]
     return pd.DataFrame(rows, columns=["sentence", "control", "here"])
+
+
+def transfer_text(held: pd.DataFrame) -> str:
+    """The held-out-identity control's transfer per measure and layer with its interval, or why it is not printed."""
+    if not len(held):
+        return "not run"
+    shown = [f"{row.measure} {row.layer}: " + (f"{row.transfer:.3g} [{row.transfer_low:.3g}, {row.transfer_high:.3g}]"
+                                              if pd.notna(row.transfer) else f"not printed ({row.transfer_note})")
+             for row in held[held["identity"] == "pooled"].itertuples()]
+    return "transfer " + "; ".join(shown)
 
 
 CHECK_TEXT = (
@@ -377,11 +392,13 @@ def scope_lines(split: Split, test: Sequence[str], options: Options, n_matchings
         cannot.append("Whether the projection's effect exceeds what it does by construction: no wrong-matching "
                       "control ran (--matchings K).")
     if len(held):
-        transfer = held.loc[held["identity"] == "pooled", "transfer"].dropna()
+        pooled = held[held["identity"] == "pooled"]
+        printed = pooled[pooled["transfer"].notna()]
         can.append("Whether the direction carries a feature shared across identities: the direction fit without "
-                   "an identity's cells removes that identity's gap"
-                   + (f" {', '.join(f'{v:.2f}' for v in transfer)} times as much as the real direction does."
-                      if len(transfer) else " (undefined here: no gap to remove)."))
+                   "an identity's cells lowers that identity's in-group interaction"
+                   + (" " + ", ".join(f"{r.transfer:.2f} [{r.transfer_low:.2f}, {r.transfer_high:.2f}]"
+                                      for r in printed.itertuples()) + " times as much as the real direction does."
+                      if len(printed) else f" (not printed here: {pooled['transfer_note'].iloc[0]})."))
     elif options.project:
         cannot.append("Whether the direction carries an in-group feature shared across identities rather than one "
                       "per identity: no held-out-identity control ran (--held-out-identities K).")
@@ -503,7 +520,7 @@ class SteerStudy(Study):
             (control, "Control: wrong matchings of the identities", MATCHING_TEXT, "matching_control",
              "Gap removed by each matching's own projection", {"p_real": "p", "p_floor": "p"}),
             (held, "Control: each identity held out of the fit", HELD_OUT_TEXT, "held_out_control",
-             "Each held-out identity's gap removed", {"removed_held_out": "percent", "removed_real": "percent"}),
+             "Each held-out identity's in-group interaction lowered", {"n_events": "count"}),
             (random, "Control: random directions that disturb the ratings as much", RANDOM_TEXT, "random_control",
              "The real gap closed by matched random directions", {"p_matched": "p", "p_floor": "p"}),
             (dose, "Dose-response of one-sided steering", DOSE_TEXT, "dose_response",

@@ -1,8 +1,10 @@
 """Calibration of seed 000's inference and of the mechanistic controls on synthetic worlds where the truth is known:
-the size and power of the per-event randomisation test of the gap in rating points (`stats.gap_test`), the coverage
-of the 95% t-interval of that gap over events (`stats.gap_interval`) beside the event-bootstrap percentile interval
-it replaced, and what happens to δ with few events (its mean, the coverage of a bootstrap interval of δ, the share
-of σ(M⁰)² that is event noise), which is why Table 2 prints no interval of δ over events; then patching's "stops
+the size and power of Table 2's test of the gap in rating points over events (`stats.gap_t_test`, p_gap:
+`rejects_over_events`) and of the randomisation test within these events printed beside it (`stats.gap_test`,
+p_gap_these_events and before issue 48 p_gap: `rejects_these_events`), the coverage of the 95% t-interval of that
+gap over events (`stats.gap_interval`) beside the event-bootstrap percentile interval it replaced, and what happens
+to δ with few events (its mean, the coverage of a bootstrap interval of δ, the share of σ(M⁰)² that is event
+noise), which is why Table 2 prints no interval of δ over events; then patching's "stops
 mattering" and steering's two controls. Prints a table and writes a JSON file.
 
 A synthetic run is I[p, x, e] for 5 identities (religion's one-to-one grid without "a person") and E events. Worlds
@@ -13,8 +15,14 @@ where H0 (no positive gap) holds:
 - off-diagonal: N(70, 1) with one perceiver rating one other identity 10 points higher and every in-group cell 0.4
   higher: the population gap is 0.4 - 10/20 = -0.1 points (the rank test the toolkit used before rejected here in
   0.30 of 200 runs at 12 events).
+Worlds where per-event gaps vary around a population mean of 0 (H0 of the test over events holds, the randomisation
+test's H0 does not: the matching changes the ratings within an event): N(70, 10²) answers (their own per-event gap has
+sd 5 points) and each event's in-group cells raised by that event's gap, 3 t₃ ("t3 event gaps": sd 5.2, heavy tails)
+or 5 (1 − Exp(1)) ("skewed event gaps": sd 5, most events a small positive gap and a few a large negative one, the
+direction that makes a one-sided test of gap > 0 liberal).
 Planted worlds add `gap` rating points to the in-group cells of N(70, 10²) answers: the true gap is `gap` and the
-true δ (the z-scored gap of the infinite-event matrix) is gap / σ(gap · same) = 2.5 for any gap > 0.
+true δ (the z-scored gap of the infinite-event matrix) is gap / σ(gap · same) = 2.5 for any gap > 0. Per world the
+t-interval's coverage of the true gap is measured over the same runs as the tests (`covers_gap`).
 
 A steered pair is an unsteered and a steered rerun on the same events: they share a cell × event part (N(70, 10²)),
 each adds N(0, 2²) noise of its own, and steering closes half of a 3-point in-group gap (true change -1.5 points);
@@ -29,6 +37,22 @@ interval of the share closed within ±10%, `interp.patching.claims.stops_matteri
 later interval includes 0) would have said it; where half the gap is closed at one layer, the coverage of the
 patched gap's t-interval in points (`covers_gap`), of the share closed's Fieller interval (`covers_share`, with the
 share of runs where it is unbounded) and of 1 − δ ratio's event-bootstrap interval it replaced (`covers_delta`).
+The same three worlds at event noise sd 0.3 and patch noise sd 0.3 (`PRECISE`), where the equivalence test has power
+with few events. Per world also: the share of runs whose layer 10 passes the equivalence test alone
+(`equivalent_at_10`: at the margin, its size, at most 0.025), and the share whose headline claims something the
+world contradicts (`false_claim`, `false_claims`): a layer named from which every layer is within ±10% while one
+closes 10% or more, or the layer before it named as one where patching still matters while it closes 10% or less;
+as printed now (only where its interval lies beyond ±10%) and before issue 48 (`false_claim_before`: "stops
+mattering between layers X and L" named the layer before whatever its interval).
+
+Held-out-identity worlds (`held_out_rows`: `synthetic.steering_states` with persona and experiencer vectors of sd 4,
+main effects the rating 50 + 3 readout · h reads with sd 12 points, and prompt noise sd 0.5) fit the real direction
+and each identity's without its cells on E events and project them out on E others (E = 6, 12, 24): "shared feature"
+plants 3 u on every in-group cell, "per-identity features" 3 g_p on identity p's own in-group cell (the rating reads
+the sum of the g_p), "no feature" nothing. Per world: the share of runs whose transfer is printed and > 0.5 as scored
+now (the in-group interaction, `steering.held_out_control`) and before (`old_transfer`), the share refused, and the
+coverage of transfer's Fieller interval of the noise-free world's transfer (the same directions, no event noise;
+undefined without a feature, where both closings are 0).
 
     python tests/benchmarks/inference_calibration.py --out calibration.json
 """
@@ -48,6 +72,7 @@ import time
 from collections.abc import Callable
 
 import numpy as np
+import pandas as pd
 
 from behavioral.analysis.bootstrap import percentile_interval, resamples
 from behavioral.analysis.paired import UNBOUNDED
@@ -56,8 +81,8 @@ from behavioral.suites.intergroup.groups import get_category
 from behavioral.suites.intergroup.patch_gap import event_tensor, gap_table
 from behavioral.suites.intergroup import steering
 from behavioral.suites.intergroup.synthetic import GAP, base_matrix, patched_rows, projection_rows, steering_states
-from interp.matchings import wrong_matchings
-from interp.patching.claims import stops_mattering, undetermined_from
+from interp.matchings import involves, wrong_matchings
+from interp.patching.claims import EQUIVALENCE_MARGIN, beyond, equivalent, stops_mattering, undetermined_from
 from interp.steering import mean_difference, span_direction
 
 SAME = np.eye(5, dtype=bool)
@@ -83,10 +108,35 @@ NULLS: dict[str, World] = {
 TRUE_GAP = {"off-diagonal": -0.1}  # every other null world's population gap is 0
 
 
+def varying(gaps: Callable[[np.random.Generator, int], np.ndarray]) -> World:
+    """N(70, 10²) answers with each event's in-group cells raised by that event's own gap, `gaps(rng, events)`."""
+    return lambda rng, e: rng.normal(70, 10, (5, 5, e)) + gaps(rng, e) * SAME[:, :, None]
+
+
+EVENT_GAP_NULLS: dict[str, World] = {
+    "t3 event gaps": varying(lambda rng, e: 3 * rng.standard_t(3, e)),
+    "skewed event gaps": varying(lambda rng, e: 5 * (1 - rng.exponential(1, e))),
+}
+
+
+def gap_tests(rng: np.random.Generator, world: World, true_gap: float, events: int, runs: int, draws: int) -> dict:
+    """Over `runs` runs of `world`: the shares whose test of the gap over events (`stats.gap_t_test`) and whose
+    randomisation test within these events (`stats.gap_test`) reject at 0.05, and whose 95% t-interval holds the true
+    gap."""
+    over, these, covers = [], [], []
+    for k in range(runs):
+        I = world(rng, events)
+        over.append(stats.gap_t_test(I, SAME) <= 0.05)
+        these.append(stats.gap_test(I, SAME, draws, seed=k).p_value <= 0.05)
+        low, high = stats.gap_interval(I, SAME)
+        covers.append(low <= true_gap <= high)
+    return {"rejects_over_events": float(np.mean(over)), "rejects_these_events": float(np.mean(these)),
+            "covers_gap": float(np.mean(covers))}
+
+
 def rejection(rng: np.random.Generator, world: World, events: int, runs: int, draws: int) -> float:
-    """Share of `runs` runs of `world` whose gap test rejects at 0.05."""
-    return float(np.mean([stats.gap_test(world(rng, events), SAME, draws, seed=k).p_value <= 0.05
-                          for k in range(runs)]))
+    """Share of `runs` runs of `world` whose randomisation test within these events rejects at 0.05."""
+    return gap_tests(rng, world, 0.0, events, runs, draws)["rejects_these_events"]
 
 
 def coverage(rng: np.random.Generator, world: World, true_gap: float, events: int, runs: int,
@@ -145,16 +195,42 @@ PATCH_WORLDS = {"half": {0: 0.5, 10: 0.5, 20: 0.5}, "stops at 10": {0: 1.0, 10: 
                 "10% from 10 (the margin)": {0: 1.0, 10: 0.1, 20: 0.1}}
 
 
-def patch_claims(world: dict[int, float], events: int, runs: int) -> dict:
-    """Over `runs` synthetic patching runs: the share whose profile is read as stopping to matter (equivalence of the
-    share closed within ±10%) and the share the old rule (every later interval includes 0) would have read so."""
-    new, old = [], []
+PRECISE = (0.3, 0.3)  # event and patch noise sd of the patching worlds where few events give equivalence power
+
+
+def false_claims(world: dict[int, float], layers: list[int], low: list[float], high: list[float],
+                 stop: int | None) -> tuple[bool, bool]:
+    """Whether the headline naming `stop` contradicts the world's true shares closed, as printed now and before issue
+    48: both say every layer from `stop` on is within ±10% (false where one closes 10% or more); the layer before it
+    was said to matter before whatever its interval, and now only where its interval lies beyond ±10% (false where it
+    closes 10% or less). `layers` in increasing order."""
+    if stop is None:
+        return False, False
+    at = layers.index(stop)
+    within = any(abs(world[layer]) >= EQUIVALENCE_MARGIN for layer in layers[at:])
+    before = at > 0 and abs(world[layers[at - 1]]) <= EQUIVALENCE_MARGIN
+    return within or (before and beyond(low[at - 1], high[at - 1])), within or before
+
+
+def patch_claims(world: dict[int, float], events: int, runs: int, noise: float = 2.0,
+                 patch_noise: float = 1.0) -> dict:
+    """Over `runs` synthetic patching runs (event noise sd `noise`, patch noise sd `patch_noise`): the share whose
+    profile is read as stopping to matter (equivalence of the share closed within ±10%), the share the old rule
+    (every later interval includes 0) would have read so, the share whose layer 10 passes the equivalence test, and
+    the shares whose headline contradicts the world now and before issue 48 (`false_claims`)."""
+    new, old, at_10, wrong = [], [], [], []
     for seed in range(runs):
-        table = gap_table(patched_rows(world, events, 2.0, seed, patch_noise=1.0), get_category("religion"))
-        bounds = table["layer"].tolist(), table["gap_closed_low"].tolist(), table["gap_closed_high"].tolist()
-        new.append(stops_mattering(*bounds) is not None)
-        old.append(undetermined_from(*bounds) is not None)
-    return {"stops_mattering": float(np.mean(new)), "old_rule": float(np.mean(old))}
+        table = gap_table(patched_rows(world, events, noise, seed, patch_noise=patch_noise), get_category("religion"))
+        table = table.sort_values("layer")
+        layers, low, high = table["layer"].tolist(), table["gap_closed_low"].tolist(), table["gap_closed_high"].tolist()
+        stop = stops_mattering(layers, low, high)
+        new.append(stop is not None)
+        old.append(undetermined_from(layers, low, high) is not None)
+        at_10.append(equivalent(low[layers.index(10)], high[layers.index(10)]))
+        wrong.append(false_claims(world, layers, low, high, stop))
+    now, before = np.mean(wrong, axis=0)
+    return {"stops_mattering": float(np.mean(new)), "old_rule": float(np.mean(old)),
+            "equivalent_at_10": float(np.mean(at_10)), "false_claim": float(now), "false_claim_before": float(before)}
 
 
 def patch_intervals(events: int, runs: int, resamples: int) -> dict:
@@ -221,6 +297,71 @@ def steering_controls(shared: bool, runs: int) -> dict:
             "held_out_passes": float(shares[2]), "transfer_mean": float(np.mean(transfers))}
 
 
+HELD_OUT_WORLDS = {"shared feature": (3.0, True), "per-identity features": (3.0, False), "no feature": (0.0, True)}
+HELD_OUT_EVENTS = (6, 12, 24)  # test events, as many fit
+SPREAD = 4.0  # sd of the persona and experiencer vectors' coordinates: main effects the rating reads, 12 points
+
+
+def old_transfer(rows: pd.DataFrame) -> float:
+    """The held-out control's transfer as scored before issue 48: identity j's gap is its in-group cell against its
+    row and column (j's perceiver and experiencer main effects in it), pooled shares of |gap| removed, their ratio."""
+    category = get_category("religion")
+    same = category.in_group()
+    tensors = steering._tensors(rows, category, "intensity")
+    before, held, real = [], [], []
+    for j in range(len(same)):
+        cells = involves(*np.indices(same.shape), j)
+        before.append(abs(steering._gap(tensors["unsteered"], same, cells)))
+        held.append(abs(steering._gap(tensors[f"L1 project held out {j}"], same, cells)))
+        real.append(abs(steering._gap(tensors["L1 project"], same, cells)))
+    return (1 - sum(held) / sum(before)) / (1 - sum(real) / sum(before))
+
+
+def held_out_rows(world: str, events: int, seed: int,
+                  spread: float = SPREAD) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """One synthetic steering world of `HELD_OUT_WORLDS` (`steering_states`, persona and experiencer vectors of sd
+    `spread`): the real direction fit on `events` events and each identity's fit without its cells, projected out on
+    `events` other events, and the same projections of the world without event noise (two identical events)."""
+    selection = {"category": "religion", "setting": "P0S0T0"}
+    plant, shared = HELD_OUT_WORLDS[world]
+    states, readout, cells = steering_states(plant, 2 * events, seed=seed, shared=shared, spread=spread)
+    clean = steering_states(plant, 2, seed=seed, shared=shared, spread=spread, noise=0.0)[0]
+    means = states[:, :events].mean(axis=1)[None]
+
+    def fit(without: int | None = None) -> np.ndarray:
+        label = steering.matched_cells(cells, selection, None, without)
+        return mean_difference(means, np.full(len(cells), events), label.eq(True).fillna(False),
+                               label.eq(False).fillna(False))[0]
+
+    directions = {"L1 project": fit(), **{f"L1 project held out {j}": fit(j) for j in range(5)}}
+    names = [f"e{i:02d}" for i in range(events)]
+    return (projection_rows(states[:, events:], cells, 3 * readout, directions, names),
+            projection_rows(clean, cells, 3 * readout, directions, names[:2]))
+
+
+def pooled_transfer(rows: pd.DataFrame) -> pd.Series:
+    """The held-out-identity control's pooled row (intensity) of a world's rows."""
+    return steering.held_out_control(rows).query("identity == 'pooled' and measure == 'intensity'").iloc[0]
+
+
+def held_out_world(world: str, events: int, runs: int, spread: float = SPREAD) -> dict:
+    """Over `runs` worlds of `held_out_rows`: how often the held-out-identity control passes (transfer printed and
+    > 0.5) as scored now (`steering.held_out_control`) and as scored before (`old_transfer`), how often transfer is
+    refused, and how often its interval holds the noise-free world's transfer where both are printed."""
+    new, old, refused, hits = [], [], [], []
+    for seed in range(runs):
+        rows, clean = held_out_rows(world, events, seed, spread)
+        pooled, truth = pooled_transfer(rows), pooled_transfer(clean)
+        new.append(pooled["transfer"] > 0.5)
+        old.append(old_transfer(rows) > 0.5)
+        refused.append(np.isnan(pooled["transfer"]))
+        if not refused[-1] and not np.isclose(truth["closed_real"], 0, atol=1e-9):  # no feature: truth 0 / 0
+            hits.append(pooled["transfer_low"] <= truth["transfer"] <= pooled["transfer_high"])
+    return {"held_out_passes_before": float(np.mean(old)), "held_out_passes": float(np.mean(new)),
+            "transfer_refused": float(np.mean(refused)),
+            "covers_transfer": float(np.mean(hits)) if hits else None}
+
+
 RANDOM_WORLDS = ("shared feature", "no feature, gap in the ratings", "gap shrinks with disturbance")
 
 
@@ -275,12 +416,13 @@ def rows(args: argparse.Namespace) -> list[dict]:
     rng = np.random.default_rng(args.seed)
     out = []
     for events in (int(e) for e in args.events.split(",") if e):
-        for name, world in NULLS.items():
-            out.append({"events": events, "world": f"{name} null", "true_gap": TRUE_GAP.get(name, 0.0),
-                        "rejects": rejection(rng, world, events, args.runs, args.draws)})
+        for name, world in {**NULLS, **EVENT_GAP_NULLS}.items():
+            truth = TRUE_GAP.get(name, 0.0)
+            out.append({"events": events, "world": f"{name} null", "true_gap": truth,
+                        **gap_tests(rng, world, truth, events, args.runs, args.draws)})
         for gap in (3.0, 5.0):
             out.append({"events": events, "world": f"planted {gap:g} points", "true_gap": gap,
-                        "rejects": rejection(rng, planted(gap), events, args.runs // 2, args.draws)})
+                        **gap_tests(rng, planted(gap), gap, events, args.runs // 2, args.draws)})
         for name, world, gap in (("normal null", planted(0.0), 0.0), ("tied null", NULLS["tied"], 0.0),
                                  ("planted 5 points", planted(5.0), 5.0)):
             out.append({"events": events, "world": f"{name}, intervals", "true_gap": gap,
@@ -290,9 +432,16 @@ def rows(args: argparse.Namespace) -> list[dict]:
         for name, world in PATCH_WORLDS.items():
             out.append({"events": events, "world": f"patching, {name}",
                         **patch_claims(world, events, args.coverage_runs)})
+        for name, world in PATCH_WORLDS.items():
+            out.append({"events": events, "world": f"patching, {name}, event sd {PRECISE[0]:g} patch sd {PRECISE[1]:g}",
+                        **patch_claims(world, events, args.coverage_runs, *PRECISE)})
         out.append({"events": events, "world": "patching, half at one layer, intervals",
                     **patch_intervals(events, args.coverage_runs, args.resamples // 5)})
         print(f"{events} events done", flush=True)
+    for events in HELD_OUT_EVENTS if args.held_out_runs else ():
+        for name in HELD_OUT_WORLDS:
+            out.append({"events": events, "world": f"steering held-out identities, {name}",
+                        **held_out_world(name, events, args.held_out_runs)})
     if not args.steering_runs:
         return out
     for name, shared in (("steering, shared feature", True), ("steering, per-identity features", False)):
@@ -304,10 +453,12 @@ def rows(args: argparse.Namespace) -> list[dict]:
     return out
 
 
-COLUMNS = ("events", "world", "true_gap", "rejects", "covers_gap", "covers_gap_bootstrap", "covers_share",
-           "unbounded", "delta_mean", "covers_delta", "noise_share", "stops_mattering", "old_rule",
+COLUMNS = ("events", "world", "true_gap", "rejects_over_events", "rejects_these_events", "covers_gap",
+           "covers_gap_bootstrap", "covers_share", "unbounded", "delta_mean", "covers_delta", "noise_share",
+           "stops_mattering", "old_rule", "equivalent_at_10", "false_claim", "false_claim_before",
            "matching_by_points_passes",
-           "matching_control_passes", "held_out_passes", "transfer_mean", "random_control_passes",
+           "matching_control_passes", "held_out_passes_before", "held_out_passes", "transfer_mean",
+           "transfer_refused", "covers_transfer", "random_control_passes",
            "random_control_silent", "random_matched_mean")
 
 
@@ -328,6 +479,8 @@ def main() -> None:
     parser.add_argument("--resamples", type=int, default=1000, help="event resamples per bootstrap")
     parser.add_argument("--events", default="4,12,24,100", help="events per run, comma separated (empty: none)")
     parser.add_argument("--steering-runs", type=int, default=20, help="synthetic worlds per steering row (0: none)")
+    parser.add_argument("--held-out-runs", type=int, default=200,
+                        help="synthetic worlds per held-out-identity row (0: none)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=Path("inference_calibration.json"))
     args = parser.parse_args()
@@ -335,7 +488,7 @@ def main() -> None:
     result_rows = rows(args)
     print(table(result_rows))
     result = {"rows": result_rows, **{k: getattr(args, k) for k in ("runs", "draws", "coverage_runs", "resamples",
-                                                                     "steering_runs", "seed")},
+                                                                     "steering_runs", "held_out_runs", "seed")},
               "true_delta": TRUE_DELTA, "seconds": time.perf_counter() - started, "machine": platform.platform()}
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     print(f"json: {args.out}")

@@ -33,8 +33,7 @@ class AnalyzeOptions:
     measure: str = option("intensity", "the rating each cell averages: the parsed reply's intensity (the paper's) "
                                        "or the expected intensity of the answer distribution", choices=MEASURES)
     permutations: int = option(10_000, "permutations of the identity matching in δ's test, and null draws of the "
-                                       "gap test over events", metavar="N",
-                               minimum=1)
+                                       "gap's randomisation test within these events", metavar="N", minimum=1)
     round_cells: int | None = option(None, "round M⁰ cells to DECIMALS before z-scoring, as the authors' notebook "
                                            "does with 2; none: no rounding", metavar="DECIMALS")
     seed: int = option(0, "seed of the permutations and of the event resamples", name="--permutation-seed")
@@ -115,7 +114,8 @@ def analyze_setting(
     """All statistics of one category and setting from its result rows (missing prompts count as refused if allowed).
 
     `round_cells=2` rounds every cell mean before z-scoring, as the authors' notebook does; the gap in points gets
-    its t-interval over events (`stats.gap_interval`); the gap test draws `n_permutations` null means (and as many
+    its t-interval over events (`stats.gap_interval`) and the t-test over events that inverts it
+    (`stats.gap_t_test`); the randomisation test within these events draws `n_permutations` null means (and as many
     matchings where it cannot enumerate them).
     """
     I, n_missing = intensity_tensor(rows, category, event_ids, measure)
@@ -125,7 +125,8 @@ def analyze_setting(
             f"({I.size - n_missing} present); finish the run or pass --allow-partial"
         )
     keep, keep_delta = stats.exclusion_mask(I), stats.exclusion_mask(I[1:, 1:])
-    M0 = M = M_delta = shown = permutation = summary = gap_points = gap_interval = gap_test = noise_share = None
+    M0 = M = M_delta = shown = permutation = summary = None
+    gap_points = gap_interval = gap_p = gap_test = noise_share = None
     matrix_reason = mask_reason = delta_reason = None
     try:
         M0 = stats.cell_means(I, keep, round_cells)
@@ -151,6 +152,7 @@ def analyze_setting(
         gap_test = stats.gap_test(I[1:, 1:], same, n_permutations, seed)
         noise_share = stats.event_noise_share(I[1:, 1:])
         gap_interval = stats.gap_interval(I[1:, 1:], same)
+        gap_p = stats.gap_t_test(I[1:, 1:], same)
     except ValueError as exc:
         delta_reason = f"{exc} (matrix without \"a person\")"
     return SettingAnalysis(
@@ -176,6 +178,7 @@ def analyze_setting(
         delta_reason=delta_reason,
         gap_points=gap_points,
         gap_interval=gap_interval,
+        gap_p=gap_p,
         gap_test=gap_test,
         noise_share=noise_share,
     )

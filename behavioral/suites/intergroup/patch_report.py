@@ -11,7 +11,7 @@ from activations.capture import EMBED_HOOK, table_layer
 from behavioral.analysis.formats import cell, is_missing
 from behavioral.analysis.spec import Section, scope
 from behavioral.suites.intergroup.patch_gap import ONE_EVENT
-from interp.patching.claims import EQUIVALENCE_MARGIN, stops_mattering, undetermined_from
+from interp.patching.claims import EQUIVALENCE_MARGIN, beyond, stops_mattering, undetermined_from
 from interp.patching.spec import SYSTEM_GROUP
 from interp.patching.sweep import layer_label
 
@@ -87,8 +87,9 @@ def _construction(row: pd.Series, mode: str) -> str:
 
 
 def _informative(part: pd.DataFrame, last_block: int, margin: float) -> str:
-    """The first tested layer from which patching is shown to stop mattering (an equivalence test within ±margin),
-    with its interval and the layer before; else from where the data cannot tell the effect from 0."""
+    """The first tested layer from which every later layer's gap closed passes the equivalence test within ±margin,
+    with its interval, and what the tests say of the layer before; else from where the data cannot tell the effect
+    from 0."""
     if part["gap_closed_low"].isna().all():
         note = part["interval_note"].iloc[0] or "the gap closed has no interval"
         return f"Where patching stops mattering cannot be read without intervals ({note})."
@@ -108,20 +109,33 @@ def _informative(part: pd.DataFrame, last_block: int, margin: float) -> str:
         return text
     at = layers.index(layer)
     row = part.iloc[at]
-    text = (f"The informative result: from layer {layer_label(layer)} on, every tested layer's gap closed lies within "
-            f"{bound} of the unpatched gap (its 95% interval inside [−{cell(margin, 'percent')}, "
-            f"{cell(margin, 'percent')}]: an equivalence test at 0.025 per side; layer {layer_label(layer)}: "
-            f"{closed(row)})")
+    text = (f"The informative result: from layer {layer_label(layer)} on, every patched layer's effect is within "
+            f"{bound} of none ({_equivalence(row, margin)}; layer {layer_label(layer)}: {closed(row)}).")
     if at:
-        before = part.iloc[at - 1]
-        text += (f", where layer {layer_label(before['layer'])} closed {closed(before)}: the persona's states at these "
-                 f"positions stop mattering between layers {layer_label(before['layer'])} and {layer_label(layer)}")
-    text += "."
+        text += " " + _layer_before(part.iloc[at - 1], layer, margin)
     if layer == last_block and row["positions"] != "all":
         text += (f" Layer {layer} is the last block, where a patch before the answer's position changes nothing by "
-                 "construction" + (f"; layer {layer_label(part.iloc[at - 1]['layer'])} is the last tested layer where "
-                                   "patching mattered." if at else "."))
+                 "construction.")
     return text
+
+
+def _equivalence(row: pd.Series, margin: float) -> str:
+    """What the equivalence test showed, at what level and over how many events."""
+    events, bound = int(row["n_events"]), cell(margin, "percent")
+    return (f"the gap closed within ±{bound} of the unpatched gap: an equivalence test at 0.025 over {events} events, "
+            f"both one-sided t-tests ({events - 1} degrees of freedom) of an effect at ±{bound} rejecting, so each "
+            f"95% interval lies inside [−{bound}, {bound}]")
+
+
+def _layer_before(before: pd.Series, layer: int, margin: float) -> str:
+    """What the tests say of the tested layer before the one from which patching stops mattering: shown to matter
+    (its interval beyond ±margin) or not told either way (it only failed the equivalence test)."""
+    name, bound = layer_label(before["layer"]), f"±{cell(margin, 'percent')}"
+    if beyond(before["gap_closed_low"], before["gap_closed_high"], margin):
+        return (f"Layer {name} before it closes {closed(before)}, beyond {bound} (its 95% interval outside it): the "
+                f"persona's states at these positions stop mattering between layers {name} and {layer_label(layer)}.")
+    return (f"Layer {name} before it closes {closed(before)}: neither shown within {bound} nor beyond it, so the "
+            "tests do not say whether patching still matters there.")
 
 
 def headline(table: pd.DataFrame, last_block: int, margin: float = EQUIVALENCE_MARGIN) -> str:

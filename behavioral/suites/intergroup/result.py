@@ -49,7 +49,8 @@ class SettingAnalysis:
     # the matrix's spread moves; this does not)
     gap_points: float | None = None
     gap_interval: tuple[float, float] | None = None  # gap_points' 95% t-interval over events
-    gap_test: stats.GapTest | None = None  # the per-event randomisation test of gap_points > 0
+    gap_p: float | None = None  # one-sided p of the t-test over events of gap_points > 0 (stats.gap_t_test)
+    gap_test: stats.GapTest | None = None  # the randomisation test of gap_points > 0 within these events
     noise_share: float | None = None  # the share of σ(M⁰)² of δ's matrix that is event-sampling noise
 
     @property

@@ -11,7 +11,7 @@ import numpy as np
 from scipy import stats as _sps
 
 from behavioral.analysis.bootstrap import percentile_interval, resamples
-from behavioral.analysis.paired import GapClosed, closed, t_interval
+from behavioral.analysis.paired import GapClosed, closed, t_interval, t_p_greater
 
 EXACT_LIMIT = 100_000  # the most outcomes an exact test enumerates (8! = 40,320 matchings; 2^16 = 65,536 sign patterns)
 # The gap test's draws come from their own stream of the seed (the seed itself draws the sampled matchings).
@@ -240,10 +240,12 @@ def event_bootstrap(I: np.ndarray, same: np.ndarray, n_resamples: int = 1000, se
 
 @dataclass(frozen=True, eq=False)
 class GapTest:
-    """The per-event randomisation test of the gap in rating points (the toolkit's addition): `gap` is the mean over
-    kept events of the in-group minus out-group rating; `null` holds that mean where each event's matching of
-    perceivers to identities is drawn at random, independently per event; p is one-sided for gap > 0 (H0: within each
-    event, which identity a perceiver is matched with does not change the ratings)."""
+    """The per-event randomisation test of the gap in rating points, which conditions on the sampled events (the
+    toolkit's addition): `gap` is the mean over kept events of the in-group minus out-group rating; `null` holds that
+    mean where each event's matching of perceivers to identities is drawn at random, independently per event; p is
+    one-sided for gap > 0 (H0: within each of these events, which identity a perceiver is matched with does not change
+    the ratings). It says nothing of other events: where per-event gaps vary around a population mean of 0 it rejects
+    far more often than its level (docs/BENCHMARKS.md); `gap_t_test` tests the gap over events."""
 
     gap: float
     null: np.ndarray
@@ -285,13 +287,14 @@ def event_gaps(I: np.ndarray, same: np.ndarray) -> tuple[np.ndarray, np.ndarray,
 
 
 def gap_test(I: np.ndarray, same: np.ndarray, n_draws: int = 10_000, seed: int = 0) -> GapTest:
-    """Randomisation test over events of the mean in-group minus out-group gap in rating points, whose p is floored
-    by `n_draws`, not by the n! matchings of the identities.
+    """Randomisation test of the matching within these events of the mean in-group minus out-group gap in rating
+    points, whose p is floored by `n_draws`, not by the n! matchings of the identities.
 
     Under H0 each event's ratings do not depend on the matching, so the observed matching's gap in an event is as
     likely as any matching's, independently across events: the null mean gap draws one matching per event. It
     needs no ranks and no tie-breaking (tied greedy answers give the same p under any seed) and tests the quantity
-    Table 2 reports, not δ (which also moves with σ(M⁰)). Pass δ's I (without "a person").
+    Table 2 reports, not δ (which also moves with σ(M⁰)), for the sampled events only: a gap that other events would
+    not repeat is a gap here (the test of the gap over events is `gap_t_test`). Pass δ's I (without "a person").
     """
     kept, same, per_event = event_gaps(I, same)
     if not kept.shape[2]:
@@ -305,6 +308,16 @@ def gap_test(I: np.ndarray, same: np.ndarray, n_draws: int = 10_000, seed: int =
     null.flags.writeable = False
     p = (1 + np.count_nonzero(at_least(null, observed))) / (n_draws + 1)
     return GapTest(observed, null, float(p), events)
+
+
+def gap_t_test(I: np.ndarray, same: np.ndarray) -> float:
+    """One-sided p of the test over events that the gap in rating points exceeds 0 (H0: the mean gap over the events
+    these were sampled from is ≤ 0): Student's t with E − 1 degrees of freedom over the per-event gaps, the test
+    `gap_interval` inverts (p < 0.025 exactly where its 95% interval lies above 0). It assumes the mean of the
+    per-event gaps near normal: where gaps are skewed toward low in-group ratings it rejects more often than its
+    level (0.17 of runs at 4-6 events, 0.08 at 24, where 5% of answers fall far lower; docs/BENCHMARKS.md). NaN with
+    fewer than two kept events. Pass δ's I (without "a person")."""
+    return t_p_greater(event_gaps(I, same)[2])
 
 
 def gap_interval(I: np.ndarray, same: np.ndarray, level: float = 0.95) -> tuple[float, float]:

@@ -15,7 +15,7 @@ from matplotlib.figure import Figure
 from activations.store import ActivationStore
 from behavioral.run import RunConfig
 from behavioral.suites.intergroup import activations
-from behavioral.analysis.paired import t_interval
+from behavioral.analysis.paired import fieller, t_interval
 from behavioral.selection import field_values
 from behavioral.suites.intergroup import stats
 from behavioral.suites.intergroup.analysis import analyze_setting, intensity_tensor
@@ -285,49 +285,93 @@ def matching_control(rows: pd.DataFrame, matchings: np.ndarray) -> pd.DataFrame:
     return pd.concat(out, ignore_index=True) if out else pd.DataFrame()
 
 
+TRANSFER_REFUSED = ("the real direction's lowering of the held-out identities' in-group interactions is not "
+                    "distinguishable from 0 (its 95% t-interval over events includes 0), so the ratio has no bounded "
+                    "interval and is not printed")
+
+
+def ingroup_interaction(I: np.ndarray, same: np.ndarray) -> np.ndarray:
+    """I [n, n, ...] less its additive model a + b_p + c_x (perceiver p, experiencer x) fit by least squares on the
+    out-group cells (`same` False) alone, per trailing index (e.g. per event): what an in-group cell holds beyond its
+    rater's and its rated identity's main effects. A double-centring over all cells mixes the other in-group cells
+    into each (where the others close and j's does not, j's seems to close by 1/n); this mixes in none. A ValueError
+    with fewer than three groups, where the main effects of an in-group cell are not estimable from the out-group
+    cells."""
+    n = len(same)
+    rows, cols = np.indices((n, n)).reshape(2, -1)
+    design = np.hstack([np.eye(n)[rows], np.eye(n)[cols]])  # the constant is in the span of either block
+    outside = ~np.asarray(same, dtype=bool).ravel()
+    if np.linalg.matrix_rank(design[outside]) < np.linalg.matrix_rank(design):
+        raise ValueError("the in-group interaction needs three or more groups: the main effects of an in-group cell "
+                         "are not estimable from the out-group cells")
+    flat = I.reshape(n * n, -1)
+    return (flat - design @ np.linalg.lstsq(design[outside], flat[outside], rcond=None)[0]).reshape(I.shape)
+
+
+def transfer(held: np.ndarray, real: np.ndarray) -> dict[str, float | str]:
+    """mean(held) / mean(real) of paired per-event values (how far each direction lowered the in-group interaction)
+    with Fieller's 95% interval; NaN with the reason in ``transfer_note`` where the denominator's t-interval
+    includes 0 or fewer than two events are kept."""
+    if len(held) < 2:
+        return {"transfer": math.nan, "transfer_low": math.nan, "transfer_high": math.nan,
+                "transfer_note": "fewer than two events kept in every condition"}
+    low, high, unbounded = fieller(held, real, 0.95)
+    return {"transfer": math.nan if unbounded else float(held.mean() / real.mean()), "transfer_low": low,
+            "transfer_high": high, "transfer_note": TRANSFER_REFUSED if unbounded else ""}
+
+
 def held_out_control(rows: pd.DataFrame) -> pd.DataFrame:
     """The held-out-identity control of the projections: per layer × category × setting × measure and identity
-    group j left out of a fit, j's own gap (its in-group cell against its out-group cells, j as perceiver or
-    experiencer, "a person" left out) unsteered, after projecting out the direction fit without j's cells (``L{l}
-    project held out {j}``) and after projecting out the real direction, fit with them (``L{l} project``); the share
-    of |gap| each removes (``removed_held_out``, ``removed_real``), and per layer the shares of the identities' |gaps|
-    summed (``identity`` "pooled": a small gap weighs little; ``transfer`` = pooled removed_held_out / pooled
-    removed_real). A direction that carries a feature
-    every in-group cell shares removes a held-out identity's gap as it removes the others' (transfer near 1); one
-    fit from identity-specific features does not (near 0), and no labelling of cells makes it large by
-    construction."""
+    group j left out of a fit, j's in-group interaction (``interaction_*``: the mean over j's in-group cells of
+    `ingroup_interaction`, in rating points; one identity per group: its own cell's) unsteered, after projecting out
+    the direction fit without j's cells (``L{l} project held out {j}``) and after projecting out the real direction,
+    fit with them (``L{l} project``), over the events kept in every condition of the layer, and how far each
+    direction lowered it (``closed_held_out``, ``closed_real``: unsteered − projected). Per layer, ``identity``
+    "pooled": the means over the held-out identities, the t-intervals over events of both closings, and ``transfer``
+    = pooled closed_held_out / pooled closed_real with Fieller's interval over events (`transfer`: refused where the
+    real closing's interval includes 0). A direction that carries a feature every in-group cell shares lowers a
+    held-out identity's interaction as the real one does (transfer near 1); one fit from identity-specific features
+    does not (near 0). j's in-group cell read against its own row and column instead carries j's main effects,
+    which any projection the rating reads shifts: that passed without a shared feature (docs/BENCHMARKS.md)."""
     out = []
     held = rows[rows["held_out"].ge(0)] if "held_out" in rows else rows.iloc[:0]
     for category, setting, cat, measure, _, tensors in _measured(rows[rows["category"].isin(held["category"])]):
         groups = _group_index(cat, pd.Series(cat.identities))
         first = {j: name for name, j in reversed(list(zip(cat.identities, groups)))}
         same = cat.in_group()
-        records = []
         mine = held[(held["category"] == category) & (held["setting"] == setting)]
-        for (layer, j), _ in mine.groupby(["layer", "held_out"]):
-            cells = involves(groups[:, None], groups[None, :], int(j))
-            before = _gap(tensors["unsteered"], same, cells)
-            after_held = _gap(tensors[f"L{layer} project held out {j}"], same, cells)
-            after_real = (_gap(tensors[f"L{layer} project"], same, cells) if f"L{layer} project" in tensors
-                          else math.nan)
-            records.append({"layer": int(layer), "category": category, "setting": setting, "measure": measure,
-                            "identity": first[int(j)], "gap_unsteered": before, "gap_held_out": after_held,
-                            "gap_real": after_real,
-                            "removed_held_out": 1 - abs(after_held) / abs(before) if before else math.nan,
-                            "removed_real": 1 - abs(after_real) / abs(before) if before else math.nan})
-        if not records:
-            continue
-        frame = pd.DataFrame(records)
-        for layer, part in frame.groupby("layer", sort=False):
-            before = part["gap_unsteered"].abs().sum()
-            held_share, real_share = (1 - part[column].abs().sum() / before if before else math.nan
-                                      for column in ("gap_held_out", "gap_real"))
-            out.append(pd.concat([part, pd.DataFrame([{
-                "layer": layer, "category": category, "setting": setting, "measure": measure,
-                "identity": "pooled", "gap_unsteered": before, "removed_held_out": held_share,
-                "removed_real": real_share, "transfer": held_share / real_share if real_share else math.nan,
-            }])], ignore_index=True))
+        for layer, part in mine.groupby("layer"):
+            left_out = sorted(int(j) for j in part["held_out"].unique())
+            conditions = ["unsteered", f"L{layer} project", *(f"L{layer} project held out {j}" for j in left_out)]
+            kept = np.logical_and.reduce([stats.exclusion_mask(tensors[c]) for c in conditions])
+            labels = {"layer": int(layer), "category": category, "setting": setting, "measure": measure}
+            table = (_held_out_rows(tensors, conditions, left_out, kept, same, groups, first) if kept.any()
+                     else pd.DataFrame([{"identity": "pooled", **transfer(np.zeros(0), np.zeros(0))}]))
+            out.append(pd.DataFrame([labels] * len(table)).join(table).assign(n_events=int(kept.sum())))
     return pd.concat(out, ignore_index=True) if out else pd.DataFrame()
+
+
+def _held_out_rows(tensors: Mapping[str, np.ndarray], conditions: Sequence[str], left_out: Sequence[int],
+                   kept: np.ndarray, same: np.ndarray, groups: np.ndarray, first: Mapping[int, str]) -> pd.DataFrame:
+    """`held_out_control`'s rows of one layer: per held-out group j (named `first[j]`) and pooled, over the `kept`
+    events; `conditions`: unsteered, the real projection, then the held-out projections in `left_out` order."""
+    own = {c: ingroup_interaction(tensors[c][:, :, kept], same) for c in conditions}
+    records, held_closed, real_closed = [], [], []
+    for j, condition in zip(left_out, conditions[2:]):
+        before, real, after = (own[c][same & (groups[:, None] == j)].mean(axis=0)
+                               for c in (conditions[0], conditions[1], condition))
+        held_closed.append(before - after)
+        real_closed.append(before - real)
+        records.append({"identity": first[j], "interaction_unsteered": before.mean(),
+                        "interaction_held_out": after.mean(), "interaction_real": real.mean(),
+                        "closed_held_out": held_closed[-1].mean(), "closed_real": real_closed[-1].mean()})
+    frame = pd.DataFrame(records)
+    pooled_held, pooled_real = np.mean(held_closed, axis=0), np.mean(real_closed, axis=0)
+    pooled = {"identity": "pooled", **frame.drop(columns="identity").mean(),
+              **dict(zip(("closed_held_out_low", "closed_held_out_high"), t_interval(pooled_held, 0.95))),
+              **dict(zip(("closed_real_low", "closed_real_high"), t_interval(pooled_real, 0.95))),
+              **transfer(pooled_held, pooled_real)}
+    return pd.concat([frame, pd.DataFrame([pooled])], ignore_index=True)
 
 
 def _disturbance(rows: pd.DataFrame, condition: str, measure: str) -> float:

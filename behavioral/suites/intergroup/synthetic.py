@@ -49,16 +49,18 @@ def cells_of(category: Category) -> pd.DataFrame:
 
 
 def steering_states(plant: float, n_events: int = 30, d: int = 16, seed: int = 0, shared: bool = True,
-                    category: Category | None = None) -> tuple[np.ndarray, np.ndarray, pd.DataFrame]:
-    """[cells, events, d] states (persona + experiencer vectors + noise), plus `plant` × u on every in-group cell
-    (`shared`: one in-group feature) or `plant` × its own unit vector g_p on identity p's in-group cell (no shared
-    feature); the readout direction of the gap (u, or the sum of the g_p over √n); and the cells. One identity per
-    group (religion, nationality): an in-group cell is a named identity rating itself."""
+                    category: Category | None = None, spread: float = 1.0,
+                    noise: float = 0.5) -> tuple[np.ndarray, np.ndarray, pd.DataFrame]:
+    """[cells, events, d] states (persona + experiencer vectors, N(0, spread²) per coordinate, + N(0, noise²) per
+    prompt), plus `plant` × u on every in-group cell (`shared`: one in-group feature) or `plant` × its own unit
+    vector g_p on identity p's in-group cell (no shared feature); the readout direction of the gap (u, or the sum of
+    the g_p over √n); and the cells. One identity per group (religion, nationality): an in-group cell is a named
+    identity rating itself. The same seed draws the same vectors at any `spread` and `noise`."""
     category = category or get_category("religion")
     rng = np.random.default_rng(seed)
     cells = cells_of(category)
     names = category.with_unspecified
-    persona, target = rng.standard_normal((len(names), d)), rng.standard_normal((len(names), d))
+    persona, target = spread * rng.standard_normal((len(names), d)), spread * rng.standard_normal((len(names), d))
     u = rng.standard_normal(d)
     u /= np.linalg.norm(u)
     own = rng.standard_normal((len(names), d))
@@ -66,7 +68,7 @@ def steering_states(plant: float, n_events: int = 30, d: int = 16, seed: int = 0
     p = cells["perceiver"].map(names.index).to_numpy()
     x = cells["experiencer"].map(names.index).to_numpy()
     ingroup = ((p == x) & (p > 0))[:, None, None]
-    states = persona[p][:, None] + target[x][:, None] + 0.5 * rng.standard_normal((len(cells), n_events, d))
+    states = persona[p][:, None] + target[x][:, None] + noise * rng.standard_normal((len(cells), n_events, d))
     if shared:
         return states + plant * ingroup * u, u, cells
     return states + plant * ingroup * own[p][:, None], own[1:].sum(axis=0) / np.sqrt(len(names) - 1), cells
