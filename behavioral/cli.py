@@ -197,6 +197,16 @@ def _demo(args: argparse.Namespace) -> None:
     print(f"demo finished in {time.perf_counter() - started:.0f} s")
 
 
+def _message(err: Exception) -> str:
+    """What the command prints of an error: a file system error names its file cut to a readable length (a
+    5,000-character name is not echoed whole)."""
+    from behavioral.options import quoted
+
+    if isinstance(err, OSError) and err.filename is not None:
+        return f"{quoted(str(err.filename))}: {err.strerror}"
+    return str(err)
+
+
 def _warning_line(message: Warning | str, *_) -> str:
     """A warning as the command prints it: one line, without Python's file and source line."""
     return f"empathy-gap: warning: {message}\n"
@@ -252,7 +262,7 @@ def _main(argv: list[str]) -> int:
         else:
             _demo(args)
     except (ValueError, OSError) as err:
-        for line in str(err).splitlines() or [""]:  # a refusal of several problems names each on its own line
+        for line in _message(err).splitlines() or [""]:  # a refusal of several problems names each on its own line
             print(f"empathy-gap: error: {line}", file=sys.stderr)
         return 2
     return 0

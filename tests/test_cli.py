@@ -71,6 +71,16 @@ def test_missing_events_file_is_exit_2(tiny_model_dir, tmp_path, capsys):
     assert not out.exists()
 
 
+@pytest.mark.parametrize("suite", ["intergroup", "isear"])
+def test_a_file_name_too_long_to_look_up_is_one_short_line(suite, tiny_model_dir, tmp_path, capsys):
+    out = tmp_path / "D"
+    argv = ["run", suite, "--model", str(tiny_model_dir), "--events", "a" * 5000, "--out", str(out), "--no-progress"]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and len(err) < 300 and "(5000 characters)" in err
+    assert not out.exists()
+
+
 def test_analyze_of_a_non_run_is_exit_2(tmp_path, capsys):
     assert cli.main(["analyze", str(tmp_path)]) == 2
     assert MANIFEST in capsys.readouterr().err
