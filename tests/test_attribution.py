@@ -14,6 +14,7 @@ import pytest
 import torch
 from torch import nn
 
+from behavioral.analysis.paired import fieller, t_interval
 from behavioral.engine import Engine
 from behavioral.suites.intergroup import patching as IP
 from behavioral.suites.intergroup.corpus import embedded_events, sample_events
@@ -191,7 +192,7 @@ def test_summary_recovers_a_planted_node_with_an_interval_over_units():
              "atp": (1.0 if layer == 3 else 0.0) + rng.normal(0, 0.1)}
             for u in range(12) for k in range(2) for layer in range(5)]
     frame = pd.DataFrame(rows)
-    out = A.summarize(frame, "atp", "event", n_resamples=500)
+    out = A.summarize(frame, "atp", "event")
     planted = out.set_index("layer").loc[3]
     assert planted["ci_low"] < planted["mean"] < planted["ci_high"] and planted["ci_low"] > 0.8
     assert (out.set_index("layer").drop(3)["ci_high"] < 0.3).all()
@@ -202,6 +203,20 @@ def test_summary_recovers_a_planted_node_with_an_interval_over_units():
     assert few["ci_low"].isna().all() and few["unit_min"].notna().all()  # 8 events: a range, no interval
     some = frame.assign(layer=lambda f: np.where((f["event"] == "e0") & (f["layer"] == 0), 9, f["layer"]))
     assert A.summarize(some, "atp", "event").set_index("layer").loc[9, ["ci_low", "ci_high"]].isna().all()
+
+
+def test_the_summary_interval_is_over_units_t_with_equal_pairs_and_fieller_with_unequal():
+    rng = np.random.default_rng(1)
+    frame = pd.DataFrame({"event": np.repeat(np.arange(10), 5), "layer": 0, "offset": 0,
+                          "atp": np.repeat(rng.normal(0, 1, 10), 5) + rng.normal(0, 1, 50)})
+    per_event = frame.groupby("event")["atp"].mean().to_numpy()
+    row = A.summarize(frame, "atp", "event").iloc[0]
+    assert (row["ci_low"], row["ci_high"]) == pytest.approx(t_interval(per_event, 0.95))  # pairs of an event: one unit
+    unequal = frame.drop(index=[0, 1, 2, 7])  # events 0 and 1 keep 2 and 4 pairs
+    sums, counts = (unequal.groupby("event")["atp"].agg(f).to_numpy(dtype=float) for f in ("sum", "count"))
+    row = A.summarize(unequal, "atp", "event").iloc[0]
+    assert row["mean"] == pytest.approx(sums.sum() / counts.sum())
+    assert (row["ci_low"], row["ci_high"]) == pytest.approx(fieller(sums, counts, 0.95)[:2])
 
 
 def test_the_map_flags_where_atp_is_known_to_fail():

@@ -58,7 +58,8 @@ from scipy.stats import spearmanr
 
 from activations.capture import EMBED_HOOK, Layers, ResidualHooks, hook_names, n_layers_of, resolve_layers, \
     table_layer
-from behavioral.analysis.bootstrap import LEVEL, MIN_UNITS, percentile_interval, resamples
+from behavioral.analysis.bootstrap import LEVEL, MIN_UNITS
+from behavioral.analysis.paired import fieller
 from behavioral.answer_space import AnswerTrie
 from behavioral.engine import Batch
 from interp.patching.sources import prefix_batches, prefixes, source_states
@@ -411,11 +412,12 @@ def agreement(estimate: np.ndarray, exact: np.ndarray, ks: Sequence[int] = (10,)
 
 
 def summarize(nodes: pd.DataFrame, value: str, unit: str, by: Sequence[str] = ("layer", "offset"),
-              n_resamples: int = 1000, seed: int = 0, level: float = LEVEL, min_units: int = MIN_UNITS) -> pd.DataFrame:
+              level: float = LEVEL, min_units: int = MIN_UNITS) -> pd.DataFrame:
     """Per node group (`by`): the mean of `value` over the pairs that have the node, n_pairs, n_units (the distinct
-    values of column `unit`, e.g. events), the range of the per-unit means (unit_min, unit_max: not an interval of
-    the mean) and the percentile interval of the mean over units drawn with replacement (ci_low, ci_high; NaN where
-    the node has fewer than `min_units`, below which the interval covers far less than its level)."""
+    values of column `unit`, e.g. events, that have the node), the range of the per-unit means (unit_min, unit_max:
+    not an interval of the mean) and its interval over those units (ci_low, ci_high; NaN where fewer than
+    `min_units`): Fieller's for the mean as the ratio of the per-unit sums to the per-unit pair counts, which with as
+    many pairs in every unit is Student's t over the per-unit means (pairs of one unit are not independent)."""
     by = list(by)
     units, unit_index = np.unique(nodes[unit].astype(str), return_inverse=True)
     groups = nodes.groupby(by, sort=True).ngroup().to_numpy()
@@ -426,16 +428,10 @@ def summarize(nodes: pd.DataFrame, value: str, unit: str, by: Sequence[str] = ("
     np.add.at(counts, (unit_index, groups), 1)
     out = nodes.groupby(by, sort=True).agg(mean=(value, "mean"), n_pairs=(value, "size")).reset_index()
     out["n_units"] = (counts > 0).sum(0)
-    low = high = np.full(n_groups, np.nan)
-    if len(units) >= 2:
-        draws = resamples(len(units), n_resamples, seed)
-        weight = np.stack([np.bincount(d, minlength=len(units)) for d in draws]).astype(float)  # [R, units]
-        with np.errstate(invalid="ignore", divide="ignore"):
-            means = (weight @ sums) / (weight @ counts)
-        low, high = np.array([percentile_interval(means[:, g], level) for g in range(n_groups)]).T
     with np.errstate(invalid="ignore", divide="ignore"):
         unit_means = np.where(counts > 0, sums / counts, np.nan)
     out["unit_min"], out["unit_max"] = np.nanmin(unit_means, axis=0), np.nanmax(unit_means, axis=0)
-    few = out["n_units"].to_numpy() < max(2, min_units)  # a node's own units, however many the others have
-    out["ci_low"], out["ci_high"] = np.where(few, np.nan, low), np.where(few, np.nan, high)
+    ends = [fieller(sums[has, g], counts[has, g], level)[:2] if has.sum() >= max(2, min_units) else (np.nan, np.nan)
+            for g, has in enumerate((counts > 0).T)]  # a node's own units, however many the others have
+    out["ci_low"], out["ci_high"] = np.array(ends, dtype=float).reshape(-1, 2).T
     return out

@@ -73,8 +73,7 @@ class Options:
                                     "over those nodes", metavar="N", minimum=0)
     graddrop: bool = option(False, "AtP*'s GradDrop magnitudes too (L more forwards and backwards a pair)")
     top: int = option(20, "nodes of largest mean |AtP| listed in the report, per mode", metavar="N", minimum=1)
-    n_bootstrap: int = option(1000, "resamples of the events for the map's intervals", metavar="N", minimum=1)
-    seed: int = option(0, "seed of the resamples and of another slot's sample of items", metavar="N")
+    seed: int = option(0, "seed of another slot's sample of items", metavar="N")
     device: str = option("auto", "device of the model", metavar="DEVICE")
     dtype: str | None = option(None, "dtype of the model (default: the run's)", metavar="DTYPE")
     batch_size: int = option(32, "prompts per forward (pairs at a time for the corrupted states, nodes at a time "
@@ -205,10 +204,10 @@ def _tokens(tokenizer, pairs: Sequence[atp.Pair], nodes: pd.DataFrame) -> pd.Ser
     return pd.Series([cache.setdefault(i, repr(tokenizer.decode([i]))) for i in ids], index=nodes.index)
 
 
-def map_table(nodes: pd.DataFrame, value: str, options: Options) -> pd.DataFrame:
-    """The mean map of one mode (layer × offset from the slot's last token) with its event-bootstrap interval and
-    the clean token(s) at that offset."""
-    out = atp.summarize(nodes, value, "unit", ("layer", "offset"), options.n_bootstrap, options.seed)
+def map_table(nodes: pd.DataFrame, value: str) -> pd.DataFrame:
+    """The mean map of one mode (layer × offset from the slot's last token) with its interval over events and the
+    clean token(s) at that offset."""
+    out = atp.summarize(nodes, value, "unit", ("layer", "offset"))
     tokens = nodes.groupby("offset")["token"].agg(lambda t: t.iloc[0] if t.nunique() == 1 else
                                                   f"({t.nunique()} tokens)")
     out.insert(2, "token", out["offset"].map(tokens))
@@ -304,6 +303,10 @@ def cost_rows(mode: str, found: atp.NodeMap, exact: atp.NodeMap | None) -> list[
 
 # --- the study ----------------------------------------------------------------------------------------------------
 
+# What the map's interval covered on synthetic maps of 10, 12 and 20 events (4,000 nodes a cell, 5 pairs an event;
+# tests/benchmarks/inference_calibration.py --atp-events 10,12,20, 2026-11-28; docs/BENCHMARKS.md, issue 48).
+MAP_COVERAGE = ("0.95-0.96 where the per-event means were normal or heavy-tailed and 0.91-0.93 where they were "
+                "skewed (the event-bootstrap percentile interval printed before: 0.87-0.93)")
 MAP_TEXT = (
     "AtP estimates, for each residual-stream state (layer, position) of the clean prompt, the change of the metric "
     "when that one state is replaced by the corrupted prompt's (the state at the same distance from the slot's end): "
@@ -314,9 +317,11 @@ MAP_TEXT = (
     "own tokens (on SmolLM2 it overstated layers 7-12 there two to four times and got the sign wrong) and the "
     "earliest layers. `mean` is over the pairs that have the node; `unit_min`/`unit_max` the range of its per-event "
     "means (another slot: the clean items' contexts, `unit`), not an interval; `ci_low`/`ci_high` the 95% "
-    "percentile interval of the mean over the units resampled with replacement, only where the node has at least "
-    f"{MIN_UNITS} (with fewer it covers far less than 95%). The report lists the nodes of largest |mean|; the whole "
-    "map is `map_<mode>.csv`, every pair's nodes `nodes.csv`.")
+    "interval of the mean over the units (pairs of one unit are not independent): Student's t over the per-unit "
+    "means where every unit has as many pairs at the node, else Fieller's for the ratio of the per-unit sums to "
+    f"their pair counts, only where the node has at least {MIN_UNITS} units (where its coverage was measured: on "
+    f"synthetic maps of 10-20 events it covered {MAP_COVERAGE}). The report lists the nodes of largest |mean|; the "
+    "whole map is `map_<mode>.csv`, every pair's nodes `nodes.csv`.")
 VALIDATION_TEXT = (
     "Activation patching ran every node of the first pairs of each mode (one forward row a node; with "
     "--validate-nodes N, the N nodes of largest |AtP| a pair, where AtP points, and every measure below is over "
@@ -437,7 +442,7 @@ class AttributionStudy(Study):
                 nodes = nodes.merge(keyed, on=["pair", "layer", "position"], how="left")
             mode_nodes.append(nodes)
             costs += cost_rows(mode, found, exact)
-            summary = map_table(nodes, "atp", options)
+            summary = map_table(nodes, "atp")
             top = summary.reindex(summary["mean"].abs().sort_values(ascending=False).index).head(options.top)
             files.append(Table(f"map_{mode}", f"AtP map, mode {mode}: layer × offset", summary))
             title = f"{run.name} · {pairs.slot} · mode {mode} · {len(chosen)} pairs"

@@ -19,7 +19,7 @@ import pandas as pd
 
 from activations.capture import n_layers_of, parse_layers
 from behavioral import chat
-from behavioral.analysis.paired import closed, t_interval
+from behavioral.analysis.paired import CLOSED_COVERAGE, closed, t_interval
 from behavioral.analysis.runs import Run, prepared_data
 from behavioral.analysis.spec import Section, Table
 from behavioral.answer_space import AnswerTrie
@@ -132,7 +132,8 @@ class SlotPatching:
                 f"value in the slot (mode `person`: {self.baseline!r}; mode `swap`: an identity of the other side). "
                 f"The gap is, per `{self.unit}`, the mean expected answer of the in-group items minus that of the "
                 "out-group items, averaged over the units; each interval is a 95% t-interval over the units (the gap "
-                "closed is paired by unit; as a share, Fieller's interval). " + _claims(table, options.equivalence_margin))
+                f"closed is paired by unit; as a share, Fieller's interval; {CLOSED_COVERAGE}). "
+                + _claims(table, options.equivalence_margin))
         sections = [Section("The gap by patched layer", text, (Table("gap_by_layer", "The gap after patching the "
                                                                    f"slot {self.slot!r} at one layer", table,
                                                                    {"n_prompts": "count", "n_events": "count"}),))]

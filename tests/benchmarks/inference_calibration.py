@@ -54,6 +54,18 @@ now (the in-group interaction, `steering.held_out_control`) and before (`old_tra
 coverage of transfer's Fieller interval of the noise-free world's transfer (the same directions, no event noise;
 undefined without a feature, where both closings are 0).
 
+Worlds with event effects (issue 48, 4), at `--closing-events` (4, 6, 12) and `--atp-events` (10, 12, 20): each
+event's effect is `spread` (1 or 3) times a draw of mean 0 and sd 1, normal, t₃ (heavy tails) or 1 − Exp(1) (skewed:
+a long tail of low values). Patching (`closing_pair`): half of a gap that varies by event is closed, the patch's own
+share of each event varying too: clean = base_matrix + (1.5 + u_e) on the in-group cells + N(0, 2²), patched = clean −
+0.5 (1.5 + w_e) on them + N(0, 1²); also rounded, at half size, to the integers 0..5 (ties and a ceiling; the truth
+is then the mean over 200,000 drawn events). Per world: the coverage of the points closed's t-interval
+(`covers_closed_points`), of the share closed's Fieller interval where it is bounded (`covers_share`, `unbounded`)
+and of Fieller's set bounded or not (`covers_share_set`: the paired t-test of closed − share × before). AtP
+(`atp_coverage`): maps of 20 independent nodes, 5 pairs an event (the persona's 5 religions), AtP at a node 1 + u_e +
+N(0, 1) per pair; the coverage of the interval the map prints (`atp.summarize`: `covers_atp`) beside the
+event-bootstrap percentile interval it printed before (`covers_atp_bootstrap`).
+
     python tests/benchmarks/inference_calibration.py --out calibration.json
 """
 
@@ -75,12 +87,13 @@ import numpy as np
 import pandas as pd
 
 from behavioral.analysis.bootstrap import percentile_interval, resamples
-from behavioral.analysis.paired import UNBOUNDED
+from behavioral.analysis.paired import UNBOUNDED, t_interval
 from behavioral.suites.intergroup import stats
 from behavioral.suites.intergroup.groups import get_category
 from behavioral.suites.intergroup.patch_gap import event_tensor, gap_table
 from behavioral.suites.intergroup import steering
 from behavioral.suites.intergroup.synthetic import GAP, base_matrix, patched_rows, projection_rows, steering_states
+from interp import attribution as atp
 from interp.matchings import involves, wrong_matchings
 from interp.patching.claims import EQUIVALENCE_MARGIN, beyond, equivalent, stops_mattering, undetermined_from
 from interp.steering import mean_difference, span_direction
@@ -264,6 +277,84 @@ def patch_intervals(events: int, runs: int, resamples: int) -> dict:
             "covers_delta": float(np.mean(delta_hits))}
 
 
+# Event effects of mean 0 and sd 1 (issue 48, 4), scaled by a world's spread: normal, heavy-tailed (t₃), skewed (a
+# long tail of low values).
+EFFECTS: dict[str, Callable[[np.random.Generator, int | tuple], np.ndarray]] = {
+    "normal": lambda rng, size: rng.normal(0, 1, size),
+    "t3": lambda rng, size: rng.standard_t(3, size) / np.sqrt(3),
+    "skewed": lambda rng, size: 1 - rng.exponential(1, size),
+}
+SPREADS = (1.0, 3.0)  # sd of the event effects: the per-event gap's own noise (sd 1 in the patching worlds), 3 times it
+SCALE = 5  # the integer answer scale of the tied patching worlds: 0..5
+
+
+def closing_pair(rng: np.random.Generator, effect: str, events: int, spread: float = 1.0, scale: int | None = None,
+                 share: float = 0.5) -> tuple[np.ndarray, np.ndarray]:
+    """Clean and patched I [5, 5, E] of a patch that closes `share` of a gap varying by event: clean = base_matrix +
+    (GAP + u_e) on the in-group cells + N(0, 2²), the patch removes share × (GAP + w_e) of event e's in-group cells
+    and adds N(0, 1²), u and w independent draws of `spread` × EFFECTS[effect]; with `scale`, both at half size
+    rounded to the integers 0..scale (ties, and a ceiling)."""
+    draw, same = EFFECTS[effect], SAME[:, :, None]
+    clean = base_matrix(5)[:, :, None] + (GAP + spread * draw(rng, events)) * same + rng.normal(0, 2, (5, 5, events))
+    patched = clean - share * (GAP + spread * draw(rng, events)) * same + rng.normal(0, 1, clean.shape)
+    if scale is None:
+        return clean, patched
+    return np.clip(np.round(clean / 2), 0, scale), np.clip(np.round(patched / 2), 0, scale)
+
+
+def closing_truth(effect: str, spread: float, scale: int | None, share: float = 0.5,
+                  events: int = 200_000) -> tuple[float, float]:
+    """The population points closed and share closed of `closing_pair`'s world: exact on the continuous scale, else
+    the means over `events` drawn events (standard error about 0.002 points)."""
+    if scale is None:
+        return share * GAP, share
+    clean, patched = closing_pair(np.random.default_rng(1), effect, events, spread, scale, share)
+    before, after = stats.event_gaps(clean, SAME)[2], stats.event_gaps(patched, SAME)[2]
+    return float((before - after).mean()), float((before - after).mean() / before.mean())
+
+
+def closing_coverage(rng: np.random.Generator, effect: str, events: int, runs: int, spread: float = 1.0,
+                     scale: int | None = None) -> dict:
+    """Over `runs` worlds of `closing_pair`: the share whose t-interval of the points closed (`stats.gap_closed`, what
+    the patch study prints) holds the population's, whose Fieller interval of the share closed does where it is
+    bounded (`unbounded`: the share of runs where it is not, and no interval is printed), and whose Fieller set does,
+    bounded or not (`covers_share_set`)."""
+    points, share = closing_truth(effect, spread, scale)
+    hits, share_hits, set_hits, unbounded = [], [], [], []
+    for _ in range(runs):
+        clean, patched = closing_pair(rng, effect, events, spread, scale)
+        change = stats.gap_closed(clean, patched, SAME)
+        hits.append(change.points_low <= points <= change.points_high)
+        unbounded.append(change.note == UNBOUNDED)
+        if not unbounded[-1]:
+            share_hits.append(change.share_low <= share <= change.share_high)
+        before, after = stats.event_gaps(clean, SAME)[2], stats.event_gaps(patched, SAME)[2]
+        low, high = t_interval(before - after - share * before, 0.95)  # Fieller's set: this test does not reject
+        set_hits.append(low <= 0 <= high)
+    return {"true_gap": points, "covers_closed_points": float(np.mean(hits)),
+            "covers_share": float(np.mean(share_hits)) if share_hits else None, "unbounded": float(np.mean(unbounded)),
+            "covers_share_set": float(np.mean(set_hits))}
+
+
+def atp_coverage(rng: np.random.Generator, effect: str, events: int, runs: int, n_resamples: int,
+                 spread: float = 1.0, pairs: int = 5, nodes: int = 20) -> dict:
+    """Over `runs` synthetic AtP maps of `nodes` independent nodes, each of `pairs` pairs an event (intergroup's
+    persona: 5 religions) with AtP 1 + u_e + N(0, 1) at a node (u_e: `spread` × EFFECTS[effect], shared by an
+    event's pairs): the share of nodes whose printed interval (`atp.summarize`) holds the mean, 1, and whose
+    percentile interval over events resampled (what the map printed before) does."""
+    hits, boot_hits = [], []
+    for k in range(runs):
+        values = (1 + spread * EFFECTS[effect](rng, (nodes, events))[:, :, None]
+                  + rng.normal(0, 1, (nodes, events, pairs)))
+        frame = pd.DataFrame({"layer": np.repeat(np.arange(nodes), events * pairs), "offset": 0,
+                              "unit": np.tile(np.repeat(np.arange(events), pairs), nodes), "atp": values.ravel()})
+        out = atp.summarize(frame, "atp", "unit")
+        hits.extend((out["ci_low"] <= 1) & (1 <= out["ci_high"]))
+        means = values.mean(axis=2)[:, resamples(events, n_resamples, k)].mean(axis=2)  # [nodes, resamples]
+        boot_hits.extend(low <= 1 <= high for low, high in map(percentile_interval, means))
+    return {"true_gap": 1.0, "covers_atp": float(np.mean(hits)), "covers_atp_bootstrap": float(np.mean(boot_hits))}
+
+
 def steering_controls(shared: bool, runs: int) -> dict:
     """Over `runs` synthetic steering worlds: how often each control says the direction carries a shared in-group
     feature (wrong matchings: p_real <= 0.05; held out: transfer > 0.5), and the mean transfer."""
@@ -438,6 +529,16 @@ def rows(args: argparse.Namespace) -> list[dict]:
         out.append({"events": events, "world": "patching, half at one layer, intervals",
                     **patch_intervals(events, args.coverage_runs, args.resamples // 5)})
         print(f"{events} events done", flush=True)
+    for events in (int(e) for e in args.closing_events.split(",") if e):
+        for effect, spread, scale in ((e, s, k) for e in EFFECTS for s in SPREADS for k in (None, SCALE)):
+            integers = f", integers 0-{scale}" if scale else ""
+            out.append({"events": events, "world": f"patching closes half, {effect} event effects sd {spread:g}"
+                                                   f"{integers}, intervals",
+                        **closing_coverage(rng, effect, events, args.closing_runs, spread, scale)})
+    for events in (int(e) for e in args.atp_events.split(",") if e):
+        for effect, spread in ((e, s) for e in EFFECTS for s in SPREADS):
+            out.append({"events": events, "world": f"AtP map, {effect} event effects sd {spread:g}, intervals",
+                        **atp_coverage(rng, effect, events, args.atp_runs, args.resamples, spread)})
     for events in HELD_OUT_EVENTS if args.held_out_runs else ():
         for name in HELD_OUT_WORLDS:
             out.append({"events": events, "world": f"steering held-out identities, {name}",
@@ -454,9 +555,9 @@ def rows(args: argparse.Namespace) -> list[dict]:
 
 
 COLUMNS = ("events", "world", "true_gap", "rejects_over_events", "rejects_these_events", "covers_gap",
-           "covers_gap_bootstrap", "covers_share", "unbounded", "delta_mean", "covers_delta", "noise_share",
-           "stops_mattering", "old_rule", "equivalent_at_10", "false_claim", "false_claim_before",
-           "matching_by_points_passes",
+           "covers_gap_bootstrap", "covers_closed_points", "covers_share", "unbounded", "covers_share_set",
+           "delta_mean", "covers_delta", "noise_share", "covers_atp", "covers_atp_bootstrap", "stops_mattering",
+           "old_rule", "equivalent_at_10", "false_claim", "false_claim_before", "matching_by_points_passes",
            "matching_control_passes", "held_out_passes_before", "held_out_passes", "transfer_mean",
            "transfer_refused", "covers_transfer", "random_control_passes",
            "random_control_silent", "random_matched_mean")
@@ -478,6 +579,12 @@ def main() -> None:
     parser.add_argument("--coverage-runs", type=int, default=200, help="synthetic runs per interval cell")
     parser.add_argument("--resamples", type=int, default=1000, help="event resamples per bootstrap")
     parser.add_argument("--events", default="4,12,24,100", help="events per run, comma separated (empty: none)")
+    parser.add_argument("--closing-events", default="4,6,12",
+                        help="events per run of the patching worlds with event effects, comma separated (empty: none)")
+    parser.add_argument("--closing-runs", type=int, default=4000, help="synthetic runs per patching-effects cell")
+    parser.add_argument("--atp-events", default="10,12,20",
+                        help="events per synthetic AtP map, comma separated (empty: none)")
+    parser.add_argument("--atp-runs", type=int, default=200, help="synthetic AtP maps of 20 nodes per cell")
     parser.add_argument("--steering-runs", type=int, default=20, help="synthetic worlds per steering row (0: none)")
     parser.add_argument("--held-out-runs", type=int, default=200,
                         help="synthetic worlds per held-out-identity row (0: none)")
@@ -487,9 +594,10 @@ def main() -> None:
     started = time.perf_counter()
     result_rows = rows(args)
     print(table(result_rows))
-    result = {"rows": result_rows, **{k: getattr(args, k) for k in ("runs", "draws", "coverage_runs", "resamples",
-                                                                     "steering_runs", "held_out_runs", "seed")},
-              "true_delta": TRUE_DELTA, "seconds": time.perf_counter() - started, "machine": platform.platform()}
+    settings = ("runs", "draws", "coverage_runs", "resamples", "closing_runs", "atp_runs", "steering_runs",
+                "held_out_runs", "seed")
+    result = {"rows": result_rows, **{k: getattr(args, k) for k in settings}, "true_delta": TRUE_DELTA,
+              "seconds": time.perf_counter() - started, "machine": platform.platform()}
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     print(f"json: {args.out}")
 

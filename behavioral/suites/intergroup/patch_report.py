@@ -9,6 +9,7 @@ import pandas as pd
 
 from activations.capture import EMBED_HOOK, table_layer
 from behavioral.analysis.formats import cell, is_missing
+from behavioral.analysis.paired import CLOSED_COVERAGE
 from behavioral.analysis.spec import Section, scope
 from behavioral.suites.intergroup.patch_gap import ONE_EVENT
 from interp.patching.claims import EQUIVALENCE_MARGIN, beyond, stops_mattering, undetermined_from
@@ -57,7 +58,7 @@ def _unpatched(row: pd.Series) -> str:
     text += ("Each interval is 95% over the events: the gap in points and the gap closed in points are t-intervals "
              "over the per-event values (paired by event for the gap closed), the gap closed as a share of the "
              "unpatched gap (100%: gone, 200%: reversed) is Fieller's interval for that ratio of means "
-             "(coverage on synthetic runs in docs/BENCHMARKS.md).")
+             f"({CLOSED_COVERAGE}; docs/BENCHMARKS.md).")
     low, high = row["gap_raw_unpatched_low"], row["gap_raw_unpatched_high"]
     if low <= 0 <= high:
         text += (" The unpatched gap's interval includes 0, so the share closed divides by a gap that may be nothing "
