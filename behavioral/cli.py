@@ -10,7 +10,7 @@ import warnings
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from behavioral.options import add_flags, comma_values, from_flags
+from behavioral.options import add_flags, comma_values, from_flags, quoted
 
 if TYPE_CHECKING:
     from behavioral.run import RunConfig
@@ -200,8 +200,6 @@ def _demo(args: argparse.Namespace) -> None:
 def _message(err: Exception) -> str:
     """What the command prints of an error: a file system error names its file cut to a readable length (a
     5,000-character name is not echoed whole)."""
-    from behavioral.options import quoted
-
     if isinstance(err, OSError) and err.filename is not None:
         return f"{quoted(str(err.filename))}: {err.strerror}"
     return str(err)
