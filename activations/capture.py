@@ -426,11 +426,13 @@ class ResidualHooks:
         return self.activations[name]
 
     def stacked(self) -> torch.Tensor:
-        """[n_hooks, B, P or T, d] in hook order (``self.names``)."""
+        """[n_hooks, B, P or T, d] in hook order (``self.names``), on the first hook's device (a model split over
+        devices runs its layers on several)."""
         missing = [n for n in self.names if n not in self.activations]
         if missing:
             raise RuntimeError(f"no forward reached {', '.join(missing)}")
-        return torch.stack([self.activations[n] for n in self.names])
+        device = self.activations[self.names[0]].device
+        return torch.stack([self.activations[n].to(device) for n in self.names])
 
 
 class ResidualTrace(ResidualHooks):

@@ -19,6 +19,7 @@ from activations.capture import ResidualTrace, decoder_layers, hook_names, parse
 from activations.spans import prompt_spans
 from activations.store import FOLDER, REDUCTIONS, indexed_keys, read_index, write_meta, write_shard
 from behavioral.engine import halving_on_oom, left_pad, pad_token_id
+from behavioral.models import input_device
 from behavioral.suite import CaptureSpec, Item
 from behavioral.work import WorkUnit
 
@@ -47,7 +48,7 @@ class Recorder:
         self.hooks = hook_names(n_layers, self.layers)
         self.per_cell_samples, self.seed, self.batch_size, self.rank = per_cell_samples, seed, batch_size, rank
         self.run_id = run_id
-        self.device = next(model.parameters()).device
+        self.device = input_device(model)
         self.span_kinds = [k for k in self.kinds if k in spec.spans]
         self.stored: dict[str, set[Key]] = {k: indexed_keys(self.out, k, spec.spans[k][1], run_id)
                                            for k in self.span_kinds}

@@ -4,6 +4,7 @@ run directories, run a mechanistic study on them (`interp`), or run the embedded
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 import warnings
@@ -46,7 +47,9 @@ def _add_run_options(p, suite: Suite) -> None:
                    help=f"auto: the chat template where the tokenizer has one, else plain text (default "
                         f"{d['prompt_format']})")
     p.add_argument("--batch-size", type=int, default=16)
-    p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N or mps")
+    p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N, mps, or split (a model larger than one "
+                                                    "GPU over the GPUs, then the host; split:0=70GiB,cpu=200GiB caps "
+                                                    "each device)")
     p.add_argument("--dtype", default="auto", help="auto (bf16 on CUDA, else fp32), fp32, bf16, fp16")
     p.add_argument("--unit-size", type=int, default=32, help="items per work unit (the unit of resume)")
     p.add_argument("--trust-remote-code", action="store_true")
@@ -58,10 +61,41 @@ def _add_run_options(p, suite: Suite) -> None:
                         "such as 0,4,8 or 0-5,-1; write --layers=-4--1 for a value that starts with -")
     p.add_argument("--per-cell-samples", type=int, default=0,
                    help="single-prompt final-token states kept per cell (seeded), besides the per-cell means")
+    p.add_argument("--backend", choices=("engine", "vllm"), default="engine",
+                   help="engine: this toolkit's batched engine (hooks: capture, patching, steering); vllm: vLLM "
+                        "(pip install -e '.[vllm]'), the same rows (sampled replies aside), tensor and pipeline "
+                        "parallel across GPUs and nodes, sent 4 x --batch-size prompts at a time")
+    p.add_argument("--tensor-parallel-size", type=int, dest="vllm_args", action=_EngineArgument,
+                   const="tensor_parallel_size", default=[], help="--backend vllm: GPUs each layer is split across")
+    p.add_argument("--pipeline-parallel-size", type=int, dest="vllm_args", action=_EngineArgument,
+                   const="pipeline_parallel_size", help="--backend vllm: GPUs (or nodes) the layers are divided among")
+    p.add_argument("--distributed-executor-backend", dest="vllm_args", action=_EngineArgument,
+                   const="distributed_executor_backend", help="--backend vllm: mp (one node) or ray (several nodes)")
+    p.add_argument("--vllm-args", nargs="+", action="extend", type=_engine_arg, metavar="KEY=VALUE",
+                   help="--backend vllm: more of vLLM's engine arguments (the fields of vllm.EngineArgs), VALUE read "
+                        "as JSON where it parses, else as text: max_model_len=8192 enforce_eager=true")
     p.add_argument("--store-probs", action="store_true",
                    help="score and both modes: keep every label's probability on each row, whatever the answer "
                         "set's size (sets of up to 32 labels always keep them; each work unit's mean is always kept)")
     p.add_argument("--no-progress", action="store_true")
+
+
+class _EngineArgument(argparse.Action):
+    """A flag that names one of vLLM's engine arguments (its `const`): adds (name, value) to --vllm-args' pairs."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        setattr(namespace, self.dest, [*getattr(namespace, self.dest), (self.const, values)])
+
+
+def _engine_arg(text: str) -> tuple[str, object]:
+    """A --vllm-args KEY=VALUE as (key, value): VALUE read as JSON where it parses (4096, true, {...}), else text."""
+    key, equals, value = text.partition("=")
+    if not key or not equals:
+        raise argparse.ArgumentTypeError(f"{quoted(text)} is not KEY=VALUE")
+    try:
+        return key, json.loads(value)
+    except json.JSONDecodeError:
+        return key, value
 
 
 def _suites_to_load(argv: Sequence[str]) -> list[str]:
@@ -142,7 +176,8 @@ def run_config(args: argparse.Namespace) -> RunConfig:
         prompt_format=args.prompt_format, device=args.device, dtype=args.dtype, batch_size=args.batch_size,
         unit_size=args.unit_size, trust_remote_code=args.trust_remote_code,
         capture=kinds if capture == ("all",) else capture, layers=args.layers, per_cell_samples=args.per_cell_samples,
-        store_probs=args.store_probs,
+        store_probs=args.store_probs, backend=args.backend,
+        vllm_args=tuple(args.vllm_args),
     )
 
 

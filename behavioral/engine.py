@@ -21,6 +21,7 @@ from torch import nn
 from transformers.cache_utils import DynamicCache, DynamicLayer
 
 from behavioral.answer_space import AnswerTrie, Scores
+from behavioral.models import input_device
 from behavioral.prefix_plan import batches, cached_prefixes, common_length, with_branch_points
 from behavioral.tree_logits import head_inputs, output_head
 
@@ -231,7 +232,8 @@ class PrefixCache:
                 empty = getattr(first, field_name)[..., :0, :]
                 parts = [torch.cat([getattr(entries[p].layers[layer], field_name) if p else empty for p in group])
                          for group in groups]
-                stacked.append(torch.cat([nn.functional.pad(t, (0, 0, width - t.shape[-2], 0)) for t in parts])[index])
+                padded = torch.cat([nn.functional.pad(t, (0, 0, width - t.shape[-2], 0)) for t in parts])
+                stacked.append(padded[index.to(padded.device)])  # a split model keeps each layer on its device
             cache.update(*stacked, layer)
         return cache
 
@@ -300,8 +302,7 @@ class Engine:
         self.batch_size = batch_size
         self.max_new_tokens = max_new_tokens
         self.max_batch_tokens = max_batch_tokens
-        parameter = next(model.parameters())
-        self.device, self.dtype = parameter.device, parameter.dtype
+        self.device, self.dtype = input_device(model), next(model.parameters()).dtype
         self.pad_id = pad_token_id(tokenizer)
         self.stop_ids = stop_token_ids(model, tokenizer)
         self.prefixes = PrefixCache(model)
@@ -393,7 +394,8 @@ class Engine:
             index = torch.tensor(rows, device=self.device)
             caches = [DynamicCache() for _ in rows]
             for number, layer in enumerate(layers):
-                keys, values = (torch.cat([t[index, :, stacked - base:stacked], t[index, :, -own:]], dim=2)
+                at = index.to(layer.keys.device)  # a split model keeps each layer's cache on that layer's device
+                keys, values = (torch.cat([t[at, :, stacked - base:stacked], t[at, :, -own:]], dim=2)
                                 for t in (layer.keys, layer.values))
                 for cache, k, v in zip(caches, keys.split(1), values.split(1)):
                     cache.update(k, v, number)
@@ -497,6 +499,7 @@ class Engine:
         stops = set(self.stop_ids)
         for step in range(self.max_new_tokens):
             token = self._next_tokens(logits, sampling, None if uniforms is None else uniforms[alive, step])
+            token = token.to(self.device)  # a split model's head may sit on another device than the batch
             finished = set()
             for j, (row, t) in enumerate(zip(alive, token.tolist())):
                 if t in stops:
@@ -516,7 +519,7 @@ class Engine:
                 keep = torch.tensor([j for j in range(len(alive)) if j not in finished], device=self.device)
                 alive = [alive[j] for j in keep.tolist()]
                 token, keys, position = token[keep], keys[keep], position[keep]
-                cache.batch_select_indices(keep)
+                cache.reorder_cache(keep)  # each layer's rows picked on that layer's device
             keys = torch.cat([keys, torch.ones(len(alive), 1, dtype=torch.bool, device=self.device)], dim=1)
             logits = self.model(
                 input_ids=token[:, None], attention_mask=batch.bias(keys[:, None, :]), position_ids=position[:, None],

@@ -77,18 +77,40 @@ def check_length(spec: str, name: str = "model") -> None:
 
 
 DEVICE = re.compile(r"auto|cpu|cuda(:\d+)?|mps")
+SPLIT = re.compile(r"split(?::(.+))?")
 
 
 def check_device(device: str, name: str = "--device") -> None:
-    """Raise ModelLoadError naming `name` unless `device` is auto, cpu, cuda, cuda:N or mps (nothing is probed)."""
-    if not isinstance(device, str) or not DEVICE.fullmatch(device):
-        raise ModelLoadError(f"{name} is {quoted(device)}; expected auto, cpu, cuda, cuda:N or mps")
+    """Raise ModelLoadError naming `name` unless `device` is auto, cpu, cuda, cuda:N, mps or a split over devices
+    (`split_placement`; nothing is probed)."""
+    if not isinstance(device, str) or not (DEVICE.fullmatch(device) or SPLIT.fullmatch(device)):
+        raise ModelLoadError(f"{name} is {quoted(device)}; expected auto, cpu, cuda, cuda:N, mps, split or "
+                             "split:DEVICE=SIZE,... (such as split:0=70GiB,1=70GiB,cpu=200GiB)")
+    try:
+        split_placement(device)
+    except ModelLoadError as err:
+        raise ModelLoadError(f"{name} is {quoted(device)}: {err}") from None
+
+
+def split_placement(device: str) -> tuple[str, dict | None] | None:
+    """A `split` device as accelerate's placement (device_map auto: the GPUs in order, then the host RAM, then
+    disk; `split:0=70GiB,cpu=200GiB` also caps each device's memory); None for a device that holds the whole model."""
+    match = SPLIT.fullmatch(device)
+    if match is None:
+        return None
+    if match.group(1) is None:
+        return "auto", None
+    pairs = [entry.partition("=") for entry in match.group(1).split(",")]
+    if any(not key or not equals for key, equals, _ in pairs):
+        raise ModelLoadError("expected DEVICE=SIZE entries separated by commas")
+    return "auto", memory_limits({key: size for key, _, size in pairs})
 
 
 def resolve_device(device: str) -> str:
-    """`auto` becomes cuda when a GPU is visible, else cpu."""
+    """`auto` becomes cuda when a GPU is visible, else cpu; a split becomes the kind of device it starts on (which
+    decides the auto dtype)."""
     check_device(device)
-    if device == "auto":
+    if device == "auto" or SPLIT.fullmatch(device):
         return "cuda" if torch.cuda.is_available() else "cpu"
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise ModelLoadError(f"--device {device!r} asked for, but torch sees no CUDA device")
@@ -192,22 +214,112 @@ def _parsed_once(source: ModelSource):
     return parsed_once() if source.gguf_file else contextlib.nullcontext()
 
 
-def load(spec: str, device: str = "auto", dtype: str = "auto", trust_remote_code: bool = False):
-    """Load model and tokenizer in eval mode; returns (model, tokenizer, info) where info goes into the manifest."""
+DEVICE_MAPS = ("auto", "balanced", "balanced_low_0", "sequential")  # accelerate's placement strategies
+MAP_DEVICE = re.compile(r"cpu|disk|mps|cuda(:\d+)?")
+MEMORY_DEVICE = re.compile(r"(?:cuda:)?(\d+)|cpu|disk|mps")
+MEMORY_SIZE = re.compile(r"\d+(\.\d+)?\s*[KMG]i?B")  # accelerate's units; a lower-case b would mean bits
+
+
+def check_device_map(device_map: object) -> None:
+    """Raise ModelLoadError unless `device_map` is a placement strategy or a dict module name -> device."""
+    if isinstance(device_map, str) and device_map in DEVICE_MAPS:
+        return
+    if not isinstance(device_map, dict) or not device_map:
+        raise ModelLoadError(f"device_map is {quoted(device_map)}; expected {', '.join(DEVICE_MAPS)} or a dict of "
+                             "module name -> device")
+    for name, place in device_map.items():
+        gpu = isinstance(place, int) and not isinstance(place, bool) and place >= 0
+        named = isinstance(place, (str, torch.device)) and MAP_DEVICE.fullmatch(str(place)) is not None
+        if not isinstance(name, str) or not (gpu or named):
+            raise ModelLoadError(f"device_map entry {quoted(name)}: {quoted(place)}; expected a module name mapped "
+                                 "to a GPU index, cuda:N, cpu, mps or disk")
+
+
+def memory_limits(max_memory: object) -> dict:
+    """accelerate's max_memory from a user's: keys a GPU index (0, "0" or "cuda:0"), cpu, mps or disk; values bytes
+    or a size such as 20GiB; a new dict (accelerate converts the sizes of the one it is given in place)."""
+    if not isinstance(max_memory, dict) or not max_memory:
+        raise ModelLoadError(f"max_memory is {quoted(max_memory)}; expected a dict of device -> memory such as "
+                             "{0: '20GiB', 'cpu': '60GiB'}")
+    limits: dict = {}
+    for key, size in max_memory.items():
+        match = None if isinstance(key, bool) else MEMORY_DEVICE.fullmatch(str(key))
+        if match is None:
+            raise ModelLoadError(f"max_memory key {quoted(key)} is no device; expected a GPU index (0, 1, ... or "
+                                 "cuda:N), cpu, mps or disk")
+        whole = isinstance(size, int) and not isinstance(size, bool) and size >= 0
+        if not whole and not (isinstance(size, str) and MEMORY_SIZE.fullmatch(size)):
+            raise ModelLoadError(f"max_memory[{key!r}] is {quoted(size)}; expected bytes (a whole number >= 0) or "
+                                 "a size such as 20GiB, 512MiB or 8GB")
+        limits[int(match.group(1)) if match.group(1) else key] = size
+    return limits
+
+
+def input_device(model: torch.nn.Module) -> torch.device:
+    """The device a model's inputs go to: its input embedding's execution device where accelerate dispatched the
+    model (an offloaded embedding's weights sit on meta), else the device of its first parameter."""
+    embedding = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
+    place = getattr(getattr(embedding, "_hf_hook", None), "execution_device", None)
+    if place is None:
+        return next(model.parameters()).device
+    return torch.device(place)
+
+
+def placement(model: torch.nn.Module) -> dict:
+    """Where accelerate put each module (transformers' resolved hf_device_map, JSON-able: GPU indices as ints,
+    other devices as text); one entry "" where the map put the whole model on one device."""
+    where = getattr(model, "hf_device_map", None) or {"": input_device(model)}
+    return {name: place if isinstance(place, int) else str(place) for name, place in where.items()}
+
+
+def _split_kwargs(source: ModelSource, device_map: str | dict | None, max_memory: dict | None,
+                  offload_folder: str | Path | None) -> dict:
+    """from_pretrained's placement arguments, checked before any weights are read ({} without a device_map)."""
+    if device_map is None:
+        if max_memory is not None or offload_folder is not None:
+            raise ModelLoadError("max_memory and offload_folder place a model split over devices; expected a "
+                                 f"device_map ({', '.join(DEVICE_MAPS)} or a dict) with them")
+        return {}
+    check_device_map(device_map)
+    on_disk = [name for name, place in device_map.items() if place == "disk"] if isinstance(device_map, dict) else []
+    if source.gguf_file and on_disk:
+        raise ModelLoadError(f"model {source.name!r} is a .gguf file, whose modules transformers cannot offload to "
+                             f"disk (device_map puts {on_disk[0]!r} there); expected GPUs and cpu only")
+    kwargs = {"device_map": device_map, "offload_folder": offload_folder}
+    return kwargs | ({"max_memory": memory_limits(max_memory)} if max_memory is not None else {})
+
+
+def load(spec: str, device: str = "auto", dtype: str = "auto", trust_remote_code: bool = False, *,
+         device_map: str | dict | None = None, max_memory: dict | None = None,
+         offload_folder: str | Path | None = None):
+    """Load model and tokenizer in eval mode; returns (model, tokenizer, info) where info goes into the manifest.
+
+    Without a device_map the model goes to `device` whole. With one (accelerate's auto, balanced, balanced_low_0,
+    sequential, or a dict module name -> GPU index, cpu or disk), transformers places its modules within
+    `max_memory` ({0: "20GiB", "cpu": "60GiB"}), disk modules' weights in `offload_folder`, and info records where
+    each went (`placement`) and the device inputs go to; `device` then only chooses the auto dtype. A `split`
+    device (`split_placement`) is the same as device_map auto with its memory caps.
+    """
     from transformers import AutoModelForCausalLM
 
     source = resolve_source(spec)
+    check_device(device)
+    if device_map is None and (placed := split_placement(device)) is not None:
+        device_map, max_memory = placed
     device = resolve_device(device)
     torch_dtype = resolve_dtype(dtype, device)
+    split = _split_kwargs(source, device_map, max_memory, offload_folder)
     kwargs = _source_kwargs(source, trust_remote_code)
     model_kwargs = kwargs | _dense_gguf() if source.gguf_file else kwargs
     with _parsed_once(source):
         tokenizer = load_tokenizer(spec, trust_remote_code)
         try:
-            model = AutoModelForCausalLM.from_pretrained(source.path, dtype=torch_dtype, **model_kwargs)
+            model = AutoModelForCausalLM.from_pretrained(source.path, dtype=torch_dtype, **model_kwargs, **split)
         except (OSError, ValueError) as err:
             raise ModelLoadError(f"cannot load model {spec!r}: {err}") from err
-    model.to(device).eval()
+    if not split:
+        model.to(device)
+    model.eval()
     info = {
         "model": spec,
         "model_path": source.path,
@@ -215,6 +327,6 @@ def load(spec: str, device: str = "auto", dtype: str = "auto", trust_remote_code
         "revision": getattr(model.config, "_commit_hash", None),
         "model_hash": weights_fingerprint(source),
         "dtype": str(torch_dtype).removeprefix("torch."),
-        "device": device,
+        "device": str(input_device(model)) if split else device,
     }
-    return model, tokenizer, info
+    return model, tokenizer, info | ({"device_map": placement(model)} if split else {})

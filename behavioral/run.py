@@ -17,7 +17,7 @@ from tqdm import tqdm
 
 from activations.capture import check_layer_spec, decoder_layers, parse_layers
 from activations.recorder import Recorder
-from behavioral import chat, models
+from behavioral import chat, models, vllm_backend
 from behavioral.answer_space import AnswerSpec, AnswerTrie, Scores
 from behavioral.distributed import Place, barrier, device_for, place, start
 from behavioral.engine import Engine, Generation, Sampling, stream_seed
@@ -42,6 +42,7 @@ RUN_DEFAULTS = {"mode": "generate", "seed": 0, "temperature": 0.0, "top_p": 1.0,
 # row to the longest); a kill loses at most one pool, whose units rerun on resume.
 POOL_BATCHES = 4
 STORE_PROBS_UP_TO = 32  # answer sets this small keep every label's probability on each row (any set with store_probs)
+BACKENDS = ("engine", "vllm")  # what runs the model: this toolkit's engine, or vLLM (behavioral.vllm_backend)
 
 
 def run_defaults(suite: Suite) -> dict[str, Any]:
@@ -85,7 +86,7 @@ SETTING_CHECKS: dict[str, Check] = {
     "top_p": _top_p, "samples": _at_least(1), "max_new_tokens": _at_least(1),
     "prompt_format": _one_of(tuple(chat.REQUESTS)), "device": models.check_device,
     "dtype": _one_of(("auto", *models.DTYPES)), "batch_size": _at_least(1), "unit_size": _at_least(1),
-    "layers": check_layer_spec, "per_cell_samples": _at_least(0),
+    "layers": check_layer_spec, "per_cell_samples": _at_least(0), "backend": _one_of(BACKENDS),
 }
 
 
@@ -105,7 +106,9 @@ class RunConfig:
     """Everything that decides a run's rows. `batch_size` and `device` decide how fast they come, and nothing else
     beyond float rounding: batches group prompts differently, so score-mode probabilities may differ in the last
     digits (measured up to 6e-7 in fp32 on CPU; answers identical in every fp32 comparison, while in bf16 a near-tie
-    between two answers can flip).
+    between two answers can flip). `backend` decides who computes them: vLLM's greedy replies are the engine's and
+    its scores equal them to float rounding, so it is part of a run's identity only where replies are sampled (each
+    backend draws its own); `vllm_args` (vLLM's engine arguments) decide how fast.
 
     A decoding setting left None takes the suite's default (`run_defaults`), so a script that builds a RunConfig
     runs the protocol the CLI runs; `samples` takes the suite's only where replies are sampled (a temperature above
@@ -130,6 +133,8 @@ class RunConfig:
     layers: str = "all"
     per_cell_samples: int = 0
     store_probs: bool = False  # every row keeps its label probabilities, whatever the answer set's size
+    backend: str = "engine"  # engine, or vllm: the same rows (greedy), decoded and scored by vLLM
+    vllm_args: tuple[tuple[str, Any], ...] = ()  # vLLM's engine arguments as (key, value), e.g. tensor_parallel_size
 
     def __post_init__(self):
         defaults = run_defaults(get_suite(self.suite))
@@ -178,7 +183,7 @@ class RunConfig:
         found += [f"unknown {named('capture')} {quoted(name)} for suite {suite.name!r}; expected a comma list of "
                   f"{', '.join(kinds) or 'nothing (this suite cannot capture)'}" for name in self.capture
                   if name not in kinds]
-        return found
+        return found + vllm_backend.problems(self, named)
 
 
 def prepare_out_dir(out: Path, caches: Sequence[str] = ()) -> bool:
@@ -200,7 +205,7 @@ def prepare_out_dir(out: Path, caches: Sequence[str] = ()) -> bool:
 IDENTITY = ("suite", "model", "mode", "seed", "temperature", "top_p", "samples", "max_new_tokens", "prompt_format",
             "unit_size", "capture", "layers", "per_cell_samples", "store_probs")
 # identity settings newer than some manifests (flat keys): the value those runs ran with, where the run has the key
-ADDED = {"store_probs": False, "options.exclude_events": []}
+ADDED = {"store_probs": False, "options.exclude_events": [], "backend": "engine"}
 
 
 def run_identity(config: RunConfig, model_info: dict) -> dict:
@@ -209,6 +214,8 @@ def run_identity(config: RunConfig, model_info: dict) -> dict:
     identity.update(model=local_path(config.model), capture=list(config.capture), schema=SCHEMA_VERSION,
                     options=_jsonable(config.options), model_hash=model_info["model_hash"],
                     revision=model_info["revision"], dtype=model_info["dtype"])
+    if config.mode != "score" and config.temperature > 0:  # sampled replies: each backend draws its own samples
+        identity["backend"] = config.backend
     return identity
 
 
@@ -250,7 +257,8 @@ class Runner:
         self.tokenizer = tokenizer
         self.config = config
         self.suite = suite
-        self.engine = Engine(model, tokenizer, config.batch_size, config.max_new_tokens)
+        self.engine = vllm_backend.VllmEngine(model, tokenizer, config.max_new_tokens) if config.backend == "vllm" \
+            else Engine(model, tokenizer, config.batch_size, config.max_new_tokens)
         self.chat_format = chat.detect_format(tokenizer, config.prompt_format)
         self.sampling = Sampling(config.temperature, config.top_p)
         self.context = getattr(model.config, "max_position_embeddings", None)
@@ -382,12 +390,12 @@ def run(config: RunConfig, out: str | Path, where: Place | None = None, progress
         loaded: tuple | None = None) -> Path:
     """Run (or resume) this process's share of a suite into `out`; every check happens before any row is written.
 
-    `loaded` = (model, tokenizer, info) runs an already loaded model (e.g. a steered one, whose `info` says so)
-    instead of loading `config.model`. Under torchrun or accelerate, each rank takes every world_size-th work unit
-    and writes its own part files; rank 0 checks the run directory, writes the manifest and prepares the data (e.g.
-    rewrites) before the others go on. Each rank holds a lock on its files from before its first write to its end,
-    so a second process started on the same run directory and rank fails at once instead of losing or duplicating
-    rows.
+    `loaded` = (model, tokenizer, info) runs an already loaded model (e.g. a steered one, whose `info` says so; with
+    backend vllm, what vllm_backend.load gave) instead of loading `config.model`. Under torchrun or accelerate, each
+    rank takes every world_size-th work unit and writes its own part files; rank 0 checks the run directory, writes
+    the manifest and prepares the data (e.g. rewrites) before the others go on. Each rank holds a lock on its files
+    from before its first write to its end, so a second process started on the same run directory and rank fails at
+    once instead of losing or duplicating rows.
     """
     out = Path(out)
     where = where or place()
@@ -398,9 +406,7 @@ def run(config: RunConfig, out: str | Path, where: Place | None = None, progress
     if where.is_main:
         prepare_out_dir(out, suite.caches)  # fail fast, before the model loads
     with RunLock(out, where.rank):  # also before the model loads: a second process on this rank fails at once
-        if loaded is None:
-            device = device_for(config.device, where)
-            loaded = models.load(config.model, device, config.dtype, config.trust_remote_code)
+        loaded = loaded or load_model(config, where)
         model, tokenizer, model_info = loaded
         if config.capture:
             _check_capture_layers(config, model)
@@ -409,17 +415,20 @@ def run(config: RunConfig, out: str | Path, where: Place | None = None, progress
         if where.is_main and resuming:
             check_resumable(out, identity, partial=True)  # before the suite's own preparation
         seal_logs(out, where.rank)  # rows a killed process of this rank logged
+        writer = None if config.backend == "vllm" else model  # data the model writes (rewrites) need the engine
         if where.is_main:
-            data = suite.prepare(data, config, model, tokenizer, out)
+            data = suite.prepare(data, config, writer, tokenizer, out)
         barrier(where)
         if not where.is_main:
-            data = suite.prepare(data, config, model, tokenizer, out)
+            data = suite.prepare(data, config, writer, tokenizer, out)
         runner = Runner(model, tokenizer, config, suite)
         runner.check_lengths(suite.length_probes(data, lambda item: len(runner.tokens(item))))
         identity |= suite.facts(data) | {"chat_format": runner.chat_format}
         if where.is_main and not resuming:
             origin = provenance() | {"device": model_info["device"], "batch_size": config.batch_size,
-                                     "world_size": where.world_size}
+                                     "world_size": where.world_size, "backend": config.backend}
+            if config.backend == "vllm":
+                origin |= {"vllm_version": model_info["vllm_version"], "vllm_args": dict(config.vllm_args)}
             write_manifest(out, Manifest(identity, model_info, origin, plan(config, suite, data), new_run_id()))
         elif where.is_main and (stored := read_manifest(out)).plan is None:  # made before runs recorded a plan
             write_manifest(out, replace(stored, plan=plan(config, suite, data)))
@@ -428,6 +437,14 @@ def run(config: RunConfig, out: str | Path, where: Place | None = None, progress
         _work(config, suite, runner, data, out, where, read_manifest(out).run_id, progress)
         seal_unlocked_logs(out, where.rank)  # logs of ranks of an earlier, killed run that no process holds
     return out
+
+
+def load_model(config: RunConfig, where: Place, load: Callable[..., tuple] = models.load) -> tuple:
+    """(model, tokenizer, info) of the run's model, loaded for its backend: vLLM's (behavioral.vllm_backend.load), or
+    the engine's by `load` (models.load's signature), on this process's device."""
+    if config.backend == "vllm":
+        return vllm_backend.load(config.model, config.dtype, config.trust_remote_code, config.vllm_args, where)
+    return load(config.model, device_for(config.device, where), config.dtype, config.trust_remote_code)
 
 
 def plan(config: RunConfig, suite: Suite, data) -> Plan:

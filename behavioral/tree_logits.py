@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import ContextManager
 
 import torch
 from torch import nn
@@ -43,8 +44,14 @@ class TreeLogits:
     def of_hidden(cls, hidden: torch.Tensor, head: nn.Linear, vocab: torch.Tensor, continues: torch.Tensor,
                   starts: torch.Tensor, k: int) -> "TreeLogits":
         """The same reduction from the output head's input [B, P, d], the head's rows a slice at a time (each slice's
-        logits in the head's dtype, then float32, as the model's own logits would be)."""
-        weight, bias = head.weight, head.bias
+        logits in the head's dtype, then float32, as the model's own logits would be), on the head's device."""
+        with _loaded(head):
+            return cls._of_weights(hidden, head.weight, head.bias, vocab, continues, starts, k)
+
+    @classmethod
+    def _of_weights(cls, hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, vocab: torch.Tensor,
+                    continues: torch.Tensor, starts: torch.Tensor, k: int) -> "TreeLogits":
+        """`of_hidden` through a head's weight [V, d] and bias."""
         hidden = hidden.to(weight.device)
         device, (n, p, _), v = weight.device, hidden.shape, weight.shape[0]
         step = max(k, READ_BYTES // (4 * n * p))
@@ -67,6 +74,16 @@ class TreeLogits:
         return cls(vocab, lse, lse_continues, lse_starts, columns, top_values, top_indices)
 
 
+def _loaded(module: nn.Module) -> ContextManager:
+    """A block in which `module`'s weights sit on its execution device: accelerate keeps an offloaded module's on
+    meta between forwards (a model split over devices with cpu or disk entries); any other module is left as it is."""
+    if not getattr(getattr(module, "_hf_hook", None), "offload", False):
+        return contextlib.nullcontext()
+    from accelerate.utils import align_module_device
+
+    return align_module_device(module)
+
+
 def _subset_lse(logits: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """logsumexp over the columns `mask` marks (a mask over the first ids; columns past it are outside)."""
     return torch.logsumexp(logits[..., :len(mask)][..., mask], dim=-1)
@@ -86,7 +103,7 @@ def output_head(model, device) -> nn.Linear | None:
         hidden = getattr(decoder(input_ids=ids), "last_hidden_state", None)
         if hidden is None:
             return None
-        same = torch.equal(head(hidden).float(), logits)
+        same = torch.equal(head(hidden).float().to(logits.device), logits)  # a split model's head may sit elsewhere
     return head if same and bool(logits.abs().max() > 0) else None
 
 

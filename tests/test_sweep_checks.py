@@ -84,7 +84,8 @@ def _refused(tmp_path, long_model_dir, capsys, edit: Edit, *flags: str) -> list[
     (lambda t: t.replace('mode = "score"', 'mode = "scroe"'), "suite.intergroup.mode is 'scroe'; expected one of"),
     (lambda t: t + GREEDY.replace('"score"', '"scroe"'), "suite.intergroup.settings.greedy.mode is 'scroe'"),
     (lambda t: t.replace('device = "cpu"', 'device = "gpu"'),
-     "run.device is 'gpu'; expected auto, cpu, cuda, cuda:N or mps"),
+     "run.device is 'gpu'; expected auto, cpu, cuda, cuda:N, mps, split or split:DEVICE=SIZE,... (such as "
+     "split:0=70GiB,1=70GiB,cpu=200GiB)"),
     (_in_run('prompt_format = "chatty"'), "run.prompt_format is 'chatty'; expected one of auto, chat, plain"),
     (_in_model("batch_size = 0"), "model[0].batch_size must be at least 1, got 0"),
     (_in_run("top_p = 0"), "run.top_p must lie in (0, 1], got 0"),

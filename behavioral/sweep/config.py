@@ -19,6 +19,7 @@ from behavioral.models import check_length, resolve_source
 from behavioral.options import fits, from_mapping, quoted, type_name
 from behavioral.registry import get_suite, names
 from behavioral.run import RunConfig, check_setting
+from behavioral.vllm_backend import PARALLEL
 
 T = TypeVar("T")
 RUNS_DIR = "runs"
@@ -26,7 +27,8 @@ NAME = FOLDER_NAME
 # The run settings each table may give (RunConfig's fields): every run's ([run]), a model's, a suite's or setting's.
 RUN_KEYS = frozenset({"mode", "seed", "temperature", "top_p", "samples", "max_new_tokens", "prompt_format", "device",
                       "dtype", "batch_size", "unit_size", "store_probs"})
-MODEL_KEYS = frozenset({"id", "name", "dtype", "device", "prompt_format", "batch_size", "trust_remote_code"})
+MODEL_KEYS = frozenset({"id", "name", "dtype", "device", "prompt_format", "batch_size", "trust_remote_code", "backend",
+                        "vllm", *PARALLEL})
 SUITE_KEYS = (RUN_KEYS - {"device", "dtype"}) | {"options", "capture"}
 CAPTURE_KEYS = {"kinds": "capture", "layers": "layers", "per_cell_samples": "per_cell_samples"}
 TOP_KEYS = ("out", "run", "model", "suite")
@@ -36,12 +38,11 @@ FOLDER_RULE = "letters, digits, '.', '_' or '-', at most 64 (a folder name)"
 @dataclass(frozen=True)
 class SweepModel:
     """One model of the sweep: its folder name in the sweep, the model argument (hub id, folder, .gguf or the
-    embedded alias) and what loading it needs."""
+    embedded alias) and whether loading it runs the model's own code (its other loading settings, the same in
+    each of its runs' RunConfig, are read from there)."""
 
     name: str
     spec: str
-    device: str
-    dtype: str
     trust_remote_code: bool
 
 
@@ -176,12 +177,23 @@ def _model(table: Any, index: int, run: dict[str, Given],
     trust = table.get("trust_remote_code", False)
     if not isinstance(trust, bool):
         wrong.append(f"{where}.trust_remote_code is {quoted(trust)}; expected true or false")
+    backend = _backend(table, where, wrong)
     problems += wrong
     if wrong:
         return None
-    loading = {"device": "auto", "dtype": "auto"} | {k: g.value for k, g in (run | own).items()}
-    own |= {"model": Given(spec, f"{where}.id"), "trust_remote_code": Given(trust, f"{where}.trust_remote_code")}
-    return SweepModel(name, spec, loading["device"], loading["dtype"], trust), own
+    own |= {"model": Given(spec, f"{where}.id"), "trust_remote_code": Given(trust, f"{where}.trust_remote_code"),
+            **backend}
+    return SweepModel(name, spec, trust), own
+
+
+def _backend(table: Mapping[str, Any], where: str, problems: list[str]) -> dict[str, Given]:
+    """A model table's backend and vLLM engine arguments (its parallel keys, then its vllm table) as run settings,
+    checked with the run's other settings (RunConfig.problems)."""
+    given = {"backend": Given(table["backend"], f"{where}.backend")} if "backend" in table else {}
+    pairs = [(key, table[key]) for key in PARALLEL if key in table]
+    if "vllm" in table:
+        pairs += list((_attempt(problems, lambda: _table(table["vllm"], f"{where}.vllm")) or {}).items())
+    return given | ({"vllm_args": Given(tuple(pairs), f"{where}.vllm")} if pairs else {})
 
 
 def _model_id(spec: Any, where: str) -> str:

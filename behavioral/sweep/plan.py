@@ -15,7 +15,8 @@ from behavioral import models
 from behavioral.estimate import estimate_run
 from behavioral.progress import duration
 from behavioral.registry import get_suite
-from behavioral.run import plan
+from behavioral.distributed import place
+from behavioral.run import load_model, plan
 from behavioral.sweep.config import Sweep, SweepRun, check_trust
 from behavioral.sweep.folder import is_sweep_folder, progress, read_state
 from behavioral.sweep.runner import is_finished
@@ -58,7 +59,7 @@ def plan_sweep(sweep: Sweep, calibrate: bool = True, trust_remote_code: bool = F
         states = [run_state(sweep.out, r, finished) for r in runs]
         loaded = None
         if calibrate and any(s != "finished" for s in states):
-            loaded = load(model.spec, model.device, model.dtype, model.trust_remote_code)
+            loaded = load_model(runs[0].config, place(), load)
         for r, state in zip(runs, states):
             suite = get_suite(r.suite)
             data = suite.dataset(r.config)

@@ -12,9 +12,9 @@ from pathlib import Path
 import torch
 
 from behavioral import models
-from behavioral.distributed import Place, barrier, device_for, place, start
+from behavioral.distributed import Place, barrier, place, start
 from behavioral.manifest import MANIFEST, RunDirError, read_manifest
-from behavioral.run import check_resumable, run, run_identity
+from behavioral.run import check_resumable, load_model, run, run_identity
 from behavioral.store import RunLock, finished_units
 from behavioral.sweep.config import Sweep, SweepModel, SweepRun, check_trust
 from behavioral.sweep.folder import check_sweep_folder, is_complete, is_sweep_folder, read_state, write_state
@@ -116,7 +116,7 @@ def _run_model(folder: Path, model: SweepModel, runs: list[SweepRun], where: Pla
     disk (finished by a sweep killed before it could record it) counts as finished before."""
     outcome = record.outcome
     try:
-        loaded = load(model.spec, device_for(model.device, where), model.dtype, model.trust_remote_code)
+        loaded = load_model(runs[0].config, where, load)
     except (ValueError, OSError) as err:
         for r in runs:
             outcome.failed[r.name] = f"model {model.spec!r} did not load: {err}"

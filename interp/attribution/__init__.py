@@ -153,15 +153,17 @@ def tree_logits(engine, prompts: Sequence[Sequence[int]], trie: AnswerTrie) -> t
 def frozen(model) -> Iterator[None]:
     """Inside the block the model's parameters do not require grad (a backward reaches the residual states only, and
     no parameter gradient is built or kept); each parameter's flag comes back on exit, also when the block raises."""
-    params = list(model.parameters())
-    flags = [p.requires_grad for p in params]
+    flags = {name: p.requires_grad for name, p in model.named_parameters()}
     try:
-        for p in params:
+        for p in model.parameters():
             p.requires_grad_(False)
         yield
     finally:
-        for p, flag in zip(params, flags):
-            p.requires_grad_(flag)
+        # by name and in inference mode: accelerate remakes an offloaded module's parameters in each forward, also in
+        # the engine's inference-mode forwards (a model split with cpu or disk entries)
+        with torch.inference_mode():
+            for name, p in model.named_parameters():
+                p.requires_grad_(flags[name])
 
 
 def clean_gradients(engine, pair: Pair, layers: Layers,
@@ -180,7 +182,7 @@ def clean_gradients(engine, pair: Pair, layers: Layers,
         if name == EMBED_HOOK:  # the graph starts here: no parameter requires grad
             hidden = hidden.detach().requires_grad_(True)
         elif name == dropped:
-            before = kept[every[every.index(name) - 1]]
+            before = kept[every[every.index(name) - 1]].to(hidden.device)  # a split model's blocks span devices
             hidden = before + (hidden - before).detach()
         kept[name] = hidden
         return hidden
@@ -191,8 +193,9 @@ def clean_gradients(engine, pair: Pair, layers: Layers,
             logits = tree_logits(engine, [pair.clean.ids], pair.trie)
         value, upstream = _metric_gradient(pair.metric, logits.detach())
         grads = torch.autograd.grad(logits, [kept[name] for name in names], grad_outputs=upstream)
-    states = torch.stack([_wide(kept[name][0, :n].detach()) for name in names])
-    return value.item(), states, torch.stack([_wide(g[0, :n]) for g in grads])
+    device = kept[names[0]].device  # where a split model's blocks span devices, the first hook's
+    states = torch.stack([_wide(kept[name][0, :n].detach()).to(device) for name in names])
+    return value.item(), states, torch.stack([_wide(g[0, :n]).to(device) for g in grads])
 
 
 def _metric_gradient(metric: Metric, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

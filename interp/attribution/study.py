@@ -74,7 +74,8 @@ class Options:
     graddrop: bool = option(False, "AtP*'s GradDrop magnitudes too (L more forwards and backwards a pair)")
     top: int = option(20, "nodes of largest mean |AtP| listed in the report, per mode", metavar="N", minimum=1)
     seed: int = option(0, "seed of another slot's sample of items", metavar="N")
-    device: str = option("auto", "device of the model", metavar="DEVICE")
+    device: str = option("auto", "device of the model: auto, cpu, cuda, cuda:N, mps or split[:0=70GiB,cpu=200GiB]",
+                         metavar="DEVICE")
     dtype: str | None = option(None, "dtype of the model (default: the run's)", metavar="DTYPE")
     batch_size: int = option(32, "prompts per forward (pairs at a time for the corrupted states, nodes at a time "
                                  "for activation patching)", metavar="N", minimum=1)

@@ -123,7 +123,7 @@ class _Patcher:
         edits = self._edits(batch, rows)
 
         def write(name: str, hidden: torch.Tensor) -> torch.Tensor:
-            rs, cs, values = edits[name]
+            rs, cs, values = (t.to(hidden.device) for t in edits[name])  # a split model's layers sit on several devices
             hidden = hidden.clone()
             hidden[rs, cs] = values.to(hidden.dtype)
             return hidden

@@ -14,6 +14,7 @@ import torch
 
 from activations.capture import EMBED_HOOK, Layers, hook_name, hook_names, n_layers_of, resid_post, table_layer
 from behavioral.engine import halving_on_oom
+from behavioral.models import input_device
 from interp.patching.spec import PatchError
 
 Ids = tuple[int, ...]
@@ -70,7 +71,7 @@ def source_states(model, prompts: Sequence[Sequence[int]], layers: Layers,
         raise PatchError(str(err)) from None
     blocks = [name for name in names if name != EMBED_HOOK]
     cut = prefixes(prompts, upto)
-    device = next(model.parameters()).device
+    device = input_device(model)
 
     def forward(chunk: list[Ids]) -> tuple[torch.Tensor, ...]:
         stacked = resid_post(model, torch.tensor(chunk, device=device), layers=blocks)  # [H, b, T, d]

@@ -56,7 +56,8 @@ class Options:
     sweep_groups: tuple[str, ...] = option(SWEEP_POSITION_GROUPS, "position groups of the layer × group sweep",
                                            name="--sweep-group", metavar="GROUP")
     sweep_events: int = option(1, "events of the sweep (the first N patched; 0: no sweep)", metavar="N", minimum=0)
-    device: str = option("auto", "device of the model", metavar="DEVICE")
+    device: str = option("auto", "device of the model: auto, cpu, cuda, cuda:N, mps or split[:0=70GiB,cpu=200GiB]",
+                         metavar="DEVICE")
     dtype: str | None = option(None, "dtype of the model (default: the run's)", metavar="DTYPE")
     batch_size: int = option(32, "prompts per forward", metavar="N", minimum=1)
     trust_remote_code: bool = option(False, "let the model folder run its own code (never taken from a manifest)")

@@ -136,7 +136,8 @@ class Options:
     permutations: int = option(10_000, "permutations of the identity matching in δ's test", metavar="N", minimum=1)
     seed: int = option(0, "seed of the permutations and wrong matchings", name="--permutation-seed",
                        metavar="N")
-    device: str = option("auto", "device of the model", metavar="DEVICE")
+    device: str = option("auto", "device of the model: auto, cpu, cuda, cuda:N, mps or split[:0=70GiB,cpu=200GiB]",
+                         metavar="DEVICE")
     dtype: str | None = option(None, "dtype of the model (default: the run's)", metavar="DTYPE")
     batch_size: int = option(32, "prompts per forward of the reruns", metavar="N", minimum=1)
     trust_remote_code: bool = option(False, "let the model folder run its own code (never taken from a manifest)")

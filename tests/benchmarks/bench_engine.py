@@ -4,7 +4,8 @@ generates and scores) modes on the same prompts.
 Both decode up to --max-new-tokens (the run's default, 128); the engine stops a reply early once its answer is
 decided, as a run does, so agreement is measured on the parsed answers (and on the engine's text being a prefix of
 the baseline's). Prints a table and writes a JSON file. On a GPU, `--shapes llama-3.1-8b` builds a random-weight model with
-Llama-3.1-8B's shapes in bf16 (weights do not change speed) and uses `--model`'s tokenizer.
+Llama-3.1-8B's shapes in bf16 (weights do not change speed) and uses `--model`'s tokenizer. `--backend vllm` also times
+vLLM's generate and score (behavioral.vllm_backend, prefix caching on) on the same prompts, against the engine's.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from behavioral import models
 from behavioral.answer_space import AnswerSpec
 from behavioral.engine import shared_prefix_length
 from behavioral.run import RUN_DEFAULTS, RunConfig, Runner
+from behavioral.vllm_backend import VllmEngine, load
 from behavioral.registry import get_suite
 from behavioral.suites.intergroup import Options
 from behavioral.suites.intergroup.answers import answer_decided, parse_intensity
@@ -159,12 +161,36 @@ def grid_runner(args: argparse.Namespace, model, tokenizer, batch_size: int = 16
     return Runner(model, tokenizer, config, get_suite("intergroup"))
 
 
+def vllm_side(args: argparse.Namespace, prompts: list[list[int]], until: list, trie, texts: list[str],
+              scores: list, device: str) -> dict:
+    """vLLM's generate and score of the same prompts: start-up seconds, prompts/s, and agreement with the engine's
+    texts and answer-set probabilities."""
+    started = time.perf_counter()
+    model, tokenizer, _ = load(args.model, args.dtype)
+    startup = time.perf_counter() - started
+    engine = VllmEngine(model, tokenizer, args.max_new_tokens)
+    warm = prompts[: min(4, len(prompts))]
+    engine.generate(warm, until[:len(warm)]), engine.score(warm, trie)
+    model.llm.reset_prefix_cache()
+    generated, t_gen, _ = timed(lambda: engine.generate(prompts, until), device)
+    model.llm.reset_prefix_cache()
+    scored, t_score, _ = timed(lambda: engine.score(prompts, trie), device)
+    return {"vllm_startup_s": startup, "vllm_generate_prompts_per_s": len(prompts) / t_gen,
+            "vllm_score_prompts_per_s": len(prompts) / t_score,
+            "vllm_generate_text_agreement": sum(g.text == t for g, t in zip(generated, texts)) / len(prompts),
+            "vllm_score_max_prob_difference": max(abs(a - b) for s, e in zip(scored, scores)
+                                                  for a, b in zip(s.probs, e.probs)),
+            "vllm_score_answer_agreement": sum(s.greedy == e.greedy for s, e in zip(scored, scores)) / len(prompts)}
+
+
 def main() -> None:
     """Run the four paths on the same prompts and report prompts/s, agreement and memory."""
     parser = argparse.ArgumentParser(description=__doc__)
     add_grid_arguments(parser, "bench_engine.json")
     parser.add_argument("--shapes", choices=("model", "llama-3.1-8b"), default="model")
     parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--backend", choices=("engine", "vllm"), default="engine",
+                        help="vllm: also time vLLM's generate and score on the same prompts (needs vLLM)")
     args = parser.parse_args()
 
     model, tokenizer, info = models.load(args.model, args.device, args.dtype)
@@ -232,6 +258,8 @@ def main() -> None:
         "tokens_computed": {"generate": n_gen, "score": n_score, "both": n_both},
         "torch_threads": torch.get_num_threads(),
     }
+    if args.backend == "vllm":
+        result |= vllm_side(args, prompts, until, trie, gen, scored, device)
     if device.startswith("cuda"):
         peak = matmul_peak_flops(device, torch.bfloat16)
         n_params = sum(p.numel() for p in model.parameters()) - model.get_input_embeddings().weight.numel()
@@ -255,6 +283,13 @@ def main() -> None:
           f"({result['both_apart_prompts_per_s']:.2f} prompts/s); largest expected-value difference "
           f"{result['both_max_expected_difference']:.2g}")
     print(f"numeric rate of the baseline: {result['numeric_rate']:.3f}; json: {args.out}")
+    if args.backend == "vllm":
+        print(f"vLLM (started in {result['vllm_startup_s']:.0f} s): generate "
+              f"{result['vllm_generate_prompts_per_s']:.2f} prompts/s, texts equal to the engine's "
+              f"{result['vllm_generate_text_agreement']:.3f}; score "
+              f"{result['vllm_score_prompts_per_s']:.2f} prompts/s, greedy answers equal "
+              f"{result['vllm_score_answer_agreement']:.3f}, largest probability difference "
+              f"{result['vllm_score_max_prob_difference']:.2g}")
 
 
 if __name__ == "__main__":

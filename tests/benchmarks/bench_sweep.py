@@ -84,12 +84,13 @@ def hand_command(run: SweepRun, out: Path) -> list[str]:
 
 SCRIPT = """
 import itertools, sys
-from behavioral import models
-from behavioral.run import run
+from behavioral.distributed import place
+from behavioral.run import load_model, run
 from behavioral.sweep.config import read_sweep
 sweep = read_sweep(sys.argv[1])
-for model, runs in itertools.groupby(sweep.runs, key=lambda r: r.model):
-    loaded = models.load(model.spec, model.device, model.dtype, model.trust_remote_code)
+for model, group in itertools.groupby(sweep.runs, key=lambda r: r.model):
+    runs = list(group)
+    loaded = load_model(runs[0].config, place())
     for r in runs:
         run(r.config, f"{sys.argv[2]}/{r.run_dir}", progress=False, loaded=loaded)
 """

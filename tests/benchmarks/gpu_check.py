@@ -8,8 +8,12 @@ tokenizer's chat template), it measures: (1) the engine's `generate` against bat
 with the S0 (0..100) and S1 (0..10) answer trees, and `--mode both`; (3) capture overhead (persona, experiencer and
 final states at all layers) and one patched forward batch; (4) batch-size scaling and the engine's halving on CUDA
 out-of-memory; (5) one short run of each suite through behavioral.run.run, run twice (the second must find nothing
-left to do). Writes OUT/gpu_check.json and OUT/gpu_check.md (also printed) and OUT/manifest.json. A figure the device
-cannot give is null with a reason beside it (`<field>_reason`); the H100 targets are stated, never asserted.
+left to do); (6) the engine on the model split as accelerate splits it over the GPU and the host (its last decoder
+layers in host RAM, streamed to the GPU each forward; on cpu, on disk), score and generate against the unsplit model,
+and the tiny model with modules running on both the GPU and the CPU (the device hazards of a model over several
+GPUs); section 6 splits the model in place, so it runs last. Writes OUT/gpu_check.json and OUT/gpu_check.md (also
+printed) and OUT/manifest.json. A figure the device cannot give is null with a reason beside it (`<field>_reason`);
+the H100 targets are stated, never asserted.
 
 Tokenizer: `--tokenizer DIR` loads a saved Hugging Face tokenizer folder with a chat template. `--save-tokenizer DIR`
 saves the embedded SmolLM2-135M-Instruct tokenizer (49,152 tokens, ChatML template; 3.4 MiB on disk) there; it needs
@@ -36,9 +40,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 
-import torch
+import copy
 
-from activations.capture import ResidualHooks, decoder_layers, embedding
+import torch
+from accelerate import dispatch_model
+
+from activations.capture import ResidualHooks, ResidualTrace, decoder_layers, embedding
 from behavioral.answer_space import AnswerSpec, AnswerTrie
 from behavioral.engine import Engine
 from behavioral.output_folder import OutputFolderError, check_output_folder, output_folder
@@ -139,6 +146,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--capture-events", type=int, default=16,
                    help="events of the capture run (religion, P0S1T0; default 16)")
     p.add_argument("--suite-new-tokens", type=int, default=8, help="reply tokens of the suite runs (default 8)")
+    p.add_argument("--split-prompts", type=int, default=32, help="grid prompts of section 6 (default 32)")
+    p.add_argument("--split-host-layers", type=int,
+                   help="decoder layers section 6 keeps off the GPU (default: a quarter of them, at least 1)")
     p.add_argument("--matmul-size", type=int, help="side of the peak matmul (default 8192 on cuda, 1024 on cpu)")
     args = p.parse_args(argv)
     if args.save_tokenizer is None and args.out is None:
@@ -151,12 +161,17 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     except ValueError:
         p.error(f"--batch-sizes {args.batch_sizes!r}: expected a comma list of integers")
     counts = ("prompts", "batch_size", "scaling_prompts", "oom_batch", "max_new_tokens", "capture_events",
-              "suite_new_tokens", "matmul_size")
+              "suite_new_tokens", "matmul_size", "split_prompts")
     for name in counts:
         if getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
     if min(args.batch_sizes) < 1:
         p.error(f"--batch-sizes must be at least 1 each, got {args.batch_sizes}")
+    layers = SHAPES[args.shapes]["num_hidden_layers"]
+    args.split_host_layers = args.split_host_layers or max(1, layers // 4)
+    if not 1 <= args.split_host_layers < layers:
+        p.error(f"--split-host-layers must lie in 1..{layers - 1} (the {args.shapes} model has {layers} decoder "
+                f"layers), got {args.split_host_layers}")
     return args
 
 
@@ -496,6 +511,91 @@ def suites_section(setup: Setup, scratch: Path) -> dict:
     return out
 
 
+def host_split(model: torch.nn.Module, device: str, host_layers: int, offload: Path) -> dict:
+    """Split the random Llama in place as accelerate splits a model over a GPU and the host (transformers'
+    from_pretrained with a device_map does the same): its last `host_layers` decoder layers held in host RAM and
+    streamed to the GPU for each forward; on cpu, a rehearsal, held on disk under `offload` and read for each forward.
+    Returns the device_map."""
+    layers = decoder_layers(model)
+    first = len(layers) - host_layers
+    place, host = (torch.device(device).index or 0, "cpu") if device.startswith("cuda") else ("cpu", "disk")
+    device_map = {name: place for name in ("model.embed_tokens", "model.rotary_emb", "model.norm", "lm_head")}
+    device_map |= {f"model.layers.{i}": host if i >= first else place for i in range(len(layers))}
+    for layer in layers[first:]:
+        layer.to("cpu")
+    dispatch_model(model, device_map, offload_dir=offload)
+    return device_map
+
+
+def agreement(split: Sequence, whole: Sequence) -> dict:
+    """How far the split engine's results are from the unsplit one's on the same prompts."""
+    gen_split, score_split = split
+    gen_whole, score_whole = whole
+    n = len(gen_whole)
+    return {"generate_text_agreement": sum(a.text == b.text for a, b in zip(gen_split, gen_whole)) / n,
+            "score_greedy_agreement": sum(a.greedy == b.greedy for a, b in zip(score_split, score_whole)) / n,
+            "score_max_prob_difference": max(abs(x - y) for a, b in zip(score_split, score_whole)
+                                             for x, y in zip(a.probs, b.probs))}
+
+
+def split_section(setup: Setup, g: Grid, scratch: Path) -> dict:
+    """Section 6: score and generate of the same prompts on the model whole, then split over the GPU and the host
+    (`host_split`), and the tiny model running on two devices (`cross_device`)."""
+    args = setup.args
+    part = Grid(g.engine, g.labelled[:args.split_prompts], g.trie, g.max_rating)
+    prompts, n = part.prompts, len(part.prompts)
+    out: dict = {"prompts": n, "host_layers": args.split_host_layers}
+
+    def paths(label: str) -> tuple[list, list]:
+        """Generate and score through a new engine on the model as it is now, their figures into out."""
+        part.engine = Engine(setup.model, setup.tokenizer, args.batch_size, args.max_new_tokens)
+        gen = run_path(setup, part, lambda: part.engine.generate(prompts, part.until(n)))
+        scored = run_path(setup, part, lambda: part.engine.score(prompts, part.trie))
+        out[f"{label}_generate"] = figures(setup, gen, prompts, part.unique)
+        out[f"{label}_score"] = figures(setup, scored, prompts, part.unique)
+        return gen.result, scored.result
+
+    whole = paths("unsplit")
+    device_map = host_split(setup.model, args.device, args.split_host_layers, scratch / "offload")
+    out["host"] = device_map[f"model.layers.{len(decoder_layers(setup.model)) - 1}"]
+    split = paths("split")
+    for path in ("generate", "score"):
+        out[f"{path}_slowdown"] = out[f"unsplit_{path}"]["prompts_per_s"] / out[f"split_{path}"]["prompts_per_s"]
+    return out | agreement(split, whole) | {"cross_device": cross_device(setup, part)}
+
+
+CROSS_DEVICE_FIELDS = ("generate_text_agreement", "score_greedy_agreement", "score_max_prob_difference",
+                       "state_max_difference")
+
+
+def cross_device(setup: Setup, g: Grid) -> dict:
+    """The tiny random model (fp32) with its embedding and first layer running on the GPU and its second layer and
+    head on the CPU (accelerate's main device the CPU, so nothing is streamed), against the same model whole on the
+    GPU: the engine's score, generate and final-token states of the section's prompts. A model over several GPUs
+    keeps each layer's KV cache and the head on their own devices; a split that streams host layers to one GPU
+    runs every module on that GPU, so only this reaches those paths."""
+    if not setup.cuda:
+        nulls: dict = {}
+        for field in CROSS_DEVICE_FIELDS:
+            nulls |= value_or_reason(field, None, "no GPU: every module of a split on one CPU runs on the CPU")
+        return nulls
+    torch.manual_seed(0)
+    whole = random_model(TINY | {"vocab_size": len(setup.tokenizer)}, setup.args.device, torch.float32)
+    parted = copy.deepcopy(whole).to("cpu")
+    gpu = torch.device(setup.args.device).index or 0
+    dispatch_model(parted, {"model.embed_tokens": gpu, "model.rotary_emb": gpu, "model.layers.0": gpu,
+                            "model.layers.1": "cpu", "model.norm": "cpu", "lm_head": "cpu"}, main_device="cpu")
+    prompts = g.prompts
+    results, states = [], []
+    for model in (parted, whole):
+        engine = Engine(model, setup.tokenizer, setup.args.batch_size, setup.args.max_new_tokens)
+        with engine.hooked(tracer=lambda positions, model=model: ResidualTrace(model, None, positions=positions)):
+            scored = engine.score(prompts, g.trie)
+        results.append((engine.generate(prompts, g.until(len(prompts))), scored))
+        states.append(torch.stack([s.state.cpu() for s in scored]))
+    return agreement(*results) | {"state_max_difference": float((states[0] - states[1]).abs().max())}
+
+
 def target_rows(sections: dict) -> list[dict]:
     """The H100 targets beside the measured values (stated, not asserted)."""
     rows = []
@@ -518,7 +618,8 @@ def run_check(setup: Setup, scratch: Path) -> dict:
     s0.engine.generate(warm), s0.engine.score(warm, s0.trie)
     steps = (("engine", lambda: engine_section(setup, head)), ("score", lambda: score_section(setup, head, s1)),
              ("capture", lambda: capture_section(setup, s1, scratch)), ("scaling", lambda: scaling_section(setup, s0)),
-             ("suites", lambda: suites_section(setup, scratch)))
+             ("suites", lambda: suites_section(setup, scratch)),
+             ("split", lambda: split_section(setup, head, scratch)))  # last: it splits the model in place
     for name, fn in steps:
         start = time.perf_counter()
         sections[name] = fn()
@@ -593,6 +694,13 @@ def markdown(result: dict) -> str:
     lines += ["## Suite runs (section 5: run, then the same run again)", ""]
     lines += table(s["suites"], ("rows", "planned_rows", "seconds", "resume_seconds", "resume_new_rows",
                                  "nothing_left_on_resume", "lock_free_after"))
+    split = s["split"]
+    lines += [f"## Split over the GPU and the host (section 6: the last {split['host_layers']} decoder layers on "
+              f"{split['host']}, {split['prompts']} prompts)", ""]
+    lines += table({f"{whole} {path}": split[f"{key}_{path}"] for path in ("generate", "score")
+                    for whole, key in (("unsplit", "unsplit"), ("split", "split"))}, PATH_COLUMNS)
+    lines += table({"split vs unsplit": split, "GPU + CPU modules vs GPU": split["cross_device"]},
+                   ("generate_slowdown", "score_slowdown") + CROSS_DEVICE_FIELDS)
     lines += ["## Null figures", ""] + (reasons(s) or ["none"])
     return "\n".join(lines) + "\n"
 

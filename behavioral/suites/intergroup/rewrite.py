@@ -52,7 +52,8 @@ def _read_cache(path: Path, model: str) -> dict[str, str]:
 
 def ensure_third_person(events: list[Event], config, out: Path, model, tokenizer, batch_size: int = 16) -> list[Event]:
     """Events with third-person text, rewriting those that lack it and appending each batch to out/rewrites.jsonl
-    (with `model` None, only what that cache holds: a ValueError where it lacks some)."""
+    (with `model` None, as for a vLLM run, only what that cache holds, or a named rewrite_model's new rewrites: a
+    ValueError where neither gives them)."""
     missing = [e for e in events if e.third_person is None]
     if not missing:
         return events
@@ -60,9 +61,9 @@ def ensure_third_person(events: list[Event], config, out: Path, model, tokenizer
     path = Path(out) / CACHE
     cached = _read_cache(path, name)
     todo = [e for e in missing if e.event_id not in cached]
-    if todo and model is None:
-        raise ValueError(f"{path}: lacks the third-person rewrites of {len(todo)} events, which only the model "
-                         "can write")
+    if todo and model is None and name == local_path(config.model):
+        raise ValueError(f"{path}: lacks the third-person rewrites of {len(todo)} events, which the engine writes "
+                         "(a run with --backend engine, or one naming a rewrite_model)")
     if todo:
         if name != local_path(config.model):
             model, tokenizer, _ = models.load(name, config.device, config.dtype, config.trust_remote_code)

