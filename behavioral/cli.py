@@ -141,9 +141,11 @@ def _parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     sweep.add_argument("config", metavar="SWEEP.toml")
     sweep.add_argument("--out", help="the sweep's folder (default: the file's out key)")
     sweep.add_argument("--dry-run", action="store_true",
-                       help="print the plan (runs, prompts, state; time and disk from one timed batch of each run "
-                            "left) and write nothing")
-    sweep.add_argument("--no-calibrate", action="store_true", help="with --dry-run: load no model, time nothing")
+                       help="print the plan (runs, prompts, state; time and disk from a few prompts of each run left, "
+                            "each model loaded once) and write nothing")
+    sweep.add_argument("--no-calibrate", action="store_true",
+                       help="with --dry-run: the plan only (runs, prompts, state), in seconds: load no model, time "
+                            "nothing")
     sweep.add_argument("--no-analyze", action="store_true", help="do not analyze the sweep at its end")
     sweep.add_argument("--trust-remote-code", action="store_true",
                        help="allow the models whose tables set trust_remote_code = true to run their own code")

@@ -148,7 +148,9 @@ def _read_json(path: Path, run_dir: Path) -> Any:
     """The JSON in `path`, or a RunDirError naming what is there instead of a readable manifest."""
     try:
         kind = path.stat().st_mode
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
+        if not run_dir.is_dir():
+            raise RunDirError(f"{run_dir}: no such run directory") from None
         raise RunDirError(f"{run_dir}: no {MANIFEST}; expected a run directory written by `empathy-gap run`") from None
     except OSError as err:
         raise RunDirError(f"{path}: cannot be read ({err.strerror}); expected the run's manifest") from None

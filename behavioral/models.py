@@ -9,6 +9,7 @@ import importlib.util
 import re
 import socket
 import urllib.parse
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,6 +25,9 @@ EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 HUB_PART_MAX = 96  # characters in each part of a hub id, org/name (huggingface_hub's validate_repo_id)
 PATH_MAX, PART_MAX = 4096, 255  # characters in a path and between two of its slashes (Linux's PATH_MAX, NAME_MAX)
+# transformers' modules whose own `tqdm` draws a bar on every load: de-quantizing a .gguf file's tensors (imported
+# only to load one), and putting the weights into the modules
+GGUF_BAR, WEIGHTS_BAR = "transformers.modeling_gguf_pytorch_utils", "transformers.core_model_loading"
 DTYPES = {"fp32": torch.float32, "float32": torch.float32, "bf16": torch.bfloat16, "bfloat16": torch.bfloat16,
           "fp16": torch.float16, "float16": torch.float16}
 
@@ -214,6 +218,21 @@ def _parsed_once(source: ModelSource):
     return parsed_once() if source.gguf_file else contextlib.nullcontext()
 
 
+@contextlib.contextmanager
+def _quiet_loading(source: ModelSource) -> Iterator[None]:
+    """While active, transformers draws no bar while it de-quantizes or loads weights (the hub's download bars
+    stay)."""
+    modules = [importlib.import_module(name) for name in ((GGUF_BAR,) if source.gguf_file else ()) + (WEIGHTS_BAR,)]
+    bars = [module.tqdm for module in modules]
+    for module, bar in zip(modules, bars):
+        module.tqdm = functools.partial(bar, disable=True)
+    try:
+        yield
+    finally:
+        for module, bar in zip(modules, bars):
+            module.tqdm = bar
+
+
 DEVICE_MAPS = ("auto", "balanced", "balanced_low_0", "sequential")  # accelerate's placement strategies
 MAP_DEVICE = re.compile(r"cpu|disk|mps|cuda(:\d+)?")
 MEMORY_DEVICE = re.compile(r"(?:cuda:)?(\d+)|cpu|disk|mps")
@@ -311,7 +330,7 @@ def load(spec: str, device: str = "auto", dtype: str = "auto", trust_remote_code
     split = _split_kwargs(source, device_map, max_memory, offload_folder)
     kwargs = _source_kwargs(source, trust_remote_code)
     model_kwargs = kwargs | _dense_gguf() if source.gguf_file else kwargs
-    with _parsed_once(source):
+    with _parsed_once(source), _quiet_loading(source):
         tokenizer = load_tokenizer(spec, trust_remote_code)
         try:
             model = AutoModelForCausalLM.from_pretrained(source.path, dtype=torch_dtype, **model_kwargs, **split)

@@ -77,8 +77,6 @@ def read_run(run_dir: str | Path, suite: str, allow_partial: bool = False
     rows that do not fit the manifest or come from another run, a run without rows, and a partial run (unless
     `allow_partial`) are RunDirErrors that say what to do."""
     run_dir = Path(run_dir)
-    if not run_dir.is_dir():
-        raise RunDirError(f"{run_dir}: no such run directory")  # before read_manifest, which calls it "no manifest"
     manifest = read_manifest(run_dir)
     if manifest.suite != suite:
         raise RunDirError(f"{run_dir} holds a run of suite {manifest.suite!r}; expected a {suite} run")

@@ -16,6 +16,7 @@ import pandas as pd
 from behavioral.answer_space import AnswerSpec
 from behavioral.options import add_flags, from_flags
 from behavioral.prompt import Prompt
+from behavioral.suite_card import SuiteCard
 
 if TYPE_CHECKING:
     from behavioral.analysis import Analysis, Run
@@ -98,6 +99,7 @@ class Suite:
     # slot patched); a study reaches a suite only through these and the methods below
     protocols: Mapping[str, Any] = {}
     rows_hold: str = "the item fields"  # what a run's rows hold of its data's texts (an export's card says it)
+    card: SuiteCard | None = None  # what an export's dataset card says of its table (None: the card says none is)
 
     def user_data(self, config: Mapping[str, Any]) -> str | None:
         """The data the user gave a run (a path, from its manifest's `config`), whose texts no licence lets an

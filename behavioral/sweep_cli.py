@@ -4,6 +4,7 @@ or a sweep as a tidy Parquet dataset with its card)."""
 from __future__ import annotations
 
 import argparse
+import functools
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -18,11 +19,13 @@ from behavioral.sweep.runner import run_sweep
 
 
 def sweep(args: argparse.Namespace) -> None:
-    """Plan (`--dry-run`) or run the sweep, then analyze it on the main process; failed runs end in a ValueError
-    after the others ran."""
+    """Plan (`--dry-run`: its own cost first, then the plan) or run the sweep, then analyze it on the main process;
+    failed runs end in a ValueError after the others ran."""
     config = read_sweep(args.config, args.out)
     if args.dry_run:
-        print(describe_plan(config, plan_sweep(config, not args.no_calibrate, args.trust_remote_code)))
+        planned = plan_sweep(config, not args.no_calibrate, args.trust_remote_code,
+                             say=functools.partial(print, flush=True))
+        print(describe_plan(config, planned))
         return
     outcome = run_sweep(config, progress=not args.no_progress, trust_remote_code=args.trust_remote_code)
     print(outcome.describe(len(config.runs)))

@@ -11,6 +11,10 @@ From a run with persona capture (given with --run, or made here with --model int
 - OUT/rsa: RSA per layer between identity and behaviour distances (Mantel p), and the partial Mantel test with the
   identities' token counts held out.
 
+Figures come as PNG and PDF beside each other, at most two journal columns (7.2 in) wide, every title carrying its n
+(identities, events), every point of a projection named with no two names overlapping (behavioral.figure_style,
+behavioral.outputs.label_points).
+
 The experiencer as "a person" sees it: --kind experiencer --where perceiver="a person". Bad input prints one line
 and exits 2.
 

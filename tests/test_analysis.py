@@ -175,11 +175,13 @@ def test_analyze_writes_tables_figures_and_report(tmp_path: Path) -> None:
     assert list(table2.category) == ["nationality", "religion"] and list(table2.setting) == ["P0S0T0"] * 2
     religion = table2.set_index("category").loc["religion"]  # a planted gap over 5 identities: p at its floor
     assert religion.p_at_floor and religion.p_value == religion.p_min and 0.004 < religion.p_min < 0.03
-    assert "(floor)" in (out / "table2_delta.md").read_text()
+    printed = dict(zip(*[line.split(" | ") for line in (out / "table2_delta.md").read_text().splitlines()
+                         if line.startswith("| ") and "religion" in line or line.startswith("| run |")]))
+    assert printed["p at floor"] == "True"
     assert religion.p_exact == 1 / 120 and religion.n_outcomes == 120  # exact: 1/120, every matching enumerated
     nationality = table2.set_index("category").loc["nationality"]  # n! matchings, too many: sampled only
     assert np.isnan(nationality.p_exact) and float(nationality.n_outcomes) > math.factorial(20)
-    assert "(floor), exact 0.0083" in (out / "table2_delta.md").read_text()
+    assert printed["p exact"] == "0.00833"
     report = report_path.read_text()
     for delta in table2.delta:
         assert f"{delta:.2f}" in report
@@ -265,13 +267,15 @@ def test_a_random_answerer_shows_no_gap():
 def test_every_figure_names_its_measure(tmp_path: Path) -> None:
     run_dir = make_run(tmp_path / "run", categories=("religion",), mode="score", settings=("P0S0T0",))
     expected = _load(run_dir, permutations=20, measure="expected_intensity")[0]
-    title = figures.heatmap(expected).axes[0].get_title()
-    assert title == "Religion, (P0, S0, T0), expected intensity"
+    title, events = figures.heatmap(expected).axes[0].get_title(), f"\nn={N_EVENTS} events"
+    assert title == f"Religion, (P0, S0, T0), expected intensity{events}"
     assert figures.heatmap_grid([expected])._suptitle.get_text() == "M of expected intensity"
     greedy = _load(make_run(tmp_path / "gen", categories=("religion",), settings=("P0S0T0",)), permutations=20)[0]
-    assert figures.heatmap(greedy).axes[0].get_title() == "Religion, (P0, S0, T0), generated intensity"  # the paper's
+    kept = f"\nn={int(greedy.keep.sum())} events"  # the generated run's refusals drop events: n is those M averages
+    assert int(greedy.keep.sum()) < N_EVENTS
+    assert figures.heatmap(greedy).axes[0].get_title() == f"Religion, (P0, S0, T0), generated intensity{kept}"
     scored = _load(run_dir, permutations=20)[0]  # score mode generates no reply
-    assert figures.heatmap(scored).axes[0].get_title() == "Religion, (P0, S0, T0), greedy score answer"
+    assert figures.heatmap(scored).axes[0].get_title() == f"Religion, (P0, S0, T0), greedy score answer{events}"
 
 
 def test_two_runs_give_table2_by_run_with_each_runs_own_statistics(tmp_path: Path) -> None:
@@ -297,9 +301,9 @@ def test_two_runs_give_table2_by_run_with_each_runs_own_statistics(tmp_path: Pat
     # religion P0S0T0 drops e01 (refused in a Muslim -> a Jew); e04's refusal is in the "a person" row δ ignores
     assert table2.set_index(["run", "setting"]).n_events.to_dict() == {
         ("strong", "P0S0T0"): 5, ("strong", "P0S1T0"): 6, ("none", "P0S0T0"): 5, ("none", "P0S1T0"): 6}
-    wide = (tmp_path / "out" / "table2_delta.md").read_text()
-    assert "| Run | Category | Measure | (P0, S0, T0) | (P0, S1, T0) |" in wide
-    assert "| strong | Religion | generated intensity |" in wide
+    printed = (tmp_path / "out" / "table2_delta.md").read_text()  # a row per run, category and setting
+    assert "| run | category | setting | measure | events | δ | null low | null high | p |" in printed
+    assert "| strong | religion | P0S1T0 | generated intensity | 6 |" in printed
     for _, run in table2.groupby("run"):  # Holm over each run's own tests (its 2 settings)
         assert (run.holm_family == 2).all()
         assert run.p_holm.tolist() == holm(run.p_exact).tolist()
@@ -376,4 +380,4 @@ def test_tidy_csvs_hold_every_number_at_full_precision(tmp_path: Path) -> None:
         assert table6.loc[key, "excluded_events_pct"] == 100 * a.excluded_rate
     printed = (tmp_path / "out" / "table2_delta.md").read_text()  # the Markdown still prints rounded
     delta = table2["delta"].iloc[0]
-    assert f"{delta:.2f} (" in printed and repr(delta) not in printed
+    assert f"| {delta:.3f} |" in printed and repr(delta) not in printed

@@ -118,8 +118,8 @@ def test_store_probs_needs_scores(tiny_model_dir, tmp_path):
 
 
 def test_cli_flag_is_the_config_field(tiny_model_dir):
-    argv = ["run", "intergroup", "--model", str(tiny_model_dir), "--out", "x", "--category", "religion",
-            "--setting", "P0S0T0", "--mode", "score"]
+    argv = ["run", "intergroup", "--model", str(tiny_model_dir), "--out", "x", "--categories", "religion",
+            "--settings", "P0S0T0", "--mode", "score"]
     assert cli.run_config(cli._parser(argv).parse_args(argv)).store_probs is False
     assert cli.run_config(cli._parser(argv).parse_args([*argv, "--store-probs"])).store_probs is True
 

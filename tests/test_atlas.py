@@ -56,7 +56,8 @@ def test_a_planted_concept_is_ranked_first_and_the_geometries_agree():
     assert result.untestable.empty
     titles = {plot_heatmap(geometry, ["A", "B"], layer).axes[0].get_title() for layer in
               (-1, 1, "last", "blocks.1.hook_resid_post")}  # -1: the last block the table holds
-    assert titles == {"RSA between sources at blocks.1.hook_resid_post (* p_fwe < 0.05; grey: not testable)"}
+    assert titles == {"RSA between sources at blocks.1.hook_resid_post (* p_fwe < 0.05; grey: not testable)\n"
+                      "n=6 concepts per pair"}
     with pytest.raises(ValueError, match=r"^hook: block 2 was not tested; tested: \[0, 1\]$"):
         plot_heatmap(geometry, ["A", "B"], 2)
 

@@ -19,7 +19,7 @@ from behavioral.suites.intergroup.settings import SETTING_NAMES
 
 
 def _run_args(model_dir, out, *extra):
-    return ["run", "intergroup", "--model", str(model_dir), "--category", "religion", "--setting", "P0S0T0",
+    return ["run", "intergroup", "--model", str(model_dir), "--categories", "religion", "--settings", "P0S0T0",
             "--limit-events", "2", "--out", str(out), "--device", "cpu", "--dtype", "fp32", "--mode", "both",
             "--max-new-tokens", "8", "--no-progress", *extra]
 
@@ -86,9 +86,15 @@ def test_analyze_of_a_non_run_is_exit_2(tmp_path, capsys):
     assert MANIFEST in capsys.readouterr().err
 
 
+def test_analyze_of_a_missing_folder_says_it_does_not_exist(tmp_path, capsys):
+    missing = tmp_path / "no-such-run"
+    assert cli.main(["analyze", str(missing)]) == 2
+    assert capsys.readouterr().err == f"empathy-gap: error: {missing}: no such run directory\n"
+
+
 def test_argparse_errors_exit_2(capsys):
     with pytest.raises(SystemExit) as exit_:
-        cli.main(["run", "intergroup", "--category", "religion"])  # no --model, no --out
+        cli.main(["run", "intergroup", "--categories", "religion"])  # no --model, no --out
     assert exit_.value.code == 2
     assert "--model" in capsys.readouterr().err
 
@@ -128,7 +134,7 @@ def test_suite_flags_belong_to_the_suite(capsys):
         cli.main(["run", "intergroup", "--help"])
     assert exit_.value.code == 0
     text = capsys.readouterr().out
-    for flag in ("--category", "--setting", "--events", "--limit-events", "--model", "--temperature"):
+    for flag in ("--categories", "--settings", "--events", "--limit-events", "--model", "--temperature"):
         assert flag in text
     with pytest.raises(SystemExit):
         cli.main(["run", "nope", "--model", "m", "--out", "o"])

@@ -12,7 +12,7 @@ from behavioral.run import RunConfig, run
 from behavioral.suites.intergroup import Options
 from behavioral.suites.intergroup import results as read_results
 
-ARGS = ["--category", "religion", "--setting", "P0S0T0", "--limit-events", "3", "--unit-size", "2",
+ARGS = ["--categories", "religion", "--settings", "P0S0T0", "--limit-events", "3", "--unit-size", "2",
         "--mode", "both", "--device", "cpu", "--dtype", "fp32", "--batch-size", "4", "--max-new-tokens", "8",
         "--no-progress"]
 

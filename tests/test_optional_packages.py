@@ -14,10 +14,10 @@ BLOCKED = ("transformer_lens", "nnsight", "umap", "gguf", "nltk")
 ROOT = Path(__file__).resolve().parents[1]
 # Each suite's smallest run, as its own flags say it (score mode: every suite's closed answer sets).
 RUNS = {
-    "intergroup": ["--category", "religion", "--setting", "P0S1T0", "--limit-events", "2"],
+    "intergroup": ["--categories", "religion", "--settings", "P0S1T0", "--limit-events", "2"],
     "giebench": ["--limit-items", "11"],
     "isear": ["--events", "project", "--sample-k", "4"],
-    "jaem": ["--task", "ce", "--limit", "6"],
+    "jaem": ["--tasks", "ce", "--limit", "6"],
     "scm": ["--groups", "us-stereotypes", "--traits", "warm,confident"],
 }
 

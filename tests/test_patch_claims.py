@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 import scipy.stats
 
+from behavioral.analysis import Table
 from behavioral.suites.intergroup import patch_report
 from behavioral.suites.intergroup.groups import get_category
 from behavioral.suites.intergroup.patch_gap import ONE_EVENT, gap_table
@@ -261,6 +262,7 @@ def test_the_scope_is_built_from_the_settings():
     assert "exact over 120 matchings, floor 0.00833" in section.text
     assert "about 100% in mode person: true by construction" in section.text
     assert "every 5-th of --layers" in section.text and "prompts in the chatml chat format" in section.text
-    shown = patch_report.display(table)
-    assert list(shown.columns) == ["mode", "layer", "gap closed", "gap closed (points)", "gap patched (points)",
-                                   "δ patched", "p", "p (max-T over layers)"]
+    headers, rows = Table("gap_by_layer", "", table, patch_report.FORMATS, columns=patch_report.COLUMNS).printed()
+    assert set(patch_report.COLUMNS) <= set(table.columns)  # every printed column is one of the CSV's
+    assert headers == list(patch_report.COLUMNS.values()) and len(rows) == len(table)
+    assert set(patch_report.DEFINITIONS) <= set(headers)

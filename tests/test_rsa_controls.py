@@ -150,11 +150,27 @@ def test_a_runs_ceiling_follows_its_noise(noise, low, high):
 def test_a_run_of_three_events_has_no_ceiling_and_says_why():
     run, names = _run(3, noise=1.0), list(get_category("religion").identities)
     split = reliability.behaviour_ceiling(run, "persona", names, ["x"], {}, "event_id", "euclidean", 20, 0)
-    assert split.ceiling is None and split.note == "3 value(s) of event_id: a split needs at least 2 per half"
+    assert split.ceiling is None
+    assert split.note == "3 values of event_id: a split-half ceiling needs at least 4, 2 per half"
     assert "--split-by" in reliability.behaviour_ceiling(run, "persona", names, ["x"], {}, None, "euclidean", 20,
                                                          0).note
     with pytest.raises(ValueError, match="--split-by 'colour': hand's rows have no such field"):
         reliability.split_field(run, "colour")
+
+
+def test_one_event_is_named_in_the_singular_with_the_count_a_ceiling_needs():
+    few = reliability.too_few(1, "event_id")
+    assert few == "1 value of event_id: a split-half ceiling needs at least 4, 2 per half"
+    assert reliability.too_few(4, "event_id") is None
+
+
+def test_the_plan_of_one_event_says_it_gives_no_ceiling(pinned_run, tmp_path, capsys):
+    assert main(["interp", "rsa", str(pinned_run), "--out", str(tmp_path / "out"), "--where", "category=race",
+                 "--split-by", "category", "--permutations", "10", "--no-lexical", "--control", "none",
+                 "--layers", "last", "--no-progress"]) == 0
+    plan = capsys.readouterr().out
+    assert "; no split-half ceiling (1 value of category: a split-half ceiling needs at least 4, 2 per half)" in plan
+    assert "split in halves" not in plan
 
 
 # --- lexical labels ------------------------------------------------------------------------------------------------
@@ -250,7 +266,7 @@ def test_the_study_reports_its_controls_and_why_three_events_have_no_ceiling(pin
     for p in [c for c in columns if c == "p" or c.endswith("_p")]:
         assert columns[columns.index(p) + 1] == f"{p}_fwe"
     ceiling = pd.read_csv(out / "noise_ceiling.csv").iloc[0]
-    assert ceiling.n_events == 3 and math.isnan(ceiling.ceiling) and "at least 2 per half" in ceiling.note
+    assert ceiling.n_events == 3 and math.isnan(ceiling.ceiling) and "at least 4, 2 per half" in ceiling.note
     summary = pd.read_csv(out / "rsa_summary.csv").iloc[0]
     embed = table[table.hook == "hook_embed"].iloc[0]
     assert summary.embed_rsa == pytest.approx(embed.rsa) and summary.embed_p_fwe == pytest.approx(embed.p_fwe)
@@ -258,7 +274,7 @@ def test_the_study_reports_its_controls_and_why_three_events_have_no_ceiling(pin
     assert labels.label.tolist() == ["first_token"] and labels.n_groups[0] < 18
     text = (out / "report.md").read_text()
     assert "## What this can and cannot show" in text and "What these numbers cannot show" not in text
-    assert "p floor 0.0323" in text and "no split-half ceiling (3 value(s) of event_id" in text
+    assert "p floor 0.0323" in text and "no split-half ceiling (3 values of event_id" in text
     assert main(["interp", "rsa", str(pinned_run), "--out", str(tmp_path / "bare"), "--where", "category=race",
                  "--permutations", "30", "--no-lexical", "--splits", "0", "--layers", "last", "--no-progress"]) == 0
     text = (tmp_path / "bare" / "report.md").read_text()

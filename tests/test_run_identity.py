@@ -123,7 +123,7 @@ def test_an_empty_or_truncated_part_is_one_line_naming_it(damage, runs, tiny_mod
     code, err = _cli(capsys, "analyze", damaged, "--out", tmp_path / "out")
     assert code == 2 and err.count("\n") == 1 and f"{part}: not a readable Parquet part" in err, err
     code, err = _cli(capsys, "run", "intergroup", "--model", tiny_model_dir, "--out", damaged, "--mode", "score",
-                     "--category", "religion", "--setting", "P0S0T0", "--limit-events", "2", "--unit-size", "4",
+                     "--categories", "religion", "--settings", "P0S0T0", "--limit-events", "2", "--unit-size", "4",
                      "--batch-size", "8", "--capture", "persona,final")
     assert code == 2 and err.count("\n") == 1 and f"{part}: not a readable Parquet part" in err, err
 
@@ -135,7 +135,7 @@ def test_a_lock_file_that_is_a_symlink_is_refused_and_its_target_untouched(tiny_
     out.mkdir()
     (out / ".rank000.lock").symlink_to(target)
     code, err = _cli(capsys, "run", "intergroup", "--model", tiny_model_dir, "--out", out, "--mode", "score",
-                     "--category", "religion", "--setting", "P0S0T0", "--limit-events", "2")
+                     "--categories", "religion", "--settings", "P0S0T0", "--limit-events", "2")
     assert code == 2 and err.count("\n") == 1 and ".rank000.lock: is a symbolic link" in err, err
     assert target.read_text() == "do not touch" and not (out / MANIFEST).exists()
 

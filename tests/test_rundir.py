@@ -119,8 +119,8 @@ def test_lock_file_reappearing_under_a_new_holder_is_not_shared(tmp_path):
 def test_sigkill_then_resume_leaves_only_parquet_and_every_row(tiny_model_dir, tmp_path, expected):
     """A real SIGKILL of `empathy-gap run` while it writes, then the same command again."""
     out = tmp_path / "run"
-    args = ["run", "intergroup", "--model", str(tiny_model_dir), "--category", "religion",
-            "--setting", "P0S0T0,P0S1T0", "--limit-events", "3", "--mode", "score", "--device", "cpu",
+    args = ["run", "intergroup", "--model", str(tiny_model_dir), "--categories", "religion",
+            "--settings", "P0S0T0,P0S1T0", "--limit-events", "3", "--mode", "score", "--device", "cpu",
             "--dtype", "fp32", "--batch-size", "1", "--unit-size", "2", "--out", str(out), "--no-progress"]
     code = "import sys\nfrom behavioral.cli import main\nsys.exit(main(sys.argv[1:]))\n"
     child = subprocess.Popen([sys.executable, "-c", code, *args], stderr=subprocess.DEVNULL)
@@ -229,7 +229,7 @@ def test_manifest_is_readable_like_the_parts(finished):
 # --- messages -------------------------------------------------------------------------------------------------------
 
 def _cli_run(model_dir, out, *extra):
-    return ["run", "intergroup", "--model", str(model_dir), "--category", "religion", "--setting", "P0S1T0",
+    return ["run", "intergroup", "--model", str(model_dir), "--categories", "religion", "--settings", "P0S1T0",
             "--limit-events", "2", "--mode", "score", "--device", "cpu", "--dtype", "fp32", "--out", str(out),
             "--no-progress", *extra]
 

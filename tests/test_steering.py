@@ -267,7 +267,8 @@ def test_a_sweep_runs_coefficient_zero_once_and_every_other_coefficient_at_every
          "matching": -1 if c.matching is None else c.matching, "category": "religion",
          "setting": SETTING, "measure": "expected_intensity",
          "delta": 0.5 if c.layer is None else (c.coef or 0.0) + 10 * c.layer + c.random,
-         "ci_low": -0.2, "ci_high": 0.2, "refusal_rate": 0.0, "non_numeric_mass": 0.0, "mean_rating": 50.0, "note": ""}
+         "ci_low": -0.2, "ci_high": 0.2, "refusal_rate": 0.0, "non_numeric_mass": 0.0, "mean_rating": 50.0, "note": "",
+         "n_events": 3}
         for c in controlled])
     delta_panel = protocol.sweep_figure(summary, "religion", SETTING).axes[0]
     curves = {line.get_label(): list(zip(line.get_xdata(), line.get_ydata())) for line in delta_panel.get_lines()}

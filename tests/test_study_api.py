@@ -21,8 +21,8 @@ from tests.conftest import PINNED
 README = Path(__file__).resolve().parents[1] / "README.md"
 
 # the patch study at its smallest on the pinned tiny run: one event, the last layer, one mode, no sweep
-PATCH = {"where": "category=religion,setting=P0S1T0", "layers": "last", "layer_step": 1, "modes": "person",
-         "sweep_events": 0, "device": "cpu"}
+PATCH = {"where": "category=religion,setting=P0S1T0", "limit_events": 1, "layers": "last", "layer_step": 1,
+         "modes": "person", "sweep_events": 0, "device": "cpu"}
 
 
 @pytest.fixture(scope="module")
@@ -140,5 +140,6 @@ def test_the_readmes_persona_patch_is_short_and_runs(tiny_model_dir, tmp_path, m
     table = namespace["patch"].tables["gap_by_layer"]
     assert set(table["mode"]) == {"person", "swap"}
     assert table["n_events"].eq(get_study("patch").Options().limit_events).all()  # the study's default sample
+    assert table[["gap_raw_patched_low", "gap_raw_patched_high"]].notna().all().all()  # an interval over events
     written = pd.read_csv(tmp_path / "out" / "patch" / "gap_by_layer.csv")
     assert written["gap_raw_patched"].tolist() == pytest.approx(table["gap_raw_patched"].tolist(), nan_ok=True)

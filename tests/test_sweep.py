@@ -236,6 +236,7 @@ def test_the_dry_run_prints_each_runs_prompts_and_estimates_and_writes_nothing(t
     path = _toml(tmp_path, [("a", long_model_dir)], INTERGROUP, SCM)
     assert main(["sweep", str(path), "--dry-run"]) == 0
     out = capsys.readouterr().out
+    assert out.startswith("dry run: loads a once, warms it up on 1 prompt, then times 8 of the 88 prompts left")
     assert "a/intergroup: 72 prompts, new, about" in out and "activations" in out  # 2 events x 6 x 6 identities
     assert "a/scm: 16 prompts, new, about" in out and "2 runs left, 88 prompts; estimated" in out
     assert not (tmp_path / "sweep").exists()
@@ -249,8 +250,15 @@ def test_the_top_page_gathers_every_suites_headline_rows(finished):
         own = pd.read_csv(report.parent / suite / "headline.csv")
         mine = top[top["suite"] == suite].reset_index(drop=True)
         assert list(mine["model"]) == list(own["run"]) and set(own["run"]) == {"a", "b"}
-        for column in ("measure", "value", "low", "high", "n", "n_unit"):
+        for column in ("measure", "value", "low", "high", "n", "n_unit", "warning"):
             assert mine[column].equals(own[column]), column
+        manifest = json.loads((report.parent / suite / "manifest.json").read_text())  # the file its page links
+        assert manifest["suite"] == suite and set(manifest["runs"]) == {"a", "b"}
+    # a random model puts little probability on numbers: the suite's warning is on its rows of the top page
+    intergroup = top[top["suite"] == "intergroup"]
+    assert intergroup["warning"].str.startswith("low answer mass: ").all()
+    assert set(intergroup["setting"]) == {"categories religion, limit_events 2, settings P0S0T0"}  # options order
+    assert set(top.loc[top["suite"] == "scm", "setting"]) == {"groups us-stereotypes, templates f01, traits warm"}
     assert "- [intergroup](intergroup/report.html) ([Markdown](intergroup/report.md))" in report.read_text()
     runs = pd.read_csv(report.parent / "runs.csv")
     assert list(runs["status"]) == ["finished"] * 4 and runs["model_hash"].str.len().eq(12).all()

@@ -4,15 +4,16 @@ setting) or the flag, without echoing a long value whole; several refusals are a
 
 from __future__ import annotations
 
+import argparse
 import functools
 import re
 from collections.abc import Callable
 
 import pytest
 
-from behavioral import sweep_cli
+from behavioral import cli, sweep_cli
 from behavioral.cli import main
-from behavioral.registry import get_suite
+from behavioral.registry import get_suite, names
 from behavioral.run import RunConfig
 from behavioral.suites.intergroup import Options
 from behavioral.sweep.config import read_sweep
@@ -133,7 +134,7 @@ def test_the_dry_runs_remote_code_refusal_is_one_line(tmp_path, long_model_dir, 
 def test_run_flags_are_checked_before_anything_loads_or_is_written(tiny_model_dir, tmp_path, capsys, loads, flags,
                                                                     named):
     out = tmp_path / "run"
-    args = ["run", "intergroup", "--model", str(tiny_model_dir), "--category", "religion", "--limit-events", "1",
+    args = ["run", "intergroup", "--model", str(tiny_model_dir), "--categories", "religion", "--limit-events", "1",
             "--out", str(out), "--device", "cpu", "--no-progress", *flags]
     assert main(args) == 2
     err = capsys.readouterr().err
@@ -154,3 +155,28 @@ def test_a_models_default_name_from_a_long_id_is_a_folder_name(tmp_path, long_mo
     path = _toml(tmp_path, [("a", folder)], INTERGROUP)
     path.write_text(path.read_text().replace('name = "a"\n', ""))
     assert read_sweep(path).models[0].name == "m" * 64
+
+
+def _subparser(parser: argparse.ArgumentParser, *path: str) -> argparse.ArgumentParser:
+    """The subparser of `parser` that `path` (command, suite) names."""
+    for name in path:
+        parser = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[name]
+    return parser
+
+
+def _sweep_keys(tmp_path, long_model_dir, suite: str) -> list[str]:
+    """The option keys a sweep's [suite.SUITE] table takes, as the sweep's refusal of an unknown key lists them."""
+    path = _toml(tmp_path, [("a", long_model_dir)], f"\n[suite.{suite}]\noptions = {{ unknown_key = 1 }}\n")
+    with pytest.raises(ValueError, match="unknown_key is not an option of suite") as refused:
+        read_sweep(path)
+    return re.search(r"; expected some of (.*)", str(refused.value)).group(1).split(", ")
+
+
+@pytest.mark.parametrize("suite", names())
+def test_every_options_sweep_key_is_its_run_flag(suite, tmp_path, long_model_dir):
+    """`run SUITE --help`'s flag of each suite option is its sweep key with - for _ (one name, no alias)."""
+    flags = {a.dest.removeprefix("option_"): a.option_strings
+             for a in _subparser(cli._parser(["run", suite]), "run", suite)._actions if a.dest.startswith("option_")}
+    keys = _sweep_keys(tmp_path, long_model_dir, suite)
+    assert keys and sorted(flags) == sorted(keys)
+    assert {key: flags[key] for key in keys} == {key: [f"--{key.replace('_', '-')}"] for key in keys}

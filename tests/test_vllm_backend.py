@@ -42,7 +42,7 @@ from tests.test_engine import _prompt_ids
 
 KEYS = ["unit_id", "item_id", "sample"]
 EAGER = (("enforce_eager", True),)
-SLICE = ["--category", "religion", "--setting", "P0S0T0", "--limit-events", "2"]
+SLICE = ["--categories", "religion", "--settings", "P0S0T0", "--limit-events", "2"]
 INFO = {"model_hash": "abc", "revision": None, "dtype": "float32"}
 
 

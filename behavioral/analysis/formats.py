@@ -49,11 +49,17 @@ def cells(frame: pd.DataFrame, formats: Mapping[str, str] | None = None, digits:
             for row in frame.itertuples(index=False)]
 
 
+def pipe_table(headers: list[str], rows: list[list[str]]) -> str:
+    """Printed `headers` and cell texts as a Markdown pipe table; a `|` or line break inside a cell is escaped, so
+    no text splits or ends a row."""
+    def line(texts: list[str]) -> str:
+        return "| " + " | ".join(t.replace("|", "\\|").replace("\r", " ").replace("\n", " ") for t in texts) + " |"
+    return "\n".join([line(headers), "|" + "---|" * len(headers), *map(line, rows)]) + "\n"
+
+
 def markdown(frame: pd.DataFrame, formats: Mapping[str, str] | None = None, digits: int = 3) -> str:
     """`frame` as a Markdown pipe table: each column printed by its format in `formats` (see `cell`)."""
-    lines = ["| " + " | ".join(map(str, frame.columns)) + " |", "|" + "---|" * len(frame.columns)]
-    lines += ["| " + " | ".join(row) + " |" for row in cells(frame, formats, digits)]
-    return "\n".join(lines) + "\n"
+    return pipe_table(list(map(str, frame.columns)), cells(frame, formats, digits))
 
 
 def finite_number(text: str) -> float | None:

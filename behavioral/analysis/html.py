@@ -12,7 +12,6 @@ from collections.abc import Sequence
 from html import escape
 from pathlib import Path
 
-from behavioral.analysis.formats import cells
 from behavioral.analysis.report import Block, Heading, Text, blocks, caption
 from behavioral.analysis.runs import Run
 from behavioral.analysis.spec import Analysis, Table
@@ -128,10 +127,9 @@ def markdown_html(text: str) -> str:
 
 def _table(table: Table) -> str:
     """A printed table: its caption, then its cells as report.md prints them."""
-    shown = table.shown()
-    head = "".join(f"<th>{escape(str(c))}</th>" for c in shown.columns)
-    body = "".join("<tr>" + "".join(f"<td>{escape(text)}</td>" for text in row) + "</tr>\n"
-                   for row in cells(shown, table.formats, table.digits))
+    headers, rows = table.printed()
+    head = "".join(f"<th>{escape(c)}</th>" for c in headers)
+    body = "".join("<tr>" + "".join(f"<td>{escape(text)}</td>" for text in row) + "</tr>\n" for row in rows)
     return (f"{markdown_html(caption(table))}\n<div class=\"table\"><table>\n<thead><tr>{head}</tr></thead>\n"
             f"<tbody>\n{body}</tbody></table></div>")
 

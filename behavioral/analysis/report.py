@@ -77,6 +77,7 @@ def blocks(analysis: Analysis, runs: Sequence[Run], options: dict) -> Iterator[B
             yield Text(section.text)
         yield from section.tables
         yield from section.figures
+    yield from how_to_read([t for section in analysis.sections for t in section.tables])
     files = [f"- [{t.name}.csv]({t.name}.csv), [{t.name}.md]({t.name}.md): {t.title}" for t in analysis.tables()]
     files += [f"- [{f.name}.png]({f.name}.png), [{f.name}.pdf]({f.name}.pdf): {f.title}" for f in analysis.figures()]
     files += [f"- [{name}]({name})" for name in analysis.json]
@@ -84,6 +85,20 @@ def blocks(analysis: Analysis, runs: Sequence[Run], options: dict) -> Iterator[B
               "sortable by a click on a column's header",
               "- [manifest.json](manifest.json): the runs, their provenance and the analysis options"]
     yield from (Heading("Files"), Text("\n".join(files)))
+
+
+def how_to_read(tables: Sequence[Table]) -> Iterator[Block]:
+    """The "How to read" section: per printed table with definitions, what each of its columns holds."""
+    defined = [t for t in tables if t.definitions]
+    if defined:
+        yield Heading("How to read the tables")
+    for table in defined:
+        yield Text(f"**{table.title}** ({table.name}.csv holds every column):\n\n{definitions(table)}")
+
+
+def definitions(table: Table) -> str:
+    """What each defined column of `table` holds, as a Markdown list."""
+    return "\n".join(f"- {code_span(header)}: {text}" for header, text in table.definitions.items())
 
 
 def caption(table: Table) -> str:

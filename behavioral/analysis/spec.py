@@ -10,14 +10,16 @@ from typing import Any
 import pandas as pd
 from matplotlib.figure import Figure as MplFigure
 
-from behavioral.analysis.formats import markdown
+from behavioral.analysis.formats import cells, pipe_table
 
 
 @dataclass(frozen=True, eq=False)
 class Table:
-    """A tidy table: written as `name`.csv (the frame) and `name`.md (its title, note and the frame printed by its
-    column formats, see formats.cell; or `display`, a layout for reading such as a paper's wide table whose cells
-    were composed with formats.cell). `name` may hold a sub-folder (`matrices/x`)."""
+    """A tidy table: written as `name`.csv (the frame) and `name`.md (its title, note and the printed columns). The
+    report prints `columns` (frame column -> its header; empty: every column under its own name), one quantity per
+    column, each cell by its column's format (see formats.cell); `definitions` (header -> what it holds) go to the
+    report's "How to read" section, so the caption (`title`, `note`) stays a sentence. `name` may hold a sub-folder
+    (`matrices/x`)."""
 
     name: str
     title: str
@@ -25,15 +27,24 @@ class Table:
     formats: Mapping[str, str] = field(default_factory=dict)
     digits: int = 3
     note: str = ""
-    display: pd.DataFrame | None = None
+    columns: Mapping[str, str] = field(default_factory=dict)
+    definitions: Mapping[str, str] = field(default_factory=dict)
 
     def shown(self) -> pd.DataFrame:
-        """The frame the report prints (by its formats): `display` where given, else the frame."""
-        return self.frame if self.display is None else self.display
+        """The printed columns under their headers (the frame's own where `columns` is empty)."""
+        if not self.columns:
+            return self.frame
+        return self.frame[[c for c in self.columns if c in self.frame.columns]].rename(columns=dict(self.columns))
+
+    def printed(self) -> tuple[list[str], list[list[str]]]:
+        """The headers and each row's cell texts, as report.md and report.html print them."""
+        shown = self.shown()
+        formats = {self.columns.get(c, c): fmt for c, fmt in self.formats.items()}
+        return [str(c) for c in shown.columns], cells(shown, formats, self.digits)
 
     def markdown(self) -> str:
-        """The table as Markdown: the shown frame by its formats."""
-        return markdown(self.shown(), self.formats, self.digits)
+        """The table as Markdown: its printed headers and cells."""
+        return pipe_table(*self.printed())
 
 
 @dataclass(frozen=True, eq=False)

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from behavioral.analysis.runs import Run, file_stem, model_name, read_runs
-from behavioral.analysis.spec import Analysis
-from behavioral.analysis.report import REPORT
+from behavioral.analysis.spec import Analysis, Table
+from behavioral.analysis.report import REPORT, caption, definitions
 from behavioral.analysis.write import recorded, runs_record, write
 from behavioral.options import comma_values
 from behavioral.output_folder import MANIFEST, output_folder
@@ -49,13 +49,27 @@ class Study:
 
 @dataclasses.dataclass(frozen=True)
 class StudyResult:
-    """What `run_study` made: its output folder, report.md, the tables by name (the frames its CSVs were written
-    from) and the record its manifest.json holds."""
+    """What `run_study` made: its output folder, report.md, the record its manifest.json holds and its declared
+    tables by name (`printed`): `tables` gives their frames (every CSV column), `show` one as the report prints it."""
 
     folder: Path
     report: Path
-    tables: dict[str, pd.DataFrame]
     manifest: dict[str, Any]
+    printed: dict[str, Table] = dataclasses.field(repr=False)
+
+    @property
+    def tables(self) -> dict[str, pd.DataFrame]:
+        """The frames the CSVs were written from, by table name."""
+        return {name: table.frame for name, table in self.printed.items()}
+
+    def show(self, name: str) -> str:
+        """Table `name` as the report prints it, to read in a terminal: its caption, the printed columns (one
+        quantity each, formatted) and what they hold; every column is in `tables[name]`."""
+        if name not in self.printed:
+            raise KeyError(f"no table {name!r}; expected one of {', '.join(self.printed)}")
+        table = self.printed[name]
+        defined = f"\n{definitions(table)}\n" if table.definitions else ""
+        return f"{caption(table)}\n\n{table.markdown()}{defined}"
 
 
 def read_study_runs(run_dirs: Sequence[str | Path], names: Sequence[str] | None = None,
@@ -118,5 +132,5 @@ def run_study(study: Study | str, run_dirs: Sequence[str | Path], options: Any =
         analysis = study.analyze(runs, options, final, progress, **({"model": model} if model is not None else {}))
         folder.record.update(analysis.record)
         write(analysis, runs, settings, folder.path)
-    return StudyResult(final, final / REPORT, {t.name: t.frame for t in analysis.tables()},
-                       json.loads((final / MANIFEST).read_text()))
+    return StudyResult(final, final / REPORT, json.loads((final / MANIFEST).read_text()),
+                       {t.name: t for t in analysis.tables()})

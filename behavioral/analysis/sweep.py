@@ -4,6 +4,8 @@ runs' provenance, and what is partial, failed or not started."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -13,12 +15,16 @@ from behavioral.analysis.report import REPORT, code_span
 from behavioral.analysis.runs import provenance_fields
 from behavioral.analysis.spec import Analysis, Section, Table
 from behavioral.analysis.write import suite_analysis, write
+from behavioral.files import write_json_atomic
 from behavioral.manifest import MANIFEST, read_manifest
+from behavioral.provenance import provenance
+from behavioral.registry import get_suite
 from behavioral.output_folder import output_folder
 from behavioral.sweep.folder import ANALYSIS_DIR, RunRecord, SweepState, progress, read_state, slot
 
 HEADLINE = "headline"
-HEADLINE_COLUMNS = ["model", "suite", "setting", "measure", "value", "low", "high", "interval", "n", "n_unit", "note"]
+HEADLINE_COLUMNS = ["model", "suite", "setting", "measure", "value", "low", "high", "interval", "n", "n_unit",
+                    "warning", "note"]
 SOURCE = ("Each suite's numbers come from its own analysis (sub-folders below, named suite or suite--setting), which "
           "says how each interval is computed and what it cannot show; this page gathers the headline rows each "
           "suite declares.")
@@ -84,8 +90,24 @@ def analyze_sweep(folder: str | Path, out: str | Path | None = None, allow_parti
     with output_folder(final, "analyze sweep", record) as staged:
         for label, (analysis, runs, settings) in analyses.items():
             write(analysis, runs, settings, staged.sub(label))
+            write_json_atomic(staged.sub(label) / MANIFEST, {"provenance": provenance()} | records[label])
         write(top, [], {"allow_partial": allow_partial}, staged.path)
     return final / REPORT
+
+
+def setting_text(record: RunRecord) -> str:
+    """A run's suite setting as a reader needs it: its name where the sweep names one, then every option that
+    differs from the suite's default ("default options" where none does)."""
+    declared = get_suite(record.suite).Options
+    defaults = json.loads(json.dumps(dataclasses.asdict(declared()))) if declared is not None else {}  # as recorded
+    changed = [f"{key} {_value_text(value)}" for key, value in (record.options or {}).items()
+               if key not in defaults or defaults[key] != value]
+    return ": ".join(filter(None, (record.setting, ", ".join(changed) or "default options")))
+
+
+def _value_text(value) -> str:
+    """An option's value in a table cell: a list as its items, anything else as written."""
+    return " ".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
 
 
 def _headlines(analysis: Analysis, records: Sequence[RunRecord]) -> list[dict]:
@@ -94,8 +116,9 @@ def _headlines(analysis: Analysis, records: Sequence[RunRecord]) -> list[dict]:
     if table is None:
         return []
     by_model = {r.model: r for r in records}
-    return [{"model": row["run"], "suite": by_model[row["run"]].suite, "setting": by_model[row["run"]].setting,
-             **{c: row[c] for c in HEADLINE_COLUMNS[3:]}} for row in table.frame.to_dict("records")]
+    return [{"model": row["run"], "suite": by_model[row["run"]].suite,
+             "setting": setting_text(by_model[row["run"]]), **{c: row[c] for c in HEADLINE_COLUMNS[3:]}}
+            for row in table.frame.to_dict("records")]
 
 
 def _top_page(state: SweepState, statuses: dict[str, str], dirs: dict[str, Path], headlines: list[dict],
@@ -103,10 +126,17 @@ def _top_page(state: SweepState, statuses: dict[str, str], dirs: dict[str, Path]
     """The sweep's top page: headline numbers, links to each suite setting's analysis, the runs' provenance, what is
     not finished and which suites' analyses refused their runs."""
     frame = pd.DataFrame(headlines, columns=HEADLINE_COLUMNS)
-    text = {c: "text" for c in ("model", "suite", "setting", "measure", "interval", "n_unit", "note")}
+    text = {c: "text" for c in ("model", "suite", "setting", "measure", "interval", "n_unit", "warning", "note")}
     table = Table(HEADLINE, "Headline numbers per model and suite", frame, formats=text | {"n": "count"},
-                  note="(value with its interval [low, high] over n sampled units; each suite's analysis folder "
-                       "holds its tables and how each interval is computed)")
+                  definitions={"setting": "the sweep's name for the suite setting, then the options that differ "
+                                          "from the suite's defaults.",
+                               "value, low, high": "the suite's headline number and its interval over n sampled "
+                                                   "units (what it is over in `interval`); each suite's analysis "
+                                                   "says how it is computed.",
+                               "warning": "what about the run makes the number doubtful (low answer mass, one "
+                                          "answer for almost every item, few parsable replies, refusals, a partial "
+                                          "run); its suite's page gives the counts.",
+                               "note": "what the number cannot show."})
     unfinished = {name: s for name, s in statuses.items() if s != "finished"}
     links = "\n".join(f"- [{label}]({label}/report.html) ([Markdown]({label}/report.md))" for label in labels)
     sections = [Section("Headline numbers", SOURCE, (table,)),

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from behavioral.analysis.html import render_html
-from behavioral.analysis.report import REPORT, REPORT_HTML, render
+from behavioral.analysis.report import REPORT, REPORT_HTML, definitions, render
 from behavioral.analysis.runs import Run, read_runs, suite_of
 from behavioral.analysis.spec import Analysis
 from behavioral.registry import get_suite
@@ -27,7 +27,8 @@ def _write_tables(analysis, out: Path) -> None:
         csv.parent.mkdir(parents=True, exist_ok=True)
         table.frame.to_csv(csv, index=False)
         note = f"{table.note}\n\n" if table.note else ""
-        (out / f"{table.name}.md").write_text(f"# {table.title}\n\n{note}{table.markdown()}")
+        defined = f"\n## How to read\n\n{definitions(table)}\n" if table.definitions else ""
+        (out / f"{table.name}.md").write_text(f"# {table.title}\n\n{note}{table.markdown()}{defined}")
 
 
 def recorded(value):

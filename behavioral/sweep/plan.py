@@ -1,18 +1,19 @@
-"""A sweep's plan before it runs (`--dry-run`): each run's prompts and state, and from a short calibration (one batch
-of each run on its loaded model, in a scratch folder) the estimated time and disk; nothing is written to the sweep."""
+"""A sweep's plan before it runs (`--dry-run`): each run's prompts and state, and from a short calibration (each model
+with runs left loaded once, a warm-up, then a few prompts of each run timed in a scratch folder) the estimated time
+and disk; nothing is written to the sweep."""
 
 from __future__ import annotations
 
 import itertools
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from activations.capture import decoder_layers, resolve_layers
 from activations.store import REDUCTIONS
 from behavioral import models
-from behavioral.estimate import estimate_run
+from behavioral.estimate import sample_run, sampled_items, step_cost
 from behavioral.progress import duration
 from behavioral.registry import get_suite
 from behavioral.distributed import place
@@ -22,11 +23,14 @@ from behavioral.sweep.folder import is_sweep_folder, progress, read_state
 from behavioral.sweep.runner import is_finished
 
 FLOAT16_BYTES = 2
+SAMPLE = 4  # prompts timed of each run left (a run of N samples an item: max(1, SAMPLE // N) items, N prompts each)
+WARM_UP = 1  # prompts of a model's first run left, run once before anything is timed
 
 
 @dataclass(frozen=True)
 class PlannedRun:
-    """One run in the plan: its rows, its state in the sweep folder, and (once calibrated) seconds and bytes."""
+    """One run in the plan: its rows, its state in the sweep folder, and (once calibrated) seconds and bytes, with
+    how the estimate was made."""
 
     name: str
     rows: int
@@ -34,6 +38,7 @@ class PlannedRun:
     seconds: float | None = None
     result_bytes: float | None = None
     capture_bytes: float | None = None
+    how: str = ""
 
 
 def run_state(folder: Path, run: SweepRun, finished: dict[str, str]) -> str:
@@ -47,43 +52,61 @@ def run_state(folder: Path, run: SweepRun, finished: dict[str, str]) -> str:
 
 
 def plan_sweep(sweep: Sweep, calibrate: bool = True, trust_remote_code: bool = False,
-               load: Callable[..., tuple] = models.load) -> list[PlannedRun]:
-    """Every run of `sweep` with its rows and state; with `calibrate`, each model with unfinished runs is loaded once
-    and one batch of each such run timed (estimate_run) to estimate its seconds and its result and capture bytes."""
+               load: Callable[..., tuple] = models.load, sample: int = SAMPLE,
+               say: Callable[[str], None] = print) -> list[PlannedRun]:
+    """Every run of `sweep` with its rows and state; with `calibrate`, first `say` what the calibration will cost
+    (describe_cost), then load each model with runs left once and time `sample` prompts of each such run
+    (calibrated) to estimate its seconds and its result and capture bytes."""
     if calibrate:
         check_trust(sweep, trust_remote_code)
     finished = read_state(sweep.out).finished if is_sweep_folder(sweep.out) else {}
-    planned = []
-    for model, group in itertools.groupby(sweep.runs, key=lambda r: r.model):
-        runs = list(group)
-        states = [run_state(sweep.out, r, finished) for r in runs]
-        loaded = None
-        if calibrate and any(s != "finished" for s in states):
-            loaded = load_model(runs[0].config, place(), load)
-        for r, state in zip(runs, states):
-            suite = get_suite(r.suite)
-            data = suite.dataset(r.config)
-            rows = plan(r.config, suite, data).rows
-            if loaded is None or state == "finished":
-                planned.append(PlannedRun(r.name, rows, state))
-                continue
-            with tempfile.TemporaryDirectory() as scratch:  # the suite prepares its data there, as the run would
-                estimate = estimate_run(r.config, loaded, scratch)
-            planned.append(PlannedRun(r.name, rows, state, estimate.seconds, estimate.bytes_per_row * rows,
-                                      _capture_bytes(r, data, loaded)))
-    return planned
+    planned = [PlannedRun(r.name, _rows(r), run_state(sweep.out, r, finished)) for r in sweep.runs]
+    if not calibrate:
+        return planned
+    say(describe_cost(sweep, planned, sample))
+    left = [(r, p) for r, p in zip(sweep.runs, planned) if p.state != "finished"]
+    estimated = {}
+    for _, group in itertools.groupby(left, key=lambda pair: pair[0].model):
+        runs, plans = zip(*group)
+        estimated.update((p.name, p) for p in calibrated(list(runs), list(plans), load, sample))
+    return [estimated.get(p.name, p) for p in planned]
 
 
-def _capture_bytes(run: SweepRun, data, loaded: tuple) -> float:
+def _rows(run: SweepRun) -> int:
+    """The result rows of the whole run."""
+    suite = get_suite(run.suite)
+    return plan(run.config, suite, suite.dataset(run.config)).rows
+
+
+def calibrated(runs: list[SweepRun], planned: list[PlannedRun], load: Callable[..., tuple],
+               sample: int) -> list[PlannedRun]:
+    """The runs of one model with their estimates: the model loaded once, WARM_UP prompts of its first run run
+    untimed, its decode step priced at 1 and at its largest batch (step_cost), then `sample` prompts of each run
+    timed (sample_run), each run's data prepared in its own scratch folder."""
+    loaded = load_model(runs[0].config, place(), load)
+    out = []
+    with tempfile.TemporaryDirectory() as scratch:
+        folders = [Path(scratch) / str(k) for k in range(len(runs))]
+        sample_run(runs[0].config, loaded, folders[0], WARM_UP)
+        step = step_cost(loaded[0], max(r.config.batch_size for r in runs))
+        for r, p, folder in zip(runs, planned, folders):
+            sampled = sample_run(r.config, loaded, folder, sample)
+            out.append(replace(p, seconds=sampled.seconds(step), result_bytes=sampled.result_bytes,
+                               capture_bytes=_capture_bytes(r, loaded), how=sampled.describe()))
+    return out  # the model goes with this frame, before the next one loads
+
+
+def _capture_bytes(run: SweepRun, loaded: tuple) -> float:
     """The activations a capture run stores, in float16: a vector per hook for each distinct key of each span kind
     (per reduction) and for each cell's mean and its kept samples."""
     config = run.config
     if not config.capture:
         return 0.0
     model = loaded[0]
-    spec = get_suite(run.suite).capture
+    suite = get_suite(run.suite)
+    spec = suite.capture
     hooks = len(resolve_layers(config.layers, len(decoder_layers(model)))) + 1  # hook_embed always
-    items = [item for _, group in get_suite(run.suite).groups(data) for item in group]
+    items = [item for _, group in suite.groups(suite.dataset(config)) for item in group]
     vectors = 0
     for kind in config.capture:
         if kind == "final":
@@ -95,6 +118,23 @@ def _capture_bytes(run: SweepRun, data, loaded: tuple) -> float:
     return float(vectors * hooks * model.config.hidden_size * FLOAT16_BYTES)
 
 
+def describe_cost(sweep: Sweep, planned: list[PlannedRun], sample: int) -> str:
+    """The dry run's own cost, said before it starts: the models it loads and the prompts it times, against the
+    sweep's prompts left."""
+    left = [(r, p) for r, p in zip(sweep.runs, planned) if p.state != "finished"]
+    names = list(dict.fromkeys(r.model.name for r, _ in left))
+    if not names:
+        return "dry run: every run is finished; nothing to load or time"
+    timed = sum(sampled_items(p.rows // r.config.samples, r.config.samples, sample) * r.config.samples
+                for r, p in left)
+    prompts = sum(p.rows for _, p in left)
+    each = " each" if len(names) > 1 else ""
+    return (f"dry run: loads {', '.join(names)} once{each}, warms {'them' if each else 'it'} up on {WARM_UP} prompt"
+            f"{'s' if WARM_UP > 1 else ''}, then times {timed} of the {prompts} prompts left ({sample} of each of "
+            f"{len(left)} runs, {timed / prompts:.1%}): roughly that share of the sweep's time, more where its "
+            f"batches are fuller than the sample's, plus the load{'s' if each else ''}")
+
+
 def describe_plan(sweep: Sweep, planned: list[PlannedRun]) -> str:
     """The plan as the user reads it: one line per run, then the totals of what is left."""
     def size(n: float) -> str:
@@ -104,7 +144,7 @@ def describe_plan(sweep: Sweep, planned: list[PlannedRun]) -> str:
              f"suite settings = {len(planned)} runs"]
     for p in planned:
         extra = "" if p.seconds is None else \
-            f", about {duration(p.seconds)}, results {size(p.result_bytes)}" + \
+            f", about {duration(p.seconds)} ({p.how}), results {size(p.result_bytes)}" + \
             (f", activations {size(p.capture_bytes)}" if p.capture_bytes else "")
         lines.append(f"  {p.name}: {p.rows} prompts, {p.state}{extra}")
     left = [p for p in planned if p.state != "finished"]
@@ -112,5 +152,6 @@ def describe_plan(sweep: Sweep, planned: list[PlannedRun]) -> str:
     total = f"{len(left)} runs left, {sum(p.rows for p in left)} prompts"
     if timed:
         disk = sum(p.result_bytes + p.capture_bytes for p in timed)
-        total += f"; estimated {duration(sum(p.seconds for p in timed))} and {size(disk)} (one batch of each timed)"
+        total += (f"; estimated {duration(sum(p.seconds for p in timed))} and {size(disk)} (from a few prompts of "
+                  f"each run timed, capture passes aside)")
     return "\n".join(lines + [total])

@@ -37,6 +37,9 @@ from tqdm import tqdm
 
 from activations.capture import select_layers
 from behavioral.analysis.multiplicity import max_statistic
+from behavioral.figure_style import (
+    LABEL_SIZE, column_width, count_range, grid_shape, heatmap_ticks, n_text, new_figure, styled,
+)
 from interp.clusters import layer_numbers, p_value, plot_against_null
 from interp.rsa import distance_matrix, mantel, mantel_permutations
 
@@ -310,16 +313,17 @@ def test_keys(frame: pd.DataFrame) -> list[str]:
     return [c for c in ("source_a", "source_b", "statistic", "concepts") if c in frame.columns]
 
 
+@styled
 def plot_layers(frame: pd.DataFrame, ylabel: str, title: str, alpha: float = 0.05, columns: int = 3) -> Figure:
-    """One panel per test of a closeness, geometry or behaviour table (test_keys): the statistic across layers with
-    its null band (mean to 95th percentile, or to the 5th for mean_rank, where smaller is closer), filled markers
-    where p_fwe < `alpha`, and the chance rank as a dashed line."""
+    """One panel per test of a closeness, geometry or behaviour table (test_keys), `columns` to a row two columns
+    wide: the statistic across layers with its null band (mean to 95th percentile, or to the 5th for mean_rank,
+    where smaller is closer), filled markers where p_fwe < `alpha`, and the chance rank as a dashed line; each
+    panel titled with the concepts it compares."""
     tests = list(frame.groupby(test_keys(frame), sort=False))
     if not tests:
         raise ValueError(f"{title}: no rows to plot")
-    ncols = min(columns, len(tests))
-    nrows = -(-len(tests) // ncols)
-    fig = Figure(figsize=(4.2 * ncols, 3.4 * nrows))
+    nrows, ncols = grid_shape(len(tests), columns)
+    fig = new_figure(2, 2.3 * nrows + 0.4)
     axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
     for ax, (key, rows) in zip(axes, tests):
         smaller = key[2] == "mean_rank"
@@ -330,20 +334,21 @@ def plot_layers(frame: pd.DataFrame, ylabel: str, title: str, alpha: float = 0.0
             ax.axhline(rows["chance"].iloc[0], color="black", linestyle="--", linewidth=0.8, label="chance")
             ax.invert_yaxis()
         concepts = f"\n{key[3][:60]}" if len(key) > 3 else ""
-        ax.set_title(f"{key[0]}\nvs {key[1]}{concepts}", fontsize=7)
-        ax.set_ylabel(ylabel, fontsize=8)
-        ax.legend(fontsize=6, loc="best", frameon=False)
+        n = n_text(concepts=count_range(rows["n_concepts"]))
+        ax.set_title(f"{key[0]}\nvs {key[1]}{concepts}\n{n}", fontsize=LABEL_SIZE)
+        ax.set_ylabel(ylabel)
+        ax.legend(fontsize=LABEL_SIZE - 0.5, loc="best")
     for ax in axes[len(tests):]:
         ax.set_visible(False)
-    fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
+    fig.suptitle(title)
     return fig
 
 
+@styled
 def plot_heatmap(geometry: pd.DataFrame, sources: Sequence[str], hook: int | str, alpha: float = 0.05) -> Figure:
     """Source × source RSA at one layer of the table (activations.capture.select_layers over its hooks: a hook name,
     or a block, -1 the last): r and the number of shared concepts in each cell, * where p_fwe < `alpha`, grey on the
-    diagonal and where the pair was not testable."""
+    diagonal and where the pair was not testable; one column wide for up to four sources."""
     named = select_layers(hook, list(dict.fromkeys(geometry["hook"])), "hook", "tested")
     if len(named) != 1:
         raise ValueError(f"hook {hook!r} names {len(named)} hooks; expected one")
@@ -355,19 +360,19 @@ def plot_heatmap(geometry: pd.DataFrame, sources: Sequence[str], hook: int | str
     for a, b, r, p, k in zip(rows["source_a"], rows["source_b"], rows["value"], rows["p_fwe"], rows["n_concepts"]):
         i, j = sources.index(a), sources.index(b)
         M[i, j] = M[j, i] = r
-        labels[i, j] = labels[j, i] = f"{r:.2f}{'*' if p < alpha else ''}\n({k} concepts)"
-    fig = Figure(figsize=(1.2 * n + 3, 1.0 * n + 2))
+        labels[i, j] = labels[j, i] = f"{r:.2f}{'*' if p < alpha else ''}\n(n={k})"
+    columns = 1 if n <= 4 else 2
+    fig = new_figure(columns, 0.85 * column_width(columns) + 0.5)
     ax = fig.subplots()
     ax.set_facecolor("0.85")
     image = ax.imshow(np.ma.masked_invalid(M), cmap="RdBu_r", vmin=-1, vmax=1)
     for i in range(n):
         for j in range(n):
             if labels[i, j]:
-                ax.text(j, i, labels[i, j], ha="center", va="center", fontsize=7,
+                ax.text(j, i, labels[i, j], ha="center", va="center", fontsize=LABEL_SIZE,
                         color="white" if abs(M[i, j]) > 0.6 else "black")
-    ax.set_xticks(range(n), sources, rotation=45, ha="right", fontsize=7)
-    ax.set_yticks(range(n), sources, fontsize=7)
     fig.colorbar(image, ax=ax, label="RSA (Spearman r)")
-    ax.set_title(f"RSA between sources at {hook} (* p_fwe < {alpha:g}; grey: not testable)", fontsize=9)
-    fig.tight_layout()
+    ax.set_title(f"RSA between sources at {hook} (* p_fwe < {alpha:g}; grey: not testable)\n"
+                 f"{n_text(concepts=count_range(rows['n_concepts']))} per pair")
+    heatmap_ticks(ax, sources, sources)
     return fig

@@ -31,6 +31,7 @@ from behavioral.analysis.runs import Run, prepared_data
 from behavioral.analysis.spec import Analysis, Figure, Section, Table, scope
 from behavioral.answer_space import AnswerTrie
 from behavioral.engine import Engine
+from behavioral.figure_style import GREY, count_range, heatmap_ticks, n_text, new_figure, styled
 from behavioral.options import check_minimums, option
 from behavioral.run import RunConfig
 from behavioral.selection import select_rows
@@ -216,38 +217,38 @@ def map_table(nodes: pd.DataFrame, value: str) -> pd.DataFrame:
     return out
 
 
+@styled
 def heatmap(summary: pd.DataFrame, title: str) -> MplFigure:
-    """Layer (rows) × offset (columns) of the mean AtP, diverging around 0."""
+    """Layer (rows) × offset (columns) of the mean AtP, diverging around 0, two columns wide, its tick labels fitted
+    to the cells (every few shown where they are many); the title ends with the pairs per cell."""
     grid = summary.pivot_table(index="layer", columns="offset", values="mean", sort=True)
     data = grid.to_numpy(dtype=float)
-    fig = MplFigure(figsize=(min(16, 3 + 0.12 * grid.shape[1]), min(10, 2 + 0.22 * grid.shape[0])))
+    fig = new_figure(2, min(8.0, 1.6 + 0.16 * grid.shape[0]))
     ax = fig.add_subplot()
     finite = np.abs(data[np.isfinite(data)])
     lim = float(finite.max()) if finite.size and finite.max() > 0 else 1.0
     im = ax.imshow(data, cmap="RdBu_r", vmin=-lim, vmax=lim, aspect="auto", interpolation="nearest")
-    step = max(1, grid.shape[1] // 20)
-    ax.set_xticks(range(0, grid.shape[1], step), [str(c) for c in grid.columns[::step]])
-    ax.set_yticks(range(grid.shape[0]), ["embed" if v < 0 else str(v) for v in grid.index])
     ax.set_xlabel("position: offset from the slot's last token")
     ax.set_ylabel("layer")
     fig.colorbar(im, ax=ax, label="mean AtP (metric units)")
-    ax.set_title(title, fontsize=9)
-    fig.tight_layout()
+    ax.set_title(f"{title}\n{n_text(pairs=count_range(summary['n_pairs']))} per cell")
+    heatmap_ticks(ax, [str(c) for c in grid.columns], ["embed" if v < 0 else str(v) for v in grid.index])
     return fig
 
 
+@styled
 def scatter(nodes: pd.DataFrame, title: str) -> MplFigure:
-    """AtP against activation patching, one point a node, coloured by layer, with the identity line."""
-    fig = MplFigure(figsize=(5, 4.5))
+    """AtP against activation patching, one point a node, coloured by layer, with the identity line; the title ends
+    with the nodes and pairs drawn."""
+    fig = new_figure(1, 3.2)
     ax = fig.add_subplot()
-    points = ax.scatter(nodes["exact"], nodes["atp"], c=nodes["layer"], s=6, cmap="viridis")
+    points = ax.scatter(nodes["exact"], nodes["atp"], c=nodes["layer"], s=4, cmap="viridis")
     ends = [float(np.nanmin(nodes[["exact", "atp"]].to_numpy())), float(np.nanmax(nodes[["exact", "atp"]].to_numpy()))]
-    ax.plot(ends, ends, color="grey", lw=0.8)
+    ax.plot(ends, ends, color=GREY, lw=0.6)
     ax.set_xlabel("activation patching: Δ metric")
     ax.set_ylabel("AtP estimate")
     fig.colorbar(points, ax=ax, label="layer (-1: embed)")
-    ax.set_title(title, fontsize=9)
-    fig.tight_layout()
+    ax.set_title(f"{title}\n{n_text(nodes=len(nodes), pairs=nodes['pair'].nunique())}")
     return fig
 
 

@@ -23,7 +23,6 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
-from matplotlib import colormaps
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from scipy.spatial.distance import pdist, squareform
@@ -32,12 +31,14 @@ from tqdm import tqdm
 from activations.capture import EMBED_HOOK, table_layer
 from behavioral.analysis.multiplicity import holm, max_statistic
 from behavioral.optional import require
+from behavioral.figure_style import (
+    GREY, PALETTE, PANEL_HEIGHT, grid_shape, legend_below, n_text, new_figure, scatter_by_label, styled,
+)
 from behavioral.outputs import label_points
 
 METHODS = ("tsne", "umap")
 METHOD_TITLES = {"tsne": "t-SNE", "umap": "UMAP"}
 METRICS = ("cosine", "euclidean")
-MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">", "h", "p")
 _CHUNK = 2_000_000  # permutations × points × labels handled at once
 
 
@@ -273,66 +274,71 @@ def layer_numbers(hooks: Sequence[str]) -> list[int]:
 # --- figures ----------------------------------------------------------------------------------------------------
 
 
-def label_styles(labels: Sequence[str]) -> dict[str, tuple]:
-    """A (colour, marker) per distinct label, in order of first appearance."""
-    distinct = list(dict.fromkeys(labels))
-    colors = colormaps["tab10"].colors if len(distinct) <= 10 else colormaps["tab20"].colors
-    return {lab: (colors[i % len(colors)], MARKERS[i % len(MARKERS)]) for i, lab in enumerate(distinct)}
+MARKER_AREA = 20.0  # points²: the projections' markers
 
 
-def plot_projection(
-    points: np.ndarray,
-    labels: Sequence[str],
-    names: Sequence[str] | None = None,
-    title: str | None = None,
-    ax: Axes | None = None,
-    legend: bool = True,
-) -> Figure:
-    """Points coloured (and shaped) by label, each annotated with its short name, a legend of labels.
-
-    Draws into `ax` when given (returning its figure), else into a new figure (written by whoever owns the output
-    folder).
-    """
-    points = np.asarray(points)
-    if points.shape != (len(labels), 2):
-        raise ValueError(f"points of shape {points.shape} for {len(labels)} labels; expected [n, 2]")
-    if ax is None:
-        fig = Figure(figsize=(7.5, 5.5))
-        ax = fig.subplots()
-    else:
-        fig = ax.figure
-    styles = label_styles(labels)
-    for lab, (color, marker) in styles.items():
-        idx = [i for i, l in enumerate(labels) if l == lab]
-        ax.scatter(points[idx, 0], points[idx, 1], color=color, marker=marker, s=42, label=lab,
-                   edgecolors="black", linewidths=0.4)
-    if names is not None:
-        label_points(ax, points, names)
-    ax.set_xticks([])
-    ax.set_yticks([])
+def _draw_projection(ax: Axes, points: np.ndarray, labels: Sequence[str], title: str | None) -> None:
+    """Points coloured and shaped by label on `ax`, titled."""
+    scatter_by_label(ax, points, labels, MARKER_AREA)
     if title:
-        ax.set_title(title, fontsize=9)
-    if legend:
-        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
+        ax.set_title(title)
+
+
+def _label(ax: Axes, points: np.ndarray, names: Sequence[str]) -> None:
+    """The points' names, repelled from each other and from the markers (behavioral.outputs.label_points)."""
+    label_points(ax, points, names, marker=np.sqrt(MARKER_AREA) / 2 + 0.5)
+
+
+def _grouped(labels: Sequence[str]) -> bool:
+    """Whether some label holds several points (else each point's name says its label and a legend repeats it)."""
+    return len(set(labels)) < len(labels)
+
+
+@styled
+def plot_projection(points: np.ndarray, labels: Sequence[str], names: Sequence[str] | None = None,
+                    title: str | None = None) -> Figure:
+    """One projection, a column wide: points coloured and shaped by label, each annotated with its short name (no
+    two names overlapping), the labels' legend below."""
+    fig = new_figure(1, PANEL_HEIGHT + 0.6)
+    ax = fig.subplots()
+    _draw_projection(ax, points, labels, title)
+    if _grouped(labels):
+        legend_below(fig, *ax.get_legend_handles_labels(), columns=2)
+    if names is not None:
+        _label(ax, np.asarray(points), names)
     return fig
 
 
+def projection_title(method: str, source: str, n: int, events: int | None = None) -> str:
+    """A projection panel's title: the method, the source (the layer, or behaviour) and the sample sizes."""
+    return f"{METHOD_TITLES[method]}, {source}\n{n_text(identities=n, events=events)}"
+
+
+@styled
 def plot_projection_grid(panels: Sequence[tuple[str, str, np.ndarray]], labels: Sequence[str],
-                         names: Sequence[str] | None = None, title: str | None = None) -> Figure:
-    """(method, source, points) panels in a grid: rows the methods, columns the sources (e.g. layers, then
-    behaviour), one legend of labels, so one figure compares every projection of the same identities."""
-    methods = list(dict.fromkeys(m for m, _, _ in panels))
-    sources = list(dict.fromkeys(s for _, s, _ in panels))
-    fig = Figure(figsize=(4.2 * len(sources) + 2, 4.0 * len(methods)))
-    axes = fig.subplots(len(methods), len(sources), squeeze=False)
-    for method, source, points in panels:
-        plot_projection(points, labels, names, title=f"{METHOD_TITLES[method]}, {source}",
-                        ax=axes[methods.index(method), sources.index(source)], legend=False)
-    handles, texts = axes[0, -1].get_legend_handles_labels()
-    fig.legend(handles, texts, fontsize=8, loc="center right", frameon=False)
+                         names: Sequence[str] | None = None, title: str | None = None,
+                         events: int | None = None) -> Figure:
+    """(method, source, points) panels in reading order, at most two to a row (one column wide for one panel, two
+    for more), each titled with its method, source and n (the points, and the `events` behind them where given);
+    one legend of labels, in the grid's spare cell or below; every point named, no two names overlapping."""
+    rows, columns = grid_shape(len(panels))
+    fig = new_figure(columns, PANEL_HEIGHT * rows + 0.5)
+    axes = fig.subplots(rows, columns, squeeze=False).ravel()
+    for ax, (method, source, points) in zip(axes, panels):
+        _draw_projection(ax, points, labels, projection_title(method, source, len(labels), events))
+    for spare in axes[len(panels):]:
+        spare.axis("off")
+    if _grouped(labels):
+        handles, texts = axes[0].get_legend_handles_labels()
+        if len(axes) > len(panels):
+            axes[-1].legend(handles, texts, loc="center", borderaxespad=0)
+        else:
+            legend_below(fig, handles, texts, columns=4 if columns > 1 else 2)
     if title:
-        fig.suptitle(title, fontsize=11)
-    fig.tight_layout(rect=(0, 0, 1 - 1.9 / fig.get_figwidth(), 1))
+        fig.suptitle(title)
+    if names is not None:
+        for ax, (_, _, points) in zip(axes, panels):
+            _label(ax, np.asarray(points), names)
     return fig
 
 
@@ -363,19 +369,22 @@ def plot_against_null(ax: Axes, layers: np.ndarray, values, p, null_mean, null_q
     markers where p < `alpha`, layer ticks."""
     values = np.asarray(values)
     sig = np.asarray(p) < alpha
-    ax.plot(layers, values, color="C0", label=label)
-    ax.scatter(layers[sig], values[sig], color="C0", s=22, zorder=3, label=f"{test} < {alpha:g}")
-    ax.scatter(layers[~sig], values[~sig], facecolors="white", edgecolors="C0", s=22, zorder=3)
-    ax.fill_between(layers, null_mean, null_q95, color="gray", alpha=0.25, label="null mean..95th pct")
+    color = PALETTE[0]
+    ax.plot(layers, values, color=color, label=label)
+    ax.scatter(layers[sig], values[sig], color=color, s=14, zorder=3, label=f"{test} < {alpha:g}")
+    ax.scatter(layers[~sig], values[~sig], facecolors="white", edgecolors=color, s=14, zorder=3)
+    ax.fill_between(layers, null_mean, null_q95, color=GREY, alpha=0.25, linewidth=0, label="null mean..95th pct")
     layer_ticks(ax, layers)
 
 
+@styled
 def plot_layer_stats(df: pd.DataFrame, title: str | None = None, reference: Mapping[str, float] | None = None,
-                     alpha: float = 0.05, reference_label: str = "behaviour") -> Figure:
+                     alpha: float = 0.05, reference_label: str = "behaviour", events: int | None = None) -> Figure:
     """Silhouette and LOO kNN accuracy across layers, each with its permutation null (mean and 95th percentile);
     filled markers where p < `alpha`. `reference` (keys silhouette, knn_accuracy) draws a dashed line named
-    `reference_label`, e.g. the statistics of the identities' behaviour."""
-    fig = Figure(figsize=(10, 3.8))
+    `reference_label`, e.g. the statistics of the identities' behaviour. The title carries n: the identities, their
+    groups, the `events` behind them where given, and the permutations."""
+    fig = new_figure(2, 2.7)
     axes = fig.subplots(1, 2)
     x = df["layer"].to_numpy()
     panels = (("silhouette", "silhouette_p", "silhouette_null_mean", "silhouette_null_q95", "silhouette"),
@@ -383,12 +392,13 @@ def plot_layer_stats(df: pd.DataFrame, title: str | None = None, reference: Mapp
     for ax, (col, pcol, mean, q95, name) in zip(axes, panels):
         plot_against_null(ax, x, df[col], df[pcol], df[mean], df[q95], alpha)
         if col == "knn_accuracy" and "knn_ceiling" in df:
-            ax.axhline(df["knn_ceiling"].iloc[0], color="gray", linestyle=":", linewidth=1, label="ceiling")
+            ax.axhline(df["knn_ceiling"].iloc[0], color=GREY, linestyle=":", linewidth=1, label="ceiling")
         if reference is not None and col in reference:
-            ax.axhline(reference[col], color="C3", linestyle="--", linewidth=1, label=reference_label)
+            ax.axhline(reference[col], color=PALETTE[3], linestyle="--", linewidth=1, label=reference_label)
         ax.set_ylabel(name)
-    axes[1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
-    if title:
-        fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
+    legend_below(fig, *axes[1].get_legend_handles_labels(), columns=5)
+    first = df.iloc[0]
+    n = n_text(identities=int(first["n"]), groups=int(first["n_labels"]), events=events,
+               permutations=int(first["n_permutations"]))
+    fig.suptitle(f"{title}\n{n}" if title else n)
     return fig

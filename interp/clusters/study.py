@@ -18,11 +18,13 @@ from activations.store import REDUCTIONS, load
 from behavioral.analysis.runs import Run
 from behavioral.analysis.spec import Analysis, Figure, Section, Table, scope
 from behavioral.options import check_minimums, option
+from behavioral.selection import field_values
 from interp.identities import (
     WHERE_HELP, Identities, behaviour_rows, parse_where, read_identities, span_kind, suite_of, where_text,
 )
 from behavioral.analysis.study import Study
 from interp import clusters
+from interp.rsa.reliability import split_field
 
 BEHAVIOUR_METRIC = "euclidean"  # between behaviour rows, for projections and cluster statistics
 COUNTS = {"n": "count", "n_labels": "count", "n_features": "count"}
@@ -66,7 +68,8 @@ class Options:
 @dataclass(frozen=True)
 class Read:
     """One run as the study reads it: its identities, the hooks tested and drawn, its behaviour rows (None, with a
-    note, where its suite declares none) and the selection."""
+    note, where its suite declares none), the selection and how many events its selected rows hold (None where the
+    rows name no events; the figures' titles carry it)."""
 
     identities: Identities
     tested: list[str]
@@ -75,6 +78,7 @@ class Read:
     features: list[str]
     note: str | None
     where: dict
+    events: int | None
 
 
 @functools.lru_cache(maxsize=1)
@@ -92,8 +96,14 @@ def read(runs: tuple[Run, ...], options: Options) -> list[Read]:
             note = None
         except NotImplementedError as err:
             behaviour, features, note = None, [], f"{run.name}: no behaviour ({err})"
-        out.append(Read(identities, tested, projected, behaviour, features, note, where))
+        out.append(Read(identities, tested, projected, behaviour, features, note, where, _events(run, where)))
     return out
+
+
+def _events(run: Run, where: dict) -> int | None:
+    """How many events the rows `where` selects hold (the rsa study's event field), None where they name none."""
+    field = split_field(run, None)
+    return None if field is None else len(field_values(run.rows, field, where, "the run's rows"))
 
 
 def _rows(identities: Identities, hooks: Sequence[str]) -> np.ndarray:
@@ -252,12 +262,13 @@ class ClustersStudy(Study):
                     reference = {key: result[key] for key in ("silhouette", "knn_accuracy")}
                 figures.append(Figure(f"{prefix}cluster_stats", f"Cluster statistics per layer, {title}",
                                       clusters.plot_layer_stats(table, f"{title} vs the suite's grouping",
-                                                                reference)))
+                                                                reference, events=r.events)))
             frame, panels = _projections(run, r, options)
             projections.append(frame)
             figures.append(Figure(f"{prefix}projections", f"Projections, {title}",
                                   clusters.plot_projection_grid(panels, ids.labels or ids.names,
-                                                                clusters.short_names(ids.names), title)))
+                                                                clusters.short_names(ids.names), title,
+                                                                events=r.events)))
         return _analysis(runs, options, reads, stats, behaviour, projections, described, figures, notes)
 
 

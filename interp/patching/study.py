@@ -41,8 +41,9 @@ class Options:
 
     where: tuple[str, ...] = option((), "the slice patched, FIELD=VALUE (intergroup: one category and one setting, "
                                         "any of the suite's; default the run's first)", metavar="FIELD=VALUE")
-    limit_events: int = option(1, "events patched: a seeded sample of the run's corpus (the run's seed), stratified "
-                                  "by emotion", metavar="N", minimum=1)
+    limit_events: int = option(4, "events patched: a seeded sample of the run's corpus (the run's seed), stratified "
+                                  "by emotion; an interval over events needs 2 or more (its coverage was checked at "
+                                  "4 to 12)", metavar="N", minimum=1)
     layers: str = option("all", f"decoder layers patched, one at a time: {LAYER_GRAMMAR}", metavar="LAYERS")
     layer_step: int = option(5, "keep every K-th of --layers", metavar="K", minimum=1)
     positions: str = option(SYSTEM_GROUP, "position group of the headline: persona_end[:N], persona_mean, system or "

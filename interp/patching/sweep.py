@@ -12,6 +12,7 @@ from matplotlib.figure import Figure
 
 from activations.capture import EMBED_HOOK, Layers, n_layers_of, resolve_layers, table_layer
 from behavioral.answer_space import AnswerTrie
+from behavioral.figure_style import MIN_FONT, count_range, heatmap_ticks, n_text, new_figure, styled
 from interp.patching.run import Job, PatchScores, run_jobs
 from interp.patching.spec import PatchError, PatchPrompt, PatchSpec
 
@@ -113,26 +114,26 @@ def layer_label(layer: int) -> str:
     return "embed" if layer == table_layer(EMBED_HOOK) else str(layer)
 
 
+@styled
 def heatmap_figure(summary: pd.DataFrame, value: str = "frac_closed", title: str | None = None) -> Figure:
-    """Layer (rows) × position group (columns) heatmap of `value` from `summarize`."""
+    """Layer (rows) × position group (columns) heatmap of `value` from `summarize`, a column wide, its tick labels
+    fitted to the cells; the title ends with the prompts per cell."""
     grid = summary.pivot_table(index="layer", columns="positions", values=value, aggfunc="mean", sort=False)
     grid = grid.reindex(columns=list(dict.fromkeys(summary["positions"])))
     grid = grid.sort_index()
-    fig = Figure(figsize=(2.4 + 1.1 * grid.shape[1], 2.2 + 0.3 * grid.shape[0]))
+    fig = new_figure(1, min(8.0, 1.6 + 0.22 * grid.shape[0]))
     ax = fig.add_subplot()
     data = grid.to_numpy(dtype=float)
     finite = np.abs(data[np.isfinite(data)])
     lim = float(finite.max()) if finite.size else 1.0
     im = ax.imshow(data, cmap="RdBu_r", vmin=-lim, vmax=lim, aspect="auto")
-    ax.set_xticks(range(grid.shape[1]), grid.columns, rotation=30, ha="right")
-    ax.set_yticks(range(grid.shape[0]), [layer_label(v) for v in grid.index])
     ax.set_xlabel("position group")
     ax.set_ylabel("layer")
     if grid.shape[0] * grid.shape[1] <= 200:
         for (i, j), v in np.ndenumerate(data):
             if np.isfinite(v):
-                ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=6)
+                ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=MIN_FONT)
     fig.colorbar(im, ax=ax, label=value)
-    ax.set_title(title or f"patching: {value}")
-    fig.tight_layout()
+    ax.set_title(f"{title or f'patching: {value}'}\n{n_text(prompts=count_range(summary['n']))} per cell")
+    heatmap_ticks(ax, list(grid.columns), [layer_label(v) for v in grid.index])
     return fig

@@ -34,6 +34,7 @@ from tqdm import tqdm
 
 from behavioral.analysis.bootstrap import percentile_interval, resamples
 from behavioral.analysis.multiplicity import max_statistic
+from behavioral.figure_style import GREY, LABEL_SIZE, PALETTE, count_range, n_text, new_figure, styled
 from interp.clusters import layer_numbers, p_value
 from interp.matchings import matched
 
@@ -271,42 +272,48 @@ def layer_cross_name(samples: np.ndarray, y, source, cells, hooks: Sequence[str]
                          for hook, layer, X in layers])
 
 
+@styled
 def probe_figure(table: pd.DataFrame, metric: str = "balanced_accuracy", title: str | None = None,
-                 cross: pd.DataFrame | None = None) -> Figure:
+                 cross: pd.DataFrame | None = None, events: int | None = None) -> Figure:
     """Accuracy vs layer with the shuffled-label control, one panel per target (rows) and split (columns) of a table
-    of `layer_probes` rows with `target` and `split` columns; where the table holds `layer_matching_controls`
-    columns (balanced accuracy only), the wrong matchings' median and 5–95% band; `cross`: `layer_cross_name` rows
-    with a `target` column, drawn on that target's panels; `title` over them all (e.g. the run and selection)."""
+    of `layer_probes` rows with `target` and `split` columns, each titled with its prompts and classes; where the
+    table holds `layer_matching_controls` columns (balanced accuracy only), the wrong matchings' median and 5–95%
+    band; `cross`: `layer_cross_name` rows with a `target` column, drawn on that target's panels; `title` over them
+    all (e.g. the run and selection), with the `events` the prompts come from where given."""
     targets = list(dict.fromkeys(table["target"]))
     splits = list(dict.fromkeys(table["split"]))
-    fig = Figure(figsize=(4.5 * len(splits), 3.2 * len(targets)), layout="constrained")
+    fig = new_figure(1 if len(splits) == 1 else 2, 2.4 * len(targets) + 0.4)
     axes = fig.subplots(len(targets), len(splits), squeeze=False)
     for i, target in enumerate(targets):
         for j, split in enumerate(splits):
             ax = axes[i, j]
             part = table[(table["target"] == target) & (table["split"] == split)].sort_values("layer")
-            for column, label, color in ((metric, "probe", "C0"), (f"control_{metric}", "shuffled labels", "C7")):
+            for column, label, color in ((metric, "probe", PALETTE[0]), (f"control_{metric}", "shuffled labels", GREY)):
                 mean, std = part[f"{column}_mean"], part[f"{column}_std"]
                 ax.plot(part["layer"], mean, marker="o", markersize=3, color=color, label=label)
                 ax.fill_between(part["layer"], mean - std, mean + std, color=color, alpha=0.2)
             if metric == "balanced_accuracy" and "matching_q50" in part and part["matching_q50"].notna().any():
-                ax.plot(part["layer"], part["matching_q50"], color="C1", linewidth=1, label="wrong matchings")
-                ax.fill_between(part["layer"], part["matching_q05"], part["matching_q95"], color="C1", alpha=0.2)
+                ax.plot(part["layer"], part["matching_q50"], color=PALETTE[1], linewidth=1, label="wrong matchings")
+                ax.fill_between(part["layer"], part["matching_q05"], part["matching_q95"], color=PALETTE[1],
+                                alpha=0.2)
             if metric == "balanced_accuracy" and cross is not None and (cross["target"] == target).any():
                 line = cross[cross["target"] == target].sort_values("layer")
                 ax.errorbar(line["layer"], line["cross_balanced_accuracy"],
                             [line["cross_balanced_accuracy"] - line["cross_ci_low"],
                              line["cross_ci_high"] - line["cross_balanced_accuracy"]],
-                            color="C2", marker="s", markersize=3, capsize=2, label="cross-name")
+                            color=PALETTE[2], marker="s", markersize=3, capsize=2, label="cross-name")
             if len(part):
                 chance = part["chance" if metric == "balanced_accuracy" else "majority"].iloc[0]
                 ax.axhline(chance, color="black", linestyle=":", linewidth=1, label="chance")
             ax.set_ylim(0, 1.02)
             ax.set_xlabel("layer (−1: embedding)")
             ax.set_ylabel(metric.replace("_", " "))
-            ax.set_title(f"{target} (split by {split})", fontsize=9)
-            ax.legend(fontsize=6)
-    if title:
-        fig.suptitle(title, fontsize=10)
+            n = (n_text(prompts=count_range(part["n"]), classes=count_range(part["n_classes"])) if len(part)
+                 else n_text(prompts=0))
+            ax.set_title(f"{target} (split by {split})\n{n}")
+            ax.legend(fontsize=LABEL_SIZE - 0.5)
+    lines = ([title] if title else []) + ([n_text(events=events)] if events is not None else [])
+    if lines:
+        fig.suptitle("\n".join(lines))
     return fig
 

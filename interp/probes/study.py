@@ -407,7 +407,7 @@ class ProbeStudy(Study):
             title = f"{run.name}, final token ({where_text(where)})"
             figures.append(Figure(name, f"Probes per layer, {title}",
                                   probes.probe_figure(found.table, title=title, cross=found.cross if len(found.cross)
-                                                      else None)))
+                                                      else None, events=found.events)))
         table = pd.concat(frames, ignore_index=True)
         layers = int(table.groupby(["run", "target", "split"]).size().max())
         best = _best(table)

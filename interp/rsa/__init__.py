@@ -30,6 +30,7 @@ from scipy.stats import rankdata
 from tqdm import tqdm
 
 from behavioral.analysis.multiplicity import holm, max_statistic
+from behavioral.figure_style import LABEL_SIZE, n_text, new_figure, styled
 from interp.clusters import layer_numbers, p_value, plot_against_null
 
 METRICS = ("cosine", "euclidean", "correlation")
@@ -326,12 +327,14 @@ def against_ceiling(r: float, reliability: float) -> float:
     return r / math.sqrt(reliability) if np.isfinite(reliability) and reliability > 0 else float("nan")
 
 
-def plot_rsa(df: pd.DataFrame, title: str | None = None, alpha: float = 0.05) -> Figure:
+@styled
+def plot_rsa(df: pd.DataFrame, title: str | None = None, alpha: float = 0.05, events: int | None = None) -> Figure:
     """Spearman r between identity and behaviour distances across layers, with the Mantel null's mean and 95th
     percentile; filled markers where p_fwe (family-wise over the layers) < `alpha`; the partial Mantel curve beside
-    it where `df` has one."""
+    it where `df` has one. The title carries n: the identities, the `events` behind the behaviour where given, and
+    the permutations."""
     partial = "partial_rsa" in df
-    fig = Figure(figsize=(11 if partial else 6.5, 3.8))
+    fig = new_figure(2 if partial else 1, 2.8)
     axes = fig.subplots(1, 2 if partial else 1, squeeze=False)[0]
     layers = df["layer"].to_numpy()
     plot_against_null(axes[0], layers, df["rsa"], df["p_fwe"], df["null_mean"], df["null_q95"], alpha,
@@ -348,8 +351,8 @@ def plot_rsa(df: pd.DataFrame, title: str | None = None, alpha: float = 0.05) ->
             ax.set_ylim(min(lo, 0) - pad, hi + pad)
     for ax in axes:
         ax.axhline(0, color="black", linewidth=0.5)
-        ax.legend(fontsize=7, loc="best", frameon=False)
-    if title:
-        fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
+        ax.legend(fontsize=LABEL_SIZE, loc="best")
+    first = df.iloc[0]
+    n = n_text(identities=int(first["n"]), events=events, permutations=int(first["n_permutations"]))
+    fig.suptitle(f"{title}\n{n}" if title else n)
     return fig

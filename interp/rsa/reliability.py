@@ -31,6 +31,14 @@ def split_field(run: Run, field: str | None) -> str | None:
     return DEFAULT_FIELD if DEFAULT_FIELD in run.rows.columns else None
 
 
+def too_few(n_events: int, field: str) -> str | None:
+    """Why `n_events` values of `field` give no split-half ceiling, None where they are enough."""
+    if n_events >= 2 * MIN_PER_HALF:
+        return None
+    values = "1 value" if n_events == 1 else f"{n_events} values"
+    return f"{values} of {field}: a split-half ceiling needs at least {2 * MIN_PER_HALF}, {MIN_PER_HALF} per half"
+
+
 @dataclass(frozen=True)
 class Split:
     """A noise ceiling over a run's events, or why there is none (`ceiling` None and `note`), and each split's
@@ -78,9 +86,8 @@ def behaviour_ceiling(run: Run, kind: str, names: Sequence[str], features: Seque
     events = field_values(run.rows, field, where, "the run's rows")
     if n_splits == 0:
         return Split(field, len(events), None, "not computed (--splits 0)", pd.DataFrame())
-    if len(events) < 2 * MIN_PER_HALF:
-        return Split(field, len(events), None, f"{len(events)} value(s) of {field}: a split needs at least "
-                                               f"{MIN_PER_HALF} per half", pd.DataFrame())
+    if (few := too_few(len(events), field)) is not None:
+        return Split(field, len(events), None, few, pd.DataFrame())
     masks = rsa.split_halves(len(events), n_splits, seed)
     pairs = [_distances(_half(run, kind, names, where, field, [e for e, m in zip(events, mask) if m]),
                         _half(run, kind, names, where, field, [e for e, m in zip(events, mask) if not m]),

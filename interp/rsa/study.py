@@ -310,6 +310,16 @@ def scope_lines(runs: Sequence[Run], reads: Sequence[Read], options: Options, su
     return can, cannot
 
 
+def _split_plan(run: Run, r: Read, splits: int) -> str:
+    """The plan's clause on a run's splits in halves: how many events, or why there will be no ceiling."""
+    if not (r.split_by and splits):
+        return ""
+    n = len(field_values(run.rows, r.split_by, r.where, "the run's rows"))
+    few = reliability.too_few(n, r.split_by)
+    return (f"; no split-half ceiling ({few})" if few
+            else f"; {n} values of {r.split_by} split in halves up to {splits} times")
+
+
 class RSAStudy(Study):
     """RSA per layer between identity geometry and behaviour, with the partial Mantel tests, the behaviour's noise
     ceiling and the lexical controls (interp.rsa)."""
@@ -323,10 +333,7 @@ class RSAStudy(Study):
     def plan(self, runs: Sequence[Run], options: Options) -> str:
         parts = []
         for run, r in zip(runs, read(tuple(runs), options)):
-            split = r.split_by and options.splits
-            values = field_values(run.rows, r.split_by, r.where, "the run's rows") if split else []
-            events = (f"; {len(values)} values of {r.split_by} split in halves up to {options.splits} times"
-                      if split else "")
+            events = _split_plan(run, r, options.splits)
             parts.append(f"{run.name}: {len(r.identities.names)} {r.identities.kind} identities of "
                          f"{where_text(r.where)} against {len(r.features)} behaviour features at {len(r.hooks)} "
                          f"layers{events}")
@@ -378,7 +385,7 @@ class RSAStudy(Study):
                             tuple(figures)),
                     Section("Noise ceiling of the behaviour", CEILING_TEXT,
                             (Table("noise_ceiling", "Split-half reliability of each run's behaviour distances",
-                                   ceilings, _formats(ceilings)),))]
+                                   ceilings, _formats(ceilings) | {"note": "text"}),))]
         if len(labels):
             text = "\n\n".join([LEXICAL_TEXT, *_close_to_embedding(summary)])
             sections.append(Section("Lexical controls", text, (Table("lexical_controls", "Lexical label controls "

@@ -530,7 +530,8 @@ class SteerStudy(Study):
                      for frame, title, text, name, caption, formats in optional if len(frame)]
         sections.append(Section("Which control supports which sentence", CLAIMS_TEXT,
                                 (Table("claims", "Each sentence, the control it needs and what it gave here",
-                                       claims(options, split, len(matchings), control, held, random, dose)),)))
+                                       claims(options, split, len(matchings), control, held, random, dose),
+                                       dict.fromkeys(("sentence", "control", "here"), "text")),)))
         sections += [
             Section("Coefficient 0 reproduces the unsteered rerun", CHECK_TEXT.format(checked=len(checked)),
                     (Table("zero_coefficient_check", "Coefficient 0 against the unsteered rerun", check,

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from behavioral.analysis import Analysis, Run, Section, Table, cell
+from behavioral.analysis import Analysis, Run, Section, Table
+from behavioral.analysis.caveats import few_parsed, joined, low_mass, one_answer
 from behavioral.analysis.headline import Headline, headline_section
 from behavioral.options import check_minimums, option
 from behavioral.suites.giebench import figures, metrics
@@ -49,10 +50,20 @@ SETTING_ORDER = {"generate": 0, "score": 1, **{t: k for k, t in enumerate(PROMPT
 INDEX = ["run", "mode", "measure", "prompt_type"]
 ACCURACY_INTERVAL = {"_low": "accuracy_low", "_high": "accuracy_high", "_n": "n"}
 SHIFT_INTERVAL = {"_low": "shift_low", "_high": "shift_high", "_n": "n"}
-WILSON = "each cell: accuracy [95% Wilson interval over the questions] and n questions"
+def _wide_formats(fmt: str, interval: str) -> dict:
+    """A wide table's formats and definitions: each category's value and interval ends in `fmt`, its n as a count,
+    and what the suffixed columns hold (`interval` names the interval)."""
+    formats = {f"{c}{s}": fmt for c in CATEGORY_COLUMNS for s in ("", "_low", "_high")}
+    return {"formats": formats | {f"{c}_n": "count" for c in CATEGORY_COLUMNS},
+            "definitions": {"<category>_low, <category>_high": interval,
+                            "<category>_n": "the questions it is over."}}
+
+
+WIDE_ACCURACY = _wide_formats("percent", "the accuracy's 95% Wilson interval over the questions.")
+WIDE_SHIFT = _wide_formats("points", "the shift's 95% percentile bootstrap interval over the paired questions.")
 SHIFT_NOTE = ("the interval covers which questions were drawn, not the choice of prompts or identities, the judge's "
               "decoding or the authors' correct letters")
-BOOTSTRAP = "each cell: shift [95% percentile bootstrap interval over the paired questions] and n questions"
+
 
 
 @dataclass(frozen=True)
@@ -89,16 +100,6 @@ def wide(frame: pd.DataFrame, value: str, extra: Mapping[str, str] | None = None
     return pd.DataFrame(rows, columns=INDEX + [f"{c}{suffix}" for c in present for suffix in ("", *extra)])
 
 
-def with_interval(table: pd.DataFrame, fmt: str) -> pd.DataFrame:
-    """A wide table (see `wide`, extra `_low`, `_high`, `_n`) for reading: per category `value [low, high] n=N`."""
-    present = [c for c in CATEGORY_COLUMNS if c in table.columns]
-    shown = table.drop(columns=[f"{c}{s}" for c in present for s in ("", "_low", "_high", "_n")])
-    for c in present:
-        shown[c] = [f"{cell(v, fmt)} [{cell(lo, fmt)}, {cell(hi, fmt)}] n={cell(n, 'count')}"
-                    for v, lo, hi, n in zip(table[c], table[f"{c}_low"], table[f"{c}_high"], table[f"{c}_n"])]
-    return shown
-
-
 def by_setting(table: pd.DataFrame) -> pd.DataFrame:
     """A wide table laid out as the paper's across models: per mode and prompt type, a row per run."""
     table = table[["mode", "prompt_type", "run", *table.columns.drop(["mode", "prompt_type", "run"])]]
@@ -106,84 +107,113 @@ def by_setting(table: pd.DataFrame) -> pd.DataFrame:
                              ignore_index=True)
 
 
-def interval_table(name: str, title: str, table: pd.DataFrame, fmt: str) -> Table:
-    """A wide table with intervals: the CSV holds every number, the Markdown a cell per category (see
-    with_interval)."""
-    return Table(name, title, table, display=with_interval(table, fmt))
-
-
 def _items(runs: Sequence[Run], rows: pd.DataFrame, rates: pd.DataFrame) -> Section:
     lines = [f"- **{run.name}**: {run.config.get('n_items')} items from "
              f"`{run.config.get('imported_from') or run.config.get('items_source')}`" for run in runs]
     first = runs[0].rows
     counts = first[first["prompt_type"] == first["prompt_type"].iloc[0]].drop_duplicates("item_id")["category"]
-    answers = Table("answers", "Answers read per run and mode (the answer read in `measure`)", rates,
-                    {"n": "count", "with_verdict": "percent"},
-                    note="`with_verdict`: replies holding a verdict eval.py reads (the others count as wrong); "
-                         "`letter_mass`: mean mass of the four letters after `[[` before renormalising.")
+    answers = Table("answers", "Answers read per run and mode", rates, {"n": "count", "with_verdict": "percent"},
+                    definitions={"with_verdict": "replies holding a verdict eval.py reads (the others count as "
+                                                 "wrong).",
+                                 "letter_mass": "mean mass of the four letters after `[[` before renormalising."})
     return Section("Items and answers", "\n".join(lines), (answers,),
                    (figures.category_shares(counts.value_counts()),))
 
 
-def _accuracy(acc: pd.DataFrame) -> Section:
-    tables = [interval_table("accuracy", f"Accuracy (correct / n; Tables 1, 2, 6), {WILSON}; the answer read in "
-                             "`measure`", wide(acc, "accuracy", ACCURACY_INTERVAL), "percent"),
-              Table("accuracy_paper", "Accuracy as the paper computed it (correct / (n + 1) per category; the "
-                    "answer read in `measure`)", wide(acc, "accuracy_paper"), PERCENT)]
+def _accuracy(acc: pd.DataFrame) -> tuple[Section, list[Table]]:
+    """The accuracy section (a row per run, mode, prompt type and category, with n and the Wilson interval; the
+    paper's accuracies and, scored, the correct letter's probability, categories as columns) and the wide table
+    written beside it."""
+    counts = Table("accuracy_counts", "Accuracy per run, mode, prompt type and category (Tables 1, 2, 6)", acc,
+                   dict.fromkeys(INDEX + ["category"], "text") | {
+                       "correct": "count", "n": "count", "accuracy": "percent", "accuracy_low": "percent",
+                       "accuracy_high": "percent"},
+                   columns={c: c for c in (*INDEX, "category", "correct", "n", "accuracy", "accuracy_low",
+                                           "accuracy_high")},
+                   definitions={"measure": "the answer the row reads.",
+                                "accuracy": "correct / n; a reply without a verdict, or naming another letter, is "
+                                            "wrong and stays in n.",
+                                "accuracy_low, accuracy_high": "its 95% Wilson interval over the n questions."})
+    tables = [counts, Table("accuracy_paper", "Accuracy as the paper computed it, correct / (n + 1) per category",
+                            wide(acc, "accuracy_paper"), PERCENT)]
     scored = acc[acc["mode"] == "score"]
     if not scored.empty:
-        tables.append(Table("p_correct", "Mean probability of the correct letter (score mode: the scored "
-                            "distribution after `[[`)", wide(scored, "p_correct"), PERCENT))
+        tables.append(Table("p_correct", "Mean probability of the correct letter after `[[` (score mode)",
+                            wide(scored, "p_correct"), PERCENT))
     cot = (figures.cot_accuracy(acc),) if (acc["prompt_type"] == "cot").any() else ()
-    return Section("Accuracy (Tables 1, 2, 6)", "Rows run × mode × prompt type, categories as columns.",
-                   tuple(tables), cot)
+    wide_accuracy = Table("accuracy", "Accuracy with its Wilson interval and n, categories as columns (the layout of "
+                          "Tables 1, 2, 6)", wide(acc, "accuracy", ACCURACY_INTERVAL), **WIDE_ACCURACY)
+    return Section("Accuracy (Tables 1, 2, 6)", "Accuracy per category, then the paper's accuracies with categories as "
+                   "columns.", tuple(tables), cot), [wide_accuracy]
 
 
 def _shift(shifts: pd.DataFrame) -> Section:
-    table = Table("shift", "Shift from Raw (Tables 4, 5) with its 95% percentile bootstrap interval over the n paired "
-                  "questions (shift_low, shift_high); mcnemar_p_holm: Holm over the categories and Overall of one run, "
-                  "mode and prompt type; the answer read in `measure`", shifts,
+    table = Table("shift", "Shift from Raw per run, mode, prompt type and category (Tables 4, 5)", shifts,
                   {"n": "count", "shift": "points", "shift_low": "points", "shift_high": "points",
                    "shift_paper": "points", "plus": "count", "minus": "count", "mcnemar_p": "p",
-                   "mcnemar_p_holm": "p"})
+                   "mcnemar_p_holm": "p"},
+                  definitions={"shift": "accuracy under the prompt type minus under Raw, in points, over the n "
+                                        "questions paired by id.",
+                               "shift_low, shift_high": "its 95% percentile bootstrap interval over the paired "
+                                                        "questions.",
+                               "shift_paper": "the difference of the paper's rounded accuracies.",
+                               "plus, minus": "questions right under the type and wrong under Raw, and the reverse.",
+                               "mcnemar_p": "the exact two-sided McNemar test on plus and minus (our addition).",
+                               "mcnemar_p_holm": "Holm over the categories and Overall of one run, mode and prompt "
+                                                 "type."})
     return Section("Shift from Raw (Tables 4, 5)", "Points; `plus`/`minus`: items gained/lost against Raw.",
                    (table,), tuple(figures.shift_heatmaps(shifts)))
 
 
 def _swap(swaps: pd.DataFrame) -> Section:
-    table = Table("swap", "Identity swaps (Tables 3, 7): accuracies over the n questions of S_i, each with its 95% "
-                  "Wilson interval over them (`_low`, `_high`); the answer read in `measure`", swaps,
+    table = Table("swap", "Identity swaps (Tables 3, 7)", swaps,
                   {"n": "count"} | dict.fromkeys([c for c in swaps.columns if c.startswith(metrics.SWAP_ACCURACIES)],
-                                                 "percent"))
+                                                 "percent"),
+                  definitions={"n": "the questions of S_i.",
+                               "*_low, *_high": "each accuracy's 95% Wilson interval over the n questions."})
     return Section("Identity swaps (Tables 3, 7)", "S_i's COT and ID prompts name S_j; the correct letter is S_i's.",
                    (table,))
 
 
-def _comparison(acc: pd.DataFrame, shifts: pd.DataFrame) -> Section:
-    tables = [interval_table("compare_accuracy", "Accuracy across runs (the layout of Tables 1, 2, 6: a row per run), "
-                             f"{WILSON}; the answer read in `measure`",
-                             by_setting(wide(acc, "accuracy", ACCURACY_INTERVAL)), "percent")]
+def _comparison(acc: pd.DataFrame, shifts: pd.DataFrame) -> list[Table]:
+    """The paper's layout across runs (a row per run, mode and prompt type; each category's value, interval and n as
+    columns), written beside the report, whose tables hold every run."""
+    tables = [Table("compare_accuracy", "Accuracy across runs (the layout of Tables 1, 2, 6)",
+                    by_setting(wide(acc, "accuracy", ACCURACY_INTERVAL)), **WIDE_ACCURACY)]
     if not shifts.empty:
-        tables.append(interval_table("compare_shift", "Shift from Raw across runs (the layout of Tables 4, 5: a row "
-                                     f"per run), {BOOTSTRAP}; the answer read in `measure`",
-                                     by_setting(wide(shifts, "shift", SHIFT_INTERVAL)), "points"))
-    return Section("Across runs", "Per mode and prompt type, one row per run.", tuple(tables))
+        tables.append(Table("compare_shift", "Shift from Raw across runs (the layout of Tables 4, 5)",
+                            by_setting(wide(shifts, "shift", SHIFT_INTERVAL)), **WIDE_SHIFT))
+    return tables
 
 
-def headlines(shifts: pd.DataFrame, named: Mapping[tuple[str, str], str], n_resamples: int) -> list[Headline]:
+def _warnings(rows: pd.DataFrame) -> dict[tuple[str, str], str]:
+    """Per run and mode, what makes its numbers doubtful: few replies with a verdict (generate), little mass on the
+    four letters (score), one letter for almost every prompt."""
+    rates = metrics.answer_rates(rows).set_index(metrics.RUN_KEYS)
+    return {(run, mode): joined((few_parsed(rates.at[(run, mode), "with_verdict"], "a verdict"),
+                                 low_mass(rates.at[(run, mode), "letter_mass"], None, "the four letters"),
+                                 one_answer(part["answer_select"], "prompts")))
+            for (run, mode), part in rows.groupby(metrics.RUN_KEYS, sort=False)}
+
+
+def headlines(shifts: pd.DataFrame, named: Mapping[tuple[str, str], str], n_resamples: int,
+              rows: pd.DataFrame) -> list[Headline]:
     """Per run and mode (`named`'s keys), the Overall shift from Raw of each identity-naming prompt type (COT, ID)
-    with its bootstrap interval over the paired questions; a run and mode with no question paired with Raw gets a row
-    without a number."""
+    with its bootstrap interval over the paired questions, and what makes it doubtful (from the result `rows`); a run
+    and mode with no question paired with Raw gets a row without a number."""
     overall = shifts[shifts["category"] == metrics.OVERALL]
-    rows = []
+    warned = _warnings(rows)
+    out = []
     for run, mode in named:
         mine = overall[(overall["run"] == run) & (overall["mode"] == mode)]
-        rows += [Headline(run, f"accuracy shift {r.prompt_type} − raw (share), Overall, {mode}", r.shift, r.shift_low,
-                          r.shift_high, f"95% percentile bootstrap over {r.n} paired questions ({n_resamples} "
-                          "resamples)", int(r.n), "questions", SHIFT_NOTE) for r in mine.itertuples(index=False)] or \
-                [Headline(run, f"accuracy shift (share), Overall, {mode}", math.nan, math.nan, math.nan, "none", 0,
-                          "questions", "no shift: no question has a Raw and a COT or ID prompt")]
-    return rows
+        out += [Headline(run, f"accuracy shift {r.prompt_type} − raw (share), Overall, {mode}", r.shift, r.shift_low,
+                         r.shift_high, f"95% percentile bootstrap over {r.n} paired questions ({n_resamples} "
+                         "resamples)", int(r.n), "questions", SHIFT_NOTE, warned.get((run, mode), ""))
+                for r in mine.itertuples(index=False)] or \
+               [Headline(run, f"accuracy shift (share), Overall, {mode}", math.nan, math.nan, math.nan, "none", 0,
+                         "questions", "no shift: no question has a Raw and a COT or ID prompt",
+                         warned.get((run, mode), ""))]
+    return out
 
 
 def measures(runs: Sequence[Run]) -> dict[tuple[str, str], str]:
@@ -199,17 +229,13 @@ def analyze(runs: Sequence[Run], options: AnalyzeOptions) -> Analysis:
     acc = with_measure(metrics.accuracy(rows), named)
     shifts = with_measure(metrics.shift(rows, acc, options.bootstrap, options.seed), named)
     swaps = with_measure(metrics.swap(rows), named)
-    counts = Table("accuracy_counts", "Correct, n and accuracy with its 95% Wilson interval over the questions per "
-                   "run, mode, prompt type and category (tidy; the answer read in `measure`)", acc,
-                   {"correct": "count", "n": "count", "accuracy": "percent", "accuracy_low": "percent",
-                    "accuracy_high": "percent", "accuracy_paper": "percent", "p_correct": "percent"})
-    sections = [headline_section(headlines(shifts, named, options.bootstrap)),
-                _items(runs, rows, with_measure(metrics.answer_rates(rows), named)), _accuracy(acc)]
-    files = [counts]
+    accuracy, files = _accuracy(acc)
+    sections = [headline_section(headlines(shifts, named, options.bootstrap, rows), runs),
+                _items(runs, rows, with_measure(metrics.answer_rates(rows), named)), accuracy]
     for section in (_shift(shifts), _swap(swaps)):
         if section.tables[0].frame.empty:  # runs without Raw or without swaps: the empty table, written unprinted
             files.append(section.tables[0])
         else:
             sections.append(section)
-    sections += [_comparison(acc, shifts)] if len(runs) > 1 else []
+    files += _comparison(acc, shifts) if len(runs) > 1 else []
     return Analysis(TITLE, SOURCE, sections, list(NOTES), files=files)

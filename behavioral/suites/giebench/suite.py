@@ -14,6 +14,7 @@ import pandas as pd
 from behavioral.analysis import Analysis, Run, read_runs
 from behavioral.options import option
 from behavioral.provenance import files_sha256
+from behavioral.suites.giebench.card import CARD
 from behavioral.suite import CaptureSpec, Suite, local_path
 from behavioral.selection import select_rows
 from behavioral.suites.giebench.analysis import AnalyzeOptions, analyze
@@ -40,10 +41,10 @@ class Options:
                               metavar="DIR")
     items: str | None = option(None, "a JSONL file of items: id, category, identity, question, answers, correct",
                                metavar="FILE")
-    prompt_types: tuple[str, ...] = option(PROMPT_TYPES, "the prompt types", name="--prompt-type",
-                                           choices=PROMPT_TYPES, fold=str.lower, metavar="TYPE")
-    categories: tuple[str, ...] = option(CATEGORIES, "the identity categories", name="--category",
-                                         choices=CATEGORIES, fold=str.lower, metavar="CATEGORY")
+    prompt_types: tuple[str, ...] = option(PROMPT_TYPES, "the prompt types", choices=PROMPT_TYPES, fold=str.lower,
+                                           metavar="TYPE")
+    categories: tuple[str, ...] = option(CATEGORIES, "the identity categories", choices=CATEGORIES, fold=str.lower,
+                                         metavar="CATEGORY")
     limit_items: int | None = option(None, "seeded sample of N items, stratified by category", metavar="N")
     swap: str = option("none", 'identity swaps: none, paper (Tables 3 and 7) or "Si=Sj;..." (S_i\'s prompts name '
                                "S_j)", metavar="SWAPS")
@@ -53,10 +54,10 @@ class Options:
             raise ValueError("--data and --items both given; expected one source of items")
         for t in self.prompt_types:
             if t not in PROMPT_TYPES:
-                raise ValueError(f"unknown --prompt-type {t!r}; expected one of {', '.join(PROMPT_TYPES)} or all")
+                raise ValueError(f"unknown --prompt-types {t!r}; expected one of {', '.join(PROMPT_TYPES)} or all")
         for c in self.categories:
             if c not in CATEGORIES:
-                raise ValueError(f"unknown --category {c!r}; expected one of {', '.join(CATEGORIES)} or all")
+                raise ValueError(f"unknown --categories {c!r}; expected one of {', '.join(CATEGORIES)} or all")
         if self.limit_items is not None and self.limit_items < 1:
             raise ValueError(f"--limit-items must be a positive number of items, got {self.limit_items}")
         object.__setattr__(self, "prompt_types", tuple(self.prompt_types))
@@ -116,6 +117,7 @@ class GieBench(Suite):
     name = "giebench"
     description = "seed 001: pick the answer that fits a user's group (COT, ID, Raw prompts), accuracy and shifts"
     rows_hold = "question ids, categories, identities and correct letters, not the prompts"
+    card = CARD
     fields = FIELDS
     # `user`: the group an unswapped COT or ID prompt names, decided up to its end by the prompt type and the group
     # (every prompt of a type opens alike; Raw and swap prompts have no `identity` slot). A final-token cell pools

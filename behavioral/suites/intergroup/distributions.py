@@ -8,11 +8,11 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
-from matplotlib import colormaps
 from matplotlib.figure import Figure
 
 from behavioral.analysis import Table
 from behavioral.analysis.distributions import group_distributions
+from behavioral.figure_style import PALETTE, n_text, new_figure, styled
 from behavioral.suites.intergroup.result import SettingAnalysis
 from behavioral.suites.intergroup.settings import setting_label
 
@@ -77,40 +77,43 @@ def tables(per_run: Mapping[str, tuple[Sequence[SettingAnalysis], Distributions]
         return None
     return (Table("distributions/cells", "Each cell's mean distribution over the ratings (in_group: empty for \"a "
                   "person\" cells, outside δ's matrix)", pd.concat(cells, ignore_index=True)),
-            Table("answer_distributions", "The distribution behind the expected intensity: δ's in-group and "
-                  "out-group cells' mean distributions over the ratings (cells weighted equally, as δ weights "
-                  "them): their mean (the expected intensity δ's expected measure averages), mode and the mode's "
-                  "probability; n_items: the scored prompts they average", pd.DataFrame(pooled_rows),
-                  formats={"p_mode": "percent", "n_items": "count"}))
+            Table("answer_distributions", "The distribution behind the expected intensity, in-group and "
+                  "out-group", pd.DataFrame(pooled_rows), formats={"p_mode": "percent", "n_items": "count"},
+                  definitions={"cells": "in-group or out-group: the mean distribution over the ratings of δ's "
+                                        "cells of that kind, weighted equally as δ weights them.",
+                               "mean": "its mean: the expected intensity δ's expected measure averages.",
+                               "mode, p_mode": "its most probable rating and that rating's probability.",
+                               "n_items": "the scored prompts it averages."}))
 
 
+@styled
 def figure(a: SettingAnalysis, dists: Distributions) -> Figure | None:
     """In-group against out-group mean distributions over the ratings, pooled over δ's cells (left) and for the
-    perceiver whose own cell departs most from its row's out-group cells in expected intensity (right)."""
+    perceiver whose own cell departs most from its row's out-group cells in expected intensity (right); each panel
+    titled with the scored prompts it averages."""
     pooled = _pooled(a, dists)
     if pooled is None:
         return None
     same, names = a.category.in_group(), a.category.identities
-    key = lambda p, x: dists[(a.category.name, a.setting, p, x)][0]
-    expected = np.array([[_mean(key(p, x)) for x in names] for p in names])
+    key = lambda p, x: dists[(a.category.name, a.setting, p, x)]
+    expected = np.array([[_mean(key(p, x)[0]) for x in names] for p in names])
     contrast = [expected[i][same[i]].mean() - expected[i][~same[i]].mean() for i in range(len(names))]
     top = int(np.argmax(np.abs(contrast)))
-    row = {label: np.mean([key(names[top], x) for x, s in zip(names, same[top]) if s == inside], axis=0)
+    row = {label: (np.mean([key(names[top], x)[0] for x, s in zip(names, same[top]) if s == inside], axis=0),
+                   sum(key(names[top], x)[1] for x, s in zip(names, same[top]) if s == inside))
            for label, inside in (("in-group", True), ("out-group", False))}
-    panels = (("δ's cells, pooled", {label: probs for label, (probs, _) in pooled.items()}),
-              (f"perceiver {a.category.short_label(names[top])}, its row", row))
-    fig = Figure(figsize=(10, 3.2))
+    panels = (("δ's cells, pooled", pooled), (f"perceiver {a.category.short_label(names[top])}, its row", row))
+    fig = new_figure(2, 2.6)
     for ax, (title, parts) in zip(fig.subplots(1, 2), panels):
-        shown = np.flatnonzero(np.max(list(parts.values()), axis=0) >= 1e-3)
+        shown = np.flatnonzero(np.max([probs for probs, _ in parts.values()], axis=0) >= 1e-3)
         ratings = np.arange(shown.min(), shown.max() + 1)
-        for k, (label, probs) in enumerate(parts.items()):
-            ax.bar(ratings + (k - 0.5) * 0.4, probs[ratings], width=0.4, color=colormaps["tab10"](k),
+        for k, (label, (probs, _)) in enumerate(parts.items()):
+            ax.bar(ratings + (k - 0.5) * 0.4, probs[ratings], width=0.4, color=PALETTE[k],
                    label=f"{label} (mean {_mean(probs):.1f})")
         ax.set_xlabel("rating")
         ax.set_ylabel("mean probability")
-        ax.set_title(title, fontsize=9)
-        ax.legend(fontsize=7)
-    fig.suptitle(f"Answer distributions, {a.category.title}, {setting_label(a.setting)} (scored distribution)",
-                 fontsize=10)
-    fig.tight_layout()
+        counts = {f"{label} prompts": n for label, (_, n) in parts.items()}
+        ax.set_title(f"{title}\n{n_text(**counts)}")
+        ax.legend()
+    fig.suptitle(f"Answer distributions, {a.category.title}, {setting_label(a.setting)} (scored distribution)")
     return fig

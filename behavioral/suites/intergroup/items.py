@@ -33,9 +33,8 @@ COLUMNS = {"value": "intensity", "score_value": "score_intensity", "expected": "
 class Options:
     """What decides an intergroup run's items: categories and settings (Table 1 and 2 order), the events."""
 
-    categories: tuple[str, ...] = option(tuple(CATEGORIES), "identity categories", name="--category",
-                                         choices=tuple(CATEGORIES))
-    settings: tuple[str, ...] = option(SETTING_NAMES, "prompt settings", name="--setting", choices=SETTING_NAMES)
+    categories: tuple[str, ...] = option(tuple(CATEGORIES), "identity categories", choices=tuple(CATEGORIES))
+    settings: tuple[str, ...] = option(SETTING_NAMES, "prompt settings", choices=SETTING_NAMES)
     events: str | None = option(None, "crowd-enVENT release directory/TSV or crowd-enVent_generation.tsv; none: the "
                                       "project's embedded events")
     limit_events: int | None = option(None, "seeded sample of N events, stratified by emotion", metavar="N")

@@ -153,18 +153,29 @@ def headline(table: pd.DataFrame, last_block: int, margin: float = EQUIVALENCE_M
     return "\n".join(lines)
 
 
-def display(table: pd.DataFrame) -> pd.DataFrame:
-    """The gap-by-layer table as printed: each gap with its interval over events, δ without one, the p-values with
-    their correction named (the CSV holds every column)."""
-    return pd.DataFrame({
-        "mode": table["mode"], "layer": table["layer"].map(layer_label),
-        "gap closed": [with_interval(r, "gap_closed", "percent") for _, r in table.iterrows()],
-        "gap closed (points)": [with_interval(r, "gap_closed_points", "signed") for _, r in table.iterrows()],
-        "gap patched (points)": [with_interval(r, "gap_raw_patched", "signed") for _, r in table.iterrows()],
-        "δ patched": table["delta_patched"].map(cell),
-        "p": table["p_patched"].map(lambda p: cell(p, "p")),
-        "p (max-T over layers)": table["p_patched_fwe"].map(lambda p: cell(p, "p")),
-    })
+# The gap-by-layer table as printed (the CSV holds every column): each gap with its interval over events, δ without
+# one, the p-values with their correction named.
+COLUMNS = {"mode": "mode", "layer": "layer", "n_events": "events", "gap_closed": "gap closed",
+           "gap_closed_low": "closed low", "gap_closed_high": "closed high", "gap_closed_points": "closed (points)",
+           "gap_closed_points_low": "closed low (points)", "gap_closed_points_high": "closed high (points)",
+           "gap_raw_patched": "gap patched (points)", "gap_raw_patched_low": "patched low",
+           "gap_raw_patched_high": "patched high", "delta_patched": "δ patched", "p_patched": "p",
+           "p_patched_fwe": "p (max-T over layers)"}
+FORMATS = {"mode": "text", "layer": "count", "n_events": "count", "gap_closed": "percent",
+           "gap_closed_low": "percent", "gap_closed_high": "percent", "gap_closed_points": "signed",
+           "gap_closed_points_low": "signed", "gap_closed_points_high": "signed", "gap_raw_patched": "signed",
+           "gap_raw_patched_low": "signed", "gap_raw_patched_high": "signed", "p_patched": "p", "p_patched_fwe": "p"}
+DEFINITIONS = {
+    "layer": "the block whose output is patched (-1: the token embeddings).",
+    "gap closed": "the share of the unpatched gap the patch removes; closed low and high: its 95% Fieller interval "
+                  "over the events.",
+    "closed (points)": "the same in rating points, with its 95% t-interval over the events.",
+    "gap patched (points)": "the in-group minus out-group gap after the patch, with its 95% t-interval.",
+    "δ patched": "δ after the patch; it gets no interval over events (see the unpatched paragraph).",
+    "p": "one-sided p of δ patched against no in-group structure (its test and floor are in the scope section).",
+    "p (max-T over layers)": "the same, family-wise over the layers of one mode (the max statistic over the same "
+                             "matchings).",
+}
 
 
 def scope_section(table: pd.DataFrame, events: Sequence[str], layers: Sequence[int], layer_step: int,

@@ -21,6 +21,7 @@ from behavioral.analysis.runs import prepared_data
 from behavioral.analysis.spec import Figure as ReportFigure
 from behavioral.analysis.spec import Section, Table
 from behavioral.answer_space import AnswerTrie
+from behavioral.figure_style import GREY, PALETTE, count_range, legend_below, n_text, new_figure, styled
 from behavioral.run import RunConfig
 from behavioral.suite import Suite
 from behavioral.suites.intergroup import patch_report, prompts
@@ -142,29 +143,32 @@ def run_delta(run: Run, category: str, setting: str) -> float | None:
         return None
 
 
+@styled
 def gap_figure(table: pd.DataFrame, title: str | None = None) -> Figure:
     """The patched gap in rating points against layer, one line per mode with its 95% interval over events as error
-    bars, the unpatched gap dashed with its interval shaded."""
-    fig = Figure(figsize=(6, 3.5))
+    bars, the unpatched gap dashed with its interval shaded; the title ends with the events and prompts per point."""
+    fig = new_figure(1, 2.8)
     ax = fig.add_subplot()
-    for mode, part in table.groupby("mode", sort=False):
+    for k, (mode, part) in enumerate(table.groupby("mode", sort=False)):
         part = part.sort_values("layer")
         gap = part["gap_raw_patched"].to_numpy(dtype=float)
         errors = np.abs(part[["gap_raw_patched_low", "gap_raw_patched_high"]].to_numpy(dtype=float).T - gap)
-        ax.errorbar(part["layer"], gap, yerr=None if np.isnan(errors).all() else errors, marker="o", capsize=3,
-                    label=patch_report.MODE_LABELS.get(mode, mode))
+        ax.errorbar(part["layer"], gap, yerr=None if np.isnan(errors).all() else errors, marker="o", markersize=3,
+                    capsize=2, color=PALETTE[k % len(PALETTE)], label=patch_report.MODE_LABELS.get(mode, mode))
+    title = title or "the gap after patching the persona at one layer"
     if len(table):
         first = table.iloc[0]
-        ax.axhline(float(first["gap_raw_unpatched"]), color="k", ls="--", lw=1, label="unpatched")
+        ax.axhline(float(first["gap_raw_unpatched"]), color="black", ls="--", lw=0.8, label="unpatched")
         if np.isfinite(first["gap_raw_unpatched_low"]):
-            ax.axhspan(float(first["gap_raw_unpatched_low"]), float(first["gap_raw_unpatched_high"]), color="grey",
-                       alpha=0.15, label="unpatched, 95% over events")
-    ax.axhline(0, color="grey", lw=0.5)
+            ax.axhspan(float(first["gap_raw_unpatched_low"]), float(first["gap_raw_unpatched_high"]), color=GREY,
+                       alpha=0.15, linewidth=0, label="unpatched, 95% over events")
+        n = n_text(events=count_range(table["n_events"]), prompts=count_range(table["n_prompts"]))
+        title = f"{title}\n{n} per point"
+    ax.axhline(0, color=GREY, lw=0.5)
     ax.set_xlabel("patched layer (resid_post)")
     ax.set_ylabel("gap, in-group − out-group (points)")
-    ax.legend(fontsize=8)
-    ax.set_title(title or "the gap after patching the persona at one layer")
-    fig.tight_layout()
+    legend_below(fig, *ax.get_legend_handles_labels(), columns=2)
+    ax.set_title(title)
     return fig
 
 
@@ -292,7 +296,8 @@ class PersonaPatching:
         text = GAP_TEXT.format(headline=patch_report.headline(table, last_block, margin))
         sections = [Section("The gap by patched layer", text,
                             (Table("gap_by_layer", "The gap after patching the persona at one layer", table,
-                                   {"n_prompts": "count"}, display=patch_report.display(table)),),
+                                   patch_report.FORMATS, digits=2, columns=patch_report.COLUMNS,
+                                   definitions=patch_report.DEFINITIONS),),
                             (ReportFigure("figures/gap_by_layer", "The gap by patched layer", figure),))]
         files = [Table("gap_prompts", "Every patched prompt of the headline", frame)]
         sweep_events = events[:options.sweep_events] if options.sweep_groups else []

@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 import pandas as pd
 
 from behavioral.analysis import Analysis, Figure, Run, Section, Table
+from behavioral.analysis.caveats import few_parsed, joined, low_mass, refused
 from behavioral.analysis.formats import cell, is_missing
 from behavioral.analysis.headline import Headline, headline_section
 from behavioral.suites.intergroup import distributions, figures, tables
@@ -69,17 +70,27 @@ DELTA_NOTE = ("no interval over events: with few events the event noise in σ(M�
               "Table 2")
 
 
-def headlines(table2: pd.DataFrame) -> list[Headline]:
-    """Per run, category and setting of Table 2 (its tidy frame): the gap in points with its t-interval over the
-    events, and δ over the same events, which has no interval."""
+def _warning(numeric, refusals) -> str:
+    """What makes one category and setting's numbers doubtful: little probability on numbers (score mode), few
+    parsable replies (generate mode), many events excluded (rows of the numeric-answer table and Table 6)."""
+    return joined((low_mass(numeric.numeric_mass_mean_pct / 100, numeric.numeric_mass_above_half_pct / 100, "numbers"),
+                   few_parsed(numeric.parsable_pct / 100, "a rating"),
+                   refused(refusals.excluded_events_delta_pct / 100, "events")))
+
+
+def headlines(frames: Mapping[str, pd.DataFrame]) -> list[Headline]:
+    """Per run, category and setting of Table 2 (`frames`: the tidy frames by table name): the gap in points with its
+    t-interval over the events, and δ over the same events, which has no interval; each with the setting's
+    warning."""
     rows = []
-    for r in table2.itertuples(index=False):
-        where, events = f"{r.category} {r.setting}", int(r.n_events)
+    for r, numeric, refusals in zip(*(frames[name].itertuples(index=False) for name in (
+            "table2_delta", "numeric_rate", "table6_refusal"))):
+        where, events, warned = f"{r.category} {r.setting}", int(r.n_events), _warning(numeric, refusals)
         interval = "none" if is_missing(r.gap_points_low) else f"95% t-interval over {events} events"
         rows += [Headline(r.run, f"gap in points ({r.measure}), {where}", r.gap_points, r.gap_points_low,
-                          r.gap_points_high, interval, events, "events", r.note or GAP_NOTE),
+                          r.gap_points_high, interval, events, "events", r.note or GAP_NOTE, warned),
                  Headline(r.run, f"δ ({r.measure}), {where}", r.delta, math.nan, math.nan, "none", events, "events",
-                          r.note or DELTA_NOTE.format(share=cell(r.noise_share)))]
+                          r.note or DELTA_NOTE.format(share=cell(r.noise_share)), warned)]
     return rows
 
 
@@ -158,13 +169,14 @@ def analysis(runs: Sequence[Run], options: AnalyzeOptions) -> Analysis:
                                                     options.measure))]
     missing = [f"- {run}, {a.category.title}, {setting_label(a.setting)}: {note}"
                for run, analyses in per_run.items() for a in analyses for note in a.notes]
-    table2 = next(t for t in table_list if t.name == "table2_delta").frame
-    sections = [headline_section(headlines(table2)),
+    frames = {t.name: t.frame for t in table_list}
+    table2 = frames["table2_delta"]
+    sections = [headline_section(headlines(frames), runs),
                 Section("Numeric answers and refusals", "\n\n".join([RATES_TEXT, *scoring]), (rates(per_run),))]
     if missing:
         sections.append(Section("Statistics not available", "\n".join(missing)))
-    sections.append(Section("Tables", "A row per run and category, settings as columns; the CSV files are tidy (a "
-                                      "row per run, category and setting)." if several else "", tuple(table_list)))
+    sections.append(Section("Tables", "A row per run, category and setting; \"How to read the tables\" below defines "
+                                      "each column.", tuple(table_list)))
     if several:
         sections.append(Section("Across runs", "δ per setting and run; bars: the 95% interval of each δ's "
                                                "permutation null (where δ lies above it, p < 0.025).",

@@ -13,6 +13,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from activations.store import ActivationStore
+from behavioral.figure_style import GREY, LABEL_SIZE, PALETTE, count_range, n_text, new_figure, styled
 from behavioral.run import RunConfig
 from behavioral.suites.intergroup import activations
 from behavioral.analysis.paired import fieller, t_interval
@@ -458,21 +459,23 @@ def dose_response(rows: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
+@styled
 def sweep_figure(summary: pd.DataFrame, category: str, setting: str) -> Figure:
-    """δ vs coefficient per layer (projection at the right), beside the refusal rate and the non-numeric mass; a
-    layer without a coefficient-0 run takes the unsteered point there (see interp.steering.sweep_conditions), and an
-    undefined δ is a triangle at the foot of its panel."""
+    """δ vs coefficient per layer (projection at the right), beside the refusal rate, the non-numeric mass and the
+    mean rating, two panels to a row, the title carrying the events; a layer without a
+    coefficient-0 run takes the unsteered point there (see interp.steering.sweep_conditions), and an undefined δ is
+    a triangle at the foot of its panel."""
     part = summary[(summary["category"] == category) & (summary["setting"] == setting)]
     measures = list(dict.fromkeys(part["measure"]))
     panels = [("delta", "δ (in-group − out-group, z)"), ("refusal_rate", "refusal rate"),
               ("non_numeric_mass", "non-numeric mass (1 − P(number))"), ("mean_rating", "mean rating M⁰")]
-    fig = Figure(figsize=(4.2 * len(panels), 3.2 * len(measures)), layout="constrained")
-    axes = fig.subplots(len(measures), len(panels), squeeze=False)
+    fig = new_figure(2, 2.0 * 2 * len(measures) + 0.9)
+    axes = fig.subplots(2 * len(measures), 2, squeeze=False).reshape(len(measures), len(panels))
     steered = part[part["layer"] >= 0]
     coefs = sorted(steered.loc[~steered["project"].astype(bool), "coef"].dropna().unique())
     span = (max(coefs) - min(coefs)) if len(coefs) > 1 else 1.0
     x_project = (max(coefs) if coefs else 0.0) + 0.35 * span
-    colors = {layer: f"C{i}" for i, layer in enumerate(sorted(steered["layer"].unique()))}
+    colors = {layer: PALETTE[i % len(PALETTE)] for i, layer in enumerate(sorted(steered["layer"].unique()))}
     for i, measure in enumerate(measures):
         rows = part[part["measure"] == measure]
         base = rows[rows["layer"] < 0]
@@ -480,7 +483,7 @@ def sweep_figure(summary: pd.DataFrame, category: str, setting: str) -> Figure:
             ax = axes[i, j]
             marked = drawn = shown = False
             if len(base) and np.isfinite(base[column].iloc[0]):
-                ax.axhline(base[column].iloc[0], color="black", linestyle="--", linewidth=1, label="unsteered")
+                ax.axhline(base[column].iloc[0], color="black", linestyle="--", linewidth=0.8, label="unsteered")
             if column == "delta" and len(base) and np.isfinite(base["ci_low"].iloc[0]):
                 ax.axhspan(base["ci_low"].iloc[0], base["ci_high"].iloc[0], color="0.85", label="null 95% (unsteered)")
             for layer, sub in rows[rows["layer"] >= 0].groupby("layer"):
@@ -492,24 +495,25 @@ def sweep_figure(summary: pd.DataFrame, category: str, setting: str) -> Figure:
                 if len(base) and not (added["coef"] == 0).any():
                     added = pd.concat([added, base.assign(coef=0.0)])  # coefficient 0 is the unsteered run
                 added = added.sort_values("coef")
-                ax.plot(added["coef"], added[column], marker="o", color=colors[layer], label=f"layer {layer}")
+                ax.plot(added["coef"], added[column], marker="o", markersize=3, color=colors[layer],
+                        label=f"layer {layer}")
                 undefined = added.loc[~np.isfinite(added[column]), "coef"]
                 if column == "delta" and len(undefined):  # e.g. every cell the same greedy answer
-                    ax.scatter(undefined, [0.04] * len(undefined), marker="v", s=40, color=colors[layer],
+                    ax.scatter(undefined, [0.04] * len(undefined), marker="v", s=20, color=colors[layer],
                                transform=ax.get_xaxis_transform(), clip_on=False,
                                label=None if marked else "δ undefined (all cells equal)")
                     marked = True
                 projected = sub[sub["project"] & ~random & ~wrong & ~held]
                 if len(projected):
-                    ax.scatter([x_project] * len(projected), projected[column], marker="x", s=60, color=colors[layer])
+                    ax.scatter([x_project] * len(projected), projected[column], marker="x", s=30, color=colors[layer])
                 matchings = sub[sub["project"] & wrong]
                 if len(matchings):
-                    ax.scatter([x_project] * len(matchings), matchings[column], marker=".", s=20, color="0.5",
+                    ax.scatter([x_project] * len(matchings), matchings[column], marker=".", s=10, color=GREY,
                                label=None if shown else "projections of wrong matchings")
                     shown = True
                 control = sub[sub["project"] & random]
                 if len(control):
-                    ax.scatter([x_project] * len(control), control[column], marker="o", s=60, facecolors="none",
+                    ax.scatter([x_project] * len(control), control[column], marker="o", s=30, facecolors="none",
                                edgecolors=colors[layer], label=None if drawn else "projection of a random direction")
                     drawn = True
             if (steered["project"]).any():
@@ -517,13 +521,14 @@ def sweep_figure(summary: pd.DataFrame, category: str, setting: str) -> Figure:
                 ax.set_xticks(ticks, [f"{c:g}" for c in coefs] + ["proj."])
             if column == "delta" and not np.isfinite(rows["delta"]).any():
                 note = next((n for n in rows["note"] if n), "undefined")
-                ax.text(0.5, 0.5, "δ n/a:\n" + note[:120], ha="center", va="center", wrap=True, fontsize=7,
+                ax.text(0.5, 0.5, "δ n/a:\n" + note[:120], ha="center", va="center", wrap=True,
                         transform=ax.transAxes)
             ax.set_xlabel("coefficient")
-            ax.set_title(f"{title}\n{measure}" if j == 0 else title, fontsize=9)
+            ax.set_title(f"{title}, {measure}" if len(measures) > 1 else title)
             if j == 0 and (i == 0 or marked or drawn or shown):
-                ax.legend(fontsize=7)
-    fig.suptitle(f"Steering along the in-group direction: {category} {setting}")
+                ax.legend(fontsize=LABEL_SIZE)
+    fig.suptitle(f"Steering along the in-group direction: {category} {setting}\n"
+                 f"{n_text(events=count_range(part['n_events']))}")
     return fig
 
 

@@ -9,6 +9,7 @@ from typing import Any
 import pandas as pd
 
 from behavioral.analysis import Analysis, Run, read_runs
+from behavioral.suites.intergroup.card import CARD
 from behavioral.suite import CaptureSpec, Suite
 from behavioral.suites.intergroup.analysis import AnalyzeOptions, analyses_of
 from behavioral.suites.intergroup.groups import get_category
@@ -29,6 +30,7 @@ class Intergroup(Suite):
     name = "intergroup"
     description = "seed 000: emotion intensity rated as a persona, perceiver × experiencer grid, empathy gap δ"
     rows_hold = "event ids and emotions, not the narratives"
+    card = CARD
     fields = FIELDS
     capture = CaptureSpec(
         spans={"persona": ("perceiver", ("setting", "category", "perceiver")),

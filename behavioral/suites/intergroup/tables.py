@@ -1,20 +1,19 @@
-"""Tables 2, 3, 6 and 7 of seed 000, a numeric-answer table and the matrices, for one or more runs: tidy CSV (a row
-per run, category and setting) and the paper's wide Markdown layout (a row per run and category, settings as
-columns)."""
+"""Tables 2, 3, 6 and 7 of seed 000, a numeric-answer table and the matrices, for one or more runs: a row per run,
+category and setting, one quantity per column, each printed column defined for the report's "How to read"."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from behavioral.analysis import Table
 from behavioral.analysis.multiplicity import holm
-from behavioral.analysis.formats import MISSING, cell, is_missing
 from behavioral.suites.intergroup.result import SettingAnalysis
-from behavioral.suites.intergroup.settings import SETTING_NAMES, setting_label
+from behavioral.suites.intergroup.settings import setting_label
 from behavioral.suites.intergroup.stats import EXACT_LIMIT
 
 MATRICES_DIR = "matrices"
@@ -111,86 +110,91 @@ def _row_numeric(a: SettingAnalysis) -> dict:
     }
 
 
-def _cell_table2(r: pd.Series) -> str:
-    if is_missing(r["delta"]):
-        return MISSING
-    floor = " (floor)" if r["p_at_floor"] else ""
-    exact = "" if is_missing(r["p_exact"]) else f", exact {cell(r['p_exact'], digits=4)}"
-    noise = "" if is_missing(r["noise_share"]) else f", {cell(100 * r['noise_share'], digits=0)}% noise"
-    interval = "" if is_missing(r["gap_points_low"]) else \
-        f" [{cell(r['gap_points_low'])}, {cell(r['gap_points_high'])}]"
-    over = "" if is_missing(r["p_gap"]) else f", over events p={cell(r['p_gap'], 'p')}"
-    these = "" if is_missing(r["p_gap_these_events"]) else \
-        f", these events p={cell(r['p_gap_these_events'], 'p')}" + \
-        (" (floor)" if r["p_gap_these_events"] == r["p_gap_these_events_min"] else "")
-    gap = "" if is_missing(r["p_gap_these_events"]) else \
-        f"; gap {cell(r['gap_points'], digits=2)} points{interval}{over}{these}"
-    return (f"{cell(r['delta'], digits=2)} ({r['n_events']} events{noise}) [{cell(r['ci_low'])}, "
-            f"{cell(r['ci_high'])}], p={cell(r['p_value'], digits=4)}{floor}{exact}{gap}")
+@dataclass(frozen=True)
+class Layout:
+    """How one of the suite's tables is declared: its title, its tidy row of one category and setting, the columns
+    it prints (column -> header) with their formats, and what each printed column holds."""
+
+    title: str
+    row: Callable[[SettingAnalysis], dict]
+    columns: Mapping[str, str]
+    formats: Mapping[str, str]
+    definitions: Mapping[str, str]
 
 
-def _cell_table3(r: pd.Series) -> str:
-    return MISSING if is_missing(r["mean"]) else f"{cell(r['mean'], digits=2)} ± {cell(r['std'], digits=2)}"
-
-
-def _cell_table6(r: pd.Series) -> str:
-    return MISSING if is_missing(r["excluded_events_pct"]) else f"{cell(r['excluded_events_pct'], digits=2)}%"
-
-
-def _cell_table7(r: pd.Series) -> str:
-    return MISSING if is_missing(r["z_min"]) else f"({cell(r['z_min'], digits=2)}, {cell(r['z_max'], digits=2)})"
-
-
-def _cell_numeric(r: pd.Series) -> str:
-    parts = [f"{label} {cell(r[col], digits=2)}%"
-             for label, col in (("parsable", "parsable_pct"), ("cut at the token limit", "truncated_pct"),
-                                ("mass", "numeric_mass_mean_pct"), ("mass>0.5", "numeric_mass_above_half_pct"))
-             if not is_missing(r[col])]
-    return "; ".join(parts) or MISSING
-
-
-# name: (title, tidy row of one category and setting, wide Markdown cell of a tidy row)
-TABLES: dict[str, tuple[str, Callable[[SettingAnalysis], dict], Callable[[pd.Series], str]]] = {
-    "table2_delta": (
-        "Table 2: empathy gap δ (the events it averages over; the estimated share of σ(M⁰)² that is event-sampling "
-        "noise, which shrinks δ: compare δ only between runs with the same events) [95% interval of the permutation "
-        "null], one-sided p of the sampled permutations (the paper's test); (floor): δ is at or above every value "
-        "drawn, so no smaller p is possible with these permutations; exact: the toolkit's exact p, enumerated over "
-        "all n_outcomes = n! matchings of rows to columns where each identity is its own group and "
-        f"n! ≤ {EXACT_LIMIT:,} (5 religions: 120, so a multiple of 1/120); "
-        "gap: δ's gap before z-scoring in rating points (mean in-group minus mean out-group cell, the mean over "
-        "events of each event's gap), its 95% t-interval over the events (gap_points_*: the uncertainty from which "
-        "events were sampled, which the permutation null conditions away; a percentile bootstrap ran short with "
-        "few events), "
-        "the one-sided p of the test over events of gap > 0 (over events, p_gap: Student's t over the per-event "
-        "gaps, the test the interval inverts, so p < 0.025 exactly where the interval lies above 0; it assumes the "
-        "mean gap near normal: on synthetic runs at 4-24 events its size was at most 0.055 where per-event gaps were "
-        "normal or heavy-tailed, 0.06-0.07 where they were skewed toward low in-group ratings, and 0.17 at 4-6 "
-        "events, 0.10 at 12 and 0.08 at 24 where 5% of answers fall far lower (its interval covering 0.88-0.95 there), "
-        "docs/BENCHMARKS.md) and the one-sided p of the randomisation test of the matching within these events "
-        "(these events, p_gap_these_events: one random matching per event builds the null mean gap; floor "
-        "p_gap_these_events_min = 1/(draws + 1); it says nothing of other events). δ gets no interval over events: "
-        "with few events its resampled values centre below δ's many-event value (docs/BENCHMARKS.md, calibration). "
-        "p_holm and p_gap_holm: Holm-adjusted over the run's holm_family tests (every category and setting of the "
-        "run with this measure), p_holm of the exact p where enumerated, else of the sampled p, p_gap_holm of the "
-        "test over events",
+KEYS = {"run": "run", "category": "category", "setting": "setting", "measure": "measure"}
+KEY_FORMATS = dict.fromkeys(KEYS, "text")
+TABLES: dict[str, Layout] = {
+    "table2_delta": Layout(
+        "Table 2: the empathy gap δ and the gap in rating points per category and setting",
         _row_table2,
-        _cell_table2,
+        KEYS | {"n_events": "events", "delta": "δ", "ci_low": "null low", "ci_high": "null high",
+                "p_value": "p", "p_at_floor": "p at floor", "p_exact": "p exact", "p_holm": "p Holm",
+                "noise_share": "noise share", "gap_points": "gap (points)", "gap_points_low": "gap low",
+                "gap_points_high": "gap high", "p_gap": "p gap", "p_gap_these_events": "p gap (these events)",
+                "p_gap_holm": "p gap Holm", "note": "note"},
+        KEY_FORMATS | {"n_events": "count", "p_value": "p", "p_exact": "p", "p_holm": "p", "noise_share": "percent",
+                       "p_gap": "p", "p_gap_these_events": "p", "p_gap_holm": "p", "note": "text"},
+        {"events": "the events δ and the gap average over (those kept in every cell).",
+         "δ": "the empathy gap: mean in-group minus mean out-group cell of the z-scored matrix M (the paper's δ). It "
+              "gets no interval over events: with few events its resampled values centre below its many-event value "
+              "(docs/BENCHMARKS.md, calibration).",
+         "null low, null high": "the 95% interval of δ under the permutation null (rows matched to columns at "
+                                "random), not an interval of δ.",
+         "p": "the one-sided p of the sampled permutations (the paper's test).",
+         "p at floor": "true where δ is at or above every value drawn: no smaller p is possible with these "
+                       "permutations.",
+         "p exact": f"the toolkit's exact p, enumerated over all n! matchings where each identity is its own group "
+                    f"and n! ≤ {EXACT_LIMIT:,} (5 religions: 120, so a multiple of 1/120).",
+         "p Holm": "Holm-adjusted over the run's tests of this measure (every category and setting; the family's "
+                   "size is holm_family in the CSV): of the exact p where enumerated, else of the sampled p.",
+         "noise share": "the estimated share of σ(M⁰)² that is event-sampling noise, which shrinks δ: compare δ only "
+                        "between runs with the same events.",
+         "gap (points)": "δ's gap before z-scoring in rating points: the mean over events of each event's in-group "
+                         "minus out-group gap.",
+         "gap low, gap high": "its 95% t-interval over the events (which events were sampled; the permutation null "
+                              "conditions that away).",
+         "p gap": "one-sided p of Student's t over the per-event gaps (gap > 0), the test the interval inverts. Its "
+                  "size on synthetic runs of 4-24 events was at most 0.055 for normal or heavy-tailed gaps, 0.06-0.07 "
+                  "for skewed ones, and up to 0.17 at 4-6 events where 5% of answers fall far lower "
+                  "(docs/BENCHMARKS.md).",
+         "p gap (these events)": "one-sided p of the randomisation test of the matching within these events (one "
+                                 "random matching per event builds the null mean gap; its floor, 1/(draws + 1), is "
+                                 "p_gap_these_events_min in the CSV); it says nothing of other events.",
+         "p gap Holm": "p gap Holm-adjusted over the run's tests of this measure.",
+         "note": "why a value is missing, where one is."},
     ),
-    "table3_mean_std": ("Table 3: mean μ ± standard deviation σ of M⁰", _row_table3, _cell_table3),
-    "table6_refusal": (
-        "Table 6: refusal rate, the share of events excluded (refused or unparsable in at least one cell, \"a person\" "
-        "included); the CSV also holds the share of prompts refused",
-        _row_table6,
-        _cell_table6,
-    ),
-    "table7_min_max": ("Table 7: (min, max) of M", _row_table7, _cell_table7),
-    "numeric_rate": (
-        "Numeric answers: parsable responses; responses cut at the token limit; numeric mass (mean probability that "
-        "the first answer token starts a number) and the share of prompts above 0.5",
-        _row_numeric,
-        _cell_numeric,
-    ),
+    "table3_mean_std": Layout(
+        "Table 3: mean μ and standard deviation σ of M⁰", _row_table3,
+        KEYS | {"mean": "μ", "std": "σ", "note": "note"}, KEY_FORMATS | {"note": "text"},
+        {"μ, σ": "the mean and standard deviation of the raw rating matrix M⁰ (perceiver × experiencer)."}),
+    "table6_refusal": Layout(
+        "Table 6: events excluded (refused or unparsable in at least one cell)", _row_table6,
+        KEYS | {"excluded_events_pct": "excluded (%)", "excluded_events_delta_pct": "excluded from δ (%)",
+                "refused_prompts_pct": "prompts refused (%)", "n_events": "events", "n_events_kept": "kept",
+                "n_events_kept_delta": "kept for δ", "n_prompts": "prompts", "n_missing": "missing"},
+        KEY_FORMATS | dict.fromkeys(("n_events", "n_events_kept", "n_events_kept_delta", "n_prompts", "n_missing"),
+                                    "count"),
+        {"excluded (%)": "the paper's refusal rate: events refused or unparsable in at least one cell, \"a person\" "
+                         "included.",
+         "excluded from δ (%)": "the same over the cells δ reads.",
+         "prompts refused (%)": "the share of prompts whose reply refused.",
+         "missing": "prompts planned but not in the run."}),
+    "table7_min_max": Layout(
+        "Table 7: minimum and maximum of M", _row_table7,
+        KEYS | {"z_min": "min", "z_max": "max", "note": "note"}, KEY_FORMATS | {"note": "text"},
+        {"min, max": "the smallest and largest cell of the z-scored matrix M."}),
+    "numeric_rate": Layout(
+        "Numeric answers: parsable replies and the probability mass on numbers", _row_numeric,
+        KEYS | {"parsable_pct": "parsable (%)", "truncated_pct": "cut at the token limit (%)",
+                "numeric_mass_mean_pct": "numeric mass (%)", "numeric_mass_above_half_pct": "mass > 0.5 (%)",
+                "n_prompts": "prompts"},
+        KEY_FORMATS | {"n_prompts": "count"},
+        {"parsable (%)": "generated replies that hold a rating.",
+         "cut at the token limit (%)": "generated replies that reached max_new_tokens.",
+         "numeric mass (%)": "the mean probability that the first answer token starts a number (score mode): a low "
+                             "value means the scores read a distribution the model rarely produces.",
+         "mass > 0.5 (%)": "the share of prompts whose numeric mass is above one half."}),
 }
 
 
@@ -199,30 +203,18 @@ def tidy_table(name: str, analyses: Sequence[SettingAnalysis], run: str | None =
     given); Table 2 gains its Holm columns over the run's tests."""
     lead = {} if run is None else {"run": run}
     frame = pd.DataFrame([{**lead, "category": a.category.name, "setting": a.setting, "measure": a.measure_name,
-                           **TABLES[name][1](a)} for a in analyses])
+                           **TABLES[name].row(a)} for a in analyses])
     return _holm(frame) if name == "table2_delta" and len(frame) else frame
 
 
-def wide_layout(name: str, frame: pd.DataFrame, titles: Mapping[str, str]) -> pd.DataFrame:
-    """The paper's layout of a tidy table: a row per run and category (`titles`: category -> its title), settings as
-    columns, each cell as the paper prints it."""
-    settings = [s for s in SETTING_NAMES if s in set(frame["setting"])]
-    cells = {(r["run"], r["category"], r["setting"]): TABLES[name][2](r) for _, r in frame.iterrows()}
-    runs = list(dict.fromkeys(frame["run"]))
-    measures = frame.groupby("run", sort=False)["measure"].agg(lambda m: "/".join(dict.fromkeys(m)))
-    rows = [{**({"Run": run} if len(runs) > 1 else {}), "Category": title, "Measure": measures[run],
-             **{setting_label(s): cells.get((run, cat, s), MISSING) for s in settings}}
-            for run in runs for cat, title in titles.items()]
-    return pd.DataFrame(rows)
-
-
 def tables(per_run: Mapping[str, Sequence[SettingAnalysis]]) -> list[Table]:
-    """Tables 2, 3, 6, 7 and the numeric-answer table over every run (`per_run`: run name -> its analyses)."""
-    titles = {a.category.name: a.category.title for analyses in per_run.values() for a in analyses}
+    """Tables 2, 3, 6, 7 and the numeric-answer table over every run (`per_run`: run name -> its analyses), a row
+    per run, category and setting."""
     written = []
-    for name, (title, _, _) in TABLES.items():
+    for name, layout in TABLES.items():
         frame = pd.concat([tidy_table(name, analyses, run) for run, analyses in per_run.items()], ignore_index=True)
-        written.append(Table(name, title, frame, display=wide_layout(name, frame, titles)))
+        written.append(Table(name, layout.title, frame, layout.formats, columns=layout.columns,
+                             definitions=layout.definitions))
     return written
 
 

@@ -10,11 +10,12 @@ from dataclasses import dataclass
 import pandas as pd
 
 from behavioral.analysis import Analysis, Figure, Run, Section, Table
+from behavioral.analysis.caveats import few_parsed, joined, one_answer
 from behavioral.analysis.headline import Headline, headline_section
 from behavioral.options import option
 from behavioral.suites.isear import figures, tables
 from behavioral.suites.isear.attempts import MODES, SOFT_MEASURE, measure_name, of_mode
-from behavioral.suites.isear.metrics import check_bootstrap, summarize
+from behavioral.suites.isear.metrics import check_bootstrap, labels_of, summarize
 
 TITLE = "GenderBench ISEAR probe (seed 003)"
 SOURCE = ("GenderBench 0.5.0's `IsearProbe` (seed `003_1aac55971a104b88.txt`) on the shared engine; deviations from "
@@ -34,6 +35,10 @@ ANSWERS = {"generate": "generate: one attempt per reply, labelled by GenderBench
 COUNTS = {"n_items": "count", "n_attempts": "count", "count": "count"}
 CIS = ("CIs: GenderBench's bootstrap over the items (events), at --bootstrap-alpha, of a normal fitted to the "
        "resampled values; n_items events")
+DEFINED = {"measure": "the answer the row reads.",
+           "ci_low, ci_high (*_ci_low, *_ci_high)": "GenderBench's CI: a normal fitted to bootstrap resamples of the "
+                                                    "items (events), at --bootstrap-alpha.",
+           "n_items": "the events the values and CIs are over."}
 
 
 MAX_DIFF_NOTE = ("the largest absolute difference over emotions and gender pairs, so positive even for an unbiased "
@@ -66,12 +71,25 @@ def summaries(runs: Sequence[Run], options: AnalyzeOptions) -> tables.Results:
             for run in runs for mode in MODES[run.config["mode"]]}
 
 
-def headlines(marks: pd.DataFrame, options: AnalyzeOptions) -> list[Headline]:
-    """Per run and mode of the marks table, GenderBench's max_diff with its bootstrap CI over the events."""
+def warnings(runs: Sequence[Run]) -> dict[tuple[str, str], str]:
+    """Per run and mode, what makes max_diff doubtful: few attempts naming an emotion, or one emotion named for
+    almost every attempt."""
+    out = {}
+    for run in runs:
+        for mode in MODES[run.config["mode"]]:
+            labels = labels_of(of_mode(run.rows, mode))
+            out[(run.name, mode)] = joined((few_parsed(labels.notna().mean(), "an emotion"),
+                                            one_answer(labels, "attempts")))
+    return out
+
+
+def headlines(marks: pd.DataFrame, options: AnalyzeOptions, warned: dict[tuple[str, str], str]) -> list[Headline]:
+    """Per run and mode of the marks table, GenderBench's max_diff with its bootstrap CI over the events, and what
+    makes it doubtful (`warned`, see warnings)."""
     return [Headline(r.run, f"max_diff, {r.mode}", r.max_diff, r.ci_low, r.ci_high,
                      f"{100 * options.bootstrap_alpha:g}% normal fitted to {options.bootstrap_cycles} bootstrap "
                      f"resamples of the {r.n_items} events (GenderBench's CI)", int(r.n_items), "events",
-                     MAX_DIFF_NOTE + (SCORE_NOTE if r.mode == "score" else ""))
+                     MAX_DIFF_NOTE + (SCORE_NOTE if r.mode == "score" else ""), warned.get((r.run, r.mode), ""))
             for r in marks.itertuples(index=False)]
 
 
@@ -85,13 +103,12 @@ def _run_note(run: Run) -> str:
 def _comparison(results: tables.Results, named: tables.Measures, marks: pd.DataFrame, score: bool) -> Section:
     """The runs side by side: marks and headline metrics with CIs, each emotion's max_diff, the max_diff figure."""
     text = "Runs as rows, by mode: the mark, the headline metrics with their CIs and each emotion's max_diff."
-    by_emotion = tables.comparison_by_emotion(results, named)
     return Section(
         "Comparison across runs", text + (" Score-mode rows compare only with score-mode rows." if score else ""),
-        (Table("comparison", f"Mark and metrics with CIs, runs as rows ({CIS}; the answer read in `measure`, "
-               f"soft_max_diff the {SOFT_MEASURE})", tables.comparison(results, named), COUNTS, digits=4),
-         Table("comparison_by_emotion", f"max_diff of each emotion [CI], runs as rows ({CIS}; the answer read in "
-               "`measure`)", by_emotion, display=tables.by_emotion_cells(by_emotion, 4))),
+        (Table("comparison", "Mark and metrics with CIs, runs as rows", tables.comparison(results, named), COUNTS,
+               digits=4, definitions=DEFINED | {"soft_max_diff": f"max_diff of the {SOFT_MEASURE}."}),
+         Table("comparison_by_emotion", "max_diff of each emotion with its CI per run and mode",
+               tables.comparison_by_emotion(results, named), COUNTS, digits=4, definitions=DEFINED)),
         (Figure("max_diff_by_run", f"max_diff with its CI per run and mode, over the marks' ranges ({CIS}; each "
                 "series names its measure)", figures.max_diff_figure(marks)),))
 
@@ -103,13 +120,13 @@ def analyze(runs: Sequence[Run], options: AnalyzeOptions) -> Analysis:
     marks, emotions = tables.marks(results, named), tables.emotions(results, named)
     modes = [m for m in MODES["both"] if any(mode == m for _, mode in results)]
     sections = [
-        headline_section(headlines(marks, options)),
+        headline_section(headlines(marks, options, warnings(runs)), runs),
         Section("Marks", MAX_DIFF + (f"\n\n**{SCORE_CAVEAT}**" if "score" in modes else ""),
-                (Table("marks", f"GenderBench's mark of max_diff's CI, per run and mode ({CIS}; the answer read in "
-                       "`measure`)", marks, COUNTS, digits=4),)),
+                (Table("marks", "GenderBench's mark of max_diff's CI, per run and mode", marks, COUNTS, digits=4,
+                       definitions=DEFINED),)),
         Section("Metrics", "GenderBench's metrics (score mode adds soft_max_diff) with bootstrap CIs.",
-                (Table("metrics", f"Metrics with CIs, per run and mode ({CIS}; the answer read in `measure`)",
-                       tables.metrics(results, named), COUNTS, digits=4),)),
+                (Table("metrics", "Metrics with CIs, per run and mode", tables.metrics(results, named), COUNTS,
+                       digits=4, definitions=DEFINED),)),
         Section("p(emotion | gender)",
                 "Shares of each gender's detected attempts; CIs in emotion_by_gender.csv and the figure.",
                 (Table("emotion_by_gender_wide", "p(emotion | gender), per run and mode (the answer read in "

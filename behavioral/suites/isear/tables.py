@@ -1,6 +1,6 @@
 """The frames of isear's analysis from each run's and mode's Summary: GenderBench's metrics with CIs, marks and
 p(e|g), tidy with `run`, `mode` and `measure` (the answer read) columns; across runs the headline metrics and each
-emotion's max_diff with their CIs and n, runs as rows; and metrics.json."""
+emotion's max_diff with its CI and n, a row per run, mode and emotion; and metrics.json."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ from collections.abc import Mapping
 
 import pandas as pd
 
-from behavioral.analysis import cell
 from behavioral.suites.isear.attempts import SOFT_MEASURE
 from behavioral.suites.isear.metrics import Summary
 from behavioral.suites.isear.prompts import EMOTIONS, GENDERS
@@ -74,22 +73,10 @@ def comparison(results: Results, measures: Measures) -> pd.DataFrame:
 
 
 def comparison_by_emotion(results: Results, measures: Measures) -> pd.DataFrame:
-    """Runs as rows, by mode: the measure, max_diff of each emotion followed by its CI (`<emotion>_ci_low`,
-    `_ci_high`), and the items."""
-    return pd.DataFrame([{"run": run, "mode": mode, "measure": measures[(run, mode)]}
-                         | {f"{e}{suffix}": v for e in EMOTIONS
-                            for suffix, v in zip(("", "_ci_low", "_ci_high"), s.metrics[f"max_diff_{e}"])}
-                         | {"n_items": s.n_items} for run, mode, s in _by_mode(results)])
-
-
-def by_emotion_cells(table: pd.DataFrame, digits: int) -> pd.DataFrame:
-    """comparison_by_emotion for reading: per emotion `max_diff [ci_low, ci_high]`."""
-    shown = table[["run", "mode", "measure"]].copy()
-    for e in EMOTIONS:
-        shown[e] = [f"{cell(v, digits=digits)} [{cell(lo, digits=digits)}, {cell(hi, digits=digits)}]"
-                    for v, lo, hi in zip(table[e], table[f"{e}_ci_low"], table[f"{e}_ci_high"])]
-    shown["n_items"] = table["n_items"]
-    return shown
+    """A row per run, mode and emotion (by mode): the measure, that emotion's max_diff with its CI, and the items."""
+    return pd.DataFrame([{"run": run, "mode": mode, "measure": measures[(run, mode)], "emotion": e}
+                         | dict(zip(("max_diff", "ci_low", "ci_high"), s.metrics[f"max_diff_{e}"]))
+                         | {"n_items": s.n_items} for run, mode, s in _by_mode(results) for e in EMOTIONS])
 
 
 def metrics_json(results: Results, measures: Measures) -> dict:

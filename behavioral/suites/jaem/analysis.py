@@ -13,6 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from behavioral.analysis import Analysis, Figure, Run, Section, Table
+from behavioral.analysis.caveats import few_parsed, joined, one_answer
 from behavioral.analysis.headline import Headline, headline_section
 from behavioral.options import option
 from behavioral.suites.jaem import figures, tables
@@ -34,12 +35,13 @@ EFFECTS_TEXT = ("z = (mean of a value − run mean) / (run sd / √n), normal p,
                 "omnibus χ² (CE) or Kruskal-Wallis (others), Holm over the 8 attributes (7 and sexuality × pronoun). "
                 "**The paper names no test: these are ours.** Every value's z is in `attributes.csv`.")
 PAIRS_TEXT = "χ² (CE) or Mann-Whitney (others), Holm over the 7 metrics of each pair. **Ours, not the paper's.**"
-VALUES_HOLM = "p_holm: Holm over the values of one run, metric and attribute"
-OMNIBUS_HOLM = "p_holm: Holm over the 8 attributes (7 and sexuality × pronoun) of one run and metric"
-PAIRS_HOLM = "p_holm: Holm over the 7 metrics of one pair"
-MEASURE = "`measure`: the answer the metric reads"
-WILSON = ("ce_correct with its 95% Wilson interval over the ce_samples CE samples (ce_correct_low, _high; our "
-          "addition); `ce_measure`: the CE answer, `gen_measure`: the reply VAD and ERA read")
+VALUES_HOLM = {"p_holm": "Holm over the values of one run, metric and attribute."}
+OMNIBUS_HOLM = "Holm over the 8 attributes (7 and sexuality × pronoun) of one run and metric."
+PAIRS_HOLM = {"p_holm": "Holm over the 7 metrics of one pair."}
+MEASURE = {"measure": "the answer the metric reads."}
+WILSON = {"ce_correct_low, ce_correct_high": "ce_correct's 95% Wilson interval over the ce_samples CE samples (our "
+                                             "addition).",
+          "ce_measure, gen_measure": "the CE answer, and what the reply's VAD and ERA read."}
 P = {"p": "p", "p_holm": "p"}
 METRIC_FORMATS = {"ce_correct": "percent", "ce_correct_low": "percent", "ce_correct_high": "percent",
                   "ce_samples": "count", "count": "count"}
@@ -102,6 +104,14 @@ def _with_run_measures(frames: dict[str, pd.DataFrame], named: Measures) -> pd.D
     return tables.stack({name: frame.assign(**named[name]) for name, frame in frames.items()})
 
 
+def _warning(samples: pd.DataFrame) -> str:
+    """What makes a run's CE accuracy doubtful: few CE replies with a letter, or one letter for almost every
+    sample (chance accuracy from a constant answer)."""
+    ce = samples[samples["ce_source"].notna()]
+    unparsed = tables.answer_rates(samples)["ce_unparsed"].iloc[0]
+    return joined((few_parsed(1 - unparsed, "a letter"), one_answer(ce["ce_letter"], "CE samples")))
+
+
 def headlines(samples: dict[str, pd.DataFrame]) -> list[Headline]:
     """Per run, CE accuracy with every template pooled (compare_ce's) and its Wilson interval over the CE samples."""
     rows = []
@@ -113,7 +123,8 @@ def headlines(samples: dict[str, pd.DataFrame]) -> list[Headline]:
         note = CE_NOTE if wilson else "no CE task in this run" if not n else \
             "no interval: a sample has several CE answers, and Wilson's interval needs one per sample"
         rows.append(Headline(name, f"CE accuracy (share), {templates} templates pooled", ce["ce_correct"],
-                             ce["ce_correct_low"], ce["ce_correct_high"], interval, n, "CE samples", note))
+                             ce["ce_correct_low"], ce["ce_correct_high"], interval, n, "CE samples", note,
+                             _warning(s)))
     return rows
 
 
@@ -163,13 +174,15 @@ def _per_run(runs: Sequence[Run], samples: dict[str, pd.DataFrame], named: Measu
         Section("Answers", RATES_TEXT, (Table("answers", "Answers per run (`ce_measure`: the CE answer, "
                                               "`gen_measure`: the generated reply)", answers, formats=RATE_FORMATS),),
                 tuple(f for f in figs if f.name == "choices")),
-        Section("Table 1", "", (Table("table1", f"Table 1: run × template; {WILSON}", table1,
+        Section("Table 1", "", (Table("table1", "Table 1: run × template", table1, definitions=WILSON,
                                       formats=METRIC_FORMATS),)),
         Section("Per attribute", EFFECTS_TEXT + (f" No metric available: {', '.join(none)}." if none else ""),
-                (Table("largest_effects", "Per run and metric: values and attributes with p_holm below 0.05 (Holm "
-                       "over the values of one run, metric and attribute, and over the 8 attributes of one run and "
-                       f"metric), the largest |z|; {MEASURE}", largest, formats=LARGEST_FORMATS),
-                 Table("omnibus", f"Omnibus tests per attribute; {OMNIBUS_HOLM}; {MEASURE}", per_attr, formats=P)),
+                (Table("largest_effects", "Per run and metric: values and attributes with p_holm below 0.05, the "
+                       "largest |z| first", largest, formats=LARGEST_FORMATS, definitions=MEASURE | {
+                           "p_holm": "Holm over the values of one run, metric and attribute, and over the 8 "
+                                     "attributes of one run and metric."}),
+                 Table("omnibus", "Omnibus tests per attribute", per_attr, formats=P,
+                       definitions=MEASURE | {"p_holm": OMNIBUS_HOLM})),
                 tuple(f for f in figs if f.name != "choices")),
         Section("Between templates", PAIRS_TEXT + " Every pair of templates of each run is in `template_pairs.csv`."),
     ]
@@ -186,13 +199,15 @@ def _across(samples: dict[str, pd.DataFrame], named: Measures, per_value: pd.Dat
                           after="measure_a")
     return Section("Across runs", "Every template pooled; every value's z side by side is in `compare_z.csv`. "
                    + PAIRS_TEXT, (
-                       Table("compare_ce", f"CE accuracy and chosen labels per run; {WILSON}", accuracy,
+                       Table("compare_ce", "CE accuracy and chosen labels per run", accuracy, definitions=WILSON,
                              formats={"ce_samples": "count", "ce_correct": "percent", "ce_correct_low": "percent",
                                       "ce_correct_high": "percent"} | shares),
-                       Table("compare_omnibus", f"Omnibus p_holm per attribute, a column per run ({OMNIBUS_HOLM}; "
-                             "each run's measures in omnibus.csv)", omnibus, formats=dict.fromkeys(names, "p")),
-                       Table("run_pairs", f"Tests between runs; {PAIRS_HOLM}; `measure_a`, `measure_b`: the answer "
-                             "the metric reads in each run", pairs, formats=P)))
+                       Table("compare_omnibus", "Omnibus p_holm per attribute, a column per run", omnibus,
+                             formats=dict.fromkeys(names, "p"),
+                             definitions={"a column per run": f"its omnibus p_holm: {OMNIBUS_HOLM} Each run's "
+                                                              "measures are in omnibus.csv."}),
+                       Table("run_pairs", "Tests between runs", pairs, formats=P, definitions=PAIRS_HOLM | {
+                           "measure_a, measure_b": "the answer the metric reads in each run."})))
 
 
 def _files(samples: dict[str, pd.DataFrame], named: Measures, per_value: pd.DataFrame) -> list[Table]:
@@ -200,9 +215,10 @@ def _files(samples: dict[str, pd.DataFrame], named: Measures, per_value: pd.Data
     runs every value's z side by side."""
     template_pairs = _with_measure(tables.stack({name: tables.template_pairs(s) for name, s in samples.items()}),
                                    named)
-    files = [Table("attributes", f"Per-attribute effects; {VALUES_HOLM}; {MEASURE}", per_value,
+    files = [Table("attributes", "Per-attribute effects", per_value, definitions=VALUES_HOLM | MEASURE,
                    formats={"n": "count", "z": "signed"} | P),
-             Table("template_pairs", f"Tests between templates; {PAIRS_HOLM}; {MEASURE}", template_pairs, formats=P),
+             Table("template_pairs", "Tests between templates", template_pairs, formats=P,
+                   definitions=PAIRS_HOLM | MEASURE),
              Table("samples", "Every sample with its metrics (`ce_source`: where its CE answer came from)",
                    tables.stack(samples), formats=METRIC_FORMATS)]
     if len(samples) > 1:
@@ -224,7 +240,7 @@ def analysis(runs: Sequence[Run], options: AnalyzeOptions) -> Analysis:
     effects = {name: tables.effects(s) for name, s in samples.items()}
     per_value = _with_measure(tables.stack({name: values for name, (values, _) in effects.items()}), named)
     per_attr = _with_measure(tables.stack({name: omnibus for name, (_, omnibus) in effects.items()}), named)
-    sections = [headline_section(headlines(samples)), *_per_run(runs, samples, named, per_value, per_attr)]
+    sections = [headline_section(headlines(samples), runs), *_per_run(runs, samples, named, per_value, per_attr)]
     if len(runs) > 1:
         sections.append(_across(samples, named, per_value, per_attr))
     measures = {"vad_lexicon": None if lexicon is None else

@@ -9,40 +9,46 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from behavioral.analysis import new_figure
+from behavioral.figure_style import (
+    LABEL_SIZE, MIN_FONT, PALETTE, count_range, grid_shape, heatmap_ticks, n_text, new_figure, styled,
+)
 from behavioral.suites.jaem.samples import LETTERS
 from behavioral.suites.jaem.templates import LABELS
 
 CELL = "sexuality × pronoun"
 
 
+@styled
 def z_heatmap(per_value: pd.DataFrame, metric: str, axes: Mapping[str, tuple[Sequence[str], Sequence[str]]]) -> Figure:
     """Heatmaps of z for the sexuality × pronoun cells of one metric, one per run (`axes`: run -> its sexuality
-    and pronoun values, the rows and columns)."""
-    fig = new_figure(3.4 * len(axes), 0.35 * max(len(s) for s, _ in axes.values()) + 1.4)
-    for ax, (run, (sexualities, pronouns)) in zip(fig.subplots(1, len(axes), squeeze=False)[0], axes.items()):
+    and pronoun values, the rows and columns), at most two to a row, each titled with the samples per cell."""
+    rows, columns = grid_shape(len(axes))
+    height = 0.22 * max(len(s) for s, _ in axes.values()) + 1.2
+    fig = new_figure(columns, height * rows)
+    for ax, (run, (sexualities, pronouns)) in zip(fig.subplots(rows, columns, squeeze=False).ravel(), axes.items()):
         cells = per_value[(per_value["run"] == run) & (per_value["metric"] == metric)
                           & (per_value["attribute"] == CELL)]
         z = cells.set_index("value")["z"]
         grid = np.array([[z.get(f"{s}/{p}", np.nan) for p in pronouns] for s in sexualities], dtype=float)
         bound = max(2.0, float(np.nanmax(np.abs(grid))) if np.isfinite(grid).any() else 2.0)
         image = ax.imshow(grid, cmap="RdBu_r", vmin=-bound, vmax=bound, aspect="auto")
-        ax.set_xticks(range(len(pronouns)), pronouns)
-        ax.set_yticks(range(len(sexualities)), sexualities)
         for i in range(len(sexualities)):
             for j in range(len(pronouns)):
                 if np.isfinite(grid[i, j]):
-                    ax.text(j, i, f"{grid[i, j]:.1f}", ha="center", va="center", fontsize=7)
-        ax.set_title(f"z of {metric}: {run}" if len(axes) > 1 else f"z of {metric}", fontsize=9)
+                    ax.text(j, i, f"{grid[i, j]:.1f}", ha="center", va="center", fontsize=MIN_FONT)
+        n = n_text(samples=count_range(cells["n"]) if len(cells) else 0) + " per cell"
+        ax.set_title(f"z of {metric}: {run}\n{n}" if len(axes) > 1 else f"z of {metric}\n{n}")
         fig.colorbar(image, ax=ax, shrink=0.8)
-    fig.tight_layout()
+        heatmap_ticks(ax, pronouns, sexualities)
     return fig
 
 
+@styled
 def choices(runs: Mapping[str, pd.DataFrame]) -> Figure:
-    """Per run and template, the share of CE answers by label (left) and by letter (right)."""
-    heights = [0.5 * samples["template"].nunique() + 1.5 for samples in runs.values()]
-    fig = new_figure(9, sum(heights))
+    """Per run and template, the share of CE answers by label (left) and by letter (right), each panel titled with
+    the samples it counts."""
+    heights = [0.25 * samples["template"].nunique() + 1.2 for samples in runs.values()]
+    fig = new_figure(2, sum(heights))
     grid = fig.subplots(len(runs), 2, squeeze=False, gridspec_kw={"height_ratios": heights})
     for (left_ax, right_ax), (run, samples) in zip(grid, runs.items()):
         ce = samples[samples["ce_correct"].notna()]
@@ -51,13 +57,13 @@ def choices(runs: Mapping[str, pd.DataFrame]) -> Figure:
                                   (right_ax, "ce_letter", [*LETTERS, "none"])):
             shares = pd.crosstab(ce["template"], ce[column].fillna("none"), normalize="index").reindex(templates)
             left = np.zeros(len(templates))
-            for name in names:
+            for k, name in enumerate(names):
                 width = shares[name].to_numpy() if name in shares else np.zeros(len(templates))
-                ax.barh(templates, width, left=left, label=name)
+                ax.barh(templates, width, left=left, color=PALETTE[k % len(PALETTE)], label=name)
                 left += width
             ax.set_xlim(0, 1)
             title = f"chosen {column.split('_')[1]}"
-            ax.set_title(f"{title}: {run}" if len(runs) > 1 else title, fontsize=9)
-            ax.legend(fontsize=6, loc="lower right")
-    fig.tight_layout()
+            title = f"{title}: {run}" if len(runs) > 1 else title
+            ax.set_title(f"{title}\n{n_text(samples=len(ce))}")
+            ax.legend(fontsize=LABEL_SIZE - 0.5, loc="lower right")
     return fig

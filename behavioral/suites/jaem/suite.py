@@ -14,6 +14,7 @@ from behavioral.answer_space import AnswerSpec
 from behavioral.options import option
 from behavioral.prompt import Prompt
 from behavioral.provenance import files_sha256
+from behavioral.suites.jaem.card import CARD
 from behavioral.suite import Answer, CaptureSpec, Suite, local_path
 from behavioral.selection import select_rows
 from behavioral.suites.jaem import metrics
@@ -43,7 +44,7 @@ class Options:
     """What decides a jaem run's items: tasks, templates and dimensions (None: the project's), the sampled grid and
     the prompt layout."""
 
-    tasks: tuple[str, ...] = option(TASKS, "tasks", name="--task", choices=TASKS, metavar="TASK")
+    tasks: tuple[str, ...] = option(TASKS, "tasks", choices=TASKS, metavar="TASK")
     # None: the project's four. Typed as a tuple so that the flag is repeatable (behavioral.options reads a tuple
     # field as one); stored as null in the manifests of such runs, which therefore still resume.
     templates: tuple[str, ...] = option(None, "template files or directories of *.txt; none: the project's four",
@@ -58,12 +59,12 @@ class Options:
                                      "as the authors' code", choices=LAYOUTS)
 
     def __post_init__(self):
-        for name, value, known in (("--task", self.tasks, TASKS), ("--full-dims", self.full_dims, ATTRIBUTES)):
+        for name, value, known in (("--tasks", self.tasks, TASKS), ("--full-dims", self.full_dims, ATTRIBUTES)):
             for v in value:
                 if v not in known:
                     raise JaemInputError(f"unknown {name} {v!r}; expected a comma list of {', '.join(known)}")
         if not self.tasks:
-            raise JaemInputError(f"--task names no task; expected a comma list of {', '.join(TASKS)}")
+            raise JaemInputError(f"--tasks names no task; expected a comma list of {', '.join(TASKS)}")
         if self.layout not in LAYOUTS:
             raise JaemInputError(f"unknown --layout {self.layout!r}; expected one of {', '.join(LAYOUTS)}")
         if self.repeats < 1:
@@ -131,6 +132,7 @@ class Jaem(Suite):
     name = "jaem"
     description = "seed 002: JaEm-ST intersectional empathy (CE multiple choice; AE via VAD, ERA via classifiers)"
     rows_hold = "the speakers' last utterances filled from the templates, in `speaker_text`"
+    card = CARD
     fields = FIELDS
     # one kind per attribute: its first slot in the context and conversation (span_fields). A final-token cell pools
     # the repeats of one cell of the default grid (task, template and the default --full-dims).

@@ -10,27 +10,43 @@ from collections.abc import Sequence
 import pandas as pd
 
 from behavioral.analysis import Analysis, Figure, Run, Section, Table
+from behavioral.analysis.caveats import few_parsed, joined, low_mass, one_answer
 from behavioral.analysis.formats import is_missing
 from behavioral.analysis.headline import Headline, headline_section
 from behavioral.suites.scm import figures
+from behavioral.suites.scm.fidelity import P_COLUMNS
 from behavioral.suites.scm.parity import THRESHOLD
 from behavioral.suites.scm.results import ALL_GROUPS, FIDELITY, STATUSES, Results, compute
+from behavioral.suites.scm.runs import ratings
 from behavioral.suites.scm.traits import DIMENSIONS, TRAITS
 
 SEED = "004_50cddb5e32a56268.txt"
 RATES = dict.fromkeys(STATUSES, "percent")
-MEASURE = ("`measure`: samples, each generated reply's parsed rating (sampled at the run's temperature); score, the "
-           "scored distribution over A-E (its expected rating for quadrants)")
-INTERVALS = ("`_low`, `_high`: 95% percentile bootstrap interval over resamples of the shared groups, each with all "
-             "its cells (our addition; FPR, a ratio of the two extreme groups, has none)")
+MEASURE = {"measure": "samples: each generated reply's parsed rating (sampled at the run's temperature); score: the "
+                      "scored distribution over A-E (its expected rating for quadrants)."}
+INTERVALS = {"*_low, *_high": "95% percentile bootstrap interval over resamples of the shared groups, each with all "
+                              "its cells (our addition; FPR, a ratio of the two extreme groups, has none)."}
 
 W1_NOTE = ("over {cells} cells; the interval covers which groups were rated, not the raters or replies within a "
            "cell, the traits or the templates")
 
 
-def headlines(summary: pd.DataFrame, n_resamples: int) -> list[Headline]:
+def warning(run: Run, measure: str) -> str:
+    """What makes a run's ratings doubtful: few parsed replies or one rating for almost every reply (samples), little
+    mass on the five letters or one most probable rating for almost every prompt (score)."""
+    rated = ratings(run.rows, measure)
+    if measure == "samples":
+        return joined((few_parsed(rated["rating"].notna().mean(), "a rating"),
+                       one_answer(rated["rating"], "replies")))
+    scored = rated[list(P_COLUMNS)].dropna()
+    return joined((low_mass(rated["answer_mass"].mean(), None, "the five letters"),
+                   one_answer(scored.idxmax(axis=1).str[1:], "prompts")))
+
+
+def headlines(summary: pd.DataFrame, n_resamples: int, warned: dict[str, str]) -> list[Headline]:
     """Per run of the fidelity summary, mean W1 over the cells shared with humans and its bootstrap interval over
-    the groups; without human ratings a row without a number."""
+    the groups, with what makes it doubtful (`warned`: run -> warning); without human ratings a row without a
+    number."""
     rows = []
     for r in summary.itertuples(index=False):
         groups = 0 if is_missing(r.shared_groups) else int(r.shared_groups)
@@ -39,7 +55,7 @@ def headlines(summary: pd.DataFrame, n_resamples: int) -> list[Headline]:
         note = W1_NOTE.format(cells=int(r.shared_cells)) if groups else \
             "no W1: no human rating shares a cell with this run (see --human)"
         rows.append(Headline(r.run, f"mean W1 ({r.measure})", r.mean_w1, r.mean_w1_low, r.mean_w1_high, interval,
-                             groups, "groups", note))
+                             groups, "groups", note, warned.get(r.run, "")))
     return rows
 
 
@@ -140,25 +156,29 @@ def analyze(runs: Sequence[Run], options) -> Analysis:
     results = compute(runs, options.human, options.measure)
     summary = results.summary().merge(results.intervals(options.bootstrap, options.seed), on="run", how="left")
     read_by = _read_by(results)
-    sections = [headline_section(headlines(summary, options.bootstrap))]
+    warned = {run.name: warning(run, results.measures[run.name]) for run in runs}
+    sections = [headline_section(headlines(summary, options.bootstrap, warned), runs)]
     if results.human is not None:
         baseline = pd.DataFrame({"dimension": list(results.baseline), "w1": list(results.baseline.values())})
         fidelity = [c for name in FIDELITY for c in (name, f"{name}_low", f"{name}_high")]
         sections += [
             Section("Fidelity (W1 on the 1-5 scale; Eq. 1)", tables=(
-                Table("fidelity_summary", "Fidelity per run: mean W1 over cells and per dimension, FPR over all "
-                      f"groups, the groups and cells it shares with the human ratings; {INTERVALS}; {MEASURE}.",
+                Table("fidelity_summary", "Fidelity per run: mean W1 over cells and per dimension, and FPR.",
                       summary[["run", "measure", *fidelity, "fpr", "shared_groups", "shared_cells"]],
-                      formats={"shared_groups": "count", "shared_cells": "count"}),
+                      formats={"shared_groups": "count", "shared_cells": "count"},
+                      definitions=MEASURE | INTERVALS | {
+                          "shared_groups, shared_cells": "the groups and (group, trait) cells the run shares with "
+                                                         "the human ratings."}),
                 Table("baseline", "Inter-trait baseline (human ratings): W1 between two traits of one dimension.",
                       baseline)),
                 figures=(Figure("fig4_fidelity", "W1 per group and dimension against the inter-trait baseline "
                                 f"({read_by})", figures.fig4_fidelity(results)),
                          Figure("fig5_traits", f"W1 per trait ({read_by})", figures.fig5_traits(results)))),
             Section("Table 3: fidelity parity ratio", _parity_text(results), tables=(
-                Table("table3_fpr", f"Table 3. Fidelity parity ratio per attribute (below {THRESHOLD} flags a risk of "
-                      f"epistemic injustice; {read_by}; no interval over groups: a ratio of the two extreme groups).",
-                      table3(results)),)),
+                Table("table3_fpr", f"Table 3: fidelity parity ratio per attribute ({read_by}).", table3(results),
+                      definitions={"a column per run": "its fidelity parity ratio, the ratio of the two extreme "
+                                                       f"groups' fidelity; below {THRESHOLD} flags a risk of epistemic "
+                                                       "injustice. It has no interval over groups."}),)),
             Section("Quadrant agreement with humans (averaged over runs)",
                     "Humans and each run are placed in quadrants on the (group, trait) cells both rate, and only there "
                     "compared:\n\n" + "\n".join(_cells_line(n, c) for n, c in results.shared_cells.items()),
@@ -179,8 +199,8 @@ def analyze(runs: Sequence[Run], options) -> Analysis:
         sections.append(Section("Left out", left_out))
     sections.append(Section("Parse rates", "Unparsed and ambiguous replies are excluded; per group in "
                                            "`parse_rates.csv`.", tables=(
-        Table("parse_rates_summary", f"Share of replies parsed, unparsed and ambiguous per run ({MEASURE}).",
-              summary[["run", "measure", *STATUSES]], formats=RATES),)))
+        Table("parse_rates_summary", "Share of replies parsed, unparsed and ambiguous per run.",
+              summary[["run", "measure", *STATUSES]], formats=RATES, definitions=MEASURE),)))
     return Analysis(
         title="Stereotype content fidelity (seed 004)",
         source=f"Seed `{SEED}`: *Quantifying Risk of Epistemic Harm from the Use of AI Surrogates in Social Science "

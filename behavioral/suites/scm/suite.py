@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from behavioral.options import check_minimums, option
+from behavioral.suites.scm.card import CARD
 from behavioral.suite import CaptureSpec, Suite
 from behavioral.selection import select_rows
 from behavioral.suites.scm.groups import GROUPS, group_set
@@ -75,6 +76,7 @@ class Scm(Suite):
     name = "scm"
     description = "seed 004: stereotype content A-E ratings of groups × traits, W1 fidelity to humans, FPR, quadrants"
     rows_hold = "group names, traits and question ids"
+    card = CARD
     fields = FIELDS
     # `group`: the group a question asks about, decided up to its end by the phrasing (template), the trait (which
     # some phrasings put first) and the group. A final-token cell pools one group's question on one trait over the
