@@ -10,12 +10,14 @@ neither continues the word or number (`joy` -> `joyful`, `8` -> `80`) nor follow
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import torch
 
-from behavioral import tree_logits
+from behavioral import tree_bounds, tree_logits
 from behavioral.tree_logits import TreeLogits
 
 SPACE_MARKERS = "Ġ▁ "
@@ -72,6 +74,11 @@ class Scores:
     probability the set holds; `start_mass` the probability that the unconstrained first answer token begins an answer
     of the set (for numbers: any digit). `state` holds final-token activations [hooks, d] (on the model's device, in
     its dtype) when a tracer was active.
+
+    A lazy read (behavioral.lazy_tree) computes `nodes` of the trie's nodes and states how far its numbers can be from
+    the full tree's: `expected_bound` for `expected` (None without values), `probs_bound` for each probability, their
+    total variation distance and `valid_mass`, `entropy_bound` (nats) for the entropy of `probs`
+    (behavioral.tree_bounds). `greedy` is exact either way (its path is always read). A full read has bounds 0.
     """
 
     greedy: int | str
@@ -79,6 +86,10 @@ class Scores:
     valid_mass: float
     start_mass: float
     probs: tuple[float, ...]
+    nodes: int = 0
+    expected_bound: float | None = 0.0
+    probs_bound: float = 0.0
+    entropy_bound: float = 0.0
     state: torch.Tensor | None = field(default=None, compare=False, repr=False)
 
 
@@ -189,14 +200,42 @@ class AnswerTrie:
         """What the trie reads, from the output head's input [B, 1 + T, d] (tree_logits.TreeLogits.of_hidden)."""
         return TreeLogits.of_hidden(hidden, head, torch.unique(self.tokens), self.continues, self.starts, self.top_k)
 
+    @cached_property
+    def value_ranges(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
+        """[T] float64 value of each node's own answer (0 where it completes none), and the least and greatest value
+        of the answers in its subtree (the node included); None unless every label has a value."""
+        values = self.spec.values
+        if values is None:
+            return None
+        node_value = torch.tensor([math.nan if k is None else values[k] for k in self.value_of], dtype=torch.float64)
+        inside = self.ancestry & ~torch.isnan(node_value)[:, None]  # [i, j]: i is an answer in j's subtree
+        column = node_value[:, None].expand_as(inside)
+        return (node_value.nan_to_num(0.0), torch.where(inside, column, math.inf).amin(dim=0),
+                torch.where(inside, column, -math.inf).amax(dim=0))
+
+    def known(self, computed: torch.Tensor) -> torch.Tensor:
+        """[B, T] bool: nodes whose path probability a read with `computed` logit positions [B, 1 + T] knows (the
+        position before each of their tokens is computed)."""
+        before = torch.tensor(self.parents, device=computed.device) + 1
+        missing = (~computed[:, before]).float() @ self.ancestry.T.float().to(computed.device)
+        return missing == 0
+
     def answer_logprobs(self, logits: torch.Tensor | TreeLogits) -> tuple[list, torch.Tensor]:
         """(label names, [B, labels] float64 log-probabilities, each answer's end included) from tree logits (full,
         or reduced)."""
-        tree = self.reduce(logits)
+        return list(self.spec.names), self._label_logp(self._node_logp(self.reduce(logits))[0])
+
+    def _node_logp(self, tree: TreeLogits, computed: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """([B, T] float64 log-probability that the answer is node i's form: its path, then its end; [B, T] float32
+        path log-probabilities). With `computed` [B, 1 + T] (the positions a lazy read computed): -inf below the
+        frontier, and a frontier node's answer taken to end there (behavioral.tree_bounds)."""
         device = tree.lse.device
         column = torch.searchsorted(tree.vocab, self.tokens.to(device))  # node -> its token's column
         node_pos = torch.tensor(self.parents, device=device) + 1
         tok_logp = tree.columns[:, node_pos, column] - tree.lse[:, node_pos]  # [B, T]
+        known = None if computed is None else self.known(computed)
+        if known is not None:
+            tok_logp = tok_logp.masked_fill(~known, 0.0)
         path_logp = tok_logp @ self.ancestry.T.float().to(device)  # [B, T]
         # After node i the answer goes on if the next token continues its word or number (where the form ends in a
         # letter or digit) or follows another form of the set.
@@ -208,63 +247,106 @@ class AnswerTrie:
                 go_on[:, nodes[e]] = torch.logaddexp(go_on[:, nodes[e]], extra[:, e])
         go_on = go_on - tree.lse[:, 1:]
         end_logp = torch.log1p(-go_on.exp().clamp(max=1 - 1e-7))  # [B, T]
-        node_logp = (path_logp + end_logp).double()
-        labels = torch.full((tree.lse.shape[0], len(self.spec.labels)), float("-inf"), dtype=torch.float64,
-                            device=device)
+        if known is not None:
+            path_logp = path_logp.masked_fill(~known, float("-inf"))
+            end_logp = end_logp.masked_fill(~computed[:, 1:], 0.0)
+        return (path_logp + end_logp).double(), path_logp
+
+    def _label_logp(self, node_logp: torch.Tensor) -> torch.Tensor:
+        """[B, labels] log-probabilities: each label's forms' node log-probabilities summed."""
+        labels = torch.full((node_logp.shape[0], len(self.spec.labels)), float("-inf"), dtype=torch.float64,
+                            device=node_logp.device)
         for node, k in enumerate(self.value_of):
             if k is not None:
                 labels[:, k] = torch.logaddexp(labels[:, k], node_logp[:, node])
-        return list(self.spec.names), labels
+        return labels
 
-    def read(self, logits: torch.Tensor | TreeLogits) -> list[Scores]:
+    def reading(self, tree: TreeLogits, computed: torch.Tensor | None = None) -> Reading:
+        """The answer distribution a reduced tree gives, on its device: of the full tree, or (`computed` [B, 1 + T]
+        bool) of the positions a lazy read computed, with the bounds on its distance from the full tree's."""
+        node_logp, path_logp = self._node_logp(tree, computed)
+        label_logp = self._label_logp(node_logp)
+        probs = torch.softmax(label_logp, dim=-1)
+        ranges = self.value_ranges
+        device = probs.device
+        expected = probs @ torch.tensor(self.spec.values, dtype=torch.float64, device=device) if ranges else \
+            torch.full(probs.shape[:1], math.nan, dtype=torch.float64, device=device)
+        n = len(probs)
+        if computed is None:
+            frontier = torch.zeros(n, len(self), dtype=torch.float64, device=device)
+            zero = torch.zeros(n, dtype=torch.float64, device=device)
+            nodes = torch.full((n,), len(self), device=device)
+            bounds = (zero if ranges else expected, zero, zero)
+        else:
+            read = computed[:, 1:]
+            frontier = path_logp.double().exp().masked_fill(read | ~self.known(computed), 0.0)
+            labelled = torch.tensor([k is not None for k in self.value_of], device=device)
+            read_mass = node_logp.exp().masked_fill(~(read & labelled), 0.0)
+            tv = tree_bounds.probs_bound(read_mass.sum(1), frontier.sum(1))
+            spread = torch.full_like(expected, math.nan)
+            if ranges:
+                values, low, high = (r.to(device) for r in ranges)
+                lo, hi = tree_bounds.expected_extremes(read_mass.sum(1), (read_mass * values).sum(1), frontier,
+                                                       low, high)
+                spread = torch.maximum(hi - expected, expected - lo).clamp(min=0.0)
+            bounds = (spread, tv, tree_bounds.entropy_bound(tv, len(self.spec.labels)))
+            nodes = read.sum(1)
+        return Reading(label_logp, probs, expected, label_logp.exp().sum(-1),
+                       (tree.lse_starts[:, 0] - tree.lse[:, 0]).exp().double(), frontier, nodes, *bounds)
+
+    def read(self, logits: torch.Tensor | TreeLogits, computed: torch.Tensor | None = None) -> list[Scores]:
         """Scores from tree logits [B, 1 + T, V] (position 0 after the prompt and prefill, position i + 1 after node
-        i) or their reduction. Full logits are reduced READ_BYTES of float32 at a time; everything the scores need is
-        computed on the logits' device and moved to the host in one transfer per batch (per-row reads would stall a
-        GPU once per number)."""
+        i) or their reduction, of the whole tree or (`computed`) of a lazy read's positions. Full logits are reduced
+        READ_BYTES of float32 at a time; everything the scores need is computed on the logits' device and moved to
+        the host in one transfer per batch (per-row reads would stall a GPU once per number)."""
         if isinstance(logits, TreeLogits):
-            parts = [self._summaries(logits)]
+            parts = [self._summaries(logits, computed)]
         else:
             rows = max(1, tree_logits.READ_BYTES // (logits[0].numel() * 4))
             parts = [self._summaries(self.reduce(logits[i:i + rows])) for i in range(0, len(logits), rows)]
         host = [torch.cat(column).cpu().tolist() for column in zip(*parts)]
-        expected, valid, start, probs, columns, top_values, top_indices = host
-        column = {int(t): j for j, t in enumerate(torch.unique(self.tokens).tolist())}
-        branching = self._branching()
+        expected, valid, start, probs, nodes, spread, tv, entropy, columns, top_values, top_indices = host
+        column = self.token_columns()
+        branching = self.branching()
         return [
-            Scores(self._greedy(columns[b], dict(zip(branching, zip(top_values[b], top_indices[b]))), column),
-                   None if not self.spec.values else expected[b], valid[b], start[b], tuple(probs[b]))
+            Scores(self._label_name(self.greedy_walk(columns[b], dict(zip(branching, zip(top_values[b], top_indices[b]))),
+                                               column)),
+                   None if not self.spec.values else expected[b], valid[b], start[b], tuple(probs[b]), int(nodes[b]),
+                   None if not self.spec.values else spread[b], tv[b], entropy[b])
             for b in range(len(probs))
         ]
 
-    def _branching(self) -> list[int]:
+    def token_columns(self) -> dict[int, int]:
+        """Token id -> its column in a reduction's `columns` (the trie's distinct tokens, ascending)."""
+        return {int(t): j for j, t in enumerate(torch.unique(self.tokens).tolist())}
+
+    def branching(self) -> list[int]:
         """Logit positions whose node has children (0: after the prompt)."""
         return [0] + [i + 1 for i in range(len(self.tokens)) if self.children[i + 1]]
 
-    def _summaries(self, tree: TreeLogits) -> tuple[torch.Tensor, ...]:
-        """Per row, on the logits' device: expected value, valid mass, start mass, label probabilities, the trie
-        tokens' logits at every position, and the top-k (values, tokens) at branching positions."""
-        device = tree.lse.device
-        _, label_logp = self.answer_logprobs(tree)  # [b, labels]
-        probs = torch.softmax(label_logp, dim=-1)
-        values = self.spec.values
-        expected = probs.double() @ torch.tensor(values, dtype=torch.float64, device=device) if values else \
-            torch.full(probs.shape[:1], torch.nan, dtype=torch.float64, device=device)
-        valid = label_logp.exp().sum(-1)
-        start = (tree.lse_starts[:, 0] - tree.lse[:, 0]).exp()
-        branching = self._branching()
-        return (expected, valid.double(), start.double(), probs, tree.columns, tree.top_values[:, branching],
-                tree.top_indices[:, branching])
+    def _summaries(self, tree: TreeLogits, computed: torch.Tensor | None = None) -> tuple[torch.Tensor, ...]:
+        """Per row, on the logits' device: expected value, valid mass, start mass, label probabilities, nodes read,
+        the three bounds, the trie tokens' logits at every position, and the top-k (values, tokens) at branching
+        positions."""
+        r = self.reading(tree, computed)
+        branching = self.branching()
+        return (r.expected, r.valid_mass, r.start_mass, r.probs, r.nodes, r.expected_bound, r.probs_bound,
+                r.entropy_bound, tree.columns, tree.top_values[:, branching], tree.top_indices[:, branching])
 
-    def _greedy(self, columns: list[list[float]], top: dict[int, tuple[list[float], list[int]]],
-                column: dict[int, int]) -> int | str:
-        """The label greedy decoding reaches when it must stay in the set: continue while a child token is argmax.
+    def _label_name(self, node: int) -> int | str:
+        return self.spec.labels[self.value_of[node]].name
+
+    def greedy_walk(self, columns: list[list[float]], top: dict[int, tuple[list[float], list[int]]],
+              column: dict[int, int], computed: set[int] | None = None) -> int:
+        """The node greedy decoding reaches when it must stay in the set: continue while a child token is argmax.
         Reads one row's logits of the trie's tokens at each position (`column`: token -> index) and its top-k
-        (values, tokens) at each position that has children."""
+        (values, tokens) at each position that has children. Given the `computed` positions of a lazy read, it
+        stops at the first node on its path whose own position, which decides where it goes on, is not computed."""
         token_ids = self.tokens.tolist()
         pos, node = 0, -1
         while True:
             kids = self.children[node + 1]
-            if not kids:
+            if not kids or (computed is not None and pos not in computed):
                 break
             kid_tokens = [token_ids[kid] for kid in kids]
             kid_logits = [columns[pos][column[t]] for t in kid_tokens]
@@ -274,7 +356,25 @@ class AnswerTrie:
                 break
             node = kids[best]
             pos = node + 1
-        return self.spec.labels[self.value_of[node]].name
+        return node
+
+
+@dataclass(frozen=True)
+class Reading:
+    """One batch's answer distribution, on the logits' device ([B] per row unless said): label log-probabilities and
+    probabilities [B, labels], expected value (nan without values), valid and start mass, each frontier node's path
+    probability [B, T] (0 off the frontier; all 0 for a full read), nodes read, and the bounds of Scores."""
+
+    label_logp: torch.Tensor
+    probs: torch.Tensor
+    expected: torch.Tensor
+    valid_mass: torch.Tensor
+    start_mass: torch.Tensor
+    frontier: torch.Tensor
+    nodes: torch.Tensor
+    expected_bound: torch.Tensor
+    probs_bound: torch.Tensor
+    entropy_bound: torch.Tensor
 
 
 def _form_ids(tokenizer, prefill_text: str, prefill: tuple[int, ...], form: str) -> tuple[int, ...]:

@@ -11,6 +11,7 @@ import warnings
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from behavioral.manifest import TREE_TOLERANCE, TREES
 from behavioral.options import add_flags, comma_values, from_flags, quoted
 
 if TYPE_CHECKING:
@@ -77,6 +78,13 @@ def _add_run_options(p, suite: Suite) -> None:
     p.add_argument("--store-probs", action="store_true",
                    help="score and both modes: keep every label's probability on each row, whatever the answer "
                         "set's size (sets of up to 32 labels always keep them; each work unit's mean is always kept)")
+    p.add_argument("--answer-tree", choices=TREES, default="lazy",
+                   help="score and both modes: lazy reads the answer tree's nodes only while they can move the "
+                        "expected value or a probability by more than --tree-tolerance, and records the bounds on "
+                        "each row; full reads every node (exact, slower)")
+    p.add_argument("--tree-tolerance", type=float, default=TREE_TOLERANCE,
+                   help=f"--answer-tree lazy: the most a row's expected value (in its scale's points) or any of its "
+                        f"probabilities may differ from the full tree's (default {TREE_TOLERANCE:g})")
     p.add_argument("--no-progress", action="store_true")
 
 
@@ -179,7 +187,7 @@ def run_config(args: argparse.Namespace) -> RunConfig:
         unit_size=args.unit_size, trust_remote_code=args.trust_remote_code,
         capture=kinds if capture == ("all",) else capture, layers=args.layers, per_cell_samples=args.per_cell_samples,
         store_probs=args.store_probs, backend=args.backend,
-        vllm_args=tuple(args.vllm_args),
+        vllm_args=tuple(args.vllm_args), answer_tree=args.answer_tree, tree_tolerance=args.tree_tolerance,
     )
 
 

@@ -23,8 +23,10 @@ from transformers.cache_utils import DynamicCache, DynamicLayer
 from behavioral.answer_space import AnswerTrie, Scores
 from behavioral.models import input_device
 from behavioral.prefix_plan import batches, cached_prefixes, common_length, with_branch_points
-from behavioral.tree_logits import head_inputs, output_head
+from behavioral.lazy_tree import AnswerTree, expansion
+from behavioral.tree_logits import TreeLogits, head_inputs, output_head
 
+TREE_FIELDS = ("lse", "lse_continues", "lse_starts", "columns", "top_values", "top_indices")  # per row and position
 END_OF_TURN = ("<|eot_id|>", "<|im_end|>", "<end_of_turn>", "<|end|>", "<|endoftext|>")
 
 T = TypeVar("T")
@@ -281,6 +283,16 @@ class Batch:
         return torch.where(allowed, zero, torch.finfo(self.dtype).min)[:, None]
 
 
+def _widened(tree: TreeLogits, width: int) -> TreeLogits:
+    """`tree` (one position) as position 0 of `width` positions, the others zero until a lazy read fills them."""
+    def widen(x: torch.Tensor) -> torch.Tensor:
+        out = x.new_zeros((x.shape[0], width, *x.shape[2:]))
+        out[:, :1] = x
+        return out
+
+    return replace(tree, **{name: widen(getattr(tree, name)) for name in TREE_FIELDS})
+
+
 def _diagonal_from(n: int, k: int, offset: int, device) -> torch.Tensor:
     """[n, k] bool with True at (i, offset + i): each query attends to itself (pad rows would otherwise see nothing)."""
     eye = torch.zeros(n, k, dtype=torch.bool, device=device)
@@ -296,8 +308,9 @@ class Engine:
     """
 
     def __init__(self, model, tokenizer, batch_size: int = 16, max_new_tokens: int = 8,
-                 max_batch_tokens: int | None = None):
+                 max_batch_tokens: int | None = None, answer_tree: AnswerTree | None = None):
         self.model = model
+        self.answer_tree = answer_tree or AnswerTree()  # how score mode reads answer trees (lazy, or full)
         self.tokenizer = tokenizer
         self.batch_size = batch_size
         self.max_new_tokens = max_new_tokens
@@ -319,18 +332,20 @@ class Engine:
     @contextlib.contextmanager
     def hooked(self, tracer: Callable[[torch.Tensor], ContextManager] | None = None,
                intervention: Callable[["Batch"], ContextManager] | None = None,
-               share_prefix: bool = True) -> Iterator["Engine"]:
+               share_prefix: bool = True, answer_tree: AnswerTree | None = None) -> Iterator["Engine"]:
         """Inside the block: `tracer(positions)` is a context manager around each batch's first forward whose
         .stacked() gives [hooks, B, P, d] states at `positions` (activations.capture.ResidualTrace), returned with
         each result as `.state`; `intervention(batch)` a context manager around the same forward that may edit hidden
         states (patching, steering); with `share_prefix` False every prompt token is in that forward, so any
-        position can be edited. The previous settings come back on exit."""
-        saved = self._tracer, self._intervention, self._share_prefix
+        position can be edited; `answer_tree`, if given, replaces how answer trees are read. The previous settings
+        come back on exit."""
+        saved = self._tracer, self._intervention, self._share_prefix, self.answer_tree
         self._tracer, self._intervention, self._share_prefix = tracer, intervention, share_prefix
+        self.answer_tree = answer_tree or self.answer_tree
         try:
             yield self
         finally:
-            self._tracer, self._intervention, self._share_prefix = saved
+            self._tracer, self._intervention, self._share_prefix, self.answer_tree = saved
 
     def _prompt_forward(self, batch: "Batch", **kwargs):
         """The batch's first forward; with a tracer, also keeps each row's state at its last prompt token."""
@@ -487,7 +502,6 @@ class Engine:
             logits, cache = out.logits[:, -1], getattr(out, self.cache_key)
         else:
             scores, logits, cache = self._tree_read(batch, trie, use_cache=True)
-            cache.crop(-len(trie))  # the tree's keys; decoding continues after the prompt
         keys, position = batch.keys, batch.next_position
         uniforms = None
         if not sampling.greedy:  # [n, max_new_tokens]: row r's stream, one number per step
@@ -542,16 +556,76 @@ class Engine:
         return self._tree_read(Batch(self, prompts, prefixes), trie, use_cache=False)[0]
 
     def _tree_read(self, batch: Batch, trie: AnswerTrie, use_cache: bool):
-        """The batch's answer-tree scores, with `use_cache` also the first reply token's logits [B, V] and the KV
-        cache (tree included): through the output head's input where `head` allows, else from full logits."""
+        """The batch's answer-tree scores, with `use_cache` also the first reply token's logits [B, V] and the
+        prompt's KV cache (no tree keys): lazily (`_lazy_read`) or the whole tree in the prompt's forward."""
+        if self.answer_tree.lazy_for(trie):
+            return self._lazy_read(batch, trie, use_cache)
         if self.head is None:
             out = self.tree_forward(batch, trie, use_cache)
-            return trie.read(out.logits), out.logits[:, 0], getattr(out, self.cache_key)
+            scores, first = trie.read(out.logits), out.logits[:, 0]
+        else:
+            with head_inputs(self.head) as caught:
+                out = self.tree_forward(batch, trie, use_cache)
+            hidden = caught[-1]  # [B, 1 + T, d]
+            first = self.head(hidden[:, 0]) if use_cache else None
+            scores = trie.read(trie.reduce_hidden(hidden, self.head))
+        cache = getattr(out, self.cache_key)
+        if use_cache:
+            cache.crop(-len(trie))  # the tree's keys; decoding continues after the prompt
+        return scores, first, cache
+
+    def _lazy_read(self, batch: Batch, trie: AnswerTrie, use_cache: bool):
+        """`_tree_read` through the prompt's own forward, then rounds of the nodes behavioral.lazy_tree.expansion
+        picks (each attends to its prompt and its ancestors, whose keys earlier rounds left in a copy of the cache),
+        until none is picked."""
+        n, t = batch.ids.shape[0], len(trie)
+        out = self._prompt_forward(
+            batch, input_ids=batch.ids, attention_mask=batch.bias(batch.prompt_mask()), position_ids=batch.positions,
+            use_cache=True, logits_to_keep=1, **{self.cache_key: batch.cache},
+        )
+        self.tokens_computed += batch.ids.numel()
+        first, cache = out.logits[:, -1], getattr(out, self.cache_key)
+        tree = _widened(trie.reduce(first[:, None]), 1 + t)
+        computed = torch.zeros(n, 1 + t, dtype=torch.bool, device=tree.lse.device)
+        computed[:, 0] = True
+        grown = extendable(cache) if use_cache else cache
+        nodes = torch.empty(n, 0, dtype=torch.long, device=self.device)  # the node of each tree key so far, -1 pad
+        while True:
+            chosen = expansion(trie, trie.reading(tree, computed), tree, computed, self.answer_tree.tolerance)
+            if not chosen.any():
+                return trie.read(tree, computed), first, cache
+            picked, logits = self._tree_round(batch, trie, chosen.to(self.device), nodes, grown)
+            real = picked >= 0
+            rows = torch.arange(n, device=self.device)[:, None].expand_as(picked)[real].to(computed.device)
+            positions = picked[real].to(computed.device) + 1
+            for name in TREE_FIELDS:
+                getattr(tree, name)[rows, positions] = getattr(logits, name)[real.to(computed.device)]
+            computed[rows, positions] = True
+            nodes = torch.cat([nodes, picked], dim=1)
+
+    def _tree_round(self, batch: Batch, trie: AnswerTrie, chosen: torch.Tensor, nodes: torch.Tensor,
+                    cache) -> tuple[torch.Tensor, TreeLogits]:
+        """One forward of each row's `chosen` [B, T] nodes after its prompt and the tree keys already in `cache`
+        (`nodes`: their node ids, -1 for padding): the nodes placed [B, W] (-1 for padding) and their reduced
+        logits."""
+        n, width = chosen.shape[0], int(chosen.sum(1).max())
+        order = torch.argsort((~chosen).to(torch.int8), dim=1, stable=True)[:, :width]  # chosen nodes first
+        real = chosen.gather(1, order)
+        ancestry = trie.ancestry.to(self.device)[order]  # [B, W, T]: each query's ancestors and itself
+        earlier = ancestry.gather(2, nodes.clamp(min=0)[:, None, :].expand(n, width, nodes.shape[1]))
+        own = torch.eye(width, dtype=torch.bool, device=self.device).expand(n, width, width)
+        allowed = torch.cat([batch.keys[:, None, :].expand(n, width, -1), earlier & (nodes >= 0)[:, None, :]],
+                            dim=2) & real[:, :, None]
+        kwargs = dict(input_ids=trie.tokens.to(self.device)[order].masked_fill(~real, self.pad_id),
+                      attention_mask=batch.bias(torch.cat([allowed, own], dim=2)),
+                      position_ids=batch.next_position[:, None] + trie.depth.to(self.device)[order] - 1,
+                      use_cache=True, logits_to_keep=width, **{self.cache_key: cache})
+        self.tokens_computed += n * width
+        if self.head is None:
+            return order.masked_fill(~real, -1), trie.reduce(self.model(**kwargs).logits)
         with head_inputs(self.head) as caught:
-            out = self.tree_forward(batch, trie, use_cache)
-        hidden = caught[-1]  # [B, 1 + T, d]
-        first = self.head(hidden[:, 0]) if use_cache else None
-        return trie.read(trie.reduce_hidden(hidden, self.head)), first, getattr(out, self.cache_key)
+            self.model(**kwargs)
+        return order.masked_fill(~real, -1), trie.reduce_hidden(caught[-1], self.head)
 
     def tree_forward(self, batch: Batch, trie: AnswerTrie, use_cache: bool):
         """The batch's prompts and the answer tree in one forward (each node sees its prompt and its ancestors);

@@ -19,6 +19,10 @@ MANIFEST = "manifest.json"
 SCHEMA_VERSION = 2  # the result schema; 1: seed 000's own columns, before the suite framework
 SEALS = 1  # the format of the seals a run records of its parts (behavioral.store); absent in runs made before seals
 MODES = ("generate", "score", "both")  # what a run stores per item: a parsed reply, answer-set scores, or both
+TREES = ("lazy", "full")  # how score mode reads an answer tree (behavioral.lazy_tree)
+# The default tolerance of a lazy read: no expected value (in its scale's points) or probability it reports is further
+# than this from the full tree's.
+TREE_TOLERANCE = 1e-3
 
 PROMPT_FORMATS = ("auto", "chat", "plain")  # behavioral.chat.REQUESTS, without importing the tokenizer stack
 
@@ -124,6 +128,8 @@ CONFIG: dict[str, Rule] = {
     "layers": TEXT,
     "per_cell_samples": _whole(0),
     "store_probs": BOOL,
+    "answer_tree": _one_of(TREES),
+    "tree_tolerance": _number(lambda v: 0 <= v < 1, "of at least 0 and below 1"),
     "options": ("a JSON object or null", lambda v: v is None or isinstance(v, dict)),
     "model_hash": TEXT_OR_NULL,
     "revision": TEXT_OR_NULL,

@@ -21,9 +21,10 @@ from behavioral import chat, models, vllm_backend
 from behavioral.answer_space import AnswerSpec, AnswerTrie, Scores
 from behavioral.distributed import Place, barrier, device_for, place, start
 from behavioral.engine import Engine, Generation, Sampling, stream_seed
+from behavioral.lazy_tree import AnswerTree, check_tolerance
 from behavioral.manifest import (
-    MANIFEST, MODES, SCHEMA_VERSION, Manifest, Plan, RunDirError, new_run_id, options_of, read_manifest,
-    write_manifest,
+    MANIFEST, MODES, SCHEMA_VERSION, TREE_TOLERANCE, TREES, Manifest, Plan, RunDirError, new_run_id, options_of,
+    read_manifest, write_manifest,
 )
 from behavioral.options import quoted
 from behavioral.provenance import provenance
@@ -87,6 +88,7 @@ SETTING_CHECKS: dict[str, Check] = {
     "prompt_format": _one_of(tuple(chat.REQUESTS)), "device": models.check_device,
     "dtype": _one_of(("auto", *models.DTYPES)), "batch_size": _at_least(1), "unit_size": _at_least(1),
     "layers": check_layer_spec, "per_cell_samples": _at_least(0), "backend": _one_of(BACKENDS),
+    "answer_tree": _one_of(TREES), "tree_tolerance": check_tolerance,
 }
 
 
@@ -133,6 +135,8 @@ class RunConfig:
     layers: str = "all"
     per_cell_samples: int = 0
     store_probs: bool = False  # every row keeps its label probabilities, whatever the answer set's size
+    answer_tree: str = "lazy"  # score and both modes: lazy (nodes read as needed, bounds per row) or full (exact)
+    tree_tolerance: float = TREE_TOLERANCE  # lazy: the most a reported expected value or probability may differ
     backend: str = "engine"  # engine, or vllm: the same rows (greedy), decoded and scored by vLLM
     vllm_args: tuple[tuple[str, Any], ...] = ()  # vLLM's engine arguments as (key, value), e.g. tensor_parallel_size
 
@@ -205,7 +209,7 @@ def prepare_out_dir(out: Path, caches: Sequence[str] = ()) -> bool:
 IDENTITY = ("suite", "model", "mode", "seed", "temperature", "top_p", "samples", "max_new_tokens", "prompt_format",
             "unit_size", "capture", "layers", "per_cell_samples", "store_probs")
 # identity settings newer than some manifests (flat keys): the value those runs ran with, where the run has the key
-ADDED = {"store_probs": False, "options.exclude_events": [], "backend": "engine"}
+ADDED = {"store_probs": False, "options.exclude_events": [], "backend": "engine", "answer_tree": "full"}
 
 
 def run_identity(config: RunConfig, model_info: dict) -> dict:
@@ -214,6 +218,10 @@ def run_identity(config: RunConfig, model_info: dict) -> dict:
     identity.update(model=local_path(config.model), capture=list(config.capture), schema=SCHEMA_VERSION,
                     options=_jsonable(config.options), model_hash=model_info["model_hash"],
                     revision=model_info["revision"], dtype=model_info["dtype"])
+    if config.mode != "generate":  # how the answer tree was read decides the scores, within the rows' bounds
+        identity["answer_tree"] = config.answer_tree
+        if config.answer_tree == "lazy":
+            identity["tree_tolerance"] = config.tree_tolerance
     if config.mode != "score" and config.temperature > 0:  # sampled replies: each backend draws its own samples
         identity["backend"] = config.backend
     return identity
@@ -258,7 +266,8 @@ class Runner:
         self.config = config
         self.suite = suite
         self.engine = vllm_backend.VllmEngine(model, tokenizer, config.max_new_tokens) if config.backend == "vllm" \
-            else Engine(model, tokenizer, config.batch_size, config.max_new_tokens)
+            else Engine(model, tokenizer, config.batch_size, config.max_new_tokens,
+                        answer_tree=AnswerTree(config.answer_tree, config.tree_tolerance))
         self.chat_format = chat.detect_format(tokenizer, config.prompt_format)
         self.sampling = Sampling(config.temperature, config.top_p)
         self.context = getattr(model.config, "max_position_embeddings", None)
@@ -382,6 +391,10 @@ def result_row(unit_id: str, item: Item, sample: int, generation: Generation | N
         "start_mass": math.nan if score is None else score.start_mass,
         "probs": list(score.probs) if keep else None,
         "unit_probs": None if unit_probs is None else list(unit_probs),
+        "tree_nodes": None if score is None else score.nodes,
+        "expected_bound": math.nan if score is None or score.expected_bound is None else score.expected_bound,
+        "probs_bound": math.nan if score is None else score.probs_bound,
+        "entropy_bound": math.nan if score is None else score.entropy_bound,
         **item.fields,
     }
 
@@ -487,18 +500,22 @@ def _work(config: RunConfig, suite: Suite, runner: Runner, data, out: Path, wher
     total = sum(len(u.items) for u in todo()) * config.samples
     label = f"{suite.name} {config.model} {config.mode}" + (f" rank {where.rank}" if where.world_size > 1 else "")
     schema = result_schema(suite.fields, run_id)
-    with tqdm(total=total, unit="prompt", disable=not progress, desc=label) as bar, \
-            RowLog(out, schema, where.rank) as log, runner.engine.hooked(tracer=recorder and recorder.tracer):
-        for batch in unit_batches(todo(), POOL_BATCHES * config.batch_size):
-            rows, states = runner.rows(batch)
-            fresh = [r for r in rows if r["unit_id"] not in done]
-            if fresh:
-                log.write(fresh)
-            if recorder is not None:
-                recorder.add(batch, states)
-            bar.update(len(rows))
-    if recorder is not None:
-        recorder.flush()
+    finished = False
+    try:
+        with tqdm(total=total, unit="prompt", disable=not progress, desc=label) as bar, \
+                RowLog(out, schema, where.rank) as log, runner.engine.hooked(tracer=recorder and recorder.tracer):
+            for batch in unit_batches(todo(), POOL_BATCHES * config.batch_size):
+                rows, states = runner.rows(batch)
+                fresh = [r for r in rows if r["unit_id"] not in done]
+                if fresh:
+                    log.write(fresh)
+                if recorder is not None:
+                    recorder.add(batch, states)
+                bar.update(len(rows))
+        finished = True
+    finally:
+        if recorder is not None:  # the shards queued before a failure are still written
+            recorder.close(flush=finished)
 
 
 def _check_capture_layers(config: RunConfig, model) -> None:

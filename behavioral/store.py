@@ -47,6 +47,11 @@ CORE = pa.schema(
         ("unit_probs", pa.list_(pa.float64())),  # score/both modes, first row of a work unit (first item, sample 0):
         # the mean of `probs` over the unit's scored items, where they share one answer set; null on every other row
         # and in runs made before this column (read as null)
+        # score/both modes, how the answer tree was read (behavioral.lazy_tree; null in runs made before these):
+        ("tree_nodes", pa.int32()),  # nodes read: every node of the trie with --answer-tree full
+        ("expected_bound", pa.float64()),  # `expected` lies within this of the full tree's (0: read in full)
+        ("probs_bound", pa.float64()),  # each of `probs`, their total variation distance and valid_mass: within this
+        ("entropy_bound", pa.float64()),  # the entropy of `probs` (nats): within this
     ]
 )
 

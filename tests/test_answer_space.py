@@ -7,8 +7,9 @@ import math
 import pytest
 import torch
 
-from behavioral import tree_logits
+from behavioral import lazy_tree, tree_logits
 from behavioral.answer_space import AnswerSpec, AnswerTrie
+from behavioral.lazy_tree import AnswerTree
 from behavioral.engine import Batch, Engine
 from tests.conftest import make_tiny_model
 from tests.test_engine import _prompt_ids
@@ -16,6 +17,9 @@ from tests.test_engine import _prompt_ids
 YES_NO = AnswerSpec.choices({"yes": ("yes", " yes", "Yes"), "no": ("no", " no", "No")}, values={"yes": 1.0, "no": 0.0})
 # "A)" extends "A" with a token that is no letter: the end of "A" must exclude it, or "A)" would count twice.
 LETTERS = AnswerSpec.choices({"A": ("A", "A)"), "B": ("B",), "C": ("C",)}, prefill="[[")
+
+# the whole tree in one forward, and read lazily at tolerance 0 (every node with mass, in rounds): each equals brute force
+EXACT = pytest.mark.parametrize("tree", [AnswerTree("full"), AnswerTree("lazy", 0.0)], ids=["full", "lazy-0"])
 
 
 @torch.no_grad()
@@ -47,7 +51,8 @@ def _brute_force(model, tokenizer, trie: AnswerTrie, ids: list[int]) -> dict:
 @pytest.mark.parametrize("spec", [YES_NO, LETTERS, AnswerSpec.integers(0, 10)], ids=["yes-no", "letters-prefill",
                                                                                    "integers"])
 @pytest.mark.parametrize("padding", [0, 40], ids=["same-vocabulary", "padded-vocabulary"])
-def test_label_scores_equal_brute_force(tiny_model, tiny_tokenizer, spec, padding):
+@EXACT
+def test_label_scores_equal_brute_force(tiny_model, tiny_tokenizer, spec, padding, tree, monkeypatch):
     """Scores equal one full forward per form. With `padding` the model's output rows outnumber the tokenizer's ids
     (Qwen2.5 pads its vocabulary; the GPU check runs Llama-3.1-8B shapes under SmolLM2's tokenizer): the padding ids
     count in the normaliser and neither continue nor start an answer (the GPU check's first run failed there with an
@@ -55,7 +60,8 @@ def test_label_scores_equal_brute_force(tiny_model, tiny_tokenizer, spec, paddin
     model = make_tiny_model(len(tiny_tokenizer) + padding) if padding else tiny_model
     trie = AnswerTrie.build(tiny_tokenizer, spec)
     prompts = _prompt_ids(tiny_tokenizer, 3)
-    scores = Engine(model, tiny_tokenizer, batch_size=3).score(prompts, trie)
+    monkeypatch.setattr(lazy_tree, "SMALL_TREE", 0)  # these small tries read lazily too
+    scores = Engine(model, tiny_tokenizer, batch_size=3, answer_tree=tree).score(prompts, trie)
     for ids, got in zip(prompts, scores):
         want = _brute_force(model, tiny_tokenizer, trie, ids)
         z = sum(math.exp(v) for v in want.values())
@@ -69,13 +75,15 @@ def test_label_scores_equal_brute_force(tiny_model, tiny_tokenizer, spec, paddin
         assert got.greedy in spec.names and 0 < got.start_mass <= 1
 
 
-def test_score_mode_never_builds_full_vocabulary_logits(tiny_model, tiny_tokenizer, monkeypatch):
+@pytest.mark.parametrize("tree", ["full", "lazy"])
+def test_score_mode_never_builds_full_vocabulary_logits(tiny_model, tiny_tokenizer, monkeypatch, tree):
     """Score mode reads the answer tree through the output head's input, a few vocabulary rows at a time: the head
-    returns no logits in the tree forwards (the prefix store's forwards keep one position's), the largest float32
-    logits block is READ_BYTES, and the scores are those read from the full logits."""
+    returns no logits in the tree forwards (the prefix store's forwards and a lazy read's prompt forward keep one
+    position's), the largest float32 logits block is READ_BYTES, and the scores are those read from the full
+    logits (a lazy read's at tolerance 0)."""
     trie = AnswerTrie.for_scale(tiny_tokenizer, 100)
     prompts = _prompt_ids(tiny_tokenizer, 5)
-    engine = Engine(tiny_model, tiny_tokenizer, batch_size=5)
+    engine = Engine(tiny_model, tiny_tokenizer, batch_size=5, answer_tree=AnswerTree(tree, 0.0))
     assert engine.head is tiny_model.lm_head
     full = trie.read(engine.tree_forward(Batch(engine, prompts), trie, use_cache=False).logits)
     rows = 5 * (1 + len(trie))
@@ -88,7 +96,11 @@ def test_score_mode_never_builds_full_vocabulary_logits(tiny_model, tiny_tokeniz
         scores = engine.score(prompts, trie)
     finally:
         hook.remove()
-    assert widths == [(1, len(tiny_tokenizer)), (1 + len(trie), 1)] and max(blocks) <= rows * 50
+    if tree == "full":
+        assert widths == [(1, len(tiny_tokenizer)), (1 + len(trie), 1)]
+    else:  # the prefix, the prompt, then rounds of nodes
+        assert widths[:2] == [(1, len(tiny_tokenizer))] * 2 and {w[1] for w in widths[2:]} == {1}
+    assert max(blocks) <= rows * 50
     for got, want in zip(scores, full):
         assert got.greedy == want.greedy
         assert got.expected == pytest.approx(want.expected, rel=1e-6)
@@ -96,7 +108,8 @@ def test_score_mode_never_builds_full_vocabulary_logits(tiny_model, tiny_tokeniz
         assert (got.valid_mass, got.start_mass) == pytest.approx((want.valid_mass, want.start_mass), rel=1e-5)
 
 
-def test_soft_capped_logits_are_read_in_full(tiny_tokenizer):
+@EXACT
+def test_soft_capped_logits_are_read_in_full(tiny_tokenizer, tree, monkeypatch):
     """A model whose logits are not its head's output alone (Gemma-2's soft-capping) is scored from its full logits,
     and its scores equal one full forward per form. (Its window is wider than the prompts, as Gemma-2's 4,096 is:
     the engine's explicit masks do not apply a window.)"""
@@ -109,7 +122,8 @@ def test_soft_capped_logits_are_read_in_full(tiny_tokenizer):
         sliding_window=256, max_position_embeddings=512)).eval()
     trie = AnswerTrie.build(tiny_tokenizer, YES_NO)
     prompts = _prompt_ids(tiny_tokenizer, 3)
-    engine = Engine(model, tiny_tokenizer, batch_size=3)
+    monkeypatch.setattr(lazy_tree, "SMALL_TREE", 0)
+    engine = Engine(model, tiny_tokenizer, batch_size=3, answer_tree=tree)
     assert engine.head is None
     for ids, got in zip(prompts, engine.score(prompts, trie)):
         want = _brute_force(model, tiny_tokenizer, trie, ids)

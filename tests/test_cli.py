@@ -188,3 +188,30 @@ def test_console_script_help():
     assert done.returncode == 0
     for command in ("run", "analyze", "demo"):
         assert command in done.stdout
+
+
+def test_answer_tree_flags_reach_the_rows_and_a_change_of_tree_is_refused_on_resume(tiny_model_dir, tmp_path, capsys):
+    full, lazy = tmp_path / "full", tmp_path / "lazy"
+    assert cli.main(_run_args(tiny_model_dir, full, "--mode", "score", "--answer-tree", "full")) == 0
+    assert cli.main(_run_args(tiny_model_dir, lazy, "--mode", "score", "--tree-tolerance", "0.01")) == 0
+    a, b = read_results(full), read_results(lazy)
+    assert (a["tree_nodes"] == 101).all() and (a[["expected_bound", "probs_bound", "entropy_bound"]] == 0).all().all()
+    assert (b["tree_nodes"] <= 101).all() and (b[["expected_bound", "probs_bound"]] <= 0.01).all().all()
+    assert json.loads((lazy / "manifest.json").read_text())["config"]["tree_tolerance"] == 0.01
+    capsys.readouterr()
+    assert cli.main(_run_args(tiny_model_dir, full, "--mode", "score")) == 2  # lazy now, full before
+    err = capsys.readouterr().err
+    assert "answer_tree: stored 'full', now 'lazy'" in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize(("flag", "value", "message"), [("--tree-tolerance", "1.5", "must lie in [0, 1), got 1.5"),
+                                                        ("--answer-tree", "half", "invalid choice: 'half'")])
+def test_a_bad_answer_tree_setting_is_exit_2_and_creates_nothing(tiny_model_dir, tmp_path, capsys, flag, value,
+                                                                 message):
+    out = tmp_path / "D"
+    try:
+        code = cli.main(_run_args(tiny_model_dir, out, "--mode", "score", flag, value))
+    except SystemExit as exit_:  # argparse's own refusal of a choice
+        code = exit_.code
+    assert code == 2 and message in capsys.readouterr().err
+    assert not out.exists()

@@ -11,8 +11,8 @@ from tests.benchmarks import gpu_check
 SMALL = ["--device", "cpu", "--shapes", "tiny", "--prompts", "8", "--batch-size", "8", "--batch-sizes", "4,8",
          "--scaling-prompts", "16", "--capture-events", "1", "--max-new-tokens", "2", "--suite-new-tokens", "2",
          "--matmul-size", "256"]
-PATHS = (("engine", "baseline"), ("engine", "generate"), ("score", "score_s0"), ("score", "score_s1"),
-         ("score", "both"))
+PATHS = (("engine", "baseline"), ("engine", "generate"), ("score", "score_s0"), ("score", "score_s0_full"),
+         ("score", "score_s1"), ("score", "both"))
 POSITIVE = ("prompts_per_s", "prompt_tokens_per_s", "mfu", "tokens_per_unique_token", "seconds")
 
 
@@ -52,6 +52,8 @@ def test_sections_measure_what_they_name(result):
     s = data["sections"]
     assert s["engine"]["generate"]["speedup"] > 0 and 0 <= s["engine"]["generate"]["first_token_agreement"] <= 1
     assert s["score"]["score_s0"]["tree_nodes"] > s["score"]["score_s1"]["tree_nodes"]
+    assert s["score"]["score_s0_full"]["mean_nodes_read"] == s["score"]["score_s0"]["tree_nodes"]
+    assert s["score"]["score_s0"]["mean_nodes_read"] <= s["score"]["score_s0"]["tree_nodes"]
     assert s["capture"]["capture"]["seconds"] > 0 and s["capture"]["run"]["prompts"] > 0
     assert s["capture"]["patched"]["row0_unchanged"] and s["capture"]["patched"]["rows_changed"] > 0
     assert set(s["scaling"]["batches"]) == {"generate_4", "score_4", "generate_8", "score_8"}

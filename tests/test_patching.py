@@ -13,6 +13,7 @@ import torch
 from activations.capture import ResidualTrace, parse_layers
 from activations.spans import SpanError, TokenSpan
 from behavioral import chat
+from behavioral.lazy_tree import AnswerTree
 from behavioral.engine import Engine
 from behavioral.suites.intergroup import patching as IP
 from behavioral.suites.intergroup import prompts
@@ -33,7 +34,7 @@ TOL = 1e-5
 
 @pytest.fixture
 def engine(tiny_model, tiny_tokenizer):
-    return Engine(tiny_model, tiny_tokenizer, batch_size=16)
+    return Engine(tiny_model, tiny_tokenizer, batch_size=16, answer_tree=AnswerTree("full"))
 
 
 @pytest.fixture(scope="module")

@@ -162,3 +162,38 @@ def test_span_forwards_halve_their_batch_on_out_of_memory(tiny_model, tiny_token
     assert sizes == [6, 3, 1, 2, 3, 1, 2] and recorder.batch_size == 1
     assert halved.shape == alone.shape == (6, 2, 3, 64)
     np.testing.assert_allclose(halved, alone, rtol=1e-5, atol=1e-5)
+
+
+def test_shards_are_written_off_the_runs_path_and_a_failed_write_fails_the_run(tiny_model_dir, tmp_path,
+                                                                              monkeypatch):
+    """On a GPU (here: the CPU taken for one) the run's thread queues each shard; the writer thread writes it (the
+    run goes on meanwhile), and a write that fails is raised by the run, after every other queued write finished."""
+    import threading
+
+    monkeypatch.setattr(recorder_mod, "BACKGROUND_WRITES", ("cpu",))
+    writers, real = set(), recorder_mod.write_shard
+    monkeypatch.setattr(recorder_mod, "write_shard",
+                        lambda *a, **k: writers.add(threading.current_thread().name) or real(*a, **k))
+    out = run_mod.run(_config(tiny_model_dir, limit_events=1), tmp_path / "run", progress=False)
+    assert writers and all(name.startswith("activation-shards") for name in writers)
+    assert activation_store.load(out).final()[0].size > 0
+
+    def full_disk(run_dir, kind, *rest):
+        if kind == "final_mean":
+            raise OSError(28, "No space left on device")
+        return real(run_dir, kind, *rest)
+
+    monkeypatch.setattr(recorder_mod, "write_shard", full_disk)
+    with pytest.raises(OSError, match="No space left"):
+        run_mod.run(_config(tiny_model_dir, limit_events=1), tmp_path / "full", progress=False)
+    assert any((tmp_path / "full" / activation_store.FOLDER).glob("persona--*.parquet"))
+
+
+def test_a_cpu_run_writes_its_shards_in_its_own_thread(tiny_model_dir, tmp_path, monkeypatch):
+    import threading
+
+    writers, real = set(), recorder_mod.write_shard
+    monkeypatch.setattr(recorder_mod, "write_shard",
+                        lambda *a, **k: writers.add(threading.current_thread().name) or real(*a, **k))
+    run_mod.run(_config(tiny_model_dir, limit_events=1), tmp_path / "run", progress=False)
+    assert writers == {threading.current_thread().name}

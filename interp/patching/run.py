@@ -2,7 +2,8 @@
 
 Only prompt positions are ever patched: the answer-trie tokens that score mode appends read the patched prompt through
 attention. The targets run through ``Engine.score`` inside ``engine.hooked(intervention=..., share_prefix=False)``
-(every prompt token in the forward; the engine's earlier settings come back afterwards). Batch rows are matched to the
+(every prompt token in the forward; the whole answer tree read, as every answer's log-probability is reported; the
+engine's earlier settings come back afterwards). Batch rows are matched to the
 plan by order (prompts go to the engine sorted by length, which its stable length sort keeps); every batch's token ids
 are checked against the plan, so a change in the engine's ordering fails loudly instead of misattributing.
 
@@ -23,6 +24,7 @@ import torch
 
 from activations.capture import ResidualHooks, n_layers_of, table_layer
 from behavioral.answer_space import AnswerTrie, Scores
+from behavioral.lazy_tree import AnswerTree
 from behavioral.progress import ForwardBar
 from interp.patching.sources import SourceStates, prefix_batches, prefixes, source_states
 from interp.patching.spec import PatchError, PatchPrompt, PatchSpec, align
@@ -164,7 +166,7 @@ def run_jobs(engine, prompts: Sequence[PatchPrompt], jobs: Sequence[Job], trie: 
     with ForwardBar(progress or "patching", setup, scoring, what, enabled=progress is not None) as bar:
         cache = source_states(engine.model, source_ids, layers, cut, engine.batch_size, on_forward=bar.tick)
         patcher = _Patcher(engine.model, [rows[k] for k in order], cache, on_forward=bar.tick)
-        with engine.hooked(intervention=patcher, share_prefix=False):
+        with engine.hooked(intervention=patcher, share_prefix=False, answer_tree=AnswerTree("full")):
             scores = engine.score([list(rows[k].ids) for k in order], _logprob_trie(trie))
     out: list = [None] * len(rows)
     for k, s in zip(order, scores):

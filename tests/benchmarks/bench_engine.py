@@ -1,8 +1,10 @@
 """Engine benchmark: plain batched model.generate against the engine's generate, score and both (one pass that
 generates and scores) modes on the same prompts.
 
-Both decode up to --max-new-tokens (the run's default, 128); the engine stops a reply early once its answer is
-decided, as a run does, so agreement is measured on the parsed answers (and on the engine's text being a prefix of
+Score mode reads the answer tree as a run does by default (lazily, behavioral.lazy_tree, at --tree-tolerance), and
+once more in full (`score_full`): the table gives the nodes each read on average and the largest expected-value bound,
+and the JSON how far the lazy read's expected values lie from the full tree's. Both decode up to --max-new-tokens
+(the run's default, 128); the engine stops a reply early once its answer is decided, as a run does, so agreement is measured on the parsed answers (and on the engine's text being a prefix of
 the baseline's). Prints a table and writes a JSON file. On a GPU, `--shapes llama-3.1-8b` builds a random-weight model with
 Llama-3.1-8B's shapes in bf16 (weights do not change speed) and uses `--model`'s tokenizer. `--backend vllm` also times
 vLLM's generate and score (behavioral.vllm_backend, prefix caching on) on the same prompts, against the engine's.
@@ -27,6 +29,8 @@ import torch
 from behavioral import models
 from behavioral.answer_space import AnswerSpec
 from behavioral.engine import shared_prefix_length
+from behavioral.lazy_tree import AnswerTree
+from behavioral.manifest import TREE_TOLERANCE
 from behavioral.run import RUN_DEFAULTS, RunConfig, Runner
 from behavioral.vllm_backend import VllmEngine, load
 from behavioral.registry import get_suite
@@ -189,6 +193,7 @@ def main() -> None:
     add_grid_arguments(parser, "bench_engine.json")
     parser.add_argument("--shapes", choices=("model", "llama-3.1-8b"), default="model")
     parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--tree-tolerance", type=float, default=TREE_TOLERANCE)
     parser.add_argument("--backend", choices=("engine", "vllm"), default="engine",
                         help="vllm: also time vLLM's generate and score on the same prompts (needs vLLM)")
     args = parser.parse_args()
@@ -204,6 +209,8 @@ def main() -> None:
     prompts = [ids for _, ids in labelled]
     trie = runner.trie(AnswerSpec.integers(0, max_rating))
     engine = runner.engine
+    lazy, full = AnswerTree("lazy", args.tree_tolerance), AnswerTree("full")
+    engine.answer_tree = lazy
 
     until = [partial(answer_decided, max_rating=max_rating)] * len(prompts)
 
@@ -214,9 +221,14 @@ def main() -> None:
 
     base, t_base, m_base = timed(lambda: baseline_generate(
         model, tokenizer, prompts, args.batch_size, args.max_new_tokens, engine.stop_ids, engine.pad_id), device)
+    def score_full():
+        with engine.hooked(answer_tree=full):
+            return engine.score(prompts, trie)
+
     computed = {}
     for name, fn in (("generate", lambda: [g.text for g in engine.generate(prompts, until)]),
                      ("score", lambda: engine.score(prompts, trie)),
+                     ("score_full", score_full),
                      ("both", lambda: engine.generate_and_score(prompts, trie, until))):
         engine.prefixes.entries.clear()
         engine.tokens_computed = engine.prefixes.tokens_computed = 0
@@ -224,6 +236,7 @@ def main() -> None:
         computed[name] += (engine.tokens_computed + engine.prefixes.tokens_computed,)
     (gen, t_gen, m_gen, n_gen), (scored, t_score, m_score, n_score) = computed["generate"], computed["score"]
     joint, t_both, m_both, n_both = computed["both"]
+    exact, t_full, m_full, n_full = computed["score_full"]
 
     numeric = [i for i, text in enumerate(base) if text.strip()[:1].isdigit()
                and parse_intensity(text, max_rating) is not None]
@@ -235,6 +248,19 @@ def main() -> None:
         "baseline_prompts_per_s": len(prompts) / t_base,
         "generate_prompts_per_s": len(prompts) / t_gen,
         "score_prompts_per_s": len(prompts) / t_score,
+        "score_full_prompts_per_s": len(prompts) / t_full,
+        "score_over_generate": t_gen / t_score,
+        "tree_tolerance": args.tree_tolerance,
+        "tree_nodes": len(trie),
+        "score_mean_nodes": sum(s.nodes for s in scored) / len(scored),
+        "score_full_mean_nodes": sum(s.nodes for s in exact) / len(exact),
+        "score_max_expected_bound": max(s.expected_bound for s in scored),
+        "score_max_expected_error": max(abs(s.expected - e.expected) for s, e in zip(scored, exact)),
+        # within its bound, give or take float rounding between the lazy rounds and one forward (relative 1e-5 of the
+        # scale, as between two batch sizes)
+        "score_bound_holds": all(abs(s.expected - e.expected) <= s.expected_bound + 1e-5 * max_rating
+                                 for s, e in zip(scored, exact)),
+        "score_full_prompt_tokens_per_s": prompt_tokens / t_full,
         "baseline_prompt_tokens_per_s": prompt_tokens / t_base,
         "generate_prompt_tokens_per_s": prompt_tokens / t_gen,
         "score_prompt_tokens_per_s": prompt_tokens / t_score,
@@ -253,9 +279,10 @@ def main() -> None:
         "numeric_rate": len(numeric) / len(prompts),
         "score_agreement": (sum(scored[i].greedy == parse_intensity(base[i], max_rating) for i in numeric)
                             / len(numeric)) if numeric else None,
-        "peak_memory_gib": {"baseline": m_base, "generate": m_gen, "score": m_score, "both": m_both},
+        "peak_memory_gib": {"baseline": m_base, "generate": m_gen, "score": m_score, "score_full": m_full,
+                            "both": m_both},
         "unique_prompt_tokens": unique_tokens(labelled),
-        "tokens_computed": {"generate": n_gen, "score": n_score, "both": n_both},
+        "tokens_computed": {"generate": n_gen, "score": n_score, "score_full": n_full, "both": n_both},
         "torch_threads": torch.get_num_threads(),
     }
     if args.backend == "vllm":
@@ -272,7 +299,8 @@ def main() -> None:
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     print(f"{'path':<10} {'prompts/s':>10} {'tokens/s':>10} {'agreement':>10} {'peak GiB':>9}")
     for name, key, agree in (("baseline", "baseline", 1.0), ("generate", "generate", result["generate_agreement"]),
-                             ("score", "score", result["score_agreement"]), ("both", "both", result["both_agreement"])):
+                             ("score", "score", result["score_agreement"]), ("score_full", "score_full", None),
+                             ("both", "both", result["both_agreement"])):
         agree_text = "n/a" if agree is None else f"{agree:.3f}"
         print(f"{name:<10} {result[f'{key}_prompts_per_s']:>10.2f} {result[f'{key}_prompt_tokens_per_s']:>10.0f} "
               f"{agree_text:>10} {result['peak_memory_gib'][key]:>9.2f}")
@@ -282,6 +310,11 @@ def main() -> None:
     print(f"both in one pass: {result['both_speedup_over_apart']:.2f}x generate + score apart "
           f"({result['both_apart_prompts_per_s']:.2f} prompts/s); largest expected-value difference "
           f"{result['both_max_expected_difference']:.2g}")
+    print(f"score over generate: {result['score_over_generate']:.2f}x; the lazy tree read "
+          f"{result['score_mean_nodes']:.1f} of {len(trie)} nodes a prompt at tolerance {args.tree_tolerance:g} "
+          f"(largest expected-value bound {result['score_max_expected_bound']:.2g}, largest difference from the "
+          f"full tree {result['score_max_expected_error']:.2g}, within every bound to float rounding: "
+          f"{result['score_bound_holds']})")
     print(f"numeric rate of the baseline: {result['numeric_rate']:.3f}; json: {args.out}")
     if args.backend == "vllm":
         print(f"vLLM (started in {result['vllm_startup_s']:.0f} s): generate "

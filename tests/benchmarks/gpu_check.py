@@ -48,6 +48,7 @@ from accelerate import dispatch_model
 from activations.capture import ResidualHooks, ResidualTrace, decoder_layers, embedding
 from behavioral.answer_space import AnswerSpec, AnswerTrie
 from behavioral.engine import Engine
+from behavioral.lazy_tree import AnswerTree
 from behavioral.output_folder import OutputFolderError, check_output_folder, output_folder
 from behavioral.run import RunConfig, Runner, run
 from behavioral.manifest import read_manifest
@@ -72,6 +73,7 @@ TARGETS = (  # (what, section, path, key, target, at least): the H100 targets at
     ("MFU in generate", "engine", "generate", "mfu", 0.5, True),
     ("MFU in score (S0)", "score", "score_s0", "mfu", 0.5, True),
     ("MFU in score (S1)", "score", "score_s1", "mfu", 0.5, True),
+    ("score S0 (lazy tree) / score S1 prompts/s", "score", "score_s0", "over_s1", 0.8, True),
     ("capture overhead", "capture", "capture", "overhead", 0.10, False),
 )
 SUITE_RUNS = {  # a few items of each suite
@@ -374,12 +376,23 @@ NO_BASELINE = "no baseline: model.generate gives no answer-set distribution (`bo
 
 
 def score_section(setup: Setup, s0: Grid, s1: Grid) -> dict:
-    """Section 2: score mode with the S0 and S1 answer trees, and generate-and-score in one pass (S0)."""
+    """Section 2: score mode with the S0 and S1 answer trees (read lazily, as runs do, and S0 once more in full),
+    and generate-and-score in one pass (S0)."""
     out = {}
-    for name, g in (("score_s0", s0), ("score_s1", s1)):
-        m = run_path(setup, g, lambda: g.engine.score(g.prompts, g.trie))
-        out[name] = figures(setup, m, g.prompts, g.unique) | {"tree_nodes": len(g.trie)} | \
+
+    def full_tree() -> list:
+        with s0.engine.hooked(answer_tree=AnswerTree("full")):
+            return s0.engine.score(s0.prompts, s0.trie)
+
+    for name, g, fn in (("score_s0", s0, lambda: s0.engine.score(s0.prompts, s0.trie)), ("score_s0_full", s0, full_tree),
+                        ("score_s1", s1, lambda: s1.engine.score(s1.prompts, s1.trie))):
+        m = run_path(setup, g, fn)
+        out[name] = figures(setup, m, g.prompts, g.unique) | {
+            "tree_nodes": len(g.trie), "mean_nodes_read": sum(s.nodes for s in m.result) / len(m.result),
+            "max_expected_bound": max(s.expected_bound for s in m.result)} | \
             value_or_reason("agreement", None, NO_BASELINE)
+    for name in ("score_s0", "score_s0_full"):
+        out[name]["over_s1"] = out[name]["prompts_per_s"] / out["score_s1"]["prompts_per_s"]
     n = len(s0.prompts)
     both = run_path(setup, s0, lambda: s0.engine.generate_and_score(s0.prompts, s0.trie, s0.until(n)))
     apart = run_path(setup, s0, lambda: (s0.engine.generate(s0.prompts, s0.until(n)),
@@ -670,7 +683,8 @@ def markdown(result: dict) -> str:
     """The check's figures as Markdown."""
     s, d, m = result["sections"], result["device"], result["model"]
     paths = {"baseline model.generate": s["engine"]["baseline"], "engine generate": s["engine"]["generate"],
-             "engine score S0": s["score"]["score_s0"], "engine score S1": s["score"]["score_s1"],
+             "engine score S0": s["score"]["score_s0"], "engine score S0 (full tree)": s["score"]["score_s0_full"],
+             "engine score S1": s["score"]["score_s1"],
              "engine both (S0)": s["score"]["both"]}
     lines = [f"# GPU check, {d['date']}", "",
              f"Device: {d['name']} ({d['device']}), torch {d['torch']}, transformers {d['transformers']}, "
@@ -680,6 +694,8 @@ def markdown(result: dict) -> str:
              "## Targets (H100, Llama-3.1-8B shapes; stated, not asserted)", ""]
     lines += table({r["target"]: r for r in result["targets"]}, ("h100_target", "measured", "met"))
     lines += ["## Engine paths (sections 1-2)", ""] + table(paths, PATH_COLUMNS)
+    lines += table({"S0 lazy": s["score"]["score_s0"], "S0 full": s["score"]["score_s0_full"],
+                    "S1 lazy": s["score"]["score_s1"]}, ("tree_nodes", "mean_nodes_read", "max_expected_bound", "over_s1"))
     lines += table({"generate vs baseline": s["engine"]["generate"], "both vs apart": s["score"]["both"]},
                    ("speedup", "speedup_over_apart", "first_token_agreement", "prefix_agreement", "agreement"))
     cap = s["capture"]
