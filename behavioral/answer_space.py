@@ -279,7 +279,7 @@ class AnswerTrie:
             bounds = (zero if ranges else expected, zero, zero)
         else:
             read = computed[:, 1:]
-            frontier = path_logp.double().exp().masked_fill(read | ~self.known(computed), 0.0)
+            frontier = path_logp.double().exp().masked_fill(read, 0.0)  # -inf (0) where the path is not known
             labelled = torch.tensor([k is not None for k in self.value_of], device=device)
             read_mass = node_logp.exp().masked_fill(~(read & labelled), 0.0)
             tv = tree_bounds.probs_bound(read_mass.sum(1), frontier.sum(1))
@@ -294,16 +294,21 @@ class AnswerTrie:
         return Reading(label_logp, probs, expected, label_logp.exp().sum(-1),
                        (tree.lse_starts[:, 0] - tree.lse[:, 0]).exp().double(), frontier, nodes, *bounds)
 
-    def read(self, logits: torch.Tensor | TreeLogits, computed: torch.Tensor | None = None) -> list[Scores]:
+    def read(self, logits: torch.Tensor | TreeLogits, computed: torch.Tensor | None = None,
+             reading: Reading | None = None) -> list[Scores]:
         """Scores from tree logits [B, 1 + T, V] (position 0 after the prompt and prefill, position i + 1 after node
-        i) or their reduction, of the whole tree or (`computed`) of a lazy read's positions. Full logits are reduced
-        READ_BYTES of float32 at a time; everything the scores need is computed on the logits' device and moved to
-        the host in one transfer per batch (per-row reads would stall a GPU once per number)."""
+        i) or their reduction, of the whole tree or (`computed`) of a lazy read's positions, whose `reading` a caller
+        may already hold. Full logits are reduced READ_BYTES of float32 at a time; everything the scores need is
+        computed on the logits' device and moved to the host in one transfer per batch (per-row reads would stall a
+        GPU once per number)."""
         if isinstance(logits, TreeLogits):
-            parts = [self._summaries(logits, computed)]
+            parts = [self._summaries(logits, reading or self.reading(logits, computed))]
         else:
             rows = max(1, tree_logits.READ_BYTES // (logits[0].numel() * 4))
-            parts = [self._summaries(self.reduce(logits[i:i + rows])) for i in range(0, len(logits), rows)]
+            parts = []
+            for i in range(0, len(logits), rows):
+                tree = self.reduce(logits[i:i + rows])
+                parts.append(self._summaries(tree, self.reading(tree)))
         host = [torch.cat(column).cpu().tolist() for column in zip(*parts)]
         expected, valid, start, probs, nodes, spread, tv, entropy, columns, top_values, top_indices = host
         column = self.token_columns()
@@ -324,11 +329,10 @@ class AnswerTrie:
         """Logit positions whose node has children (0: after the prompt)."""
         return [0] + [i + 1 for i in range(len(self.tokens)) if self.children[i + 1]]
 
-    def _summaries(self, tree: TreeLogits, computed: torch.Tensor | None = None) -> tuple[torch.Tensor, ...]:
-        """Per row, on the logits' device: expected value, valid mass, start mass, label probabilities, nodes read,
-        the three bounds, the trie tokens' logits at every position, and the top-k (values, tokens) at branching
-        positions."""
-        r = self.reading(tree, computed)
+    def _summaries(self, tree: TreeLogits, r: Reading) -> tuple[torch.Tensor, ...]:
+        """Per row, on the logits' device: from the `tree`'s reading `r`, expected value, valid mass, start mass, label
+        probabilities, nodes read and the three bounds; from `tree`, the trie tokens' logits at every position and the
+        top-k (values, tokens) at branching positions."""
         branching = self.branching()
         return (r.expected, r.valid_mass, r.start_mass, r.probs, r.nodes, r.expected_bound, r.probs_bound,
                 r.entropy_bound, tree.columns, tree.top_values[:, branching], tree.top_indices[:, branching])

@@ -13,7 +13,7 @@ import inspect
 import itertools
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import ContextManager, TypeVar
 
 import torch
@@ -26,7 +26,7 @@ from behavioral.prefix_plan import batches, cached_prefixes, common_length, with
 from behavioral.lazy_tree import AnswerTree, expansion
 from behavioral.tree_logits import TreeLogits, head_inputs, output_head
 
-TREE_FIELDS = ("lse", "lse_continues", "lse_starts", "columns", "top_values", "top_indices")  # per row and position
+TREE_FIELDS = tuple(f.name for f in fields(TreeLogits) if f.name != "vocab")  # the fields per row and position
 END_OF_TURN = ("<|eot_id|>", "<|im_end|>", "<end_of_turn>", "<|end|>", "<|endoftext|>")
 
 T = TypeVar("T")
@@ -591,9 +591,10 @@ class Engine:
         grown = extendable(cache) if use_cache else cache
         nodes = torch.empty(n, 0, dtype=torch.long, device=self.device)  # the node of each tree key so far, -1 pad
         while True:
-            chosen = expansion(trie, trie.reading(tree, computed), tree, computed, self.answer_tree.tolerance)
+            reading = trie.reading(tree, computed)
+            chosen = expansion(trie, reading, tree, computed, self.answer_tree.tolerance)
             if not chosen.any():
-                return trie.read(tree, computed), first, cache
+                return trie.read(tree, computed, reading), first, cache
             picked, logits = self._tree_round(batch, trie, chosen.to(self.device), nodes, grown)
             real = picked >= 0
             rows = torch.arange(n, device=self.device)[:, None].expand_as(picked)[real].to(computed.device)
@@ -621,11 +622,12 @@ class Engine:
                       position_ids=batch.next_position[:, None] + trie.depth.to(self.device)[order] - 1,
                       use_cache=True, logits_to_keep=width, **{self.cache_key: cache})
         self.tokens_computed += n * width
+        picked = order.masked_fill(~real, -1)
         if self.head is None:
-            return order.masked_fill(~real, -1), trie.reduce(self.model(**kwargs).logits)
+            return picked, trie.reduce(self.model(**kwargs).logits)
         with head_inputs(self.head) as caught:
             self.model(**kwargs)
-        return order.masked_fill(~real, -1), trie.reduce_hidden(caught[-1], self.head)
+        return picked, trie.reduce_hidden(caught[-1], self.head)
 
     def tree_forward(self, batch: Batch, trie: AnswerTrie, use_cache: bool):
         """The batch's prompts and the answer tree in one forward (each node sees its prompt and its ancestors);
