@@ -31,14 +31,12 @@ from __future__ import annotations
 
 import inspect
 import operator
-import re
 from collections.abc import Callable, Iterable, Sequence
 
 import torch
 from torch import nn
 
-EMBED_HOOK = "hook_embed"
-_RESID_POST = re.compile(r"blocks\.(\d+)\.hook_resid_post")
+from activations.layer_spec import EMBED_HOOK, LAYER_GRAMMAR, RANGE, RESID_POST
 
 Layers = int | str | Iterable[int | str]  # what every layer argument takes (resolve_layers, select_layers)
 Edit = Callable[[str, torch.Tensor], torch.Tensor]  # (hook name, hidden [B, T, d]) -> the hidden states to pass on
@@ -88,7 +86,7 @@ def hook_name(layer: int | str, n_layers: int | None = None) -> str:
         return one_layer(layer, model_hooks(n_layers), "layers", "available")
     if isinstance(layer, str) and layer == EMBED_HOOK:
         return EMBED_HOOK
-    match = _RESID_POST.fullmatch(layer) if isinstance(layer, str) else None
+    match = RESID_POST.fullmatch(layer) if isinstance(layer, str) else None
     number = int(match.group(1)) if match else _integer(layer)
     if number is None or number < 0:
         raise ValueError(f"no hook for layer {layer!r} without the model's block count: expected a block >= 0 or a "
@@ -99,7 +97,7 @@ def hook_name(layer: int | str, n_layers: int | None = None) -> str:
 
 def hook_layer(name: str) -> int:
     """The decoder block of ``blocks.{l}.hook_resid_post``; ValueError for ``hook_embed`` (no block) and other names."""
-    match = _RESID_POST.fullmatch(name) if isinstance(name, str) else None
+    match = RESID_POST.fullmatch(name) if isinstance(name, str) else None
     if match is None:
         what = "is the token embedding, no decoder block" if name == EMBED_HOOK else "is no block's hook name"
         raise ValueError(f"{name!r} {what}: expected blocks.<layer>.hook_resid_post")
@@ -123,12 +121,6 @@ def hook_names(n_layers: int, layers: Layers | None = None) -> list[str]:
     named."""
     blocks = model_hooks(n_layers, False) if layers is None else resolve_layers(layers, n_layers, embed=True)
     return [EMBED_HOOK, *(h for h in blocks if h != EMBED_HOOK)]
-
-
-LAYER_GRAMMAR = ("all, or a comma list of: embed; first, middle, last; block numbers (negative ones count back from "
-                 "the last block: -1 is the last); inclusive ranges a-b such as 0-5 or -4--1; hook names "
-                 "(hook_embed, blocks.3.hook_resid_post)")
-_RANGE = re.compile(r"(-?\d+)-(-?\d+)")
 
 
 def select_hooks(spec: str, hooks: Sequence[str], flag: str = "--layers", held: str = "captured") -> list[str]:
@@ -199,27 +191,6 @@ def parse_layers(spec: str, n_layers: int, flag: str = "--layers") -> list[int]:
     return [hook_layer(h) for h in named if h != EMBED_HOOK]
 
 
-def check_layer_spec(spec: str, flag: str = "--layers") -> None:
-    """Refuse, before any model is known, a layer spec with an entry outside LAYER_GRAMMAR; which blocks it names is
-    checked against the model (`select_hooks`)."""
-    text = spec.strip().lower()
-    if text == "all":
-        return
-    for part in (p.strip() for p in text.split(",")):
-        words = part in ("embed", EMBED_HOOK, "first", "middle", "last")
-        if not (words or _RESID_POST.fullmatch(part) or _RANGE.fullmatch(part) or _is_integer_text(part)):
-            raise ValueError(f"{flag}: unknown entry {part[:40]!r}; expected {LAYER_GRAMMAR}")
-
-
-def _is_integer_text(text: str) -> bool:
-    """True where `text` reads as a block number."""
-    try:
-        int(text)
-    except ValueError:
-        return False
-    return True
-
-
 def _entry(part: str, has_embed: bool, blocks: list[int], flag: str, held: str) -> list[str]:
     """The hooks one comma-separated entry of a layer spec names (`select_hooks`)."""
     if part in ("embed", EMBED_HOOK):
@@ -230,10 +201,10 @@ def _entry(part: str, has_embed: bool, blocks: list[int], flag: str, held: str) 
         if not blocks:
             raise ValueError(f"{flag} {part}: no block outputs were {held}")
         return [hook_name(blocks[{"first": 0, "middle": len(blocks) // 2, "last": -1}[part]])]
-    name = _RESID_POST.fullmatch(part)
+    name = RESID_POST.fullmatch(part)
     if name is not None:
         return [hook_name(_block(name.group(1), blocks, flag, held))]
-    span = _RANGE.fullmatch(part)
+    span = RANGE.fullmatch(part)
     if span is None:
         return [hook_name(_block(part, blocks, flag, held))]
     low, high = (_block(end, blocks, flag, held, part) for end in span.groups())

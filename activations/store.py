@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from activations.capture import Layers, select_layers
+from behavioral.files import check_regular, read_regular, write_json_atomic
 from behavioral.manifest import MANIFEST, RunDirError, read_manifest
 from behavioral.selection import select_rows
 from behavioral.store import check_run_id, run_id_of, stamp
@@ -74,12 +75,9 @@ def indexed_keys(run_dir: str | Path, kind: str, columns: Sequence[str], run_id:
 
 
 def write_meta(run_dir: str | Path, meta: dict) -> None:
-    """Record hook names, layers and d_model of the store."""
-    folder = Path(run_dir) / FOLDER
-    folder.mkdir(parents=True, exist_ok=True)
-    tmp = folder / f".{META}.tmp"
-    tmp.write_text(json.dumps(meta, indent=2) + "\n")
-    os.replace(tmp, folder / META)
+    """Record hook names, layers and d_model of the store, in the order given (each rank of a run writes it, each
+    through its own temporary file)."""
+    write_json_atomic(Path(run_dir) / FOLDER / META, meta, sort_keys=False)
 
 
 @dataclass
@@ -120,6 +118,8 @@ class ActivationStore:
             raise ActivationStoreError(f"{self.root}: no {kind} activations; was the run made with --capture?")
         frames, arrays = [], []
         for i, path in enumerate(shards):
+            for file in (path, path.with_suffix(".npy")):  # read and memory-mapped: a FIFO would block, a link lead out
+                check_regular(file, "a shard the run wrote", ActivationStoreError)
             frame = read_index(path, self.meta.get("run_id"))
             frame["_shard"], frame["_row"] = i, np.arange(len(frame))
             frames.append(frame)
@@ -218,7 +218,7 @@ def load(run_dir: str | Path) -> ActivationStore:
         raise ActivationStoreError(f"{run_dir}: no such run directory")
     if not (root / META).is_file():
         raise ActivationStoreError(f"{run_dir}: holds no activation store; {_capture_advice(Path(run_dir))}")
-    meta = json.loads((root / META).read_text())
+    meta = json.loads(read_regular(root / META, "the activation store's meta.json", error=ActivationStoreError))
     if (Path(run_dir) / MANIFEST).exists():  # a store read as a run's (a bare store, as tests build, has no manifest)
         check_run_id(root / META, meta.get("run_id"), read_manifest(run_dir).run_id)
     return ActivationStore(root, meta)

@@ -237,16 +237,18 @@ class AnswerTrie:
         if known is not None:
             tok_logp = tok_logp.masked_fill(~known, 0.0)
         path_logp = tok_logp @ self.ancestry.T.float().to(device)  # [B, T]
-        # After node i the answer goes on if the next token continues its word or number (where the form ends in a
-        # letter or digit) or follows another form of the set.
-        go_on = tree.lse_continues[:, 1:].masked_fill(~self.ends_word.to(device), float("-inf"))  # [B, T]
+        # After node i the answer ends where the next token neither continues its word or number (where the form
+        # ends in a letter or digit) nor follows another form of the set: the mass of the tokens that do not
+        # continue (all tokens, where the form cannot be continued), less the following forms' (a subset of them).
+        ends = torch.where(self.ends_word.to(device), tree.lse_stops[:, 1:], tree.lse[:, 1:]).double()  # [B, T]
         if len(self.extra_nodes):
             nodes = self.extra_nodes.to(device)
             extra = tree.columns[:, nodes + 1, torch.searchsorted(tree.vocab, self.extra_tokens.to(device))]  # [B, E]
+            following = torch.full_like(ends, float("-inf"))
             for e in range(len(nodes)):
-                go_on[:, nodes[e]] = torch.logaddexp(go_on[:, nodes[e]], extra[:, e])
-        go_on = go_on - tree.lse[:, 1:]
-        end_logp = torch.log1p(-go_on.exp().clamp(max=1 - 1e-7))  # [B, T]
+                following[:, nodes[e]] = torch.logaddexp(following[:, nodes[e]], extra[:, e].double())
+            ends = ends + torch.log1p(-torch.exp((following - ends).clamp(max=0.0)))  # at 0: rounding, no end
+        end_logp = ends - tree.lse[:, 1:].double()  # [B, T]
         if known is not None:
             path_logp = path_logp.masked_fill(~known, float("-inf"))
             end_logp = end_logp.masked_fill(~computed[:, 1:], 0.0)

@@ -1,12 +1,11 @@
-"""Many processes, one run: rank and world size from the launcher (torchrun or accelerate), barriers through torch.distributed."""
+"""Many processes, one run: rank and world size from the launcher (torchrun or accelerate), barriers through
+torch.distributed. A process learns its place from the environment alone; torch is imported only where several
+processes share a run, so the command line refuses a folder in use without it."""
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-
-import torch
-import torch.distributed as dist
 
 
 @dataclass(frozen=True)
@@ -31,14 +30,22 @@ def place() -> Place:
 
 def device_for(device: str, where: Place) -> str:
     """One GPU per local rank when the run is spread over several processes."""
-    if where.world_size > 1 and device in ("cuda", "auto") and torch.cuda.is_available():
-        return f"cuda:{where.local_rank}"
+    if where.world_size > 1 and device in ("cuda", "auto"):
+        import torch
+
+        if torch.cuda.is_available():
+            return f"cuda:{where.local_rank}"
     return device
 
 
 def start(where: Place) -> None:
     """Join the process group (NCCL on GPUs, gloo on CPUs) when there is more than one process."""
-    if where.world_size > 1 and not dist.is_initialized():
+    if where.world_size == 1:
+        return
+    import torch
+    import torch.distributed as dist
+
+    if not dist.is_initialized():
         if torch.cuda.is_available():
             torch.cuda.set_device(where.local_rank)
         dist.init_process_group(backend="nccl" if torch.cuda.is_available() else "gloo")
@@ -47,4 +54,6 @@ def start(where: Place) -> None:
 def barrier(where: Place) -> None:
     """Wait for every process of the run."""
     if where.world_size > 1:
+        import torch.distributed as dist
+
         dist.barrier()

@@ -7,11 +7,52 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 import tempfile
 from pathlib import Path
 
 # A name that may become one folder: never a path, never hidden, short enough for any file system.
 FOLDER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+RECORD_LIMIT = 64 * 2 ** 20  # the most bytes a manifest, seal ledger or sweep record may hold
+
+
+def check_regular(path: Path, what: str, error: type[Exception] = ValueError) -> None:
+    """`error`, naming `path` and `what` was expected, unless it is a regular file (not a link, FIFO or device)."""
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError as err:
+        raise error(f"{path}: cannot be read ({err.strerror}); expected {what}") from None
+    if not stat.S_ISREG(mode):
+        kind = "a symbolic link" if stat.S_ISLNK(mode) else "not a regular file (a FIFO, socket, device or folder)"
+        raise error(f"{path}: is {kind}; expected {what}")
+
+
+def read_regular(path: Path, what: str, limit: int | None = RECORD_LIMIT, follow: bool = False,
+                 error: type[Exception] = ValueError) -> bytes:
+    """The bytes of `path` where it is a regular file (no FIFO, socket or device, which would hang or never end a
+    read; with `follow` False, no symbolic link either) of at most `limit` bytes; else `error`, naming it and `what`
+    was expected. A missing file raises FileNotFoundError."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | (0 if follow else os.O_NOFOLLOW)
+    try:
+        fd = os.open(path, flags)
+    except OSError as err:
+        if isinstance(err, FileNotFoundError):
+            raise
+        kind = "a symbolic link" if path.is_symlink() else f"unreadable ({err.strerror})"
+        raise error(f"{path}: is {kind}; expected {what}") from None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        kind = "a directory" if stat.S_ISDIR(info.st_mode) else "not a regular file (a FIFO, socket or device)"
+        raise error(f"{path}: is {kind}; expected {what}")
+    with os.fdopen(fd, "rb") as f:
+        if limit is not None and info.st_size > limit:
+            raise error(f"{path}: holds {info.st_size:,} bytes, more than the {limit:,} such a file may; expected "
+                        f"{what}")
+        data = f.read() if limit is None else f.read(limit + 1)
+    if limit is not None and len(data) > limit:  # grew while it was read
+        raise error(f"{path}: holds more than the {limit:,} bytes such a file may; expected {what}")
+    return data
 
 
 def write_error(path: Path, err: OSError) -> OSError:
@@ -26,13 +67,14 @@ def file_mode() -> int:
     return 0o666 & ~umask
 
 
-def write_json_atomic(path: Path, data: dict) -> None:
-    """Write `data` as JSON to `path` through a temporary file and a rename; an error names `path`."""
+def write_json_atomic(path: Path, data: dict, sort_keys: bool = True) -> None:
+    """Write `data` as JSON to `path` through a temporary file of its own and a rename (keys sorted unless their
+    order means something); an error names `path`."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w") as f:
-            json.dump(data, f, indent=2, sort_keys=True)
+            json.dump(data, f, indent=2, sort_keys=sort_keys)
             f.write("\n")
         os.chmod(tmp, file_mode())
         os.replace(tmp, path)

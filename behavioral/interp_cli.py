@@ -7,12 +7,11 @@ import argparse
 from collections.abc import Sequence
 
 from behavioral.options import add_flags, comma_values, from_flags
+from behavioral.registry import get_study, study_names
 
 
 def add_parser(sub: argparse._SubParsersAction, argv: Sequence[str]) -> None:
     """Add `interp` and a sub-command per study; the flags of the study `argv` names (or of all, for help)."""
-    from behavioral.registry import get_study, study_names
-
     interp = sub.add_parser("interp", help="mechanistic studies of run directories with --capture "
                                            f"({', '.join(study_names())})")
     studies = interp.add_subparsers(dest="study", required=True, metavar="STUDY")
@@ -33,7 +32,6 @@ def add_parser(sub: argparse._SubParsersAction, argv: Sequence[str]) -> None:
 
 def run(args: argparse.Namespace) -> None:
     """Run the study the parsed `args` name and print where its report is."""
-    from behavioral.registry import get_study
     from behavioral.analysis.study import run_study
 
     study = get_study(args.study)

@@ -17,16 +17,10 @@ from dataclasses import dataclass
 import torch
 
 from behavioral.answer_space import AnswerTrie, Reading
-from behavioral.manifest import TREE_TOLERANCE, TREES
+from behavioral.manifest import TREE_TOLERANCE, TREES, check_tolerance
 from behavioral.tree_logits import TreeLogits
 
 SMALL_TREE = 16  # tries of at most this many nodes are read whole
-
-
-def check_tolerance(value: float, name: str) -> None:
-    """Raise ValueError naming `name` unless `value` is a tolerance: at least 0, below 1."""
-    if not 0 <= value < 1:
-        raise ValueError(f"{name} must lie in [0, 1), got {value}")
 
 
 @dataclass(frozen=True)

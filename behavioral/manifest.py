@@ -3,16 +3,16 @@ a damaged or edited manifest is one line naming the field and what was expected,
 
 from __future__ import annotations
 
-import dataclasses
 import json
-import stat
+import math
 import uuid
 from collections.abc import Callable
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from behavioral.files import write_json_atomic
+from behavioral.files import read_regular, write_json_atomic
 from behavioral.options import from_mapping
 
 MANIFEST = "manifest.json"
@@ -27,16 +27,47 @@ TREE_TOLERANCE = 1e-3
 PROMPT_FORMATS = ("auto", "chat", "plain")  # behavioral.chat.REQUESTS, without importing the tokenizer stack
 
 
+def check_tolerance(value: float, name: str) -> None:
+    """Raise ValueError naming `name` unless `value` is a tolerance: at least 0, below 1."""
+    if not 0 <= value < 1:
+        raise ValueError(f"{name} must lie in [0, 1), got {value}")
+
+
 class RunDirError(ValueError):
     """A run directory that cannot be used as asked."""
 
 
 @dataclass(frozen=True)
 class Plan:
-    """The work units and result rows of a whole run (every rank's), which an analysis checks the run holds."""
+    """The work units and result rows of a whole run (every rank's), which an analysis checks the run holds, and
+    its `groups` (each group's name and items, in the suite's order), which name every unit the run may hold (None
+    in runs made before plans named them)."""
 
     units: int
     rows: int
+    groups: tuple[tuple[str, int], ...] | None = None
+
+    def unit_rows(self, unit_size: int, samples: int) -> dict[str, int] | None:
+        """Every planned work unit's id and its rows (`planned_units`); None without groups."""
+        return None if self.groups is None else planned_units(self.groups, unit_size, samples)
+
+
+def planned_units(groups: tuple[tuple[str, int], ...], unit_size: int, samples: int) -> dict[str, int]:
+    """The id (`{group}|{chunk}`, behavioral.work) and rows of every work unit that `groups` (name, items) make."""
+    return {f"{group}|{k}": min(unit_size, items - start) * samples for group, items in groups
+            for k, start in enumerate(range(0, items, unit_size))}
+
+
+@dataclass(frozen=True)
+class AnswerSet:
+    """What a run's rows may hold of one answer set it scored: its labels (a row's `probs` has one probability each),
+    the nodes of its answer tree (the most `tree_nodes` a row reads) and its labels' smallest and largest values
+    (None for unvalued labels), between which every expected value lies."""
+
+    labels: int
+    nodes: int
+    low: float | None = None
+    high: float | None = None
 
 
 @dataclass(frozen=True)
@@ -45,7 +76,8 @@ class Manifest:
     the loaded `model`'s description, its `provenance`, its `plan` (None in runs made before plans were recorded)
     `run_id`, the identity every result part of the run carries (None in runs made before parts carried one), and
     `seals`, the format of the seals its parts are checked against (None in runs made before runs sealed their parts;
-    a manifest this version makes has them)."""
+    a manifest this version makes has them), and the `answers` its scores range over (None in runs that score
+    nothing and in runs made before manifests recorded them)."""
 
     config: dict
     model: dict
@@ -53,6 +85,7 @@ class Manifest:
     plan: Plan | None = None
     run_id: str | None = None
     seals: int | None = SEALS
+    answers: tuple[AnswerSet, ...] | None = None
 
     @property
     def suite(self) -> str:
@@ -68,11 +101,15 @@ class Manifest:
         """The manifest as manifest.json holds it."""
         data = {"config": self.config, "model": self.model, "provenance": self.provenance}
         if self.plan is not None:
-            data["plan"] = dataclasses.asdict(self.plan)
+            data["plan"] = {"units": self.plan.units, "rows": self.plan.rows}
+            if self.plan.groups is not None:
+                data["plan"]["groups"] = [list(group) for group in self.plan.groups]
         if self.run_id is not None:
             data["run_id"] = self.run_id
         if self.seals is not None:
             data["seals"] = self.seals
+        if self.answers is not None:
+            data["answers"] = [dataclasses.asdict(a) for a in self.answers]
         return data
 
 
@@ -93,7 +130,8 @@ def _whole(minimum: int | None = None) -> Rule:
 
 
 def _number(test: Callable[[float], bool], what: str) -> Rule:
-    return f"a number {what}", lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and test(v)
+    return f"a finite number {what}", \
+        lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and test(v)
 
 
 def _one_of(values: tuple[str, ...]) -> Rule:
@@ -107,6 +145,24 @@ STRINGS: Rule = ("a list of strings", lambda v: isinstance(v, list) and all(isin
 BOOL: Rule = ("true or false", lambda v: isinstance(v, bool))
 RUN_ID: Rule = ("32 hexadecimal digits", lambda v: isinstance(v, str) and len(v) == 32
                 and all(c in "0123456789abcdef" for c in v))
+GROUPS: Rule = ("a list of [group, items] pairs (a string and a whole number of at least 1)",
+                lambda v: isinstance(v, list) and all(
+                    isinstance(g, list) and len(g) == 2 and isinstance(g[0], str) and type(g[1]) is int and g[1] >= 1
+                    for g in v))
+
+def _answer_set(v: Any) -> bool:
+    """True for one recorded answer set: labels and nodes of at least 1, its value range finite numbers or null."""
+    def whole(x):
+        return type(x) is int and x >= 1
+
+    def bound(x):
+        return x is None or (isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x))
+    return isinstance(v, dict) and set(v) == {"labels", "nodes", "low", "high"} and whole(v["labels"]) \
+        and whole(v["nodes"]) and bound(v["low"]) and bound(v["high"]) and (v["low"] is None) == (v["high"] is None)
+
+
+ANSWERS: Rule = ("a list of answer sets ({labels, nodes, low, high})",
+                 lambda v: isinstance(v, list) and bool(v) and all(map(_answer_set, v)))
 SEALS_RULE: Rule = (f"{SEALS}, the seal format this version reads", lambda v: type(v) is int and v == SEALS)
 
 # config fields every schema-2 manifest has; the others are checked where present (older runs and imported ones
@@ -151,20 +207,16 @@ def _check(path: Path, name: str, value: Any, rule: Rule) -> None:
 
 
 def _read_json(path: Path, run_dir: Path) -> Any:
-    """The JSON in `path`, or a RunDirError naming what is there instead of a readable manifest."""
+    """The JSON in `path`, or a RunDirError naming what is there instead of a readable manifest (a FIFO, a link or
+    a file past the size limit among them)."""
     try:
-        kind = path.stat().st_mode
+        data = read_regular(path, "the run's manifest, a JSON file written by `empathy-gap run`", error=RunDirError)
     except (FileNotFoundError, NotADirectoryError):
         if not run_dir.is_dir():
             raise RunDirError(f"{run_dir}: no such run directory") from None
         raise RunDirError(f"{run_dir}: no {MANIFEST}; expected a run directory written by `empathy-gap run`") from None
-    except OSError as err:
-        raise RunDirError(f"{path}: cannot be read ({err.strerror}); expected the run's manifest") from None
-    if not stat.S_ISREG(kind):  # a FIFO would block a read forever
-        what = "a directory" if stat.S_ISDIR(kind) else "not a regular file (a FIFO, socket or device)"
-        raise RunDirError(f"{path}: is {what}; expected the run's manifest, a JSON file written by `empathy-gap run`")
     try:
-        return json.loads(path.read_text())
+        return json.loads(data.decode())
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise RunDirError(f"{path}: not valid JSON ({err}); the manifest is damaged") from None
 
@@ -200,13 +252,37 @@ def read_manifest(run_dir: str | Path) -> Manifest:
         if plan["rows"] < plan["units"]:
             raise RunDirError(f"{path}: plan.rows is {plan['rows']}, fewer than plan.units {plan['units']}; expected "
                               "at least one row per work unit (is the manifest damaged or edited?)")
-        plan = Plan(plan["units"], plan["rows"])
+        plan = Plan(plan["units"], plan["rows"], _groups(path, plan, config))
     if "run_id" in data:
         _check(path, "run_id", data["run_id"], RUN_ID)
     if "seals" in data:
         _check(path, "seals", data["seals"], SEALS_RULE)
+    answers = None
+    if "answers" in data:
+        _check(path, "answers", data["answers"], ANSWERS)
+        answers = tuple(AnswerSet(**a) for a in data["answers"])
     return Manifest(config, data.get("model", {}), data.get("provenance", {}), plan, data.get("run_id"),
-                    data.get("seals"))
+                    data.get("seals"), answers)
+
+
+def _groups(path: Path, plan: dict, config: dict) -> tuple[tuple[str, int], ...] | None:
+    """plan.groups checked: [group, items] pairs whose units and rows (by the config's unit_size and samples) are
+    the plan's counts; None where the plan names no groups."""
+    if "groups" not in plan:
+        return None
+    groups = plan["groups"]
+    _check(path, "plan.groups", groups, GROUPS)
+    if len({g for g, _ in groups}) < len(groups):
+        raise RunDirError(f"{path}: plan.groups names a group twice; expected each group once (is the manifest "
+                          "damaged or edited?)")
+    for name in ("unit_size", "samples"):
+        _check(path, f"config.{name}", config.get(name), _whole(1))
+    units = planned_units(tuple(map(tuple, groups)), config["unit_size"], config["samples"])
+    if (len(units), sum(units.values())) != (plan["units"], plan["rows"]):
+        raise RunDirError(f"{path}: plan.groups make {len(units)} work units ({sum(units.values())} rows), not "
+                          f"plan.units {plan['units']} (plan.rows {plan['rows']}); expected the same plan (is the "
+                          "manifest damaged or edited?)")
+    return tuple((g, n) for g, n in groups)
 
 
 def write_manifest(run_dir: str | Path, manifest: Manifest) -> None:

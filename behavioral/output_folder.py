@@ -114,11 +114,28 @@ def _entries(final: Path, keep: Sequence[str]) -> list[str]:
     return sorted(found)
 
 
-def check_output_folder(final: str | Path, command: str, keep: Sequence[str] = (), flag: str = "--out") -> list[str]:
-    """Refuse, with one line naming `flag`, an output folder that `command` may not write: anything but a new or empty
-    folder, or an earlier output of `command` holding only the files its manifest names (and the `keep` sub-folders).
-    Returns the files of the earlier output, which the new one replaces."""
+def symlink_on_the_way(final: Path, within: Path | None = None) -> Path | None:
+    """The first of `final` and the folders between it and `within` (the folder the user named, from which `final`
+    was derived; None: `final` is what the user named) that is a symbolic link, else None: a link there, which the
+    command did not make, would carry its writes elsewhere."""
+    folders = [final]
+    if within is not None:
+        folders += [p for p in final.parents if within in p.parents]
+    return next((p for p in folders if p.is_symlink()), None)
+
+
+def check_output_folder(final: str | Path, command: str, keep: Sequence[str] = (), flag: str = "--out",
+                        within: str | Path | None = None) -> list[str]:
+    """Refuse, with one line naming `flag`, an output folder that `command` may not write: a symbolic link, or one
+    below a link between it and `within` (see symlink_on_the_way); anything but a new or empty folder, or an
+    earlier output of `command` holding only the files its manifest names (and the `keep` sub-folders). Returns the
+    files of the earlier output, which the new one replaces."""
     final = Path(final)
+    link = symlink_on_the_way(final, None if within is None else Path(within))
+    if link is not None:
+        raise OutputFolderError(f"{flag} {final}: {'is' if link == final else f'lies below {link}, which is'} a "
+                                "symbolic link, which would carry the writes elsewhere; expected a folder of its own "
+                                f"(name the folder it points to as {flag} if that is where you want them)")
     if not final.exists():
         return []
     if not final.is_dir():
@@ -160,12 +177,12 @@ def _remove_emptied(final: Path, files: Sequence[str]) -> None:
 
 def _commit(out: OutputFolder, earlier: list[str]) -> None:
     """Move the staged files into place; the manifest lists the old and new files while they move (a kill then
-    leaves a folder a rerun may still replace) and only the new ones, marked complete, at the end."""
+    leaves a folder a rerun may still replace, the first commit's included) and only the new ones, marked complete,
+    at the end."""
     files = out.files = _staged_files(out.path)
     entry = {"command": out.command, "files": files, "complete": True}
-    if earlier:
-        _write_manifest(out.final, out.record | {OUTPUT: entry | {"files": sorted(set(files) | set(earlier)),
-                                                                 "complete": False}})
+    _write_manifest(out.final, out.record | {OUTPUT: entry | {"files": sorted(set(files) | set(earlier)),
+                                                             "complete": False}})
     for name in files:
         (out.final / name).parent.mkdir(parents=True, exist_ok=True)
         os.replace(out.path / name, out.final / name)
@@ -181,13 +198,13 @@ def _commit(out: OutputFolder, earlier: list[str]) -> None:
 
 @contextmanager
 def output_folder(final: str | Path, command: str, record: dict | None = None, keep: Sequence[str] = (),
-                  flag: str = "--out") -> Iterator[OutputFolder]:
-    """The output folder of `command` at `final` (given as `flag`), checked first (see check_output_folder). Write
-    files into the yielded folder's `path` and fill its `record`; when the block ends they replace the earlier
-    output's files in `final` and manifest.json names them. If the block fails, nothing it wrote stays and a folder
-    made for it is removed again."""
+                  flag: str = "--out", within: str | Path | None = None) -> Iterator[OutputFolder]:
+    """The output folder of `command` at `final` (given as `flag`, or derived from the folder `within`), checked
+    first (see check_output_folder). Write files into the yielded folder's `path` and fill its `record`; when the
+    block ends they replace the earlier output's files in `final` and manifest.json names them. If the block fails,
+    nothing it wrote stays and a folder made for it is removed again."""
     final = Path(final)
-    earlier = check_output_folder(final, command, keep, flag)
+    earlier = check_output_folder(final, command, keep, flag, within)
     made = [p for p in (final, *final.absolute().parents) if not p.exists()][::-1]
     final.mkdir(parents=True, exist_ok=True)
     out = OutputFolder(final, command, Path(tempfile.mkdtemp(dir=final, prefix=STAGING)), dict(record or {}),

@@ -8,6 +8,11 @@ import time
 from tqdm import tqdm
 
 
+def counted(n: int, noun: str) -> str:
+    """`n` and `noun`, plural but for one: ``1 run``, ``2 runs``, ``0 runs``."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
 def duration(seconds: float) -> str:
     """A rough human duration: ``40 s``, ``12 min``, ``2.5 h``."""
     if seconds < 90:

@@ -11,19 +11,23 @@ from contextlib import contextmanager
 
 from typing import TYPE_CHECKING
 
-from behavioral.suite import Suite
+from behavioral.suite import Suite, SuiteDeclaration
 
 if TYPE_CHECKING:
     from behavioral.analysis.study import Study
 
 # name -> "module:attribute" of its Suite object, imported on first use
 SUITES: dict[str, str] = {
-    "intergroup": "behavioral.suites.intergroup:SUITE",
-    "scm": "behavioral.suites.scm:SUITE",
-    "isear": "behavioral.suites.isear:SUITE",
-    "giebench": "behavioral.suites.giebench:SUITE",
-    "jaem": "behavioral.suites.jaem:SUITE",
+    "intergroup": "behavioral.suites.intergroup.suite:SUITE",
+    "scm": "behavioral.suites.scm.suite:SUITE",
+    "isear": "behavioral.suites.isear.suite:SUITE",
+    "giebench": "behavioral.suites.giebench.suite:SUITE",
+    "jaem": "behavioral.suites.jaem.suite:SUITE",
 }
+# name -> "module:attribute" of its SuiteDeclaration, where its options module declares it apart from the Suite (the
+# command line parses a run's flags from it without importing the suite's data or analysis); a suite not listed
+# declares them on its Suite object
+DECLARATIONS: dict[str, str] = {name: f"behavioral.suites.{name}.options:DECLARATION" for name in SUITES}
 # name -> module holding its STUDY, in the order `empathy-gap interp` lists them
 STUDIES: dict[str, str] = {
     "clusters": "interp.clusters.study",
@@ -35,6 +39,7 @@ STUDIES: dict[str, str] = {
     "atlas": "interp.atlas.study",
 }
 _loaded: dict[str, Suite] = {}
+_declared: dict[str, SuiteDeclaration] = {}
 
 
 def register(suite: Suite) -> Suite:
@@ -64,14 +69,29 @@ def names() -> list[str]:
     return sorted(set(SUITES) | set(_loaded))
 
 
+def _object(where: str):
+    """The object a table's "module:attribute" names, its module imported."""
+    module, attribute = where.split(":")
+    return getattr(importlib.import_module(module), attribute)
+
+
 def get_suite(name: str) -> Suite:
     """The suite called `name`, or a ValueError that lists the known ones."""
     if name not in _loaded:
         if name not in SUITES:
             raise ValueError(f"unknown suite {name!r}; expected one of {', '.join(names())}")
-        module, attribute = SUITES[name].split(":")
-        _loaded[name] = getattr(importlib.import_module(module), attribute)
+        _loaded[name] = _object(SUITES[name])
     return _loaded[name]
+
+
+def get_declaration(name: str) -> SuiteDeclaration:
+    """What the suite called `name` declares (its options, run defaults, capture kinds, flags), from its options
+    module alone where DECLARATIONS lists one, else its Suite; a ValueError lists the known suites."""
+    if name in _loaded or name not in DECLARATIONS:
+        return get_suite(name)
+    if name not in _declared:
+        _declared[name] = _object(DECLARATIONS[name])
+    return _declared[name]
 
 
 def study_names() -> list[str]:

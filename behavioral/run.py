@@ -6,193 +6,54 @@ import json
 import math
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, fields, is_dataclass, replace
+from dataclasses import replace
 from itertools import accumulate
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import torch
 from tqdm import tqdm
 
-from activations.capture import check_layer_spec, decoder_layers, parse_layers
+from activations.capture import decoder_layers, parse_layers
 from activations.recorder import Recorder
+from activations.store import FOLDER as ACTIVATIONS
 from behavioral import chat, models, vllm_backend
 from behavioral.answer_space import AnswerSpec, AnswerTrie, Scores
 from behavioral.distributed import Place, barrier, device_for, place, start
 from behavioral.engine import Engine, Generation, Sampling, stream_seed
-from behavioral.lazy_tree import AnswerTree, check_tolerance
+from behavioral.lazy_tree import AnswerTree
 from behavioral.manifest import (
-    MANIFEST, MODES, SCHEMA_VERSION, TREE_TOLERANCE, TREES, Manifest, Plan, RunDirError, new_run_id, options_of,
-    read_manifest, write_manifest,
+    MANIFEST, AnswerSet, Manifest, Plan, RunDirError, new_run_id, planned_units, read_manifest, write_manifest,
 )
-from behavioral.options import quoted
 from behavioral.provenance import provenance
 from behavioral.store import (
-    RowLog, RunLock, check_parts, finished_units, is_lock_file, result_schema, seal_logs, seal_unlocked_logs,
+    RESULTS, RowLog, check_parts, finished_units, result_schema, seal_logs, seal_unlocked_logs,
 )
-from behavioral.suite import Item, Suite, local_path
+from behavioral.suite import Item, Suite
 from behavioral.registry import get_suite
+from behavioral.run_config import RunConfig, check_resumable, run_identity
+from behavioral.run_lock import RunLock, is_lock_file
+from behavioral.vllm_args import vllm_device
 from behavioral.work import WorkUnit, unit_batches, work_units
 
-# The decoding settings' defaults; a suite replaces some with its own (Suite.run_defaults, e.g. its authors').
-RUN_DEFAULTS = {"mode": "generate", "seed": 0, "temperature": 0.0, "top_p": 1.0, "samples": 1, "max_new_tokens": 128,
-                "prompt_format": "auto"}
 # Work units go to the engine in pools of this many batches: it sorts a pool's rows by what is left after their
 # cached prefix, so batches pad little, and computes each of the pool's prefixes once (a pool of one batch pads every
 # row to the longest); a kill loses at most one pool, whose units rerun on resume.
 POOL_BATCHES = 4
 STORE_PROBS_UP_TO = 32  # answer sets this small keep every label's probability on each row (any set with store_probs)
-BACKENDS = ("engine", "vllm")  # what runs the model: this toolkit's engine, or vLLM (behavioral.vllm_backend)
-
-
-def run_defaults(suite: Suite) -> dict[str, Any]:
-    """The decoding settings' defaults for `suite`: the generic ones, replaced by the suite's own."""
-    return RUN_DEFAULTS | dict(suite.run_defaults)
-
-
-Check = Callable[[Any, str], None]  # raises ValueError naming the value `name` (a flag, or a sweep file's key)
-
-
-def _one_of(known: Sequence[str]) -> Check:
-    """A check that a value is one of `known`."""
-    def check(value: Any, name: str) -> None:
-        if value not in known:
-            raise ValueError(f"{name} is {quoted(value)}; expected one of {', '.join(known)}")
-    return check
-
-
-def _at_least(low: int) -> Check:
-    """A check that a number is at least `low`."""
-    def check(value: Any, name: str) -> None:
-        if not value >= low:
-            raise ValueError(f"{name} must be at least {low}, got {value}")
-    return check
-
-
-def _temperature(value: float, name: str) -> None:
-    if not (math.isfinite(value) and value >= 0):
-        raise ValueError(f"{name} must be at least 0 and finite, got {value}")
-
-
-def _top_p(value: float, name: str) -> None:
-    if not 0 < value <= 1:
-        raise ValueError(f"{name} must lie in (0, 1], got {value}")
-
-
-# Each run setting's own check of its value; RunConfig.problems adds what the settings' combination and the suite
-# decide (the capture kinds).
-SETTING_CHECKS: dict[str, Check] = {
-    "model": models.check_length, "mode": _one_of(MODES), "seed": _at_least(0), "temperature": _temperature,
-    "top_p": _top_p, "samples": _at_least(1), "max_new_tokens": _at_least(1),
-    "prompt_format": _one_of(tuple(chat.REQUESTS)), "device": models.check_device,
-    "dtype": _one_of(("auto", *models.DTYPES)), "batch_size": _at_least(1), "unit_size": _at_least(1),
-    "layers": check_layer_spec, "per_cell_samples": _at_least(0), "backend": _one_of(BACKENDS),
-    "answer_tree": _one_of(TREES), "tree_tolerance": check_tolerance,
-}
-
-
-def check_setting(field: str, value: Any, name: str) -> None:
-    """Raise ValueError naming `name` where `value` (of the field's type) is not one RunConfig's `field` may take."""
-    if field in SETTING_CHECKS:
-        SETTING_CHECKS[field](value, name)
-
-
-def flag(field: str) -> str:
-    """The `empathy-gap run` flag of a RunConfig field."""
-    return f"--{field.replace('_', '-')}"
-
-
-@dataclass(frozen=True)
-class RunConfig:
-    """Everything that decides a run's rows. `batch_size` and `device` decide how fast they come, and nothing else
-    beyond float rounding: batches group prompts differently, so score-mode probabilities may differ in the last
-    digits (measured up to 6e-7 in fp32 on CPU; answers identical in every fp32 comparison, while in bf16 a near-tie
-    between two answers can flip). `backend` decides who computes them: vLLM's greedy replies are the engine's and
-    its scores equal them to float rounding, so it is part of a run's identity only where replies are sampled (each
-    backend draws its own); `vllm_args` (vLLM's engine arguments) decide how fast.
-
-    A decoding setting left None takes the suite's default (`run_defaults`), so a script that builds a RunConfig
-    runs the protocol the CLI runs; `samples` takes the suite's only where replies are sampled (a temperature above
-    0 outside score mode), else 1."""
-
-    suite: str
-    model: str
-    options: Any = None  # the suite's options (a frozen dataclass, see Suite.options)
-    mode: str | None = None  # generate, score or both
-    seed: int | None = None
-    temperature: float | None = None  # 0: greedy decoding
-    top_p: float | None = None
-    samples: int | None = None  # generated samples per item
-    max_new_tokens: int | None = None
-    prompt_format: str | None = None  # auto (chat where the tokenizer has a template), chat or plain
-    device: str = "auto"
-    dtype: str = "auto"
-    batch_size: int = 16
-    unit_size: int = 32
-    trust_remote_code: bool = False
-    capture: tuple[str, ...] = ()
-    layers: str = "all"
-    per_cell_samples: int = 0
-    store_probs: bool = False  # every row keeps its label probabilities, whatever the answer set's size
-    answer_tree: str = "lazy"  # score and both modes: lazy (nodes read as needed, bounds per row) or full (exact)
-    tree_tolerance: float = TREE_TOLERANCE  # lazy: the most a reported expected value or probability may differ
-    backend: str = "engine"  # engine, or vllm: the same rows (greedy), decoded and scored by vLLM
-    vllm_args: tuple[tuple[str, Any], ...] = ()  # vLLM's engine arguments as (key, value), e.g. tensor_parallel_size
-
-    def __post_init__(self):
-        defaults = run_defaults(get_suite(self.suite))
-        for name in ("mode", "seed", "temperature", "top_p", "max_new_tokens", "prompt_format"):
-            if getattr(self, name) is None:
-                object.__setattr__(self, name, defaults[name])
-        if self.samples is None:
-            sampled = self.mode != "score" and self.temperature > 0
-            object.__setattr__(self, "samples", defaults["samples"] if sampled else 1)
-
-    @classmethod
-    def from_run_dir(cls, run_dir: str | Path, **changes) -> "RunConfig":
-        """The configuration a run directory was made with (its manifest), with `changes` applied. Speed settings
-        (device, batch size) are not stored: they come back as the defaults unless changed. `trust_remote_code` is
-        never read from a manifest (a shared run directory must not make its reader execute a model folder's code):
-        only the caller's own `changes` turn it on."""
-        manifest = read_manifest(run_dir)
-        stored = manifest.config
-        known = {f.name for f in fields(cls)} - {"trust_remote_code"}
-        kept = {k: v for k, v in stored.items() if k in known}
-        options = options_of(manifest, get_suite(manifest.suite).Options, Path(run_dir) / MANIFEST)
-        return replace(cls(**kept | {"options": options, "capture": tuple(stored.get("capture", ()))}), **changes)
-
-    def validate(self, suite: Suite, named: Callable[[str], str] = flag) -> None:
-        """Raise ValueError naming the first of the configuration's `problems` (a bad value or combination)."""
-        found = self.problems(suite, named)
-        if found:
-            raise ValueError(found[0])
-
-    def problems(self, suite: Suite, named: Callable[[str], str] = flag) -> list[str]:
-        """What is wrong with this configuration for `suite`, a line each: each setting's value (SETTING_CHECKS), then
-        their combinations and the capture kinds; `named` names a field as the user gave it (default: its flag)."""
-        found = []
-        for field in SETTING_CHECKS:
-            try:
-                check_setting(field, getattr(self, field), named(field))
-            except ValueError as err:
-                found.append(str(err))
-        if self.samples > 1 and (self.mode == "score" or self.temperature == 0):
-            found.append(f"{named('samples')} {self.samples} needs generated replies with {named('temperature')} "
-                         "above 0; greedy decoding and score mode give one answer per item")
-        if self.store_probs and self.mode == "generate":
-            found.append(f"{named('store_probs')} keeps answer-set probabilities, which only {named('mode')} score "
-                         "or both computes")
-        kinds = suite.capture.kinds if suite.capture else ()
-        found += [f"unknown {named('capture')} {quoted(name)} for suite {suite.name!r}; expected a comma list of "
-                  f"{', '.join(kinds) or 'nothing (this suite cannot capture)'}" for name in self.capture
-                  if name not in kinds]
-        return found + vllm_backend.problems(self, named)
 
 
 def prepare_out_dir(out: Path, caches: Sequence[str] = ()) -> bool:
     """Check `out` can hold this run (new, or holding only the suite's `caches`); True when it already holds one
-    (to resume)."""
+    (to resume). Neither `out` nor anything the run writes in it may be a symbolic link (a shared folder could
+    carry the writes elsewhere)."""
+    links = [p for p in (out, *(out / name for name in (MANIFEST, RESULTS, ACTIVATIONS, *caches))) if p.is_symlink()]
+    if links:
+        raise RunDirError(f"--out {out}: {'is' if links[0] == out else f'holds {links[0].name} as'} a symbolic link, "
+                          "which would carry the run's writes elsewhere; expected a run directory of its own files")
+    odd = [name for name in caches if os.path.lexists(out / name) and not (out / name).is_file()]
+    if odd:  # a FIFO would hang the cache's read and write
+        raise RunDirError(f"--out {out}: its {odd[0]} is not a regular file; expected the cache a run writes there")
     if out.exists() and not out.is_dir():
         raise RunDirError(f"--out {out}: exists and is not a directory")
     if os.path.lexists(out / MANIFEST):
@@ -206,71 +67,16 @@ def prepare_out_dir(out: Path, caches: Sequence[str] = ()) -> bool:
     return False
 
 
-IDENTITY = ("suite", "model", "mode", "seed", "temperature", "top_p", "samples", "max_new_tokens", "prompt_format",
-            "unit_size", "capture", "layers", "per_cell_samples", "store_probs")
-# identity settings newer than some manifests (flat keys): the value those runs ran with, where the run has the key
-ADDED = {"store_probs": False, "options.exclude_events": [], "backend": "engine", "answer_tree": "full"}
+class Rendering:
+    """A run's prompts as its tokenizer renders them (the chat format `--prompt-format` asks for, refused where the
+    tokenizer has no chat template) and their answer tries, checked against a context of `context` tokens (None:
+    unknown): what a run checks of its prompts before its model loads, and the Runner after."""
 
-
-def run_identity(config: RunConfig, model_info: dict) -> dict:
-    """The manifest's `config` as known before the suite prepares its data: what must match to resume."""
-    identity = {k: v for k, v in asdict(config).items() if k in IDENTITY}
-    identity.update(model=local_path(config.model), capture=list(config.capture), schema=SCHEMA_VERSION,
-                    options=_jsonable(config.options), model_hash=model_info["model_hash"],
-                    revision=model_info["revision"], dtype=model_info["dtype"])
-    if config.mode != "generate":  # how the answer tree was read decides the scores, within the rows' bounds
-        identity["answer_tree"] = config.answer_tree
-        if config.answer_tree == "lazy":
-            identity["tree_tolerance"] = config.tree_tolerance
-    if config.mode != "score" and config.temperature > 0:  # sampled replies: each backend draws its own samples
-        identity["backend"] = config.backend
-    return identity
-
-
-def _jsonable(options: Any) -> Any:
-    """Suite options as JSON (tuples become lists, so a stored manifest compares equal)."""
-    if options is None:
-        return None
-    data = asdict(options) if is_dataclass(options) else dict(options)
-    return {k: list(v) if isinstance(v, tuple) else v for k, v in data.items()}
-
-
-def _flat(config: dict, prefix: str = "") -> dict:
-    """Nested settings as one level, `options.limit_events`, so a difference names the setting itself."""
-    flat = {}
-    for key, value in config.items():
-        if isinstance(value, dict):
-            flat |= _flat(value, f"{prefix}{key}.")
-        else:
-            flat[prefix + key] = value
-    return flat
-
-
-def check_resumable(out: Path, identity: dict, partial: bool = False) -> None:
-    """Refuse a run directory whose stored configuration differs (in the keys of `identity` only, if partial)."""
-    stored, identity = _flat(read_manifest(out).config), _flat(identity)
-    stored = {k: v for k, v in ADDED.items() if k in identity} | stored
-    keys = set(identity) if partial else set(stored) | set(identity)
-    diffs = [f"{k}: stored {stored.get(k)!r}, now {identity.get(k)!r}"
-             for k in sorted(keys) if stored.get(k) != identity.get(k)]
-    if diffs:
-        raise RunDirError(f"{out} was made with a different configuration; use a new --out. Differences: "
-                          + "; ".join(diffs))
-
-
-class Runner:
-    """One loaded model and its rendering state, turning a suite's work units into result rows."""
-
-    def __init__(self, model, tokenizer, config: RunConfig, suite: Suite):
+    def __init__(self, tokenizer, config: RunConfig, context: int | None):
         self.tokenizer = tokenizer
         self.config = config
-        self.suite = suite
-        self.engine = vllm_backend.VllmEngine(model, tokenizer, config.max_new_tokens) if config.backend == "vllm" \
-            else Engine(model, tokenizer, config.batch_size, config.max_new_tokens,
-                        answer_tree=AnswerTree(config.answer_tree, config.tree_tolerance))
         self.chat_format = chat.detect_format(tokenizer, config.prompt_format)
-        self.sampling = Sampling(config.temperature, config.top_p)
-        self.context = getattr(model.config, "max_position_embeddings", None)
+        self.context = context
         self._tries: dict[AnswerSpec, AnswerTrie] = {}
 
     def trie(self, spec: AnswerSpec) -> AnswerTrie:
@@ -278,6 +84,15 @@ class Runner:
         if spec not in self._tries:
             self._tries[spec] = AnswerTrie.build(self.tokenizer, spec)
         return self._tries[spec]
+
+    def answer_sets(self, specs: Sequence[AnswerSpec]) -> tuple[AnswerSet, ...] | None:
+        """What the run's scores range over, per answer set its items score (`survey`; None where the run scores
+        nothing): each set's labels, its tree's nodes and its values' range (manifest.AnswerSet)."""
+        if self.config.mode == "generate" or not specs:
+            return None
+        found = {AnswerSet(len(spec.labels), len(self.trie(spec)), min(spec.values) if spec.values else None,
+                           max(spec.values) if spec.values else None) for spec in specs}
+        return tuple(sorted(found, key=lambda a: (a.labels, a.nodes)))
 
     def tokens(self, item: Item) -> list[int]:
         """Token ids of one item's rendered prompt."""
@@ -287,12 +102,6 @@ class Runner:
         """True where `item`'s reply is decoded: every item outside score mode, open-ended items (no answer set)
         in it too."""
         return self.config.mode != "score" or item.answers is None
-
-    def _requests(self, items: Sequence[Item], requests: Sequence[tuple[int, int]]) -> dict:
-        """The early-stop predicates and, when sampling, the random streams of (item index, sample) requests."""
-        seeds = None if self.sampling.greedy else \
-            [stream_seed(self.config.seed, items[i].item_id, s) for i, s in requests]
-        return {"until": [getattr(items[i], "decided", None) for i, _ in requests], "seeds": seeds}
 
     def check_lengths(self, items) -> None:
         """Fail before any work if some prompt (answer included) would not fit the model's context."""
@@ -306,6 +115,24 @@ class Runner:
             if n > self.context:
                 raise ValueError(f"item {item.item_id!r} makes a prompt of {n} tokens (answer included), longer than "
                                  f"the model's context of {self.context}")
+
+
+class Runner(Rendering):
+    """One loaded model and its rendering, turning a suite's work units into result rows."""
+
+    def __init__(self, model, tokenizer, config: RunConfig, suite: Suite):
+        super().__init__(tokenizer, config, getattr(model.config, "max_position_embeddings", None))
+        self.suite = suite
+        self.engine = vllm_backend.VllmEngine(model, tokenizer, config.max_new_tokens) if config.backend == "vllm" \
+            else Engine(model, tokenizer, config.batch_size, config.max_new_tokens,
+                        answer_tree=AnswerTree(config.answer_tree, config.tree_tolerance))
+        self.sampling = Sampling(config.temperature, config.top_p)
+
+    def _requests(self, items: Sequence[Item], requests: Sequence[tuple[int, int]]) -> dict:
+        """The early-stop predicates and, when sampling, the random streams of (item index, sample) requests."""
+        seeds = None if self.sampling.greedy else \
+            [stream_seed(self.config.seed, items[i].item_id, s) for i, s in requests]
+        return {"until": [getattr(items[i], "decided", None) for i, _ in requests], "seeds": seeds}
 
     def rows(self, units: Sequence[WorkUnit]) -> tuple[list[dict], list[torch.Tensor] | None]:
         """Result rows of `units` (unit, item, then sample order), and with a tracer active the final-token state
@@ -400,7 +227,7 @@ def result_row(unit_id: str, item: Item, sample: int, generation: Generation | N
 
 
 def run(config: RunConfig, out: str | Path, where: Place | None = None, progress: bool = True,
-        loaded: tuple | None = None) -> Path:
+        loaded: tuple | None = None, label: str | None = None) -> Path:
     """Run (or resume) this process's share of a suite into `out`; every check happens before any row is written.
 
     `loaded` = (model, tokenizer, info) runs an already loaded model (e.g. a steered one, whose `info` says so; with
@@ -408,7 +235,8 @@ def run(config: RunConfig, out: str | Path, where: Place | None = None, progress
     rank takes every world_size-th work unit and writes its own part files; rank 0 checks the run directory, writes
     the manifest and prepares the data (e.g. rewrites) before the others go on. Each rank holds a lock on its files
     from before its first write to its end, so a second process started on the same run directory and rank fails at
-    once instead of losing or duplicating rows.
+    once instead of losing or duplicating rows. `label` names the run on its progress bar (default: suite, model,
+    mode; a sweep's: model/suite--setting).
     """
     out = Path(out)
     where = where or place()
@@ -416,10 +244,14 @@ def run(config: RunConfig, out: str | Path, where: Place | None = None, progress
     config.validate(suite)
     data = suite.dataset(config)
     start(where)
-    if where.is_main:
-        prepare_out_dir(out, suite.caches)  # fail fast, before the model loads
+    resumes = where.is_main and prepare_out_dir(out, suite.caches)  # fail fast, before the model loads
     with RunLock(out, where.rank):  # also before the model loads: a second process on this rank fails at once
-        loaded = loaded or load_model(config, where)
+        if loaded is None:
+            with models.shared_parse(config.model):
+                lengths_checked = check_before_loading(config, suite, data, out, where, resumes)
+                loaded = load_model(config, where)
+        else:
+            lengths_checked = False
         model, tokenizer, model_info = loaded
         if config.capture:
             _check_capture_layers(config, model)
@@ -435,21 +267,67 @@ def run(config: RunConfig, out: str | Path, where: Place | None = None, progress
         if not where.is_main:
             data = suite.prepare(data, config, writer, tokenizer, out)
         runner = Runner(model, tokenizer, config, suite)
-        runner.check_lengths(suite.length_probes(data, lambda item: len(runner.tokens(item))))
+        if not lengths_checked:
+            runner.check_lengths(suite.length_probes(data, lambda item: len(runner.tokens(item))))
         identity |= suite.facts(data) | {"chat_format": runner.chat_format}
         if where.is_main and not resuming:
             origin = provenance() | {"device": model_info["device"], "batch_size": config.batch_size,
                                      "world_size": where.world_size, "backend": config.backend}
             if config.backend == "vllm":
                 origin |= {"vllm_version": model_info["vllm_version"], "vllm_args": dict(config.vllm_args)}
-            write_manifest(out, Manifest(identity, model_info, origin, plan(config, suite, data), new_run_id()))
-        elif where.is_main and (stored := read_manifest(out)).plan is None:  # made before runs recorded a plan
-            write_manifest(out, replace(stored, plan=plan(config, suite, data)))
+            groups, specs = survey(suite, data)
+            write_manifest(out, Manifest(identity, model_info, origin, plan(config, groups), new_run_id(),
+                                         answers=runner.answer_sets(specs)))
+        elif where.is_main:
+            check_resumable(out, identity)
+            stored = read_manifest(out)
+            unscored = stored.answers is None and config.mode != "generate"
+            if stored.plan is None or stored.plan.groups is None or unscored:
+                # made before manifests recorded a plan naming its units, or the answer sets its scores range over
+                groups, specs = survey(suite, data)
+                write_manifest(out, replace(stored, plan=plan(config, groups), answers=runner.answer_sets(specs)))
         barrier(where)
         check_resumable(out, identity)
-        _work(config, suite, runner, data, out, where, read_manifest(out).run_id, progress)
         seal_unlocked_logs(out, where.rank)  # logs of ranks of an earlier, killed run that no process holds
+        _work(config, suite, runner, data, out, where, read_manifest(out).run_id, progress, label)
+        seal_unlocked_logs(out, where.rank)
     return out
+
+
+def check_before_loading(config: RunConfig, suite: Suite, data, out: Path, where: Place, resumes: bool) -> bool:
+    """Refuse, before the weights load, what the model's config, the run directory and the tokenizer can answer:
+    --layers naming blocks the model lacks; on the main process a resume whose settings, options or data differ from
+    those recorded (`known_identity`; the data where the suite prepares them without the model); with the engine,
+    --prompt-format chat without a chat template and a prompt longer than the model's context. True where the
+    prompts' lengths were checked (else they are once the model loads)."""
+    found = models.read_config(config.model, config.trust_remote_code)
+    if config.capture and found.n_layers is not None:
+        parse_layers(config.layers, found.n_layers)
+    known = None
+    if where.is_main:
+        try:  # the data as the run will read them, where the suite prepares them from the run directory alone
+            known = suite.prepare(data, config, None, None, out)
+        except ValueError:  # they need the model (rewrites the engine writes): compared once it loads
+            known = None
+    if resumes:
+        facts = {} if known is None else json.loads(json.dumps(suite.facts(known)))
+        check_resumable(out, known_identity(config, read_manifest(out), where) | facts, partial=True)
+    lengths = known is not None and found.context is not None
+    if config.backend != "engine" or not (lengths or config.prompt_format == "chat"):
+        return False  # vLLM renders, and bounds the context by its own arguments, once it loads
+    rendering = Rendering(models.load_tokenizer(config.model, config.trust_remote_code), config, found.context)
+    if lengths:
+        rendering.check_lengths(suite.length_probes(known, lambda item: len(rendering.tokens(item))))
+    return lengths
+
+
+def known_identity(config: RunConfig, stored: Manifest, where: Place) -> dict:
+    """The run identity of `config` as known before its model loads: the model's hash and revision as the run
+    directory recorded them (compared once it loads), its dtype as this process's device resolves it."""
+    device = vllm_device() if config.backend == "vllm" else models.resolve_device(device_for(config.device, where))
+    dtype = str(models.resolve_dtype(config.dtype, device)).removeprefix("torch.")
+    return run_identity(config, {"model_hash": stored.model.get("model_hash"), "revision": stored.model.get("revision"),
+                                 "dtype": dtype})
 
 
 def load_model(config: RunConfig, where: Place, load: Callable[..., tuple] = models.load) -> tuple:
@@ -460,10 +338,24 @@ def load_model(config: RunConfig, where: Place, load: Callable[..., tuple] = mod
     return load(config.model, device_for(config.device, where), config.dtype, config.trust_remote_code)
 
 
-def plan(config: RunConfig, suite: Suite, data) -> Plan:
-    """The work units and result rows of the whole run (every rank's), which analyses check it holds."""
-    sizes = [len(unit.items) for unit in work_units(suite.groups(data), config.unit_size)]
-    return Plan(len(sizes), sum(sizes) * config.samples)
+def survey(suite: Suite, data) -> tuple[tuple[tuple[str, int], ...], tuple[AnswerSpec, ...]]:
+    """Each group of the whole run (every rank's) with its number of items, and the answer sets its items score, from
+    one pass over the items (a full grid holds tens of millions)."""
+    groups, specs = [], {}
+    for group, items in suite.groups(data):
+        if len(items):
+            groups.append((group, len(items)))
+        for item in items:  # items share their set's object: by identity, as hashing a set is slow
+            if item.answers is not None and id(item.answers) not in specs:
+                specs[id(item.answers)] = item.answers
+    return tuple(groups), tuple(dict.fromkeys(specs.values()))
+
+
+def plan(config: RunConfig, groups: tuple[tuple[str, int], ...]) -> Plan:
+    """The work units and result rows of the whole run, which analyses check it holds, from its `groups` (survey),
+    which name its units."""
+    units = planned_units(groups, config.unit_size, config.samples)
+    return Plan(len(units), sum(units.values()), groups)
 
 
 def derived_plan(run_dir: str | Path, manifest: Manifest) -> Plan:
@@ -478,11 +370,11 @@ def derived_plan(run_dir: str | Path, manifest: Manifest) -> Plan:
                if manifest.config.get(k) != v]
     if changed:
         raise ValueError(f"its data are not those the run recorded ({'; '.join(changed)})")
-    return plan(config, suite, data)
+    return plan(config, survey(suite, data)[0])
 
 
 def _work(config: RunConfig, suite: Suite, runner: Runner, data, out: Path, where: Place, run_id: str | None,
-          progress: bool) -> None:
+          progress: bool, label: str | None = None) -> None:
     """Stream this rank's unfinished work units through the runner into its row log (and the recorder), every part
     stamped with the run's identity."""
     done = finished_units(out)
@@ -498,12 +390,14 @@ def _work(config: RunConfig, suite: Suite, runner: Runner, data, out: Path, wher
         return (u for u in mine() if u.unit_id not in done or (recorder is not None and recorder.needs(u)))
 
     total = sum(len(u.items) for u in todo()) * config.samples
-    label = f"{suite.name} {config.model} {config.mode}" + (f" rank {where.rank}" if where.world_size > 1 else "")
+    label = (label or f"{suite.name} {config.model} {config.mode}") + \
+        (f" rank {where.rank}" if where.world_size > 1 else "")
     schema = result_schema(suite.fields, run_id)
     finished = False
     try:
         with tqdm(total=total, unit="prompt", disable=not progress, desc=label) as bar, \
-                RowLog(out, schema, where.rank) as log, runner.engine.hooked(tracer=recorder and recorder.tracer):
+                RowLog(out, schema, where.rank, read_manifest(out).seals is not None) as log, \
+                runner.engine.hooked(tracer=recorder and recorder.tracer):
             for batch in unit_batches(todo(), POOL_BATCHES * config.batch_size):
                 rows, states = runner.rows(batch)
                 fresh = [r for r in rows if r["unit_id"] not in done]

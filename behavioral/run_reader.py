@@ -18,7 +18,8 @@ from behavioral.store import read_results, result_schema
 class Completeness:
     """How much of its plan a run directory holds: finished work units and rows, against those planned (None where
     the plan is unknown: `unknown` says why), and whether the plan was derived from the manifest's configuration
-    and data rather than recorded (runs made before manifests recorded it)."""
+    and data rather than recorded (runs made before manifests recorded it), and whether its parts are `sealed`
+    (checked against what its run recorded of them) or were read unchecked (runs made before seals)."""
 
     units: int
     rows: int
@@ -26,6 +27,7 @@ class Completeness:
     planned_rows: int | None
     derived: bool = False
     unknown: str = ""
+    sealed: bool = True
 
     @property
     def known(self) -> bool:
@@ -39,12 +41,15 @@ class Completeness:
 
     def describe(self) -> str:
         """One line for reports: complete, or partial with the counts."""
+        unchecked = "" if self.sealed else ("; its parts are unchecked (made before runs sealed their parts: an "
+                                            "edited part or one copied in from another run cannot be detected)")
         if not self.known:
-            return f"completeness unknown: {self.units} work units ({self.rows} rows) on disk; {self.unknown}"
+            return f"completeness unknown: {self.units} work units ({self.rows} rows) on disk; {self.unknown}" \
+                + unchecked
         counts = f"{self.units} of {self.planned_units} work units ({self.rows} of {self.planned_rows} rows)"
         derived = " (plan derived from the manifest's configuration and data, which it does not record)" \
             if self.derived else ""
-        return (f"complete: {counts}" if self.complete else f"PARTIAL run: {counts} finished") + derived
+        return (f"complete: {counts}" if self.complete else f"PARTIAL run: {counts} finished") + derived + unchecked
 
 
 def completeness(run_dir: Path, manifest: Manifest, rows: pd.DataFrame) -> Completeness:
@@ -57,7 +62,8 @@ def completeness(run_dir: Path, manifest: Manifest, rows: pd.DataFrame) -> Compl
         except ValueError as err:
             unknown = f"the manifest records no plan and it cannot be derived: {err}"
     planned = (None, None) if plan is None else (plan.units, plan.rows)
-    return Completeness(int(rows["unit_id"].nunique()), len(rows), *planned, derived, unknown)
+    return Completeness(int(rows["unit_id"].nunique()), len(rows), *planned, derived, unknown,
+                        manifest.seals is not None)
 
 
 def _check_mode(run_dir: Path, mode: str, rows: pd.DataFrame) -> None:

@@ -4,23 +4,24 @@ written so that a kill loses nothing finished and no two processes ever write fo
 
 from __future__ import annotations
 
-import datetime
-import fcntl
 import hashlib
 import json
 import os
 import re
-import socket
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from behavioral.files import file_mode, write_error
-from behavioral.manifest import Manifest, RunDirError, read_manifest
+from behavioral.files import read_regular, write_error
+from behavioral.manifest import MANIFEST, Manifest, RunDirError, read_manifest
+from behavioral.options import quoted
+from behavioral.run_lock import RunLock
 
 RESULTS = "results"
 KEY = ["unit_id", "item_id", "sample"]  # one row per key: a sample of a work unit's item
@@ -70,88 +71,6 @@ def result_schema(fields: Sequence[str], run_id: str | None = None) -> pa.Schema
 _RANK_FILE = re.compile(r"^\.?r(\d{3})-(\w+)\.(arrows|parquet|json)(\.tmp)?$")
 
 
-# --- one process per rank ---------------------------------------------------------------------------------------
-
-class RunLock:
-    """An exclusive lock on one rank of a run directory (or a sweep's folder), held by the process writing that
-    rank's rows; the system releases it when the process dies, so a killed run never blocks its resume."""
-
-    def __init__(self, run_dir: str | Path, rank: int = 0, what: str = "run"):
-        self.run_dir = Path(run_dir)
-        self.rank = rank
-        self.what = what  # what the folder holds, as the refusal names it: a run, a sweep
-        self.path = self.run_dir / f".rank{rank:03d}.lock"
-        self._fd: int | None = None
-        self._made: list[Path] = []
-
-    def acquire(self, raise_if_held: bool = True) -> bool:
-        """Take the lock, creating the run directory if needed; if another process holds it, raise a RunDirError
-        naming the holder (or return False when `raise_if_held` is False)."""
-        self._made = [p for p in (self.run_dir, *self.run_dir.absolute().parents) if not p.exists()][::-1]
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        while True:
-            try:
-                fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, file_mode())
-            except OSError as err:
-                self._remove_made()
-                kind = "a symbolic link" if self.path.is_symlink() else f"not a lock file ({err.strerror})"
-                raise RunDirError(f"{self.path}: is {kind}; expected the lock file empathy-gap keeps for rank "
-                                  f"{self.rank} (or none): remove it") from None
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                holder = os.read(fd, 400).decode(errors="replace").strip() or "another process"
-                os.close(fd)
-                self._remove_made()
-                if not raise_if_held:
-                    return False
-                raise RunDirError(
-                    f"{self.run_dir} is in use: rank {self.rank} is being written by {holder} (lock {self.path.name}); "
-                    f"wait for that {self.what} to finish or stop it, then rerun the same command to resume"
-                ) from None
-            try:
-                same = os.stat(self.path).st_ino == os.fstat(fd).st_ino
-            except FileNotFoundError:
-                same = False
-            if same:
-                break
-            os.close(fd)  # the previous holder removed the file while we opened it: lock the new one
-        started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-        os.ftruncate(fd, 0)
-        os.write(fd, f"pid {os.getpid()} on host {socket.gethostname()} since {started}".encode())
-        self._fd = fd
-        return True
-
-    def release(self) -> None:
-        """Give the lock up and remove its file, and any directory acquire() made that stayed empty."""
-        if self._fd is None:
-            return
-        self.path.unlink(missing_ok=True)
-        os.close(self._fd)
-        self._fd = None
-        self._remove_made()
-
-    def _remove_made(self) -> None:
-        for folder in reversed(self._made):
-            try:
-                folder.rmdir()
-            except OSError:
-                break
-        self._made = []
-
-    def __enter__(self) -> "RunLock":
-        self.acquire()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.release()
-
-
-def is_lock_file(path: Path) -> bool:
-    """True for a RunLock file (which a running process keeps in its run directory)."""
-    return path.name.startswith(".rank") and path.name.endswith(".lock")
-
-
 # --- row logs and parts -------------------------------------------------------------------------------------------
 
 _ARROW_STREAM = b"\xff\xff\xff\xff"  # how every message of an Arrow IPC stream begins
@@ -159,21 +78,19 @@ _ARROW_STREAM = b"\xff\xff\xff\xff"  # how every message of an Arrow IPC stream 
 
 def _read_log(path: Path) -> pa.Table:
     """Every complete batch of an Arrow stream log; a batch cut short by a kill is dropped. A missing log raises; a
-    file that is not an Arrow stream at all is a RunDirError naming it."""
-    with open(path, "rb") as f:
-        start = f.read(len(_ARROW_STREAM))
-    if start and not _ARROW_STREAM.startswith(start):
+    file that is not an Arrow stream at all (or no regular file) is a RunDirError naming it."""
+    data = read_regular(path, "a row log of the run (a regular file)", limit=None, error=RunDirError)
+    if data and not _ARROW_STREAM.startswith(data[:len(_ARROW_STREAM)]):
         raise RunDirError(f"{path}: not an Arrow row log (damaged, or not written by empathy-gap); expected the "
                           "results folder to hold only the run's own files: move it away")
     batches, schema = [], None
-    with pa.OSFile(str(path)) as f:
-        try:
-            with pa.ipc.open_stream(f) as reader:
-                schema = reader.schema
-                while True:
-                    batches.append(reader.read_next_batch())
-        except (StopIteration, pa.ArrowInvalid, OSError):
-            pass
+    try:
+        with pa.ipc.open_stream(pa.BufferReader(data)) as reader:
+            schema = reader.schema
+            while True:
+                batches.append(reader.read_next_batch())
+    except (StopIteration, pa.ArrowInvalid, OSError):
+        pass
     return pa.Table.from_batches(batches, schema=schema) if schema is not None else CORE.empty_table()
 
 
@@ -227,13 +144,16 @@ def _is_seal(seal) -> bool:
 
 
 def _read_ledger(ledger: Path) -> dict[str, dict]:
-    """The seals one ledger holds ({} where there is none yet); a file that is not a ledger is a RunDirError naming
-    it."""
+    """The seals one ledger holds ({} where there is none yet); a file that is not a ledger (or no regular file, or
+    past the size limit) is a RunDirError naming it."""
+    what = "the JSON object empathy-gap keeps of the sha256 and rows of each part it wrote"
     try:
-        seals = json.loads(ledger.read_bytes())
+        seals = json.loads(read_regular(ledger, what, error=RunDirError))
     except FileNotFoundError:
         return {}
-    except (OSError, ValueError):
+    except (OSError, ValueError) as err:
+        if isinstance(err, RunDirError):
+            raise
         seals = None
     if not (isinstance(seals, dict) and all(_is_seal(seal) for seal in seals.values())):
         raise RunDirError(f"{ledger}: not a seal ledger; expected the JSON object empathy-gap keeps of the sha256 and "
@@ -253,6 +173,10 @@ def _run_seals(run_dir: Path, manifest: Manifest) -> dict[str, dict] | None:
     """The seals a run's parts are checked against; None, with one warning, for a run made before runs sealed their
     parts."""
     if manifest.seals is None:
+        ledgers = sorted((run_dir / RESULTS).glob("r[0-9][0-9][0-9]-seals.json"))
+        if ledgers:
+            raise RunDirError(f"{run_dir / MANIFEST}: records no seals, but {ledgers[0].name} seals its parts; "
+                              "expected the manifest of the run that sealed them (was \"seals\" removed from it?)")
         warnings.warn(f"{run_dir}: made before runs sealed their parts, so its parts cannot be checked for edits or "
                       "for parts copied in from another run", UncheckedPartsWarning)
         return None
@@ -284,8 +208,8 @@ def _check_seal(part: Path, sha256: str, rows: int, seals: dict[str, dict]) -> N
 
 
 def _open_part(part: Path) -> tuple[str, pq.ParquetFile]:
-    """The sha256 of one part's bytes and the Parquet file they hold (the file read once)."""
-    data = part.read_bytes()
+    """The sha256 of one part's bytes and the Parquet file they hold (the file read once; a regular file only)."""
+    data = read_regular(part, "a Parquet part of the run (a regular file)", limit=None, error=RunDirError)
     return hashlib.sha256(data).hexdigest(), pq.ParquetFile(pa.BufferReader(data))
 
 
@@ -305,7 +229,8 @@ def _check_part(part: Path, run_id: str | None, seals: dict[str, dict] | None) -
 
 def _part_files(results: Path, seals: dict[str, dict] | None) -> list[Path]:
     """The parts to read: every one but an unsealed part whose log is still there (being sealed now, or left so by
-    a kill between the two), whose rows its log holds."""
+    a kill between the two), whose rows are read only once its log is resealed. (A deleted part's units are
+    unfinished: a resume computes them again.)"""
     return [p for p in sorted(results.glob("*.parquet"))
             if seals is None or _seal_of(p, seals) is not None or not p.with_suffix(".arrows").exists()]
 
@@ -321,33 +246,124 @@ def check_parts(run_dir: str | Path) -> None:
 
 
 def _parts(run_dir: Path) -> list[tuple[Path, pa.Table]]:
-    """(file, rows) of the Parquet parts, each checked (`_check_part`), and of the logs not yet sealed into parts,
-    each checked to be of the run its manifest names."""
+    """(file, rows) of the sealed Parquet parts, each checked (`_check_part`), its units those of the run's plan,
+    each unit in one part with its planned rows (`_check_units`), each value within its column's range
+    (`_check_values`). Row logs are never read here: only resealed after a kill (`seal_logs`)."""
     manifest = read_manifest(run_dir)
     seals = _run_seals(run_dir, manifest)
-    results = run_dir / RESULTS
-
-    def read(part: Path) -> tuple[Path, pa.Table]:
+    out = []
+    for part in _part_files(run_dir / RESULTS, seals):
         file = _check_part(part, manifest.run_id, seals)
-        return part, _parquet(part, lambda _: file.read())
+        table = _parquet(part, lambda _: file.read()).replace_schema_metadata(None)
+        _check_values(part, table, manifest)
+        out.append((part, table))
+    _check_units(run_dir, manifest, out)
+    return out
 
-    out = [read(p) for p in _part_files(results, seals)]
-    done = {p for p, _ in out}
-    for log in sorted(results.glob("*.arrows")):
-        part = log.with_suffix(".parquet")
-        if part in done:
-            continue
-        try:
-            rows = _read_log(log)
-        except FileNotFoundError:  # sealed by another process since the listing
-            if not part.is_file():
-                raise RunDirError(f"{log} vanished without its part {part.name}; expected one or the other") from None
-            out.append(read(part))
-            continue
-        if rows.num_rows:  # a log cut short before its first batch holds nothing
-            check_run_id(log, run_id_of(rows.schema), manifest.run_id)
-            out.append((log, rows))
-    return [(path, table.replace_schema_metadata(None)) for path, table in out]
+
+# --- what each stored column may hold, checked on every read ---------------------------------------------------------
+
+ROUNDING = 1e-6  # how far rounding may carry a stored probability past [0, 1], or a distribution's sum past 1
+
+
+def _probability(values: np.ndarray) -> np.ndarray:
+    return np.isfinite(values) & (values >= -ROUNDING) & (values <= 1 + ROUNDING)
+
+
+def _check_values(path: Path, table: pa.Table, manifest: Manifest) -> None:
+    """A RunDirError naming the file, row and column where a stored value is out of its column's range: masses and
+    every probability in [0, 1], each distribution summing to 1 and as long as one of the run's answer sets, node
+    counts within its largest tree, expected values within its labels' values, bounds finite and at least 0 (a
+    probability bound at most 1) wherever a tree was read, samples within the run's. A null (NaN) is a value the
+    row has not (a reply's row in score columns)."""
+    sets = manifest.answers or ()
+    column = {name: table.column(name).to_numpy(zero_copy_only=False) for name in table.column_names
+              if name in CORE.names and not pa.types.is_list(table.schema.field(name).type)}
+    number = {name: np.asarray(column[name], dtype=float) for name in column if name not in
+              ("unit_id", "item_id", "response", "answer", "score_answer", "refused", "truncated")}
+    nan = {name: np.isnan(values) for name, values in number.items()}
+    read = ~nan["tree_nodes"] if "tree_nodes" in nan else np.zeros(table.num_rows, bool)
+    checks = [(name, "a probability (0 to 1) or null", nan[name] | _probability(number[name]))
+              for name in ("valid_mass", "start_mass") if name in number]
+    checks += [(name, "a finite number or null", nan[name] | np.isfinite(number[name]))
+               for name in ("value", "score_value", "expected") if name in number]
+    valued = [a for a in sets if a.low is not None]
+    if valued and "expected" in number:
+        low, high = min(a.low for a in valued), max(a.high for a in valued)
+        checks.append(("expected", f"a value within the answers' {low:g} to {high:g}, or null",
+                       nan["expected"] | ((number["expected"] >= low - ROUNDING) & (number["expected"] <= high +
+                                                                                     ROUNDING))))
+    if "tree_nodes" in number:
+        most = max((a.nodes for a in sets), default=None)
+        checks.append(("tree_nodes", f"a count of the tree's nodes (0 to {most})" if most else "a count of nodes",
+                       ~read | ((number["tree_nodes"] >= 0) & (number["tree_nodes"] <= (most or np.inf)))))
+    for name, most in (("expected_bound", np.inf), ("probs_bound", 1 + ROUNDING), ("entropy_bound", np.inf)):
+        if name in number:
+            ok = np.isfinite(number[name]) & (number[name] >= 0) & (number[name] <= most)
+            unread = ~read | (nan["expected"] if name == "expected_bound" else False)
+            checks.append((name, "a finite bound of at least 0" + (" and at most 1" if most < np.inf else "")
+                           + " where the tree was read", ok | (unread & nan[name])))
+    if "sample" in number:
+        samples = manifest.config.get("samples")
+        checks.append(("sample", f"a sample index below {samples}" if samples else "a sample index of at least 0",
+                       (number["sample"] >= 0) & (number["sample"] < (samples or np.inf))))
+    lengths = {a.labels for a in sets}
+    for name in ("probs", "unit_probs"):
+        if name in table.column_names:
+            checks.append((name, "null, or one probability per label of an answer set"
+                           + (f" ({' or '.join(map(str, sorted(lengths)))} labels)" if lengths else "")
+                           + " summing to 1", _distributions(table.column(name), lengths)))
+    for name, what, ok in checks:
+        if not ok.all():
+            row = int(np.argmin(ok))
+            shown = table.column(name)[row].as_py()
+            unit, item = table.column("unit_id")[row].as_py(), table.column("item_id")[row].as_py()
+            raise RunDirError(f"{path}: row {row} (unit {quoted(unit)}, item {quoted(item)}): {name} is "
+                              f"{quoted(shown)}; expected {what} (was the part edited?): move it away")
+
+
+def _distributions(values: pa.ChunkedArray, lengths: set[int]) -> np.ndarray:
+    """[rows] True where a list column's row is null, or a list of probabilities summing to 1 whose length is one of
+    `lengths` (any, where none is known)."""
+    values = values.combine_chunks()
+    rows = len(values)
+    present = ~np.asarray(values.is_null().to_numpy(zero_copy_only=False), bool)
+    size = np.asarray(pc.list_value_length(values).fill_null(0).to_numpy(zero_copy_only=False), int)
+    flat = np.asarray(pc.list_flatten(values).to_numpy(zero_copy_only=False), dtype=float)
+    parent = np.asarray(pc.list_parent_indices(values).to_numpy(zero_copy_only=False), int)
+    bad = np.bincount(parent, weights=~_probability(flat), minlength=rows) > 0
+    total = np.bincount(parent, weights=np.nan_to_num(flat), minlength=rows)
+    sized = np.isin(size, sorted(lengths)) if lengths else size > 0
+    return ~present | (~bad & sized & (np.abs(total - 1) <= ROUNDING * np.maximum(size, 1)))
+
+
+def _check_units(run_dir: Path, manifest: Manifest, parts: list[tuple[Path, pa.Table]]) -> None:
+    """A RunDirError naming the part that holds a work unit the run's plan does not, a unit another part holds too,
+    or a unit with other rows than its plan's; a plan that names no units (made before plans did) bounds their
+    number."""
+    plan = manifest.plan
+    planned = None if plan is None else plan.unit_rows(manifest.config.get("unit_size", 1),
+                                                       manifest.config.get("samples", 1))
+    if parts:
+        _check_unique(run_dir, parts)  # the same rows twice are named as such
+    owner: dict[str, Path] = {}
+    for path, table in parts:
+        counts = table.column("unit_id").value_counts().to_pylist()
+        for entry in counts:
+            unit, rows = entry["values"], entry["counts"]
+            if planned is not None and unit not in planned:
+                raise RunDirError(f"{path}: holds work unit {quoted(unit)}, which the run's plan does not; expected "
+                                  "only the planned units' rows (was the part forged or copied in?): move it away")
+            if unit in owner:
+                raise RunDirError(f"{path}: holds work unit {quoted(unit)}, which {owner[unit].name} holds too; "
+                                  "expected each unit's rows in one part (was a part copied in?): move one away")
+            if planned is not None and rows != planned[unit]:
+                raise RunDirError(f"{path}: holds {rows} rows of work unit {quoted(unit)}, whose plan has "
+                                  f"{planned[unit]}; expected a unit's rows written together (was the part edited?)")
+            owner[unit] = path
+    if plan is not None and planned is None and len(owner) > plan.units:
+        raise RunDirError(f"{run_dir / RESULTS}: holds {len(owner)} work units, more than the {plan.units} of the "
+                          "run's plan; expected only the run's own units (were parts copied in?)")
 
 
 def _next_index(results: Path, rank: int) -> int:
@@ -380,12 +396,14 @@ def _write_file(path: Path, data: bytes) -> None:
         raise write_error(path, err) from err
 
 
-def _seal_part(table: pa.Table, part: Path, ledger: Path) -> None:
+def _seal_part(table: pa.Table, part: Path, ledger: Path | None) -> None:
     """Write `table` as the Parquet part `part`, then record its seal (the sha256 of its bytes, its rows) in the
-    rank's `ledger`, whose only writer the caller is; a kill between the two leaves a part without a seal, which
-    `_seal` writes again from its log."""
+    rank's `ledger` (None: a run made before seals, whose parts stay unsealed), whose only writer the caller is; a
+    kill between the two leaves a part without a seal, which `_seal` writes again from its log."""
     data = _encoded(table)
     _write_file(part, data)
+    if ledger is None:
+        return
     seals = _read_ledger(ledger) | {part.name: {"sha256": hashlib.sha256(data).hexdigest(), "rows": table.num_rows}}
     _write_file(ledger, (json.dumps(seals, indent=1, sort_keys=True) + "\n").encode())
 
@@ -394,12 +412,13 @@ class RowLog:
     """This process's append-only log of result rows: each write is flushed at once, a kill leaves every finished
     write readable, and closing seals the log into a Parquet part. The caller holds the rank's RunLock."""
 
-    def __init__(self, run_dir: str | Path, schema: pa.Schema, rank: int = 0):
+    def __init__(self, run_dir: str | Path, schema: pa.Schema, rank: int = 0, sealed: bool = True):
         results = Path(run_dir) / RESULTS
         results.mkdir(parents=True, exist_ok=True)
         self.path = results / f"r{rank:03d}-{_next_index(results, rank):06d}.arrows"
         self.rank = rank
         self.schema = schema
+        self.sealed = sealed  # False: a run made before seals, whose parts stay unsealed (see _run_seals)
         self._sink = None
         self._writer = None
 
@@ -425,7 +444,7 @@ class RowLog:
             self._sink.close()
         except OSError as err:
             raise write_error(self.path, err) from err
-        _seal(self.path, self.rank)
+        _seal(self.path, self.rank, self.sealed, fresh=True)  # the run wrote only units no part held
 
     def __enter__(self) -> "RowLog":
         return self
@@ -440,17 +459,41 @@ class RowLog:
             pass
 
 
-def _seal(log: Path, rank: int) -> None:
-    """Turn one row log of `rank` into its sealed Parquet part and remove the log. A sealed part is kept (a kill came
-    after its seal); a part without a seal (a kill came before it, or the part is not the log's) is written again
-    from the log."""
+def _seal(log: Path, rank: int, sealed: bool, fresh: bool = False) -> None:
+    """Turn one row log of `rank` into its Parquet part, `sealed` (a run made before seals: not), and remove the log.
+    A sealed part is kept (a kill came after its seal); a part without a seal (a kill came before it, or the part
+    is not the log's) is written again from the log, with only the rows of units no sealed part holds (all of them
+    where the writer knows its rows are `fresh`). A log whose sealed part is gone is refused: a log never stands in
+    for a part the run sealed."""
     part = log.with_suffix(".parquet")
     ledger = _ledger(log.parent, rank)
-    if not (part.exists() and part.name in _read_ledger(ledger)):
+    if part.name in _read_ledger(ledger):
+        if not part.is_file():
+            raise RunDirError(f"{part}: sealed by this run but missing, and {log.name} stands in its place; expected "
+                              "the sealed part (was it deleted?): restore it, or run again into a new --out")
+    else:
         rows = _read_log(log)
+        if not fresh and rows.num_rows:
+            check_run_id(log, run_id_of(rows.schema), read_manifest(log.parent.parent).run_id)
+        held = set() if fresh else _sealed_units(log.parent)
+        if held and rows.num_rows:
+            rows = rows.filter(pc.invert(pc.is_in(rows.column("unit_id"), pa.array(sorted(held), pa.string()))))
         if rows.num_rows:
-            _seal_part(rows, part, ledger)
+            _seal_part(rows, part, ledger if sealed else None)
     log.unlink()
+
+
+def _sealed_units(results: Path) -> set[str]:
+    """The work units the sealed parts in `results` hold (each part checked against its seal)."""
+    seals = _read_seals(results)
+    units: set[str] = set()
+    for name in seals:
+        part = results / name
+        if part.is_file():
+            sha256, file = _parquet(part, _open_part)
+            _check_seal(part, sha256, file.metadata.num_rows, seals)
+            units.update(file.read(columns=["unit_id"]).column("unit_id").unique().to_pylist())
+    return units
 
 
 def seal_logs(run_dir: str | Path, rank: int) -> None:
@@ -459,6 +502,7 @@ def seal_logs(run_dir: str | Path, rank: int) -> None:
     results = Path(run_dir) / RESULTS
     if not results.is_dir():
         return
+    sealed = read_manifest(run_dir).seals is not None
     for path in sorted(results.iterdir()):
         m = _RANK_FILE.match(path.name)
         if not m or int(m.group(1)) != rank:
@@ -466,7 +510,7 @@ def seal_logs(run_dir: str | Path, rank: int) -> None:
         if m.group(4):
             path.unlink()
         elif m.group(3) == "arrows":
-            _seal(path, rank)
+            _seal(path, rank, sealed)
 
 
 def seal_unlocked_logs(run_dir: str | Path, held: int) -> None:
@@ -543,5 +587,4 @@ def read_results(run_dir: str | Path) -> pd.DataFrame:
         if not table.schema.equals(first.schema):
             raise RunDirError(f"{path} has other columns than {first_path.name} ({', '.join(table.column_names)}); "
                               "expected every part of a run directory to come from the same suite and version")
-    _check_unique(run_dir, parts)
     return pa.concat_tables([t for _, t in parts]).to_pandas()

@@ -11,15 +11,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-import pandas as pd
-
-from behavioral.answer_space import AnswerSpec
 from behavioral.options import add_flags, from_flags
 from behavioral.prompt import Prompt
-from behavioral.suite_card import SuiteCard
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from behavioral.analysis import Analysis, Run
+    from behavioral.answer_space import AnswerSpec
+    from behavioral.suite_card import SuiteCard
 
 
 @dataclass(frozen=True)
@@ -77,24 +77,44 @@ def local_path(path: str | None) -> str | None:
     return str(Path(path).resolve()) if path and Path(path).exists() else path
 
 
-class Suite:
+class SuiteDeclaration:
+    """What a suite declares without its data, items or analysis: its name, options, run defaults, capture kinds and
+    flags. The command line parses `empathy-gap run SUITE` and a RunConfig checks its settings from this alone, so
+    neither imports the suite's analysis, the engine or torch; a suite's options module declares it (the registry
+    finds it there) and its Suite inherits it."""
+
+    name: str = ""
+    description: str = ""  # one line, for `empathy-gap suites`
+    capture: CaptureSpec | None = None  # None: the suite's runs cannot capture activations
+    Options: type | None = None  # the suite's options dataclass (None: no options), rebuilt from a manifest's JSON
+    # the suite's own defaults for the decoding settings every suite has (e.g. its authors'), by RunConfig field;
+    # RunConfig applies them, the CLI shows them
+    run_defaults: Mapping[str, Any] = {}
+    imports: str | None = None  # what `empathy-gap import SUITE` reads (its help line); None: the suite has no import
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        """Add the suite's own flags to `empathy-gap run SUITE`: by default, its Options' declared flags."""
+        if self.Options is not None:
+            add_flags(parser, self.Options)
+
+    def options(self, args: argparse.Namespace) -> Any:
+        """The suite's options from parsed flags: a frozen dataclass, recorded in the manifest (what decides rows)."""
+        return None if self.Options is None else from_flags(self.Options, args)
+
+    def add_import_arguments(self, parser: argparse.ArgumentParser) -> None:
+        """Add the flags of `empathy-gap import SUITE` (suites that set `imports`)."""
+
+
+class Suite(SuiteDeclaration):
     """A benchmark on the shared engine. Subclasses set the class attributes and implement `groups` and `analyze`;
     the other methods have defaults that suit most suites.
 
     Options are declared once: `Options` and `AnalyzeOptions` are frozen dataclasses whose fields carry their flags
     (behavioral.options.option), so `empathy-gap run/analyze` and a script build the same thing."""
 
-    name: str = ""
-    description: str = ""  # one line, for `empathy-gap suites`
     fields: tuple[str, ...] = ()  # item fields stored as columns
-    capture: CaptureSpec | None = None  # None: the suite's runs cannot capture activations
     caches: tuple[str, ...] = ()  # files `prepare` keeps in a run directory, which a user may copy into a new one
-    Options: type | None = None  # the suite's options dataclass (None: no options), rebuilt from a manifest's JSON
     AnalyzeOptions: type | None = None  # the options of its analysis (None: none)
-    # the suite's own defaults for the decoding settings every suite has (e.g. its authors'), by RunConfig field;
-    # RunConfig applies them, the CLI shows them
-    run_defaults: Mapping[str, Any] = {}
-    imports: str | None = None  # what `empathy-gap import SUITE` reads (its help line); None: the suite has no import
     # mechanistic study name -> this suite's protocol for it (e.g. "patch": interp.patching.SlotPatching naming the
     # slot patched); a study reaches a suite only through these and the methods below
     protocols: Mapping[str, Any] = {}
@@ -109,15 +129,6 @@ class Suite:
     def data_licence(self, config: Mapping[str, Any]) -> tuple[str, str]:
         """(what the shipped data is, its Hugging Face licence id) for a run on the suite's own data."""
         return "the project's own data, shipped with empathy-gap under MIT", "mit"
-
-    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        """Add the suite's own flags to `empathy-gap run SUITE`: by default, its Options' declared flags."""
-        if self.Options is not None:
-            add_flags(parser, self.Options)
-
-    def options(self, args: argparse.Namespace) -> Any:
-        """The suite's options from parsed flags: a frozen dataclass, recorded in the manifest (what decides rows)."""
-        return None if self.Options is None else from_flags(self.Options, args)
 
     def dataset(self, config) -> Any:
         """Read and check the data of a run (`config` is its RunConfig, `config.options` the suite's) before any
@@ -143,9 +154,6 @@ class Suite:
         """Items whose prompts bound every prompt's length (checked against the model's context before any work);
         `n_tokens(item)` counts an item's prompt tokens. By default every item."""
         return (item for _, items in self.groups(data) for item in items)
-
-    def add_import_arguments(self, parser: argparse.ArgumentParser) -> None:
-        """Add the flags of `empathy-gap import SUITE` (suites that set `imports`)."""
 
     def import_results(self, args: argparse.Namespace) -> Path:
         """Write results made elsewhere (e.g. the authors' outputs) as a run directory `analyze` reads; returns it."""
@@ -173,7 +181,7 @@ class Suite:
         """Labels the suite derives for rows of a final-token index (cells or samples), one column each, for probes
         and steering (e.g. intergroup's `ingroup`: perceiver and experiencer in one group; NA where undefined), on
         the same index. By default none."""
-        return pd.DataFrame(index=cells.index)
+        return cells[[]]
 
     def with_identity(self, item: Item, field: str, value: str) -> Item:
         """`item` with `value` in its identity field `field` (a prompt slot's value), for the prompts a mechanistic

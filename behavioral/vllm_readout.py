@@ -11,9 +11,10 @@ import torch
 from behavioral.answer_space import AnswerTrie
 from behavioral.tree_logits import TreeLogits
 
-# A readout's leading slots (token ids 0-4): the log-normaliser, the log-sums over the tokens that continue and that
-# start an answer, the best logit and its token id (exact in float32 below 2**24); the position's children follow.
-LSE, CONTINUES, STARTS, BEST, BEST_TOKEN = range(5)
+# A readout's leading slots (token ids 0-4): the log-normaliser, the log-sums over the tokens that do not continue a
+# word or number (where an answer may end) and that start an answer, the best logit and its token id (exact in
+# float32 below 2**24); the position's children follow.
+LSE, STOPS, STARTS, BEST, BEST_TOKEN = range(5)
 SLOTS = 5
 
 
@@ -38,7 +39,7 @@ def readout(logits: torch.Tensor, continues: torch.Tensor, starts: torch.Tensor,
     -inf elsewhere; computed by the engine's own reduction (TreeLogits.of) of this one position."""
     tree = TreeLogits.of(logits[None, None], children, continues, starts, 1)
     out = torch.full_like(logits, float("-inf"))
-    out[:SLOTS] = torch.stack([tree.lse[0, 0], tree.lse_continues[0, 0], tree.lse_starts[0, 0],
+    out[:SLOTS] = torch.stack([tree.lse[0, 0], tree.lse_stops[0, 0], tree.lse_starts[0, 0],
                                tree.top_values[0, 0, 0], tree.top_indices[0, 0, 0].to(out.dtype)])
     out[SLOTS:SLOTS + len(children)] = tree.columns[0, 0]
     return out
@@ -60,4 +61,4 @@ def tree_logits(trie: AnswerTrie, readouts: Sequence[Sequence[Sequence[float]]])
     top_values[..., 0] = head[..., BEST]
     top_indices = torch.full((n, width, trie.top_k), -1, dtype=torch.long)
     top_indices[..., 0] = head[..., BEST_TOKEN].long()
-    return TreeLogits(vocab, head[..., LSE], head[..., CONTINUES], head[..., STARTS], columns, top_values, top_indices)
+    return TreeLogits(vocab, head[..., LSE], head[..., STOPS], head[..., STARTS], columns, top_values, top_indices)

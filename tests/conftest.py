@@ -180,6 +180,24 @@ def pinned_run(tmp_path_factory) -> Path:
     return path
 
 
+def files_under(*folders: Path) -> dict[str, bytes]:
+    """Every file under `folders` with its bytes (a refused command must leave them as they were)."""
+    return {str(p): p.read_bytes() for folder in folders for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def refuse_loading(monkeypatch) -> None:
+    """From now on, a run that loads its model fails the test: a refusal was to come before it."""
+    def load(*_, **__):
+        raise AssertionError("the run loaded its model: the input was not refused before any work")
+    monkeypatch.setattr("behavioral.run.load_model", load)
+
+
+@pytest.fixture
+def no_model_load(monkeypatch) -> None:
+    """A test whose runs must be refused before their model loads (refuse_loading)."""
+    refuse_loading(monkeypatch)
+
+
 def oom_above(forward: Callable, limit: int, sizes: list[int]) -> Callable:
     """A stand-in for `forward(model, ids, **kwargs)` that runs CUDA out of memory on batches larger than `limit`,
     recording every batch size it is given in `sizes`."""

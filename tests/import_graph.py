@@ -17,8 +17,10 @@ PACKAGES = ("behavioral", "activations", "interp")
 # Lowest first: a module may import its own layer and those below it, never one above.
 LAYERS = ("behavioral", "activations", "behavioral.run", "behavioral.analysis", "interp", "behavioral.suites",
           "behavioral.cli")
-# the run loop (modules, and the sweep's package): it captures, so above activations
-RUN_LOOP = {"behavioral.run", "behavioral.estimate", "behavioral.run_reader", "behavioral.sweep"}
+# the run loop (modules, and the sweep's package): it captures, so above activations; its configuration checks a
+# layer spec by activations' grammar
+RUN_LOOP = {"behavioral.run", "behavioral.run_config", "behavioral.estimate", "behavioral.run_reader",
+            "behavioral.sweep"}
 _TYPE_CHECKING = ("TYPE_CHECKING", "typing.TYPE_CHECKING")
 # the command line, above everything it dispatches to
 TOP = {"behavioral.cli", "behavioral.interp_cli", "behavioral.sweep_cli", "behavioral.__main__"}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +15,7 @@ from behavioral.files import write_json_atomic
 from behavioral import store
 from behavioral.analysis import analyze
 from behavioral.analysis.multiplicity import holm
-from behavioral.suites.intergroup import analysis, figures
+from behavioral.suites.intergroup import analysis, figures, stats
 from behavioral.suites.intergroup.analysis import AnalyzeOptions
 from behavioral.suites.intergroup.items import FIELDS, results
 from behavioral.suites.intergroup.suite import load_analyses
@@ -32,8 +33,10 @@ def _rows(
     mode: str,
     effect: float,
     constant: bool,
+    masses: tuple[float, float] = (0.02, 0.03),
 ) -> list[dict]:
-    """One row per prompt: intensity 50, +`effect` for in-group pairs, plus noise; REFUSED prompts refused."""
+    """One row per prompt: intensity 50, +`effect` for in-group pairs, plus noise; REFUSED prompts refused; score rows
+    with `masses` (the whole answers' mass, the first token's numeric mass)."""
     cat = get_category(category)
     rows = []
     for p in cat.with_unspecified:
@@ -57,8 +60,8 @@ def _rows(
                         "score_answer": str(int(value)) if scored else None,
                         "score_value": value if scored else np.nan,
                         "expected": value if scored else np.nan,
-                        "valid_mass": 0.02 if scored else np.nan,
-                        "start_mass": 0.03 if scored else np.nan,
+                        "valid_mass": masses[0] if scored else np.nan,
+                        "start_mass": masses[1] if scored else np.nan,
                         "setting": setting,
                         "category": category,
                         "perceiver": p,
@@ -89,9 +92,12 @@ def make_run(
     drop: int = 0,
     settings: tuple[str, ...] = SETTINGS,
     probs: bool = False,
+    masses: tuple[float, float] = (0.02, 0.03),
+    facts: dict | None = None,
 ) -> Path:
     """A synthetic run directory; `constant` names (category, setting) pairs with every intensity equal; `probs` gives
-    score rows a stored distribution (see _with_probs)."""
+    score rows a stored distribution (see _with_probs); `masses`: see _rows; `facts`: the data facts its manifest
+    records beside the corpus hash (event_clusters, corpus_emotions)."""
     rng = np.random.default_rng(0)
     config = {
         "suite": "intergroup",
@@ -103,18 +109,19 @@ def make_run(
         "options": {"categories": list(categories), "settings": list(settings)},
         "corpus_hash": "corpus42",
         "n_events": N_EVENTS,
+        **(facts or {}),
     }
     provenance = {"device": "cpu (test)", "package_versions": {"numpy": np.__version__}, "git_commit": "deadbeef"}
     planned = []
     for category in categories:
         for setting in settings:
-            rows = _rows(category, setting, rng, mode, effect, (category, setting) in constant)
+            rows = _rows(category, setting, rng, mode, effect, (category, setting) in constant, masses)
             rows = _with_probs(rows) if probs else rows
             planned += rows
             store.write_part(run_dir, f"{category}-{setting}", rows[drop:] if category == "religion" else rows,
                              store.result_schema(FIELDS))
     plan = {"units": len({r["unit_id"] for r in planned}), "rows": len(planned)}
-    write_json_atomic(run_dir / MANIFEST, {"config": config, "provenance": provenance, "plan": plan})
+    write_json_atomic(run_dir / MANIFEST, {"config": config, "provenance": provenance, "plan": plan, "seals": 1})
     return run_dir
 
 
@@ -177,11 +184,11 @@ def test_analyze_writes_tables_figures_and_report(tmp_path: Path) -> None:
     assert religion.p_at_floor and religion.p_value == religion.p_min and 0.004 < religion.p_min < 0.03
     printed = dict(zip(*[line.split(" | ") for line in (out / "table2_delta.md").read_text().splitlines()
                          if line.startswith("| ") and "religion" in line or line.startswith("| run |")]))
-    assert printed["p at floor"] == "True"
+    assert printed["p at floor"] == "yes"
     assert religion.p_exact == 1 / 120 and religion.n_outcomes == 120  # exact: 1/120, every matching enumerated
     nationality = table2.set_index("category").loc["nationality"]  # n! matchings, too many: sampled only
     assert np.isnan(nationality.p_exact) and float(nationality.n_outcomes) > math.factorial(20)
-    assert printed["p exact"] == "0.00833"
+    assert printed["p exact (these events)"] == "0.00833"
     report = report_path.read_text()
     for delta in table2.delta:
         assert f"{delta:.2f}" in report
@@ -197,6 +204,61 @@ def test_score_mode_report_explains_scoring_with_the_measured_rate(tmp_path: Pat
     assert "0..100 or 0..10" in report
     assert "averages 3.0%" in report and "exceeds 0.5 for 0.0% of prompts" in report
     assert pd.read_csv(tmp_path / "out" / "numeric_rate.csv").numeric_mass_mean_pct.tolist() == pytest.approx([3.0, 3.0])
+
+
+def test_a_whole_answer_mass_near_zero_is_warned_on_the_row_though_the_first_token_starts_a_number(
+        tmp_path: Path) -> None:
+    run_dir = make_run(tmp_path / "run", categories=("religion",), mode="score", masses=(1e-6, 0.98))
+    analyze([run_dir], tmp_path / "out", AnalyzeOptions(permutations=50, measure="expected_intensity"))
+    numeric = pd.read_csv(tmp_path / "out" / "numeric_rate.csv")
+    assert numeric.answer_mass_mean_pct.tolist() == pytest.approx([1e-4, 1e-4])
+    assert numeric.numeric_mass_mean_pct.tolist() == pytest.approx([98.0, 98.0])
+    warnings = pd.read_csv(tmp_path / "out" / "headline.csv").warning
+    assert warnings.str.contains("low answer mass: ").all()
+    assert warnings.str.contains("of the probability of a whole answer on ratings in range").all()
+    assert not warnings.str.contains("first answer token").any()  # 98% of first tokens start a number
+
+
+def test_events_of_one_cluster_count_once_and_a_sample_lacking_emotions_says_so_on_its_row(tmp_path: Path) -> None:
+    clusters = {"e00": "t1", "e01": "t1", "e02": "t2", "e03": "t2"}  # e04, e05: a cluster each
+    run_dir = make_run(tmp_path / "run", categories=("religion",), facts={"event_clusters": clusters})
+    analyze([run_dir], tmp_path / "out", AnalyzeOptions(permutations=50))
+    table2 = pd.read_csv(tmp_path / "out" / "table2_delta.csv")
+    (_, a) = _load(run_dir)  # P0S1T0, which keeps every event for δ (P0S0T0 drops e01)
+    rows = results(run_dir)
+    same = a.category.in_group()
+    I = analysis.intensity_tensor(rows[rows.setting == a.setting], a.category, a.event_ids)[0]
+    labels = np.array(["t1", "t1", "t2", "t2", "e04", "e05"])
+    expected = stats.gap_interval(I[1:, 1:], same, clusters=labels)
+    assert a.n_clusters == 4 and a.gap_interval == pytest.approx(expected)
+    assert a.gap_interval != pytest.approx(stats.gap_interval(I[1:, 1:], same))
+    assert table2.n_clusters.tolist() == [4, 4]
+    assert table2.emotions.tolist() == ["joy 5; 1 of the corpus's 12", "joy 6; 1 of the corpus's 12"]
+    assert not table2.covers_corpus.any()
+    headline = pd.read_csv(tmp_path / "out" / "headline.csv")
+    assert headline.interval.iloc[0] == ("95% t-interval over 4 clusters of 5 events of these emotions "
+                                         "(joy 5; 1 of the corpus's 12)")
+    assert "p gap " in headline.note.iloc[0] and "on synthetic null runs of 4 clusters" in headline.note.iloc[0]
+    assert "| clusters |" in (tmp_path / "out" / "table2_delta.md").read_text()
+
+
+def test_a_corpus_of_one_emotion_is_covered_by_its_events_and_no_cluster_column_is_printed(tmp_path: Path) -> None:
+    run_dir = make_run(tmp_path / "run", categories=("religion",), facts={"corpus_emotions": ["joy"]})
+    analyze([run_dir], tmp_path / "out", AnalyzeOptions(permutations=50))
+    table2 = pd.read_csv(tmp_path / "out" / "table2_delta.csv")
+    assert table2.emotions.tolist() == ["all 1 of the corpus's"] * 2 and table2.covers_corpus.all()
+    assert table2.n_clusters.isna().all() and "| clusters |" not in (tmp_path / "out" / "table2_delta.md").read_text()
+    assert pd.read_csv(tmp_path / "out" / "headline.csv").interval.iloc[0] == "95% t-interval over 5 events"
+
+
+@pytest.mark.parametrize("facts, field", [({"event_clusters": {"e00": 3}}, "config.event_clusters"),
+                                          ({"event_clusters": ["t1"]}, "config.event_clusters"),
+                                          ({"corpus_emotions": ["joy", "<b>"]}, "config.corpus_emotions")])
+def test_a_manifests_clusters_or_emotions_of_the_wrong_kind_are_refused_naming_the_field(tmp_path, facts, field):
+    run_dir = make_run(tmp_path / "run", categories=("religion",), facts=facts)
+    with pytest.raises(RunDirError, match=re.escape(field)):
+        analyze([run_dir], tmp_path / "out", AnalyzeOptions(permutations=50))
+    assert not (tmp_path / "out").exists()
 
 
 def test_incomplete_results_raise_a_clear_error(tmp_path: Path) -> None:
@@ -274,7 +336,9 @@ def test_every_figure_names_its_measure(tmp_path: Path) -> None:
     kept = f"\nn={int(greedy.keep.sum())} events"  # the generated run's refusals drop events: n is those M averages
     assert int(greedy.keep.sum()) < N_EVENTS
     assert figures.heatmap(greedy).axes[0].get_title() == f"Religion, (P0, S0, T0), generated intensity{kept}"
-    scored = _load(run_dir, permutations=20)[0]  # score mode generates no reply
+    default = _load(run_dir, permutations=20)[0]  # a score run is read by its expected intensity unless asked
+    assert figures.heatmap(default).axes[0].get_title() == title
+    scored = _load(run_dir, permutations=20, measure="intensity")[0]  # score mode generates no reply
     assert figures.heatmap(scored).axes[0].get_title() == f"Religion, (P0, S0, T0), greedy score answer{events}"
 
 
@@ -302,7 +366,7 @@ def test_two_runs_give_table2_by_run_with_each_runs_own_statistics(tmp_path: Pat
     assert table2.set_index(["run", "setting"]).n_events.to_dict() == {
         ("strong", "P0S0T0"): 5, ("strong", "P0S1T0"): 6, ("none", "P0S0T0"): 5, ("none", "P0S1T0"): 6}
     printed = (tmp_path / "out" / "table2_delta.md").read_text()  # a row per run, category and setting
-    assert "| run | category | setting | measure | events | δ | null low | null high | p |" in printed
+    assert "| run | category | setting | measure | events | δ | null low | null high | p (these events) |" in printed
     assert "| strong | religion | P0S1T0 | generated intensity | 6 |" in printed
     for _, run in table2.groupby("run"):  # Holm over each run's own tests (its 2 settings)
         assert (run.holm_family == 2).all()

@@ -16,7 +16,7 @@ from behavioral.manifest import MANIFEST, SCHEMA_VERSION
 from behavioral.files import write_json_atomic
 from behavioral import store
 from behavioral.analysis import Analysis, Figure, Section, Table, analyze, cell, markdown, new_figure
-from behavioral.options import add_flags, check_minimums, from_flags, option
+from behavioral.options import add_flags, check_bounds, from_flags, option
 from behavioral.output_folder import OutputFolderError
 from behavioral.suite import Suite
 from behavioral.registry import get_suite, names, registered
@@ -30,7 +30,7 @@ FIELDS = ("group",)
     (0.12345, None, "0.123"), (float("nan"), None, "—"), (None, "percent", "—"), (pd.NA, None, "—"),
     (0.4567, "percent", "45.7%"), (-0.031, "points", "-3.1"), (0.031, "points", "+3.1"), (0.000123, "p", "0.000123"),
     (0.0412, "p", "0.0412"), (12345.0, "count", "12,345"), (0.25, "signed", "+0.250"), (0.00002, None, "2e-05"),
-    (7, None, "7"), (True, None, "True"), ("a Jew", None, "a Jew"),
+    (7, None, "7"), (True, None, "yes"), (False, "text", "no"), ("a Jew", None, "a Jew"),
 ])
 def test_every_number_is_printed_one_way(value, fmt, text):
     assert cell(value, fmt) == text
@@ -127,7 +127,8 @@ def _run(run_dir: Path, values: list[float], model: str = "/models/alpha") -> Pa
               "items_sha256": "cafe"}
     write_json_atomic(run_dir / MANIFEST, {"config": config, "plan": {"units": len(rows),
                                                                                 "rows": len(rows)},
-                                                       "provenance": {"git_commit": "abc", "device": "cpu"}})
+                                                       "provenance": {"git_commit": "abc", "device": "cpu"},
+                                                       "seals": 1})  # its part is sealed, as a run's are
     return run_dir
 
 
@@ -142,7 +143,8 @@ def test_a_declared_analysis_is_written_with_its_report_and_manifest(tmp_path):
     assert means.measure.tolist() == pytest.approx([6.0, 4.0, 10.0, 10.0])  # the view doubled, the option scaled
     text = report.read_text()
     assert "| alpha (a) | g | 600.0% |" in text and "- a note" in text and "![means](figures/means.png)" in text
-    assert "**alpha (a)**" in text and "items_sha256 `cafe`" in text and "scale 10.0" in text
+    assert "**alpha (a)**" in text and "items_sha256 `cafe`" in text and "scale: 10.0" in text
+    assert "created" not in text and "None" not in text  # a date the run did not record is left out, never "None"
     assert (out / "figures" / "means.png").stat().st_size > 0 and json.loads((out / "totals.json").read_text()) == \
         {"n": 3}
     manifest = json.loads((out / "manifest.json").read_text())
@@ -175,7 +177,7 @@ class _Counted:
     limit: int | None = option(None, "limit", minimum=1)
 
     def __post_init__(self):
-        check_minimums(self)
+        check_bounds(self)
 
 
 def test_a_declared_minimum_is_checked_with_the_flag_name():

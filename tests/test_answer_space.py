@@ -11,7 +11,7 @@ from behavioral import lazy_tree, tree_logits
 from behavioral.answer_space import AnswerSpec, AnswerTrie
 from behavioral.lazy_tree import AnswerTree
 from behavioral.engine import Batch, Engine
-from tests.conftest import make_tiny_model
+from tests.conftest import favouring_model, make_tiny_model
 from tests.test_engine import _prompt_ids
 
 YES_NO = AnswerSpec.choices({"yes": ("yes", " yes", "Yes"), "no": ("no", " no", "No")}, values={"yes": 1.0, "no": 0.0})
@@ -42,8 +42,8 @@ def _brute_force(model, tokenizer, trie: AnswerTrie, ids: list[int]) -> dict:
             go_on = set(words) if form[-1].isalnum() else set()
             go_on |= {other[len(toks)] for other in forms.values() if len(other) > len(toks) and
                       other[:len(toks)] == toks}
-            total = float(torch.logaddexp(torch.tensor(total), torch.tensor(path + math.log1p(-float(
-                after[sorted(go_on)].sum()) if go_on else 0.0))))
+            ends = [t for t in range(len(after)) if t not in go_on]  # summed directly: no 1 - (a mass near 1)
+            total = float(torch.logaddexp(torch.tensor(total), torch.tensor(path + math.log(float(after[ends].sum())))))
         out[label.name] = total
     return out
 
@@ -73,6 +73,26 @@ def test_label_scores_equal_brute_force(tiny_model, tiny_tokenizer, spec, paddin
         else:
             assert got.expected is None
         assert got.greedy in spec.names and 0 < got.start_mass <= 1
+
+
+@pytest.mark.parametrize("tree", [AnswerTree("full"), AnswerTree("lazy")], ids=["full", "lazy"])
+def test_rare_endings_are_read_exactly_not_clamped(tiny_tokenizer, tree):
+    """A model that almost never ends a number (every digit token favoured by 30 logits, so each in-range ending has
+    a probability far below 1e-9): the answer mass and the expected value equal the exact computation (float64 over
+    the full logits, the ending's mass summed directly), where a clamp of the continuing probability below 1 had
+    inflated the mass about 10^5-fold and moved the expected value by points."""
+    model = favouring_model(tiny_tokenizer, 3, lambda text: text.strip().isdigit(), 30.0)
+    spec = AnswerSpec.integers(0, 100)
+    trie = AnswerTrie.build(tiny_tokenizer, spec)
+    prompts = _prompt_ids(tiny_tokenizer, 2)
+    scores = Engine(model, tiny_tokenizer, batch_size=2, answer_tree=tree).score(prompts, trie)
+    for ids, got in zip(prompts, scores):
+        want = _brute_force(model, tiny_tokenizer, trie, ids)
+        z = sum(math.exp(v) for v in want.values())
+        assert z < 1e-9 and got.start_mass > 0.9  # the model begins a number and almost never ends one in range
+        assert got.valid_mass == pytest.approx(z, rel=1e-3)
+        expected = sum(math.exp(want[n]) / z * v for n, v in zip(spec.names, spec.values))
+        assert got.expected == pytest.approx(expected, abs=max(tree.tolerance, 1e-3) + got.expected_bound)
 
 
 @pytest.mark.parametrize("tree", ["full", "lazy"])

@@ -14,6 +14,7 @@ import pytest
 import torch
 from torch import nn
 
+from behavioral.analysis.bootstrap import percentile_interval, resamples
 from behavioral.analysis.paired import fieller, t_interval
 from behavioral.engine import Engine
 from behavioral.suites.intergroup import patching as IP
@@ -205,18 +206,49 @@ def test_summary_recovers_a_planted_node_with_an_interval_over_units():
     assert A.summarize(some, "atp", "event").set_index("layer").loc[9, ["ci_low", "ci_high"]].isna().all()
 
 
-def test_the_summary_interval_is_over_units_t_with_equal_pairs_and_fieller_with_unequal():
+def _bootstrap_t(sums: np.ndarray, counts: np.ndarray, n_resamples: int = 1000, seed: int = 0) -> tuple[float, float]:
+    """The studentized bootstrap of Σ sums / Σ counts over units, one resample at a time (the reference)."""
+    n, ratio = len(sums), sums.sum() / counts.sum()
+
+    def se(s: np.ndarray, c: np.ndarray) -> float:
+        r = s.sum() / c.sum()
+        return np.sqrt(n / (n - 1) * ((s - r * c) ** 2).sum()) / c.sum()
+    pivots = [(sums[d].sum() / counts[d].sum() - ratio) / se(sums[d], counts[d]) for d in resamples(n, n_resamples,
+                                                                                                      seed)]
+    low, high = percentile_interval(np.array(pivots))
+    return ratio - high * se(sums, counts), ratio - low * se(sums, counts)
+
+
+def test_the_summary_interval_is_the_hull_of_t_or_fieller_and_the_studentized_bootstrap_over_units():
     rng = np.random.default_rng(1)
     frame = pd.DataFrame({"event": np.repeat(np.arange(10), 5), "layer": 0, "offset": 0,
-                          "atp": np.repeat(rng.normal(0, 1, 10), 5) + rng.normal(0, 1, 50)})
-    per_event = frame.groupby("event")["atp"].mean().to_numpy()
+                          "atp": np.repeat(1 - rng.exponential(2, 10), 5) + rng.normal(0, 1, 50)})
+    per_event = frame.groupby("event")["atp"].mean().to_numpy()  # pairs of an event: one unit
     row = A.summarize(frame, "atp", "event").iloc[0]
-    assert (row["ci_low"], row["ci_high"]) == pytest.approx(t_interval(per_event, 0.95))  # pairs of an event: one unit
+    t, boot = t_interval(per_event, 0.95), _bootstrap_t(per_event * 5, np.full(10, 5.0))
+    assert boot[0] < t[0]  # skewed to the left: the bootstrap reaches further down than t
+    assert (row["ci_low"], row["ci_high"]) == pytest.approx((min(t[0], boot[0]), max(t[1], boot[1])))
     unequal = frame.drop(index=[0, 1, 2, 7])  # events 0 and 1 keep 2 and 4 pairs
     sums, counts = (unequal.groupby("event")["atp"].agg(f).to_numpy(dtype=float) for f in ("sum", "count"))
     row = A.summarize(unequal, "atp", "event").iloc[0]
     assert row["mean"] == pytest.approx(sums.sum() / counts.sum())
-    assert (row["ci_low"], row["ci_high"]) == pytest.approx(fieller(sums, counts, 0.95)[:2])
+    f, boot = fieller(sums, counts, 0.95)[:2], _bootstrap_t(sums, counts)
+    assert (row["ci_low"], row["ci_high"]) == pytest.approx((min(f[0], boot[0]), max(f[1], boot[1])))
+    assert A.summarize(unequal, "atp", "event").equals(A.summarize(unequal, "atp", "event"))  # seeded
+    other = A.summarize(unequal, "atp", "event", seed=1).iloc[0]
+    assert (other["ci_low"], other["ci_high"]) != (row["ci_low"], row["ci_high"])
+
+
+def test_the_summary_interval_of_a_constant_node_is_its_value_and_a_node_set_of_its_own_units():
+    frame = pd.DataFrame({"event": np.tile(np.arange(12), 3), "layer": np.repeat([0, 1, 2], 12), "offset": 0,
+                          "atp": np.concatenate([np.zeros(12), np.random.default_rng(2).normal(0, 1, 24)])})
+    frame["event"] = frame["event"].map("e{:02d}".format)  # units in their sorted order, as the reference draws them
+    out = A.summarize(frame[(frame["layer"] < 2) | (frame["event"] < "e11")], "atp", "event").set_index("layer")
+    assert out.loc[0, ["ci_low", "ci_high"]].tolist() == [0.0, 0.0]  # no resample varies: t's empty width
+    assert out["n_units"].tolist() == [12, 12, 11]
+    per_event = frame[(frame["layer"] == 2) & (frame["event"] < "e11")]["atp"].to_numpy()
+    t, boot = t_interval(per_event, 0.95), _bootstrap_t(per_event, np.ones(11))  # its 11 units resampled
+    assert out.loc[2, ["ci_low", "ci_high"]].tolist() == pytest.approx([min(t[0], boot[0]), max(t[1], boot[1])])
 
 
 def test_the_map_flags_where_atp_is_known_to_fail():

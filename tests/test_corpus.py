@@ -219,14 +219,20 @@ def test_sample_stratified_counts_and_order() -> None:
     assert sample != sample_events(events, 22, seed=2)
 
 
-def test_sample_every_emotion_present_and_largest_remainder() -> None:
-    events = _events({**{e: 1 for e in EMOTIONS[:-1]}, "surprise": 100})
-    sample = sample_events(events, 14, seed=0)
-    counts = Counter(e.emotion for e in sample)
-    assert len(sample) == 14 and set(counts) == set(EMOTIONS)
-    assert counts["surprise"] == 3
-    small = sample_events(_events({e: 10 for e in EMOTIONS}), 5, seed=0)
-    assert len(small) == 5 and len({e.emotion for e in small}) == 5
+def test_every_event_has_the_same_chance_and_a_small_sample_reaches_every_emotion() -> None:
+    """A sample of fewer events than emotions is a random sample of the corpus: over seeds every emotion is drawn, and
+    each event about n / N of the time (a rule that gave every emotion at least one event, or the largest remainders
+    in a fixed order, drew the same emotions for every seed)."""
+    events = _events({**{e: 1 for e in EMOTIONS[:-1]}, "surprise": 100})  # 111 events, 11 emotions of one
+    counts = Counter(e.event_id for seed in range(3000) for e in sample_events(events, 14, seed=seed))
+    assert all(len(sample_events(events, 14, seed=seed)) == 14 for seed in range(20))
+    share = {event.event_id: counts[event.event_id] / 3000 for event in events}
+    assert all(abs(p - 14 / 111) < 0.04 for p in share.values())  # 0.126 each; 3 sd of 3,000 draws: 0.018
+    embedded = embedded_events()
+    for n in (2, 4):
+        drawn = Counter(e.emotion for seed in range(300) for e in sample_events(embedded, n, seed=seed))
+        assert set(drawn) == set(EMOTIONS)
+        assert {len({e.emotion for e in sample_events(embedded, n, seed=s)}) for s in range(50)} <= set(range(1, n + 1))
 
 
 def test_sample_all_and_errors() -> None:
@@ -278,3 +284,18 @@ def test_real_release() -> None:
     assert all(e.third_person for e in events)
     exact = sum(first_person_form(e.emotion, e.text) == e.first_person for e in events)
     assert exact / len(events) > 0.99
+
+
+def test_a_cluster_column_groups_events_and_a_corpus_without_one_hashes_as_before(tmp_path: Path) -> None:
+    plain = load_release(write_tsv(tmp_path / "plain.tsv", HEADER, ANGER_ROWS + JOY_ROWS))
+    clustered = load_release(write_tsv(tmp_path / "clustered.tsv", [*HEADER, "cluster"],
+                                       [row + [cluster] for row, cluster in zip(ANGER_ROWS + JOY_ROWS,
+                                                                                (" t1 ", "t1", ""))]))
+    assert [e.cluster for e in plain] == [None, None, None]
+    assert [e.cluster for e in clustered] == ["t1", "t1", None]  # stripped; empty: a cluster of its own
+    assert corpus_hash(plain) == corpus_hash([Event(e.event_id, e.emotion, e.text, e.first_person, e.third_person)
+                                              for e in plain])
+    assert corpus_hash(clustered) != corpus_hash(plain)
+    generation = write_tsv(tmp_path / "generation.tsv", ["text_id", "emotion", "generated_text", "cluster"],
+                           [["1", "anger", "my bike was stolen", "bikes"], ["2", "joy", "the sun came out", ""]])
+    assert [e.cluster for e in load_generation(generation)] == ["bikes", None]

@@ -125,4 +125,4 @@ def test_no_calibrate_plans_without_a_model(tmp_path, long_model_dir, capsys, mo
 def test_a_plan_without_estimates_reads_as_prompts_and_states(tmp_path, long_model_dir):
     sweep = read_sweep(_toml(tmp_path, [("a", long_model_dir)], SCM))
     text = describe_plan(sweep, plan_sweep(sweep, calibrate=False))
-    assert text.splitlines()[1:] == ["  a/scm: 16 prompts, new", "1 runs left, 16 prompts"]
+    assert text.splitlines()[1:] == ["  a/scm: 16 prompts, new", "1 run left, 16 prompts"]

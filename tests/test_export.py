@@ -1,7 +1,8 @@
 """`export_runs`: runs as a tidy per-item Parquet dataset with a Hugging Face dataset card, read back by pandas and
 by `datasets`, with labels, partial runs, data the user gave and bad input; the card's front matter and text give
 each config's row, columns, label order of `probs`, and each run's options, decoding settings and templates, with
-hostile manifest values kept as data; every suite's declared labels and templates match its items."""
+hostile manifest values kept as data; every suite's declared labels and templates match its items, and the card says
+what each label stands for (scm: A = 5 … E = 1) and what fills each placeholder that no item field names."""
 
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ from behavioral.run_reader import read_run
 from behavioral.suite import Suite
 from behavioral.suites import giebench, intergroup, isear, jaem, scm
 from behavioral.suites.intergroup.settings import get_setting
+from behavioral.suites.scm.traits import TRAIT_DEFINITIONS
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +46,8 @@ def runs(tmp_path_factory, tiny_model_dir) -> dict[str, Path]:
     }
     made["copy"] = Path(shutil.copytree(made["intergroup"], root / "ig-copy"))
     made["partial"] = _edited(shutil.copytree(made["intergroup"], root / "ig-partial"),
-                              lambda m: m["plan"].update(units=m["plan"]["units"] + 1, rows=m["plan"]["rows"] + 1))
+                              lambda m: m["plan"].update(units=m["plan"]["units"] + 1, rows=m["plan"]["rows"] + 1,
+                                                         groups=[*m["plan"]["groups"], ["not run", 1]]))
     return made
 
 
@@ -283,6 +286,50 @@ def test_a_declared_template_filled_with_an_items_values_is_its_prompt(suite, op
         item = group[0]
         filled = [templates[name].format(**values(item)) for name in names(item)]
         assert filled == [message["content"] for message in item.prompt().messages]
+
+
+@pytest.mark.parametrize("suite, options", [
+    ("intergroup", intergroup.Options(categories=("religion",), limit_events=1)),  # every setting's templates
+    ("isear", isear.Options(events="project", sample_k=1)),
+    ("giebench", giebench.Options(limit_items=2)),
+    ("scm", scm.Options(traits=("warm",), templates=("f01", "i02"))),
+])  # jaem's dialogue slots ({AGE}, {SUBJ}, {is|are}) are its template files' own grammar (its card, its README)
+def test_every_placeholder_of_a_declared_template_is_an_item_field_or_defined(suite, options):
+    card = get_suite(suite).card
+    found = {m for text in card.templates(options, {}).values() if text for m in re.findall(r"\{[^{}]*\}", text)}
+    assert found and {m for m in found if m[1:-1] not in get_suite(suite).fields} <= set(card.placeholders)
+
+
+def test_a_filled_scm_template_is_its_prompt_with_the_definitions_the_card_names():
+    options = scm.Options(groups="us-stereotypes", traits=("competent", "warm"), templates=("f01", "i02"))
+    suite = get_suite("scm")
+    card, templates = suite.card, suite.card.templates(options, {})
+    assert {"{question}", "[identity]", "[trait]", "{identity_definition}", "{trait_definition}"} <= set(
+        card.placeholders)
+    for _, group in suite.groups(suite.dataset(RunConfig("scm", "m", options=options, mode="score"))):
+        for item in group:
+            question = templates[f"question {item.template}"].replace("[identity]", item.group.name)
+            filled = templates["user"].format(question=question.replace("[trait]", item.trait),
+                                              identity_definition=item.group.definition,
+                                              trait_definition=TRAIT_DEFINITIONS[item.trait])
+            assert filled == item.prompt().messages[0]["content"], item.item_id
+
+
+def test_the_scm_card_gives_each_letters_value_and_defines_its_placeholders(long_model_dir, tmp_path):
+    options = scm.Options(groups="us-stereotypes", traits=("competent",), templates=("f01",))
+    run_dir = run(RunConfig("scm", str(long_model_dir), options, mode="score", device="cpu", dtype="fp32"),
+                  tmp_path / "run", progress=False)
+    card = export_runs([run_dir], tmp_path / "out").read_text()
+    meta = _front_matter(card)[META]["scm"]
+    assert meta["probs_labels"] == [{"rows": {}, "labels": list("ABCDE"),
+                                     "values": {"A": 5.0, "B": 4.0, "C": 3.0, "D": 2.0, "E": 1.0}}]
+    assert meta["placeholders"] == dict(get_suite("scm").card.placeholders)
+    assert ('- every row: `["A", "B", "C", "D", "E"]` (5 labels; as values (`value`, `score_value`, `expected`): '
+            "A = 5, B = 4, C = 3, D = 2, E = 1)") in card
+    for name, what in get_suite("scm").card.placeholders.items():
+        assert f"- `{name}`: {what}" in card
+    rows = pd.read_parquet(tmp_path / "out" / "data" / "scm.parquet")
+    assert set(rows["expected"].between(1, 5)) == {True}  # `expected` is on the 1-5 scale the card gives
 
 
 def test_an_export_of_a_users_template_files_says_their_text_is_not_in_it():

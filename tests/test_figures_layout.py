@@ -1,7 +1,10 @@
 """Figures as a journal prints them, measured: the clusters study's projections of the toy nationality run (21
 countries, 6 events) have no two point labels overlapping (their rendered text boxes), no label on a marker, n in
 every title and a width of two columns at most; label_points on adversarial points; heatmap tick labels on a large
-grid in one column; every figure written as PNG and PDF."""
+grid in one column; every figure written as PNG and PDF. The scm fidelity figures (a run of the tiny model whose
+competence trait the humans never rated, and planted outliers around the baseline) and the patch study's gap
+figure (the pinned run, two modes): no label on a label, a line or the frame, every outlier named, every panel asked
+for holding data or saying why, the modes' error bars apart, n once in a title, no text below MIN_FONT."""
 
 from __future__ import annotations
 
@@ -9,6 +12,7 @@ from itertools import combinations
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
@@ -16,10 +20,15 @@ from matplotlib.transforms import Bbox
 from PIL import Image
 
 from behavioral import figure_style
+from behavioral.analysis import read_runs
 from behavioral.analysis.study import read_study_runs, run_study
-from behavioral.outputs import label_points, place_labels, save_figure
-from behavioral.registry import get_study
+from behavioral.outputs import LEADER, label_points, place_labels, save_figure
+from behavioral.registry import get_study, get_suite
+from behavioral.run import RunConfig, run
 from behavioral.suites.intergroup.groups import get_category
+from behavioral.suites.scm import figures as scm_figures
+from behavioral.suites.scm.groups import GROUPS
+from behavioral.suites.scm.results import HUMAN, Results, compute
 from tests.test_analysis import N_EVENTS
 from tests.test_clusters import synthetic_capture_run
 
@@ -160,3 +169,156 @@ def test_n_text_counts_in_words() -> None:
     assert figure_style.n_text(identities=21, events=3) == "n=21 identities, 3 events"
     assert figure_style.n_text(identities=1, events=None, prompt_pairs=1) == "n=1 identity, 1 prompt pair"
     assert figure_style.grid_shape(3) == (2, 2) and figure_style.grid_shape(1) == (1, 1)
+
+
+# --- the scm fidelity figures and the patch study's gap figure ------------------------------------------------------
+
+def texts_of(fig: Figure) -> list:
+    """Every piece of text the figure draws (titles, tick labels, axis labels, legends, captions, labels)."""
+    return [t for t in fig.findobj(lambda a: hasattr(a, "get_fontsize") and hasattr(a, "get_text"))
+            if t.get_visible() and t.get_text().strip()]
+
+
+def segments(ax: Axes) -> list[np.ndarray]:
+    """Each line drawn on `ax` (reference lines, whiskers, boxes, error bars; not a label's leader) as its points in
+    display coordinates."""
+    lines = [line.get_transform().transform(np.column_stack(line.get_data(orig=False)).astype(float))
+             for line in ax.lines if line.get_linestyle() != "None" and line.get_gid() != LEADER]
+    lines += [c.get_transform().transform(np.asarray(seg, dtype=float)) for c in ax.collections
+              if hasattr(c, "get_segments") for seg in c.get_segments()]
+    return [points for points in lines if len(points) > 1]
+
+
+def crosses(box: Bbox, points: np.ndarray) -> bool:
+    """Whether the polyline through `points` passes through `box` (sampled every tenth of a pixel)."""
+    for a, b in zip(points[:-1], points[1:]):
+        steps = int(np.hypot(*(b - a)) * 10) + 2
+        xy = a + np.linspace(0, 1, steps)[:, None] * (b - a)
+        if ((xy[:, 0] > box.x0) & (xy[:, 0] < box.x1) & (xy[:, 1] > box.y0) & (xy[:, 1] < box.y1)).any():
+            return True
+    return False
+
+
+def assert_labels_clear(ax: Axes) -> None:
+    """No text drawn inside `ax` overlaps another, a line, or the frame (its spine's width included)."""
+    fig = ax.figure
+    boxes = label_boxes(ax)
+    assert overlapping_pairs(boxes) == [], ax.get_title()
+    lines = segments(ax)
+    on_lines = [(t.get_text(), k) for t, box in zip(ax.texts, boxes) for k, line in enumerate(lines)
+                if crosses(box, line)]
+    assert on_lines == [], ax.get_title()
+    spine = ax.spines["left"].get_linewidth() * fig.dpi / 72
+    frame = ax.get_window_extent(figure_style.renderer(fig)).padded(-spine)
+    assert [t.get_text() for t, b in zip(ax.texts, boxes)
+            if not (frame.x0 < b.x0 and b.x1 < frame.x1 and frame.y0 < b.y0 and b.y1 < frame.y1)] == [], \
+        ax.get_title()
+
+
+def assert_readable(fig: Figure) -> None:
+    """At the canvas's and the saved PNG's resolution, every panel's labels are clear (assert_labels_clear) and no
+    text is smaller than MIN_FONT."""
+    for dpi in (100, 200):
+        fig.set_dpi(dpi)
+        for ax in fig.axes:
+            assert_labels_clear(ax)
+    fig.set_dpi(100)
+    assert min(t.get_fontsize() for t in texts_of(fig)) >= figure_style.MIN_FONT
+
+
+@pytest.fixture(scope="module")
+def scm_results(tmp_path_factory, long_model_dir) -> Results:
+    """A score run of the tiny model on the U.S. Stereotypes groups rating warm and competent (a trait the shipped
+    human ratings do not rate), compared with those ratings."""
+    suite = get_suite("scm")
+    options = suite.Options(groups="us-stereotypes", traits=("warm", "competent"), templates=("f01",))
+    run_dir = run(RunConfig("scm", str(long_model_dir), options, mode="score", device="cpu", dtype="fp32"),
+                  tmp_path_factory.mktemp("scm") / "run", progress=False)
+    return compute(read_runs(suite, [run_dir]))
+
+
+def planted_scm_results() -> Results:
+    """Fidelity of two runs on the seed's 50 groups: a seeded spread of W1 with three high outliers close together
+    (run a also a low one), the warmth baseline planted on run b's most faithful group, the end of its lower
+    whisker; run b rated a competence trait no human rated (competent), so its competence box is missing."""
+    names = [g.name for g in GROUPS["seed"]]
+    rng = np.random.default_rng(0)
+    rows = []
+    for run_name, planted in (("model a", [1.50, 1.52, 1.55, 0.02]), ("model b", [1.50, 1.52, 1.55])):
+        for dimension, trait in (("warmth", "warm"), ("competence", "confident")):
+            w1 = 0.45 + 0.08 * rng.standard_normal(len(names))
+            w1[:len(planted)] = planted  # young men, young women, old men high; old women low
+            if run_name == "model a" or dimension == "warmth":
+                rows += [{"run": run_name, "group": g, "trait": trait, "dimension": dimension, "attribute": "age",
+                          "w1": float(w)} for g, w in zip(names, w1)]
+    fidelity = pd.DataFrame(rows)
+    b = fidelity[(fidelity.run == "model b") & (fidelity.dimension == "warmth")].w1
+    cells = {"groups": len(names), "cells": 2 * len(names)}
+    return Results("seed", ["model a", "model b"], {"model a": "score", "model b": "score"},
+                   {"source": "planted", "sha256": "0" * 64, "rows": 0}, fidelity, pd.DataFrame(), pd.DataFrame(),
+                   pd.DataFrame(), pd.DataFrame(), baseline={"warmth": float(b.min()), "competence": 0.45},
+                   rated={HUMAN: cells | {"warmth": ["warm"], "competence": ["confident"]},
+                          "model a": cells | {"warmth": ["warm"], "competence": ["confident"]},
+                          "model b": cells | {"warmth": ["warm"], "competence": ["competent"]}})
+
+
+def outliers(ax: Axes) -> list[float]:
+    """The W1 of the outliers a box plot draws (its flier markers)."""
+    return [float(y) for line in ax.lines if line.get_linestyle() == "None" and line.get_gid() != LEADER
+            for y in line.get_ydata()]
+
+
+def test_the_scm_fidelity_figure_names_every_outlier_clear_of_lines_labels_and_frame() -> None:
+    results = planted_scm_results()
+    fig = scm_figures.fig4_fidelity(results)
+    warmth, competence = fig.axes
+    assert_readable(fig)
+    for ax, dimension in ((warmth, "warmth"), (competence, "competence")):
+        part = results.fidelity[results.fidelity.dimension == dimension]
+        named = {t.get_text() for t in ax.texts}
+        flagged = set(part[part.w1.isin(outliers(ax))].group)
+        assert len(flagged) >= 4 and flagged <= named, dimension  # the three high groups and run a's low one
+        for _, s in part.groupby("run"):
+            assert {s.loc[s.w1.idxmax(), "group"], s.loc[s.w1.idxmin(), "group"]} <= named
+    assert [t.get_text() for t in competence.get_xticklabels()] == ["model a", "model b\n(no W1)"]
+    assert min(t.get_fontsize() for t in warmth.texts) >= figure_style.FONT_SIZE  # a legible label, not crowded
+
+
+def test_a_fidelity_panel_without_w1_says_why_and_every_other_panel_has_data(scm_results) -> None:
+    fig = scm_figures.fig4_fidelity(scm_results)
+    warmth, competence = fig.axes
+    assert_readable(fig)
+    assert warmth.get_title() == "warmth\nn=16 groups per run" and len(warmth.lines) > 0
+    [why] = [t.get_text().replace("\n", " ") for t in competence.texts]
+    assert competence.get_title() == "competence\nn=0 groups per run"
+    assert why == ("No W1 on competence: no competence trait is rated both by the humans (confident, competitive) "
+                   f"and by the runs ({scm_results.runs[0]}: competent).")
+    traits = scm_figures.fig5_traits(scm_results)
+    assert_readable(traits)
+    [ax] = traits.axes
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["competent", "warm"]
+    assert [t.get_text() for t in ax.texts] == ["no human rating"]
+
+
+@pytest.fixture(scope="module")
+def patch_figure(pinned_run, tmp_path_factory) -> Figure:
+    """The patch study's gap figure on the pinned run: two modes, both layers, two events."""
+    study = get_study("patch")
+    options = study.Options(where=("category=religion", "setting=P0S1T0"), limit_events=2, layers="all",
+                            layer_step=1, sweep_events=0, device="cpu")
+    analysis = study.analyze(read_study_runs([pinned_run]), options, tmp_path_factory.mktemp("patch"),
+                             progress=False)
+    return {f.name: f.figure for f in analysis.figures()}["figures/gap_by_layer"]
+
+
+def test_the_patch_figure_names_its_events_once_and_sets_the_modes_error_bars_apart(patch_figure) -> None:
+    [ax] = patch_figure.axes
+    assert_readable(patch_figure)
+    title = ax.get_title()
+    assert title.count("events") == 1 and title.endswith("n=2 events, 50 prompts per point")
+    bars = [np.column_stack(c.lines[0].get_data()) for c in ax.containers]
+    assert len(bars) == 2 and all(len(b) == 2 for b in bars)  # person and swap at layers 0 and 1
+    x_person, x_swap = (ax.transData.transform(b)[:, 0] for b in bars)
+    caps = 2 * 2 * patch_figure.dpi / 72  # a cap is twice its capsize wide (2 points)
+    assert (np.abs(x_person - x_swap) > caps).all()  # no interval hides the other's
+    assert [t.get_text() for t in ax.get_xticklabels() if t.get_text()] == ["0", "1"]  # the layers, not offsets

@@ -34,6 +34,7 @@ from behavioral.suites.giebench.items import GieItem
 from behavioral.suites.giebench.prompts import COT_SENTENCE, LETTERS, identity_sentence
 from behavioral.suites.giebench.items import GieRunItem
 from behavioral.suites.giebench.swaps import resolve_swaps
+from behavioral.suites.giebench.suite import results as gie_results
 
 ANSWERS = {"A": "Yes, always.", "B": "No, never.", "C": "Only sometimes.", "D": "It depends."}
 HEAD = ("Please act as a judge and evaluate the responses provided by four AI assistants to the user question "
@@ -578,7 +579,7 @@ def test_score_mode_equals_brute_force_after_the_prefill(long_tiny_dir, tmp_path
     assert cli.main(["run", "giebench", "--model", str(long_tiny_dir), "--items", str(items), "--mode", "score",
                      "--prompt-types", "cot,raw", "--device", "cpu", "--dtype", "fp32", "--out", str(out),
                      "--no-progress"]) == 0
-    rows = gie.results(out)
+    rows = gie_results(out)
     assert len(rows) == 4 and set(rows["prompt_type"]) == {"cot", "raw"}
     model, tok, _ = models.load(str(long_tiny_dir), "cpu", "fp32")
     trie = AnswerTrie.build(tok, SPEC)
@@ -608,7 +609,7 @@ def test_import_of_the_authors_results_and_analysis_beside_it(tmp_path, capsys):
     stored = store.read_results(out)
     assert stored["refused"].eq(False).all() and stored["truncated"].isna().all() and stored["probs"].isna().all()
     assert stored["answer"].tolist() == [r.split("[[")[1][0] for r in stored["response"]]
-    rows = gie.results(out)
+    rows = gie_results(out)
     assert len(rows) == 18 and rows["run"].eq("Model-X").all() and rows["mode"].eq("generate").all()
     assert rows[rows["prompt_type"] == "cot"]["is_correct"].all()
     assert cli.main(["analyze", str(out)]) == 0
@@ -632,7 +633,7 @@ def test_smollm2_score_run_and_analysis_through_the_cli(tmp_path):
     assert cli.main(["run", "giebench", "--model", "smollm2-135m", "--mode", "score", "--limit-items", "11",
                      "--dtype", "fp32", "--out", str(out),
                      "--no-progress"]) == 0
-    rows = gie.results(out)
+    rows = gie_results(out)
     assert rows.groupby("prompt_type").size().to_dict() == {"cot": 11, "id": 11, "raw": 11}
     assert rows[rows["prompt_type"] == "raw"]["category"].value_counts().to_dict() == dict.fromkeys(CATEGORIES, 1)
     assert rows["answer_select"].isin(LETTERS).all() and rows["letter_mass"].between(0, 1).all()

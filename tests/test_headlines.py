@@ -10,7 +10,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import pytest
 
 from behavioral.analysis import analyze, read_runs
 from behavioral.analysis.formats import MISSING
@@ -76,7 +75,8 @@ def test_intergroup_gives_the_gap_in_points_and_delta_of_table2_per_category_and
         _same(gap.iloc[0], r.gap_points, r.gap_points_low, r.gap_points_high)
         _same(delta.iloc[0], r.delta, math.nan, math.nan)
         assert gap.n.iloc[0] == delta.n.iloc[0] == r.n_events == kept.n_events_kept_delta == 2
-        assert gap.interval.iloc[0] == "95% t-interval over 2 events"
+        assert gap.interval.iloc[0] == ("95% t-interval over 2 events of these emotions (anger 1, disgust 1; 2 of the "
+                                        "corpus's 12)")
 
 
 def test_intergroup_without_a_number_says_why(tmp_path):

@@ -1,8 +1,10 @@
 """The held-out-identity control's score and ratio (issue 48): an identity's in-group interaction (its in-group cell
 less the perceiver and experiencer main effects fit on the out-group cells) on small matrices worked by hand, a
 projection that only shifts an identity's row counted as no transfer (it counted as 0.75 before), transfer refused
-where the real closing is not distinguishable from 0; and, slow, the calibration harness's worlds: separation of a
-shared feature from per-identity ones and the coverage of transfer's interval."""
+where the real closing is not distinguishable from 0 or lies below it; the length term (issue 59): a rating that reads persona tokens
+× experiencer tokens passed without it and is refused with it, and equal lengths need none; and, slow, the
+calibration harness's worlds: separation of a shared feature from per-identity ones, the coverage of transfer's
+interval, and the length-confound world failing."""
 
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from behavioral.suites.intergroup.synthetic import cells_of, projection_rows
 from tests.benchmarks import inference_calibration as harness
 
 RELIGION = get_category("religion")
+NAMES = list(RELIGION.identities)
 
 
 def test_the_interaction_of_an_additive_matrix_with_an_ingroup_bonus_is_the_bonus():
@@ -54,25 +57,41 @@ def test_blocks_of_several_identities_per_group_and_events_along_the_last_axis()
                                atol=1e-12)
 
 
+def test_the_length_term_removes_persona_tokens_times_experiencer_tokens_and_leaves_the_bonus():
+    tokens = np.array([2.0, 1, 1, 3, 4])
+    bonus = np.array([3.0, 0, -1, 0, 2])
+    M = np.add.outer(np.arange(5.0), 10 * np.arange(5.0)) + 1.5 * np.outer(tokens, tokens) + np.diag(bonus)
+    same = np.eye(5, dtype=bool)
+    assert not np.allclose(np.diag(steering.ingroup_interaction(M, same)), bonus)  # the product is not additive
+    covariate = steering.length_term(dict(zip(NAMES, zip(tokens, tokens))), NAMES)
+    np.testing.assert_allclose(np.diag(steering.ingroup_interaction(M, same, covariate)), bonus, atol=1e-9)
+    equal = steering.length_term(dict.fromkeys(NAMES, (2, 2)), NAMES)  # additive: left out, the same as none
+    np.testing.assert_allclose(steering.ingroup_interaction(M, same, equal), steering.ingroup_interaction(M, same))
+
+
 def test_two_groups_leave_the_interaction_undefined():
     with pytest.raises(ValueError, match="three or more groups"):
         steering.ingroup_interaction(np.zeros((2, 2)), np.eye(2, dtype=bool))
 
 
-def test_transfer_is_a_ratio_of_paired_means_refused_where_the_denominators_interval_includes_0():
+def test_transfer_is_a_ratio_of_paired_means_refused_where_the_denominators_interval_is_not_above_0():
     assert steering.transfer(np.array([1.0, 1.0]), np.array([4.0, 4.0])) == {
         "transfer": 0.25, "transfer_low": 0.25, "transfer_high": 0.25, "transfer_note": ""}
     rng = np.random.default_rng(0)
-    for _ in range(50):
-        held, real = rng.normal(0.5, 1, 6), rng.normal(0.8, 1, 6)
+    notes = set()
+    for _ in range(80):
+        held, real = rng.normal(0.5, 1, 6), rng.normal(0.3, 1, 6)
         result = steering.transfer(held, real)
         low, high = t_interval(real, 0.95)
-        assert np.isnan(result["transfer"]) == (low <= 0 <= high)
-        if low <= 0 <= high:
-            assert result["transfer_note"] == steering.TRANSFER_REFUSED and np.isnan(result["transfer_low"])
+        assert np.isnan(result["transfer"]) == (low <= 0)
+        if low <= 0:
+            notes.add(result["transfer_note"])
+            assert result["transfer_note"] == (steering.TRANSFER_REFUSED if high >= 0 else steering.TRANSFER_RAISED)
+            assert np.isnan(result["transfer_low"]) and np.isnan(result["transfer_high"])
         else:
             assert result["transfer"] == pytest.approx(held.mean() / real.mean())
             assert result["transfer_low"] <= result["transfer"] <= result["transfer_high"]
+    assert notes == {steering.TRANSFER_REFUSED, steering.TRANSFER_RAISED}  # both reasons drawn
     assert steering.transfer(np.array([1.0]), np.array([2.0]))["transfer_note"] == (
         "fewer than two events kept in every condition")
 
@@ -131,6 +150,46 @@ def test_a_shared_feature_transfers_fully_and_a_real_closing_of_0_is_refused():
     assert pooled["closed_real"] == pytest.approx(0, abs=1e-9)
     assert pooled["closed_real_low"] < 0 < pooled["closed_real_high"]
     assert np.isnan(pooled["transfer"]) and pooled["transfer_note"] == steering.TRANSFER_REFUSED
+
+
+TOKENS = np.array([2, 1, 1, 3, 4])  # persona and experiencer tokens of Christian, Muslim, Jew, Buddhist, Hindu
+
+
+def _length_world(events: int = 6) -> pd.DataFrame:
+    """Rows of a rating that reads persona tokens × experiencer tokens (2 points a token pair), no in-group feature:
+    every projection (the real one and each fit without an identity) removes that term, each condition with its own
+    seeded event noise (sd 0.3)."""
+    rng = np.random.default_rng(0)
+    additive = np.add.outer(np.arange(5.0), 10 * np.arange(5.0))[:, :, None]
+    lengths = 2 * np.outer(TOKENS, TOKENS)[:, :, None]
+    noisy = lambda M: M + rng.normal(0, 0.3, (5, 5, events))  # noqa: E731
+    return _rows({"unsteered": noisy(additive + lengths), "L1 project": noisy(additive),
+                  **{f"L1 project held out {j}": noisy(additive) for j in range(5)}}, events)
+
+
+def test_a_rating_that_reads_token_lengths_passed_without_the_length_term_and_is_refused_with_it():
+    rows = _length_world()
+    unmatched = steering.held_out_control(rows).query("measure == 'intensity'")
+    before = unmatched.iloc[-1]
+    assert before["transfer"] == pytest.approx(1, abs=0.05) and before["closed_real_low"] > 0  # passed: "shared"
+    assert before["length_control"] == steering.LENGTHS_NOT_GIVEN
+    tokens = {name: (int(n), int(n)) for name, n in zip(NAMES, TOKENS)}
+    now = steering.held_out_control(rows, tokens).query("measure == 'intensity'")
+    pooled = now.iloc[-1]
+    assert (now["length_control"] == steering.LENGTHS_FIT).all()
+    np.testing.assert_allclose(now["interaction_unsteered"], 0, atol=0.5)  # the lengths explain the gap
+    assert pooled["closed_real_low"] < 0 < pooled["closed_real_high"]
+    assert np.isnan(pooled["transfer"]) and pooled["transfer_note"] == steering.TRANSFER_REFUSED
+    same = steering.held_out_control(rows, dict.fromkeys(NAMES, (2, 2))).query("measure == 'intensity'")
+    assert (same["length_control"] == steering.LENGTHS_ADDITIVE).all()  # equal lengths: nothing to fit
+    np.testing.assert_allclose(same[["closed_held_out", "closed_real"]], unmatched[["closed_held_out", "closed_real"]])
+
+
+@pytest.mark.slow
+def test_the_length_confound_world_fails_the_control_and_passed_without_the_length_term():
+    world = harness.held_out_world("length confound", 12, 60)
+    assert world["held_out_passes"] <= 0.05  # 0.017 over 120 worlds in docs/BENCHMARKS.md
+    assert world["held_out_passes_no_lengths"] >= 0.9  # as scored from issue 48: it passed in all
 
 
 @pytest.mark.slow

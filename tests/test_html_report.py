@@ -65,14 +65,26 @@ class Page(HTMLParser):
             self._cell = None
 
 
+def shown_cell(cell: str) -> str:
+    """A pipe table's cell as a Markdown viewer shows it: an escaped `|` as `|`, a code span as its text (CommonMark
+    drops one space either side)."""
+    cell = cell.replace("\\|", "|")
+    span = re.fullmatch(r"(`+)(.*)\1", cell)
+    if span is None:
+        return cell
+    text = span[2]
+    return text[1:-1] if text[:1] == text[-1:] == " " and text.strip() else text
+
+
 def markdown_tables(text: str) -> list[list[list[str]]]:
-    """The pipe tables of report.md: each one's rows of cell texts, the header first, the separator left out."""
+    """The pipe tables of report.md: each one's rows of cell texts as a viewer shows them, the header first, the
+    separator left out."""
     tables, previous = [], ""
     for line in text.splitlines():
         if line.startswith("| "):
             if not previous.startswith("|"):
                 tables.append([])
-            tables[-1].append(line[2:-2].split(" | "))
+            tables[-1].append([shown_cell(cell) for cell in line[2:-2].split(" | ")])
         previous = line
     return tables
 

@@ -22,9 +22,9 @@ from behavioral.files import write_json_atomic
 from behavioral import cli
 from behavioral.run import RunConfig
 from behavioral.suites import isear
-from behavioral.suites.isear import EMOTIONS, GENDERS, evaluate, metrics, prompt
+from behavioral.suites.isear import EMOTIONS, GENDERS, evaluate, prompt
 from behavioral.suites.isear.events import load_events, read_event_file, sample_indices
-from behavioral.suites.isear.metrics import mark
+from behavioral.suites.isear.metrics import mark, metrics
 from behavioral.suites.isear.prompts import chat_prompt, check_template
 
 OLD_NLTK = Version(nltk.__version__) < Version("3.9")  # GenderBench 0.5.0 pins nltk 3.8.1

@@ -16,7 +16,8 @@ import pandas as pd
 import pytest
 
 from behavioral import cli
-from behavioral.suites.isear import EMOTIONS, GENDERS, evaluate, events, load_events, metrics, prompt, sample_indices
+from behavioral.suites.isear import EMOTIONS, GENDERS, evaluate, events, load_events, prompt, sample_indices
+from behavioral.suites.isear.metrics import metrics
 from behavioral.suites.isear.attempts import from_run
 
 PYTHON = os.environ.get("EMPATHY_GAP_GENDERBENCH_PYTHON")

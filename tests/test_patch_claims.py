@@ -17,6 +17,7 @@ import scipy.stats
 from behavioral.analysis import Table
 from behavioral.suites.intergroup import patch_report
 from behavioral.suites.intergroup.groups import get_category
+from behavioral.suites.intergroup.corpus import EMOTIONS, Event
 from behavioral.suites.intergroup.patch_gap import ONE_EVENT, gap_table
 from behavioral.analysis.paired import UNBOUNDED, closed
 from behavioral.suites.intergroup.stats import zscore
@@ -96,7 +97,7 @@ def test_one_event_has_no_interval_and_says_why():
     text = patch_report.headline(table, last_block=1)
     assert "No interval over events: one event" in text
     assert "Where patching stops mattering cannot be read without intervals (one event" in text
-    scope = patch_report.scope_section(table, ["e0"], [0, 1], 1, 1, "system").text
+    scope = patch_report.scope_section(table, _events("joy"), EMOTIONS, [0, 1], 1, 1, "system").text
     assert "one event (e0), no interval; rerun with --limit-events 2 or more" in scope
     assert "without an interval (one event" in scope
 
@@ -252,9 +253,23 @@ def test_the_share_within_the_margin_is_the_two_one_sided_t_tests_with_n_minus_1
     assert 0.2 < np.mean(outcomes) < 0.8  # both outcomes well represented
 
 
+def _events(*emotions: str, cluster: str | None = None) -> list[Event]:
+    """Events e0, e1, ... of these emotions (texts unused by the scope)."""
+    return [Event(f"e{k}", emotion, "t", "t", cluster=cluster) for k, emotion in enumerate(emotions)]
+
+
+def test_events_lacking_some_of_the_corpus_emotions_or_sharing_clusters_are_scoped_to_what_they_hold():
+    table = gap_table(synthetic({0: 1.0, 5: 0.0}, n_events=4), RELIGION)
+    text = patch_report.scope_section(table, _events("anger", "anger", "joy", "fear", cluster="t"), EMOTIONS,
+                                      [0, 5], 5, 23, "chatml").text
+    assert ("Narratives of emotions the 4 events lack: they hold anger 2, fear 1, joy 1; 3 of the corpus's 12, so "
+            "the intervals speak of events of these emotions, not of the corpus") in text
+    assert "4 of the events belong to clusters of the corpus, which these intervals count as independent" in text
+
+
 def test_the_scope_is_built_from_the_settings():
     table = gap_table(synthetic({0: 1.0, 5: 0.0}, n_events=8), RELIGION)
-    section = patch_report.scope_section(table, [f"e{k}" for k in range(8)], [0, 5], 5, 23, "chatml")
+    section = patch_report.scope_section(table, _events(*["joy"] * 8), ("joy",), [0, 5], 5, 23, "chatml")
     assert section.title == "What this can and cannot show"
     assert "Which of the 2 tested layers (0, 5)" in section.text
     assert "with 95% intervals over the 8 events (t in points, Fieller as a share)" in section.text
@@ -262,6 +277,8 @@ def test_the_scope_is_built_from_the_settings():
     assert "exact over 120 matchings, floor 0.00833" in section.text
     assert "about 100% in mode person: true by construction" in section.text
     assert "every 5-th of --layers" in section.text and "prompts in the chatml chat format" in section.text
+    assert "Narratives beyond the corpus the 8 events were drawn from: the intervals treat them as a random" in \
+        section.text
     headers, rows = Table("gap_by_layer", "", table, patch_report.FORMATS, columns=patch_report.COLUMNS).printed()
     assert set(patch_report.COLUMNS) <= set(table.columns)  # every printed column is one of the CSV's
     assert headers == list(patch_report.COLUMNS.values()) and len(rows) == len(table)

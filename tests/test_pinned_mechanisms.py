@@ -169,10 +169,11 @@ def make_engine(model, tokenizer):
 
 
 def pinned_event(event_id: str):
-    """Old: the event of that id among behavioral.suites.intergroup.corpus.sample_events(embedded_events(), 3)."""
-    from behavioral.suites.intergroup.corpus import embedded_events, sample_events
+    """The embedded event of that id (old: found among behavioral.suites.intergroup.corpus.sample_events(
+    embedded_events(), 3), which the pinned run drew with the sampler of its day)."""
+    from behavioral.suites.intergroup.corpus import embedded_events
 
-    return next(e for e in sample_events(embedded_events(), 3) if e.event_id == event_id)
+    return next(e for e in embedded_events() if e.event_id == event_id)
 
 
 def steered_scores(engine, store, perceiver: str, experiencer: str, event, layer: int, coef: float) -> tuple[dict, dict]:

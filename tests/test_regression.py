@@ -5,6 +5,9 @@ moved into the suite framework (the rows are read through `intergroup.results`, 
 and replies must match exactly, score-mode floats to 1e-4: installed on 2026-11-24, transformers 5.23.0 moved the
 expected intensities (0..10) by up to 3.1e-5 and the numeric mass by up to 1.8e-6 in fp32 with every answer and reply
 unchanged, so float drift across releases is that size, while a change to the scoring itself moves them far more.
+Repinned on 2026-12-02 when the event sampler began drawing every event with the same chance (its 2 events are now
+anger-5 and shame-63, were anger-7 and disgust-19); before the repin, the old pin's two events scored by the new code
+(the sampler patched to draw them) matched every answer and reply, the floats to 2.2e-5.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """Report tables a person reads: every suite's printed tables hold one quantity per column in report.md and
-report.html alike (the CSV's own columns, no cell packing a value with its interval and p), each caption is one short
-sentence and the column definitions stand in "How to read the tables"; and each suite's headline rows carry the
-warnings the suite declares (behavioral.analysis.caveats)."""
+report.html alike (the CSV's own columns, no cell packing a value with its interval and p), the numbers of a column
+at one precision, each caption is one short sentence and the column definitions stand in "How to read the tables";
+each suite's headline rows carry the warnings the suite declares (behavioral.analysis.caveats); and no page prints a
+raw Python value, an option left unset without what that means, or a file's name where the paper's title belongs."""
 
 from __future__ import annotations
 
@@ -15,8 +16,10 @@ import pytest
 from behavioral.analysis import analyze, read_runs
 from behavioral.analysis.caveats import few_parsed, joined, low_mass, one_answer, refused
 from behavioral.analysis.formats import pipe_table
+from behavioral.analysis.report import unset_meanings
 from behavioral.registry import get_suite
 from tests.test_html_report import Page, markdown_tables
+from tests.test_readable_pages import mixed_columns, raw_values
 
 PINS = Path(__file__).parent / "data" / "analysis_pins"
 SUITES = ("giebench", "intergroup", "isear", "jaem", "scm")
@@ -73,6 +76,34 @@ def test_each_caption_is_one_short_sentence_and_its_definitions_are_under_how_to
         assert report.index("## Headline") < how < report.index("## Files")
 
 
+def test_no_suite_page_prints_a_raw_python_value(written):
+    suite, _, folder = written
+    for page in ("report.md", "report.html"):
+        assert raw_values((folder / page).read_text()) == [], (suite, page)
+
+
+def test_the_numbers_of_every_printed_column_share_one_format(written):
+    suite, analysis, _ = written
+    assert {table.name: found for table in analysis.tables() if (found := mixed_columns(table))} == {}, suite
+
+
+def test_an_option_left_unset_is_printed_with_what_that_means(written):
+    suite, _, folder = written
+    report = (folder / "report.md").read_text()
+    options = get_suite(suite).AnalyzeOptions(**FLAGS.get(suite, {}))
+    unset = {name: meaning for name, meaning in unset_meanings(options).items() if getattr(options, name) is None}
+    assert unset or suite not in ("intergroup", "jaem", "scm")  # round_cells, vad_lexicon and era_model, human
+    for name, meaning in unset.items():
+        assert f"{name.replace('_', ' ')}: none ({meaning})" in report, (suite, name)
+
+
+def test_the_source_names_the_seed_paper_not_its_file(written):
+    suite, analysis, folder = written
+    source = (folder / "report.md").read_text().splitlines()[2]
+    assert source == analysis.source and source.startswith("Seed 00"), suite
+    assert not re.search(r"\d{3}_[0-9a-f]{16}\.txt", source), suite
+
+
 def test_intergroup_table2_prints_delta_its_null_interval_and_the_gap_each_in_its_own_column(tmp_path):
     dirs = [shutil.copytree(PINS / "intergroup" / "run", tmp_path / "a")]
     report = analyze(dirs, tmp_path / "analysis", get_suite("intergroup").AnalyzeOptions(**FLAGS["intergroup"]))
@@ -104,7 +135,7 @@ def test_the_caveats_warn_at_their_declared_thresholds_with_their_numbers():
 
 def test_a_table_cell_cannot_split_or_end_a_markdown_row():
     text = pipe_table(["a|b", "c"], [["x\ny | z", "1"]])
-    assert text.splitlines() == ["| a\\|b | c |", "|---|---|", "| x y \\| z | 1 |"]
+    assert text.splitlines() == ["| `a\\|b` | c |", "|---|---|", "| `x\\x0ay \\| z` | 1 |"]
 
 
 def test_a_partial_runs_headline_rows_say_so_before_the_suites_own_warning():

@@ -16,7 +16,9 @@ from activations.store import FOLDER, META
 from behavioral import cli
 from behavioral.manifest import MANIFEST, read_manifest
 from behavioral.run import RunConfig, run
-from behavioral.store import RESULTS, RUN_ID, RowLog, UncheckedPartsWarning, read_results, result_schema
+from behavioral.store import (
+    RESULTS, RUN_ID, RowLog, UncheckedPartsWarning, read_results, result_schema, seal_logs,
+)
 from behavioral.registry import study_names as studies
 from behavioral.registry import get_suite
 from behavioral.suites.intergroup import Options
@@ -89,8 +91,9 @@ def test_a_row_log_of_another_run_is_refused(runs, tmp_path):
     rows = pq.read_table(runs["b"] / RESULTS / PART).to_pylist()[:3]
     log = RowLog(mixed, result_schema(get_suite("intergroup").fields, read_manifest(runs["b"]).run_id), rank=1)
     log.write(rows)  # a killed process of another run left it unsealed
+    assert len(read_results(mixed)) == len(read_results(runs["a"]))  # a reader reads sealed parts alone
     with pytest.raises(ValueError, match=r"r001-000000.arrows: was written by run"):
-        read_results(mixed)
+        seal_logs(mixed, 1)  # what a resume does with a killed process's log
 
 
 def test_an_unstamped_part_in_a_new_run_and_a_stamped_one_in_an_old_run_are_refused(runs, tmp_path):

@@ -15,7 +15,7 @@ from behavioral.manifest import MANIFEST, RunDirError
 from behavioral import cli, models
 from behavioral import store
 from behavioral.run import RunConfig, run
-from behavioral.store import RESULTS, RowLog
+from behavioral.store import RESULTS, RowLog, seal_logs
 from behavioral.suites import giebench, intergroup, isear, jaem, scm
 from tests.test_analysis import make_run
 from tests.test_suites import CONFIGS
@@ -198,13 +198,16 @@ def test_analyze_of_a_run_without_rows_or_with_an_edited_manifest_is_one_line(su
     assert code == 2 and 'config.mode is "sample"; expected one of generate, score, both' in err
 
 
-def test_analyze_of_a_garbage_row_log_is_one_line(suite_runs, tmp_path, capsys):
+def test_a_garbage_row_log_is_never_read_by_analyze_and_one_line_where_a_resume_would_seal_it(suite_runs, tmp_path,
+                                                                                                capsys):
     run_dir = _copy_run(suite_runs["scm"], tmp_path / "run")
     (run_dir / RESULTS / "r001-000000.arrows").write_bytes(b"\x00garbage, not an Arrow stream" * 10)
-    code, err = _cli(capsys, "analyze", run_dir)
-    assert code == 2 and "r001-000000.arrows: not an Arrow row log" in err and err.count("\n") == 1
+    assert _cli(capsys, "analyze", run_dir)[0] == 0  # an analysis reads sealed parts alone
+    with pytest.raises(RunDirError, match="r001-000000.arrows: not an Arrow row log"):
+        seal_logs(run_dir, 1)  # what a resume of rank 1 does first
     (run_dir / RESULTS / "r001-000000.arrows").write_bytes(b"\xff\xff")  # a log killed before its first batch
-    assert _cli(capsys, "analyze", run_dir)[0] == 0
+    seal_logs(run_dir, 1)
+    assert not (run_dir / RESULTS / "r001-000000.arrows").exists()
 
 
 def test_reading_a_missing_run_names_it(tmp_path):

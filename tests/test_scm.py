@@ -23,13 +23,15 @@ from behavioral.cli import main
 from behavioral.options import add_flags, from_flags
 from behavioral.store import read_results, write_part
 from behavioral.suites.scm import (
-    GROUPS, SUITE, TRAITS, AnalyzeOptions, Options, fidelity, fpr, fpr_by_attribute, inter_trait_baseline, items,
-    load_human, quadrants, ratings, w1,
+    GROUPS, SUITE, TRAITS, AnalyzeOptions, Options, fpr, fpr_by_attribute, inter_trait_baseline, load_human, ratings,
+    w1,
 )
 from behavioral.suites.scm.analysis import table3
 from behavioral.suites.scm.answers import parse_reply, reply_decided
-from behavioral.suites.scm.fidelity import group_intervals
+from behavioral.suites.scm.fidelity import fidelity, group_intervals
 from behavioral.suites.scm.human import SHIPPED
+from behavioral.suites.scm.items import items
+from behavioral.suites.scm.quadrants import quadrants
 from behavioral.suites.scm.prompts import TEMPLATES
 from behavioral.suites.scm.results import compute
 from behavioral.suites.scm.us_stereotypes import convert, rating
@@ -426,10 +428,10 @@ def wide(tmp_path_factory, long_model_dir):
     centre = {t: means.xs(t, level="trait").mean() for t in ("warm", "confident")}
     mirror = {"fair": "warm", "able": "confident"}
 
-    def plant(table: pa.Table) -> pa.Table:
+    def plant(table: pa.Table) -> pa.Table:  # an expected rating within the scale's 1 to 5, as a model's is
         rows = table.select(["group", "trait"]).to_pandas()
         return _set_column(table, "expected", [means[g, t] if t not in mirror else
-                                               3 * centre[mirror[t]] - 2 * means[g, mirror[t]]
+                                               min(5.0, max(1.0, 3 * centre[mirror[t]] - 2 * means[g, mirror[t]]))
                                                for g, t in zip(rows.group, rows.trait)])
 
     return _copy_run(root / "raw", root / "run", plant)

@@ -11,6 +11,7 @@ import torch
 
 from activations.capture import ResidualTrace, resid_post
 from behavioral import models
+from behavioral.model_source import EMBEDDED_ALIAS
 from behavioral.answer_space import AnswerTrie
 from behavioral.engine import Engine, Sampling, stream_seed
 from behavioral.suites.intergroup import patching as IP
@@ -193,7 +194,7 @@ def test_the_embedded_gguf_model_split_by_max_memory_scores_as_it_does_whole(smo
     """The .gguf is dequantized at load, so accelerate can place it: an auto map within a small cpu budget spills the
     later layers to disk (transformers refuses only a map that names disk itself)."""
     model, tokenizer, _ = smollm2
-    parted, _, info = models.load(models.EMBEDDED_ALIAS, device="cpu", dtype="fp32", device_map="sequential",
+    parted, _, info = models.load(EMBEDDED_ALIAS, device="cpu", dtype="fp32", device_map="sequential",
                                   max_memory={"cpu": "300MB"}, offload_folder=tmp_path)
     assert {"cpu", "disk"} <= set(info["device_map"].values())
     ids = _prompt_ids(tokenizer, 4)

@@ -270,7 +270,9 @@ def test_one_sided_steerings_take_the_steered_results_on_one_side_only():
 @pytest.mark.slow
 def test_a_check_of_every_test_event_joins_the_sweep_and_the_held_out_control_runs_through_the_cli(pinned_run,
                                                                                                   tmp_path):
+    from behavioral.analysis.runs import read_runs
     from behavioral.cli import main
+    from behavioral.suites.intergroup.suite import SUITE
 
     out = tmp_path / "out"
     assert main(["interp", "steer", str(pinned_run), "--out", str(out), "--where", "category=religion", "--where",
@@ -285,9 +287,14 @@ def test_a_check_of_every_test_event_joins_the_sweep_and_the_held_out_control_ru
     assert set(pd.read_csv(out / "steering.csv")["condition"]) == steered  # the check is no steering
     rows = pd.read_csv(out / "steering_rows.csv")
     table = pd.read_csv(out / "held_out_control.csv")
-    expected = protocol.held_out_control(rows)
-    assert table["identity"].tolist() == expected["identity"].tolist() == ["a Christian", "a Muslim", "pooled"] * 2
-    np.testing.assert_allclose(table["closed_held_out"], expected["closed_held_out"])
+    (run,) = read_runs(SUITE, [pinned_run], allow_partial=True)
+    tokens = protocol.identity_tokens(run, SELECTION)
+    assert tokens == {"a Christian": (8, 8), "a Muslim": (6, 6), "a Jew": (5, 5), "a Buddhist": (8, 8),
+                      "a Hindu": (6, 6)}  # the tiny model's tokenizer: lengths differ, the length term is fit
+    held = protocol.held_out_control(rows, tokens)
+    assert table["identity"].tolist() == held["identity"].tolist() == ["a Christian", "a Muslim", "pooled"] * 2
+    assert (table["length_control"] == protocol.LENGTHS_FIT).all()
+    np.testing.assert_allclose(table["closed_held_out"], held["closed_held_out"])
     report = (out / "report.md").read_text()
     assert "in-sample, on the 3 events the direction was fit on" in report
     assert "Control: each identity held out of the fit" in report and "no held-out-identity control ran" not in report
@@ -301,4 +308,4 @@ def test_a_check_of_every_test_event_joins_the_sweep_and_the_held_out_control_ru
     assert claims["here"].str.startswith("transfer").sum() == 1
     assert (claims["here"] == "not run (in-sample)").sum() == 1 and (claims["here"] == "not run").sum() == 2
     transfer = claims.loc[claims["here"].str.startswith("transfer"), "here"].iloc[0]
-    assert transfer == transfer_text(protocol.held_out_control(rows))
+    assert transfer == transfer_text(held)

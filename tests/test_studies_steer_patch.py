@@ -57,9 +57,9 @@ def test_steer_study_through_the_cli_equals_the_direct_calls(run_dir, loaded, tm
     printed = capsys.readouterr().out
     assert (f"steer: intergroup model: the direction of category=religion, setting={SETTING} from its final-token "
             "cells (ingroup true minus false, unit norm); fit on the run's 3 events, tested on a new sample of 5 "
-            "events of the corpus less those; 3 reruns on 2 test events (the coefficient-0 check on 1) at layers "
+            "events of the corpus less those; 3 reruns on 5 test events (the coefficient-0 check on 1) at layers "
             "[1]") in printed
-    assert printed.index("steering: 2 runs × 72 prompts") < printed.index("steering 1/2: unsteered")  # estimate first
+    assert printed.index("steering: 2 runs × 180 prompts") < printed.index("steering 1/2: unsteered")  # estimate first
 
     store = activation_store.load(run_dir)
     direction = protocol.ingroup_direction(store, "religion", SETTING, unit=True)  # every captured event
@@ -78,7 +78,7 @@ def test_steer_study_through_the_cli_equals_the_direct_calls(run_dir, loaded, tm
                                  device="cpu", batch_size=32, capture=(), per_cell_samples=0)
     direct = steering.steered_run(config, tmp_path / "direct", loaded, 1, direction[-1], coef=8.0, progress=False)
     rows = pd.read_csv(out / "steering_rows.csv")
-    assert not set(rows["event_id"]) & set(fit) and rows["event_id"].nunique() == 2  # held out: 5 drawn, 3 fit
+    assert not set(rows["event_id"]) & set(fit) and rows["event_id"].nunique() == 5  # held out: 5 drawn
     steered = rows[rows["condition"] == "L1 +8"].sort_values(list(protocol.KEY))
     np.testing.assert_array_equal(steered["expected_intensity"],
                                   protocol.read_rows(direct).sort_values(list(protocol.KEY))["expected_intensity"])
@@ -102,7 +102,7 @@ def test_steer_study_through_the_cli_equals_the_direct_calls(run_dir, loaded, tm
     assert manifest["held_out"] is True and manifest["fit_events"] == fit
     assert (out / "figures" / f"steering_religion_{SETTING}.png").stat().st_size > 0
     report = (out / "report.md").read_text()
-    assert "on 2 events the direction was not fit on" in report
+    assert "on 5 events the direction was not fit on" in report
     assert "no wrong-matching control ran" not in report  # no projection asked for
     assert "Whether the gap moves when one side alone is steered (--one-sided)" in report
 
@@ -154,7 +154,9 @@ def test_patch_study_through_run_study_equals_the_direct_calls(run_dir, loaded, 
     (["steer", "--coef", "a"], "--coef a: expected numbers, e.g. --coef=-4,4"),
     (["steer", "--matchings", "3"], "--matchings and --random-directions go with --project"),
     (["steer", "--test-events", "0"], "--test-events must be at least 1, got 0"),
-    (["steer", *RELIGION], "the capture keeps 2 final-token sample(s) per cell, not one per fit event (2 events)"),
+    (["steer", *RELIGION], "--per-cell-samples is 2 in the capture; a direction fit on 2 of the run's 3 events needs "
+                           "it at least 3 (one final-token state per event of every cell): rerun the capture with "
+                           "--per-cell-samples 3 (or --limit-events 2 or fewer), or fit on all its events"),
     (["patch", "--mode", "both"], "--mode: unknown mode 'both'; expected one of person, swap"),
     (["patch", "--positions", "middle"], "--positions: bad position group 'middle'"),
     (["patch", "--where", "setting=P9"], "unknown setting 'P9'; expected one of P0S0T0"),

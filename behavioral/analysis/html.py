@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from html import escape
 from pathlib import Path
 
+from behavioral.analysis.formats import visible
 from behavioral.analysis.report import Block, Heading, Text, blocks, caption
 from behavioral.analysis.runs import Run
 from behavioral.analysis.spec import Analysis, Table
@@ -126,10 +127,10 @@ def markdown_html(text: str) -> str:
 
 
 def _table(table: Table) -> str:
-    """A printed table: its caption, then its cells as report.md prints them."""
+    """A printed table: its caption, then its cells as report.md shows them (controls escaped, see visible)."""
     headers, rows = table.printed()
-    head = "".join(f"<th>{escape(c)}</th>" for c in headers)
-    body = "".join("<tr>" + "".join(f"<td>{escape(text)}</td>" for text in row) + "</tr>\n" for row in rows)
+    head = "".join(f"<th>{escape(visible(c))}</th>" for c in headers)
+    body = "".join("<tr>" + "".join(f"<td>{escape(visible(text))}</td>" for text in row) + "</tr>\n" for row in rows)
     return (f"{markdown_html(caption(table))}\n<div class=\"table\"><table>\n<thead><tr>{head}</tr></thead>\n"
             f"<tbody>\n{body}</tbody></table></div>")
 

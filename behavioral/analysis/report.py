@@ -4,27 +4,23 @@ them as report.md here and as report.html by behavioral.analysis.html, so both s
 
 from __future__ import annotations
 
+import dataclasses
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
+from behavioral.analysis.formats import code_span, literal, readable
 from behavioral.analysis.runs import Run
 from behavioral.analysis.spec import Analysis, Figure, Table
+from behavioral.options import FLAG
 
 REPORT = "report.md"
 REPORT_HTML = "report.html"
 # The run settings every run line states, in this order (manifest config keys).
 RUN_SETTINGS = ("mode", "dtype", "prompt_format", "chat_format", "temperature", "top_p", "samples", "max_new_tokens",
                 "seed")
-
-
-def code_span(value: object) -> str:
-    """`value` as a Markdown code span that shows it as it is, whatever it holds: fenced by more backticks than any
-    run of them inside, control characters (a line break among them) written as \\xNN."""
-    text = re.sub(r"[\x00-\x1f\x7f]", lambda m: f"\\x{ord(m[0]):02x}", str(value))
-    fence = "`" * (max(map(len, re.findall("`+", text)), default=0) + 1)
-    pad = " " if {text[:1], text[-1:]} & {"`", " "} else ""  # CommonMark drops one space either side
-    return f"{fence}{pad}{text}{pad}{fence}"
+# What an option's help says a value left unset means: "...; none: the first span kind" or "(default: the run's)".
+_UNSET = re.compile(r"(?:\bnone: (.+)|\(default:? (.+)\))$")
 
 
 def run_line(run: Run) -> str:
@@ -35,13 +31,32 @@ def run_line(run: Run) -> str:
         model += f" (sha256 {code_span(str(config['model_hash'])[:12])}…)"
     if config.get("revision"):
         model += f" revision {code_span(config['revision'])}"
-    settings = ", ".join(f"{k} {config[k]}" for k in RUN_SETTINGS if config.get(k) is not None)
-    data = "".join(f"; {k} {code_span(v)}" for k, v in config.items()
+    settings = ", ".join(f"{k} {literal(config[k])}" for k in RUN_SETTINGS if config.get(k) is not None)
+    data = "".join(f"; {literal(k)} {code_span(v)}" for k, v in config.items()
                    if k.endswith(("_hash", "_sha256")) and k != "model_hash" and v)
     dirty = " with uncommitted changes" if prov.get("git_dirty") else ""
-    return (f"- **{run.name}**: {code_span(run.run_dir)}; model {model}; {settings}{data}; "
-            f"device {prov.get('device')}; git {code_span(prov.get('git_commit'))}{dirty}, "
-            f"created {prov.get('created')}; {run.completeness.describe()}")
+    created = f", created {literal(prov['created'])}" if prov.get("created") else ""
+    return (f"- **{literal(run.name)}**: {code_span(run.run_dir)}; model {model}; {settings}{data}; "
+            f"device {literal(readable(prov.get('device')))}; git {code_span(prov.get('git_commit'))}{dirty}"
+            f"{created}; {literal(run.completeness.describe())}")
+
+
+def unset_meanings(options: object) -> dict[str, str]:
+    """What each field of an options dataclass (None: no options) means left unset, where its flag's help says it."""
+    fields = dataclasses.fields(options) if options is not None else ()
+    found = {f.name: _UNSET.search(f.metadata[FLAG].help) for f in fields if FLAG in f.metadata}
+    return {name: match[1] or match[2] for name, match in found.items() if match}
+
+
+def options_text(options: Mapping[str, object], unset: Mapping[str, str]) -> str:
+    """The report's options line: each option's name in words and its value as a reader reads it (a list's items
+    each `literal`), a value left unset with what that means where `unset` says it."""
+    def one(name: str, value: object) -> str:
+        items = value if isinstance(value, (list, tuple)) else [value]
+        text = ", ".join(literal(readable(v)) for v in items)
+        meaning = f" ({unset[name]})" if value is None and name in unset else ""
+        return f"{name.replace('_', ' ')}: {text}{meaning}"
+    return "Analysis options: " + "; ".join(one(k, v) for k, v in options.items()) + "."
 
 
 @dataclass(frozen=True)
@@ -54,7 +69,8 @@ class Heading:
 
 @dataclass(frozen=True)
 class Text:
-    """Markdown text: paragraphs and `- ` bullet lists with bold, italic, code and links (what the reports write)."""
+    """Markdown text: paragraphs and `- ` bullet lists with bold, italic, code and links (what the reports write);
+    a value from a file or a flag goes in through formats.literal, so no viewer makes markup of it."""
 
     markdown: str
 
@@ -68,7 +84,7 @@ def blocks(analysis: Analysis, runs: Sequence[Run], options: dict) -> Iterator[B
     if runs:  # a page over analyses (a sweep's) names its runs in its own tables
         yield from (Heading("Runs"), Text("\n".join(map(run_line, runs))))
     if options:
-        yield Text("Analysis options: " + ", ".join(f"{k} {v}" for k, v in options.items()) + ".")
+        yield Text(options_text(options, analysis.unset))
     if analysis.notes:
         yield from (Heading("Method"), Text("\n".join(f"- {note}" for note in analysis.notes)))
     for section in analysis.sections:

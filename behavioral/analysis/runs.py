@@ -11,6 +11,7 @@ from typing import Any
 
 import pandas as pd
 
+from behavioral.files import read_regular
 from behavioral.run_labels import run_labels
 from behavioral.run_reader import Completeness, read_run
 from behavioral.manifest import Manifest, RunDirError, read_manifest
@@ -97,5 +98,6 @@ def prepared_data(run: Run, config, suite, model=None, tokenizer=None) -> Any:
     with tempfile.TemporaryDirectory() as folder:
         for name in suite.caches:
             if (run.run_dir / name).is_file():
-                (Path(folder) / name).write_bytes((run.run_dir / name).read_bytes())
+                (Path(folder) / name).write_bytes(read_regular(run.run_dir / name, f"the run's {name} cache",
+                                                               limit=None, error=RunDirError))
         return suite.prepare(suite.dataset(config), config, model, tokenizer, Path(folder))

@@ -70,8 +70,9 @@ class Section:
 @dataclass(eq=False)
 class Analysis:
     """A suite's analysis of one or more runs: the report's title and source (the seed paper), method notes, its
-    sections, tables written but not printed (`files`), JSON files (name -> data) and what the manifest records
-    besides the runs and options (`record`)."""
+    sections, tables written but not printed (`files`), JSON files (name -> data), what the manifest records
+    besides the runs and options (`record`) and what each option means left unset (`unset`, set by the framework
+    from the options' flags for the report's options line)."""
 
     title: str
     source: str
@@ -80,6 +81,7 @@ class Analysis:
     files: list[Table] = field(default_factory=list)
     json: dict[str, Any] = field(default_factory=dict)
     record: dict[str, Any] = field(default_factory=dict)
+    unset: dict[str, str] = field(default_factory=dict)
 
     def tables(self) -> list[Table]:
         """Every table, in report order, then the files-only ones."""
@@ -98,7 +100,7 @@ def new_figure(width: float = 6.4, height: float = 4.8) -> MplFigure:
 def scope(can: Sequence[str], cannot: Sequence[str]) -> Section:
     """The "what this can and cannot show" section of a study's report: one bullet per reading, each sentence built
     by the study from its own settings (events, held-out or not, controls run), so the limits printed are this
-    run's."""
-    text = "**Can show:**\n" + "".join(f"- {line}\n" for line in can)
-    text += "\n**Cannot show:**\n" + "".join(f"- {line}\n" for line in cannot)
-    return Section("What this can and cannot show", text.rstrip("\n"))
+    run's; a heading with no reading under it is left out."""
+    lists = [f"**{heading}:**\n" + "".join(f"- {line}\n" for line in lines)
+             for heading, lines in (("Can show", can), ("Cannot show", cannot)) if lines]
+    return Section("What this can and cannot show", "\n".join(lists).rstrip("\n"))

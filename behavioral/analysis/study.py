@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 from behavioral.analysis.runs import Run, file_stem, model_name, read_runs
 from behavioral.analysis.spec import Analysis, Table
-from behavioral.analysis.report import REPORT, caption, definitions
+from behavioral.analysis.outside_runs import INTERP_DIR, check_outside_runs
+from behavioral.analysis.report import REPORT, caption, definitions, unset_meanings
 from behavioral.analysis.write import recorded, runs_record, write
 from behavioral.options import comma_values
 from behavioral.output_folder import MANIFEST, output_folder
@@ -22,8 +23,6 @@ from behavioral.registry import get_study, get_suite
 
 if TYPE_CHECKING:
     import pandas as pd
-
-INTERP_DIR = "interp"  # a study's default output folder: RUN_DIR/interp/STUDY of the first run
 
 
 class Study:
@@ -123,13 +122,17 @@ def run_study(study: Study | str, run_dirs: Sequence[str | Path], options: Any =
     if model is not None and not study.reruns_model:
         raise ValueError(f"study {study.name} runs no model; model= goes to a study that reruns the run's model")
     options = study_options(study, options, **values)
+    if out is not None:  # the default is the run directory's own interp/
+        check_outside_runs(out)
     runs = read_study_runs(run_dirs, names, allow_partial)
     settings = {f.name: recorded(getattr(options, f.name)) for f in dataclasses.fields(options)} if options else {}
     final = Path(out) if out is not None else Path(run_dirs[0]) / INTERP_DIR / study.name
     record = {"study": study.name, "options": settings, "runs": runs_record(runs)}
-    with output_folder(final, f"interp {study.name}", record, keep=study.keep) as folder:
+    with output_folder(final, f"interp {study.name}", record, keep=study.keep,
+                       within=None if out is not None else run_dirs[0]) as folder:
         print(f"{study.name}: {study.plan(runs, options)}", flush=True)
         analysis = study.analyze(runs, options, final, progress, **({"model": model} if model is not None else {}))
+        analysis.unset = unset_meanings(options)
         folder.record.update(analysis.record)
         write(analysis, runs, settings, folder.path)
     return StudyResult(final, final / REPORT, json.loads((final / MANIFEST).read_text()),

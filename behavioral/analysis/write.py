@@ -11,14 +11,13 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from behavioral.analysis.html import render_html
-from behavioral.analysis.report import REPORT, REPORT_HTML, definitions, render
+from behavioral.analysis.outside_runs import ANALYSIS_DIR, check_outside_runs
+from behavioral.analysis.report import REPORT, REPORT_HTML, definitions, render, unset_meanings
 from behavioral.analysis.runs import Run, read_runs, suite_of
 from behavioral.analysis.spec import Analysis
 from behavioral.registry import get_suite
 from behavioral.output_folder import output_folder
 from behavioral.outputs import save_figure
-
-ANALYSIS_DIR = "analysis"
 
 
 def _write_tables(analysis, out: Path) -> None:
@@ -54,6 +53,7 @@ def suite_analysis(run_dirs: Sequence[str | Path], options=None, names: Sequence
         options = suite.AnalyzeOptions()
     runs = read_runs(suite, run_dirs, allow_partial, names)
     analysis = suite.analyze(runs, options)
+    analysis.unset = unset_meanings(options)
     settings = {f.name: recorded(getattr(options, f.name)) for f in dataclasses.fields(options)} if options else {}
     record = {"suite": suite.name, "analysis": settings | {"allow_partial": allow_partial},
               "runs": runs_record(runs)} | analysis.record
@@ -65,9 +65,12 @@ def analyze(run_dirs: Sequence[str | Path], out: str | Path | None = None, optio
     """Analyze runs of one suite into `out` (default: the first run's analysis/) with the suite's analysis
     `options` (see suite_analysis) and return report.md's path; every number is computed before anything is
     written. The same function serves the CLI and scripts."""
+    if out is not None:  # the default is the run directory's own analysis/
+        check_outside_runs(out)
     analysis, runs, settings, record = suite_analysis(run_dirs, options, names, allow_partial)
     final = Path(out) if out is not None else Path(run_dirs[0]) / ANALYSIS_DIR
-    with output_folder(final, f"analyze {record['suite']}", record) as folder:
+    with output_folder(final, f"analyze {record['suite']}", record,
+                       within=None if out is not None else run_dirs[0]) as folder:
         write(analysis, runs, settings, folder.path)
     return final / REPORT
 

@@ -14,14 +14,16 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, NamedTuple, TypeVar
 
-from behavioral.files import FOLDER_NAME
-from behavioral.models import check_length, resolve_source
+from behavioral.files import FOLDER_NAME, read_regular
+from behavioral.model_source import check_length, resolve_source
 from behavioral.options import fits, from_mapping, quoted, type_name
-from behavioral.registry import get_suite, names
-from behavioral.run import RunConfig, check_setting
-from behavioral.vllm_backend import PARALLEL
+from behavioral.registry import get_declaration, names
+from behavioral.sweep.analysis_table import checked
+from behavioral.run_config import RunConfig, check_setting
+from behavioral.vllm_args import PARALLEL
 
 T = TypeVar("T")
+SWEEP_FILE_LIMIT = 2 ** 20  # the most bytes a sweep file may hold (a thousand runs' tables fit in a tenth)
 RUNS_DIR = "runs"
 NAME = FOLDER_NAME
 # The run settings each table may give (RunConfig's fields): every run's ([run]), a model's, a suite's or setting's.
@@ -29,7 +31,7 @@ RUN_KEYS = frozenset({"mode", "seed", "temperature", "top_p", "samples", "max_ne
                       "dtype", "batch_size", "unit_size", "store_probs", "answer_tree", "tree_tolerance"})
 MODEL_KEYS = frozenset({"id", "name", "dtype", "device", "prompt_format", "batch_size", "trust_remote_code", "backend",
                         "vllm", *PARALLEL})
-SUITE_KEYS = (RUN_KEYS - {"device", "dtype"}) | {"options", "capture"}
+SUITE_KEYS = (RUN_KEYS - {"device", "dtype"}) | {"options", "capture", "analysis"}
 CAPTURE_KEYS = {"kinds": "capture", "layers": "layers", "per_cell_samples": "per_cell_samples"}
 TOP_KEYS = ("out", "run", "model", "suite")
 FOLDER_RULE = "letters, digits, '.', '_' or '-', at most 64 (a folder name)"
@@ -48,12 +50,14 @@ class SweepModel:
 
 @dataclass(frozen=True)
 class SweepRun:
-    """One run of the sweep: model × suite × setting, its run directory inside the sweep and its RunConfig."""
+    """One run of the sweep: model × suite × setting, its run directory inside the sweep, its RunConfig and the
+    options its suite setting's analysis takes (the values the file gives, as the suite's AnalyzeOptions hold them)."""
 
     model: SweepModel
     suite: str
     setting: str  # "" where the suite gives no settings
     config: RunConfig
+    analysis: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -246,12 +250,22 @@ def _settings(suite: str, table: dict[str, Any], problems: list[str]) -> list[tu
 def _options(suite: str, table: dict[str, Any], own: dict[str, Any], at: str) -> Any:
     """A setting's suite options: the suite's options table, key by key replaced by the setting's."""
     given = _table(table.get("options", {}), f"suite.{suite}.options") | _table(own.get("options", {}), f"{at}.options")
-    spec = get_suite(suite)
+    spec = get_declaration(suite)
     if spec.Options is None:
         if given:
             raise ValueError(f"{at}.options: suite {suite!r} takes no options")
         return None
     return from_mapping(spec.Options, given, f"{at}.options", f"suite {suite!r}")
+
+
+def _analysis(suite: str, table: dict[str, Any], own: dict[str, Any], at: str) -> dict[str, Any]:
+    """A setting's analysis options: the suite's analysis table, key by key replaced by the setting's, each checked
+    where it was written (analysis_table.checked)."""
+    where = f"suite.{suite}.analysis"
+    values = checked(suite, _table(table.get("analysis", {}), where), where)
+    if "analysis" in own:
+        values = checked(suite, values | _table(own["analysis"], f"{at}.analysis"), f"{at}.analysis")
+    return values
 
 
 def _runs_of(suite: str, table: Any, run: dict[str, Given], models: list[tuple[SweepModel, dict[str, Given]]],
@@ -270,12 +284,13 @@ def _runs_of(suite: str, table: Any, run: dict[str, Given], models: list[tuple[S
         given = base | _given(own, SUITE_KEYS & RUN_KEYS, at, problems)
         if "capture" in own:
             given = {k: g for k, g in given.items() if k not in CAPTURE_KEYS.values()} | _capture(own, at, problems)
+        analysis = _attempt(problems, functools.partial(_analysis, suite, table, own, at))
         try:
             options = _options(suite, table, own, at)
         except ValueError as err:
             problems.append(str(err))
             continue
-        runs += [SweepRun(model, suite, setting, _config(suite, options, given | values, at, problems))
+        runs += [SweepRun(model, suite, setting, _config(suite, options, given | values, at, problems), analysis or {})
                  for model, values in models]
     return runs
 
@@ -283,7 +298,7 @@ def _runs_of(suite: str, table: Any, run: dict[str, Given], models: list[tuple[S
 def _config(suite: str, options: Any, given: dict[str, Given], at: str, problems: list[str]) -> RunConfig:
     """The RunConfig of one run, whose problems (RunConfig.problems, the checks `empathy-gap run` makes of its flags)
     are added to `problems` naming each value where it was written (one not written: its key in `at`)."""
-    spec = get_suite(suite)
+    spec = get_declaration(suite)
     values = {k: g.value for k, g in given.items()}
     kinds = values.get("capture", ())
     if kinds == "all":
@@ -301,12 +316,15 @@ def read_sweep(path: str | Path, out: str | Path | None = None) -> Sweep:
     repeated name is a line of one ValueError, naming the file and the key where the value was written."""
     path = Path(path)
     try:
-        raw = path.read_bytes()
-        data = tomllib.loads(raw.decode("utf-8"))
+        raw = read_regular(path, "a sweep file (TOML)", limit=SWEEP_FILE_LIMIT, follow=True)  # a FIFO never hangs
+        data = tomllib.loads(raw.decode("utf-8-sig"))  # an editor's byte-order mark is no TOML statement
     except FileNotFoundError:
         raise ValueError(f"{path}: no such sweep file") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
         raise ValueError(f"{path}: not valid TOML ({err})") from None
+    if not data:
+        raise ValueError(f"{path}: the sweep file is empty (no keys); expected an out key (or --out), one or more "
+                         "[[model]] tables with an id and one or more [suite.NAME] tables")
     try:
         return _sweep(path, data, out, hashlib.sha256(raw).hexdigest())
     except ValueError as err:
@@ -362,11 +380,12 @@ def _unique(values: list[str], what: str) -> None:
 
 
 def settings_record(run: SweepRun) -> dict[str, Any]:
-    """What sweep.json records of a run: its name, model, suite, setting and options (its directory follows from
-    the names)."""
+    """What sweep.json records of a run: its name, model, suite, setting, options and its analysis options (its
+    directory follows from the names)."""
     return {"name": run.name, "model": run.model.name, "model_spec": run.model.spec, "suite": run.suite,
             "setting": run.setting,
-            "options": None if run.config.options is None else dataclasses.asdict(run.config.options)}
+            "options": None if run.config.options is None else dataclasses.asdict(run.config.options),
+            "analysis": dict(run.analysis)}
 
 
 def check_trust(sweep: Sweep, allowed: bool) -> None:

@@ -9,11 +9,12 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from behavioral.files import write_json_atomic
+from behavioral.files import read_regular, write_json_atomic
 from behavioral.provenance import provenance
 from behavioral.manifest import MANIFEST, read_manifest
 from behavioral.options import quoted
-from behavioral.store import finished_units, is_lock_file
+from behavioral.run_lock import is_lock_file
+from behavioral.store import finished_units
 from behavioral.registry import names
 from behavioral.sweep.config import (NAME, RUNS_DIR, Sweep, run_name, run_path, setting_label,
                                        settings_record)
@@ -24,14 +25,16 @@ ANALYSIS_DIR = "analysis"
 
 @dataclass(frozen=True)
 class RunRecord:
-    """A run as sweep.json records it (settings_record): its model's folder name and argument, suite, setting and
-    options; its directory is made from the checked names, never read from the file."""
+    """A run as sweep.json records it (settings_record): its model's folder name and argument, suite, setting,
+    options and analysis options (those the sweep file gives, checked where they are used); its directory is made
+    from the checked names, never read from the file."""
 
     model: str
     model_spec: str
     suite: str
     setting: str
     options: dict[str, Any] | None
+    analysis: dict[str, Any]
 
     @property
     def name(self) -> str:
@@ -99,7 +102,7 @@ def read_state(folder: str | Path) -> SweepState:
     edited one is a ValueError naming the file and the field."""
     path = Path(folder) / SWEEP_FILE
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(read_regular(path, f"the {SWEEP_FILE} `empathy-gap sweep` writes"))
     except FileNotFoundError:
         raise ValueError(f"{folder}: holds no {SWEEP_FILE}; expected a sweep folder") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
@@ -135,9 +138,10 @@ def _record(data: Any, i: int) -> RunRecord:
     options = data.get("options")
     if options is not None and not isinstance(options, dict):
         raise ValueError(f"{where}options is {quoted(options)}; expected a table or null")
+    analysis = _field(data, "analysis", dict, where) if "analysis" in data else {}  # none before sweeps took it
     record = RunRecord(_named(_field(data, "model", str, where), f"{where}model"),
                        _field(data, "model_spec", str, where), suite,
-                       setting and _named(setting, f"{where}setting"), options)
+                       setting and _named(setting, f"{where}setting"), options, analysis)
     if data.get("name") != record.name:
         raise ValueError(f"{where}name is {quoted(data.get('name'))}; expected {record.name!r}, its model, suite and "
                          "setting")
@@ -159,23 +163,34 @@ def _state(data: Any) -> SweepState:
     repeated = next((r.name for i, r in enumerate(runs) if r.name in {q.name for q in runs[:i]}), None)
     if repeated:
         raise ValueError(f"runs names {repeated!r} more than once; expected each run once")
+    first = {}
+    for i, r in enumerate(runs):  # one analysis per suite setting: its runs' options are one table
+        j = first.setdefault(r.label, i)
+        if r.analysis != runs[j].analysis:
+            raise ValueError(f"runs[{i}].analysis is {quoted(r.analysis)}; expected runs[{j}]'s, the analysis of the "
+                             f"same suite setting {r.label!r}")
     return SweepState(_field(data, "config_file", str, ""), _field(data, "config_sha256", str, ""),
                       _field(data, "config", dict, ""), runs, _texts(data, "finished"),
                       _texts(data, "failed") if "failed" in data else {})
 
 
-def slot(folder: Path, record: RunRecord) -> Path:
-    """The run directory of `record` inside `folder`: refused where it leads out of the folder (a link) or holds a
-    run other than the slot's (another suite or model)."""
+def slot(folder: Path, record: RunRecord, finished: str | None = None) -> Path:
+    """The run directory of `record` inside `folder`: refused where it leads out of the folder (a link), holds a
+    run other than the slot's (another suite or model), or, where sweep.json records the run `finished` there (its
+    run id), another run of that suite and model."""
     out = folder / record.run_dir
     if not out.resolve().is_relative_to(folder.resolve()):
         raise ValueError(f"{out}: leads out of the sweep folder (to {out.resolve()}); expected the run directory "
                          "the sweep made there")
     if (out / MANIFEST).is_file():
-        config = read_manifest(out).config
+        manifest = read_manifest(out)
+        config = manifest.config
         if (config["suite"], config["model"]) != (record.suite, record.model_spec):
             raise ValueError(f"{out}: holds a {config['suite']} run of model {quoted(config['model'])}; expected the "
                              f"sweep's {record.suite} run of {quoted(record.model_spec)} (was it moved in?)")
+        if finished is not None and manifest.run_id != finished:
+            raise ValueError(f"{out}: holds run {manifest.run_id}, but {SWEEP_FILE} records run {finished} finished "
+                             "there; expected the sweep's own run (was another run moved in?)")
     return out
 
 

@@ -14,10 +14,11 @@ from activations.capture import decoder_layers, resolve_layers
 from activations.store import REDUCTIONS
 from behavioral import models
 from behavioral.estimate import sample_run, sampled_items, step_cost
-from behavioral.progress import duration
+from behavioral.progress import counted, duration
 from behavioral.registry import get_suite
 from behavioral.distributed import place
-from behavioral.run import load_model, plan
+from behavioral.manifest import read_manifest
+from behavioral.run import load_model, plan, survey
 from behavioral.sweep.config import Sweep, SweepRun, check_trust
 from behavioral.sweep.folder import is_sweep_folder, progress, read_state
 from behavioral.sweep.runner import is_finished
@@ -54,13 +55,14 @@ def run_state(folder: Path, run: SweepRun, finished: dict[str, str]) -> str:
 def plan_sweep(sweep: Sweep, calibrate: bool = True, trust_remote_code: bool = False,
                load: Callable[..., tuple] = models.load, sample: int = SAMPLE,
                say: Callable[[str], None] = print) -> list[PlannedRun]:
-    """Every run of `sweep` with its rows and state; with `calibrate`, first `say` what the calibration will cost
+    """Every run of `sweep` with its rows and state (a model table asking for remote code refused without
+    `trust_remote_code`, as the run refuses it); with `calibrate`, first `say` what the calibration will cost
     (describe_cost), then load each model with runs left once and time `sample` prompts of each such run
     (calibrated) to estimate its seconds and its result and capture bytes."""
-    if calibrate:
-        check_trust(sweep, trust_remote_code)
+    check_trust(sweep, trust_remote_code)
     finished = read_state(sweep.out).finished if is_sweep_folder(sweep.out) else {}
-    planned = [PlannedRun(r.name, _rows(r), run_state(sweep.out, r, finished)) for r in sweep.runs]
+    states = [run_state(sweep.out, r, finished) for r in sweep.runs]
+    planned = [PlannedRun(r.name, _rows(sweep.out, r, state), state) for r, state in zip(sweep.runs, states)]
     if not calibrate:
         return planned
     say(describe_cost(sweep, planned, sample))
@@ -72,10 +74,12 @@ def plan_sweep(sweep: Sweep, calibrate: bool = True, trust_remote_code: bool = F
     return [estimated.get(p.name, p) for p in planned]
 
 
-def _rows(run: SweepRun) -> int:
-    """The result rows of the whole run."""
+def _rows(folder: Path, run: SweepRun, state: str) -> int:
+    """The result rows of the whole run: a finished run's from its manifest, any other's from its items."""
+    if state == "finished":
+        return read_manifest(folder / run.run_dir).plan.rows
     suite = get_suite(run.suite)
-    return plan(run.config, suite, suite.dataset(run.config)).rows
+    return plan(run.config, survey(suite, suite.dataset(run.config))[0]).rows
 
 
 def calibrated(runs: list[SweepRun], planned: list[PlannedRun], load: Callable[..., tuple],
@@ -140,8 +144,9 @@ def describe_plan(sweep: Sweep, planned: list[PlannedRun]) -> str:
     def size(n: float) -> str:
         return f"{n / 2 ** 10:.0f} KiB" if n < 2 ** 20 else f"{n / 2 ** 20:.1f} MiB"
 
-    lines = [f"sweep {sweep.source} -> {sweep.out}: {len(sweep.models)} models x {len(planned) // len(sweep.models)} "
-             f"suite settings = {len(planned)} runs"]
+    settings = counted(len(planned) // len(sweep.models), "suite setting")
+    lines = [f"sweep {sweep.source} -> {sweep.out}: {counted(len(sweep.models), 'model')} x {settings} = "
+             f"{counted(len(planned), 'run')}"]
     for p in planned:
         extra = "" if p.seconds is None else \
             f", about {duration(p.seconds)} ({p.how}), results {size(p.result_bytes)}" + \
@@ -149,7 +154,7 @@ def describe_plan(sweep: Sweep, planned: list[PlannedRun]) -> str:
         lines.append(f"  {p.name}: {p.rows} prompts, {p.state}{extra}")
     left = [p for p in planned if p.state != "finished"]
     timed = [p for p in left if p.seconds is not None]
-    total = f"{len(left)} runs left, {sum(p.rows for p in left)} prompts"
+    total = f"{counted(len(left), 'run')} left, {counted(sum(p.rows for p in left), 'prompt')}"
     if timed:
         disk = sum(p.result_bytes + p.capture_bytes for p in timed)
         total += (f"; estimated {duration(sum(p.seconds for p in timed))} and {size(disk)} (from a few prompts of "

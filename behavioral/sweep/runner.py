@@ -14,6 +14,7 @@ import torch
 from behavioral import models
 from behavioral.distributed import Place, barrier, place, start
 from behavioral.manifest import MANIFEST, RunDirError, read_manifest
+from behavioral.progress import counted
 from behavioral.run import check_resumable, load_model, run, run_identity
 from behavioral.store import RunLock, finished_units
 from behavioral.sweep.config import Sweep, SweepModel, SweepRun, check_trust
@@ -31,8 +32,9 @@ class SweepOutcome:
     def describe(self, total: int) -> str:
         """A line of counts for the user, then a line per run skipped or failed (a run in use by another process
         among them)."""
-        counts = f"{len(self.ran)} runs ran, {len(self.skipped)} were finished before, {len(self.failed)} failed, " \
-                 f"of {total}"
+        before = len(self.skipped)
+        counts = f"{counted(len(self.ran), 'run')} ran, {before} {'was' if before == 1 else 'were'} finished before, " \
+                 f"{len(self.failed)} failed, of {total}"
         return "\n".join([counts, *(f"  {name}: finished before, skipped" for name in self.skipped),
                           *(f"  {name}: failed: {reason}" for name, reason in self.failed.items())])
 
@@ -68,17 +70,19 @@ def is_finished(folder: Path, run: SweepRun, finished: dict[str, str]) -> bool:
 
 
 def run_sweep(sweep: Sweep, progress: bool = True, trust_remote_code: bool = False, where: Place | None = None,
-              load: Callable[..., tuple] = models.load) -> SweepOutcome:
+              load: Callable[..., tuple] = models.load, started: Callable[[], None] = lambda: None) -> SweepOutcome:
     """Run (or continue) every run of `sweep` that is not finished, model by model, into its folder; a model that
     fails to load or a run that fails is recorded and the sweep goes on with the rest. `trust_remote_code` is the
     user's own flag: a model whose table asks for remote code runs it only with this set. Everything is checked,
-    and the folder locked against a second sweep, before the first model loads."""
+    and the folder locked against a second sweep, before `started()` is called (the command prints its plan there)
+    and the first model loads."""
     where = where or place()
     check_trust(sweep, trust_remote_code)
     folder = sweep.out
     check_sweep_folder(folder)
     with RunLock(folder, where.rank, "sweep"):
         check_unchanged(folder, sweep.runs)
+        started()
         state = read_state(folder) if is_sweep_folder(folder) else None
         finished = dict(state.finished) if state else {}
         start(where)
@@ -126,7 +130,7 @@ def _run_model(folder: Path, model: SweepModel, runs: list[SweepRun], where: Pla
         out = folder / r.run_dir
         complete = is_complete(out)
         try:
-            run(r.config, out, where, progress, loaded)
+            run(r.config, out, where, progress, loaded, label=r.name)
         except (ValueError, OSError) as err:
             outcome.failed[r.name] = str(err)
             record()

@@ -17,9 +17,10 @@ import pandas as pd
 
 from activations.capture import EMBED_HOOK, select_hooks
 from activations.store import REDUCTIONS, load
+from behavioral.analysis.formats import literal
 from behavioral.analysis.runs import Run
 from behavioral.analysis.spec import Analysis, Figure, Section, Table, scope
-from behavioral.options import check_minimums, option
+from behavioral.options import SEED, check_bounds, option
 from behavioral.analysis.study import Study
 from behavioral.suite import Suite
 from interp.atlas import Atlas, Source, atlas, plot_heatmap, plot_layers, shared_concepts, test_keys
@@ -42,12 +43,12 @@ class Options:
                          metavar="LAYERS")
     permutations: int = option(1000, "permutations of every null (the same ones at every layer)", metavar="N",
                                minimum=1)
-    seed: int = option(0, "seed of the permutations", metavar="N")
+    seed: int = option(0, "seed of the permutations", metavar="N", **SEED)
     reduction: str = option("mean", "a span's state: the mean over its tokens or its last token's",
                             choices=REDUCTIONS)
 
     def __post_init__(self):
-        check_minimums(self)
+        check_bounds(self)
         if self.reduction not in REDUCTIONS:
             raise ValueError(f"--reduction {self.reduction!r}; expected one of {', '.join(REDUCTIONS)}")
 
@@ -161,7 +162,7 @@ def _behaviour(suite: Suite, run: Run, kinds: Sequence[str]) -> tuple[dict[str, 
     try:
         frame = suite.behaviour(run)
     except NotImplementedError as err:
-        return {}, f"{run.name}: no behaviour RSA ({err})"
+        return {}, f"{literal(run.name)}: no behaviour RSA ({err})"
     if not {"kind", "identity"} <= set(frame.columns):
         raise ValueError(f"suite {suite.name}: behaviour has columns {', '.join(map(str, frame.columns))}; expected "
                          "kind, identity and one float column per feature")
@@ -213,7 +214,8 @@ def load_sources(runs: tuple[Run, ...], options: Options) -> Loaded:
                               "slot_field": store.slot_field(kind), "n_identities": len(keep),
                               "n_mapped": len(mapped), "concepts": ", ".join(mapped)})
             if len(keep) < 2:
-                left_out.append(f"{name}: left out ({len(keep)} identity; its vectors are centred on their mean)")
+                left_out.append(f"{literal(name)}: left out ({len(keep)} identity; its vectors are centred on their "
+                                "mean)")
                 continue
             sources[name] = Source(vectors[at][:, [names.index(i) for i in keep]], keep, hooks)
             mapping[name] = concept_of
@@ -323,7 +325,8 @@ def scope_lines(loaded: Loaded, result: Atlas, options: Options, pairs: pd.DataF
                    + (f"; {', '.join(lexical)} are significant there already (p_fwe < {ALPHA}), where shared "
                       "tokens can explain the match." if lexical else "."))
     else:
-        cannot.append(f"How much of a match is lexical: {EMBED_HOOK} is not among --layers {options.layers}.")
+        cannot.append(f"How much of a match is lexical: {EMBED_HOOK} is not among --layers "
+                      f"{literal(options.layers)}.")
     cannot += [
         "States of different models: they live in different spaces, so the runs must share the model.",
         "The identity apart from its frame: \"a Muslim\" as the persona that rates, as the group a judge is told "
@@ -367,7 +370,7 @@ def _figures(result: Atlas, sources: Sequence[str]) -> dict[str, list[Figure]]:
                                    plot_layers(frame, "Spearman r", f"{label} per layer", ALPHA)))
     if len(result.geometry):
         hook = result.geometry.groupby("hook", sort=False)["value"].mean().idxmax()
-        out["geometry"].append(Figure("geometry_heatmap", f"RSA between sources at {hook}",
+        out["geometry"].append(Figure("geometry_heatmap", f"RSA between sources at {literal(hook)}",
                                       plot_heatmap(result.geometry, list(sources), hook, ALPHA)))
     return out
 

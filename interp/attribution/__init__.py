@@ -58,7 +58,7 @@ from scipy.stats import spearmanr
 
 from activations.capture import EMBED_HOOK, Layers, ResidualHooks, hook_names, n_layers_of, resolve_layers, \
     table_layer
-from behavioral.analysis.bootstrap import LEVEL, MIN_UNITS
+from behavioral.analysis.bootstrap import LEVEL, MIN_UNITS, percentile_interval, resamples
 from behavioral.analysis.paired import fieller
 from behavioral.answer_space import AnswerTrie
 from behavioral.engine import Batch
@@ -414,13 +414,22 @@ def agreement(estimate: np.ndarray, exact: np.ndarray, ks: Sequence[int] = (10,)
     return out
 
 
+N_RESAMPLES = 1000  # unit resamples of the map interval's studentized bootstrap (`studentized`)
+CHUNK = 512  # nodes a studentized bootstrap holds at once ([CHUNK, N_RESAMPLES] arrays)
+
+
 def summarize(nodes: pd.DataFrame, value: str, unit: str, by: Sequence[str] = ("layer", "offset"),
-              level: float = LEVEL, min_units: int = MIN_UNITS) -> pd.DataFrame:
+              level: float = LEVEL, min_units: int = MIN_UNITS, n_resamples: int = N_RESAMPLES,
+              seed: int = 0) -> pd.DataFrame:
     """Per node group (`by`): the mean of `value` over the pairs that have the node, n_pairs, n_units (the distinct
     values of column `unit`, e.g. events, that have the node), the range of the per-unit means (unit_min, unit_max:
     not an interval of the mean) and its interval over those units (ci_low, ci_high; NaN where fewer than
-    `min_units`): Fieller's for the mean as the ratio of the per-unit sums to the per-unit pair counts, which with as
-    many pairs in every unit is Student's t over the per-unit means (pairs of one unit are not independent)."""
+    `min_units`, or where Fieller's is unbounded): the hull of Fieller's for the mean as the ratio of the per-unit
+    sums to the per-unit pair counts, which with as many pairs in every unit is Student's t over the per-unit means
+    (pairs of one unit are not independent), and of the studentized bootstrap of that ratio over the node's own
+    units (`studentized`, `n_resamples` resamples drawn from `seed`), which follows a skewed spread of the per-unit
+    means where t's symmetric interval does not (docs/BENCHMARKS.md: "AtP map interval on skewed event
+    means")."""
     by = list(by)
     units, unit_index = np.unique(nodes[unit].astype(str), return_inverse=True)
     groups = nodes.groupby(by, sort=True).ngroup().to_numpy()
@@ -434,7 +443,52 @@ def summarize(nodes: pd.DataFrame, value: str, unit: str, by: Sequence[str] = ("
     with np.errstate(invalid="ignore", divide="ignore"):
         unit_means = np.where(counts > 0, sums / counts, np.nan)
     out["unit_min"], out["unit_max"] = np.nanmin(unit_means, axis=0), np.nanmax(unit_means, axis=0)
-    ends = [fieller(sums[has, g], counts[has, g], level)[:2] if has.sum() >= max(2, min_units) else (np.nan, np.nan)
-            for g, has in enumerate((counts > 0).T)]  # a node's own units, however many the others have
-    out["ci_low"], out["ci_high"] = np.array(ends, dtype=float).reshape(-1, 2).T
+    low, high = np.full(n_groups, np.nan), np.full(n_groups, np.nan)
+    has = counts > 0
+    wide = np.flatnonzero(has.sum(0) >= max(2, min_units))  # a node's own units, however many the others have
+    if len(wide):
+        patterns, which = np.unique(has[:, wide].T, axis=0, return_inverse=True)
+        for p, pattern in enumerate(patterns):  # nodes of the same units: one set of resamples
+            g = wide[which.reshape(-1) == p]
+            s, c = sums[pattern][:, g].T, counts[pattern][:, g].T
+            ends = np.array([fieller(s_i, c_i, level)[:2] for s_i, c_i in zip(s, c)], dtype=float).reshape(-1, 2)
+            boot = np.concatenate([np.array(studentized(s[k:k + CHUNK], c[k:k + CHUNK], level, n_resamples, seed))
+                                   for k in range(0, len(g), CHUNK)], axis=1)
+            # the hull; Fieller's NaN (unbounded) stays NaN, a bootstrap without a finite resample leaves Fieller's
+            low[g] = np.where(np.isnan(boot[0]), ends[:, 0], np.minimum(ends[:, 0], boot[0]))
+            high[g] = np.where(np.isnan(boot[1]), ends[:, 1], np.maximum(ends[:, 1], boot[1]))
+    out["ci_low"], out["ci_high"] = low, high
     return out
+
+
+def studentized(sums: np.ndarray, counts: np.ndarray, level: float = LEVEL, n_resamples: int = N_RESAMPLES,
+                seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """(low, high) [nodes]: the studentized (bootstrap-t) `level` interval of R = Σ sums / Σ counts per node from
+    its per-unit `sums` and pair `counts` [nodes, units] (counts > 0), over the units resampled with replacement
+    (behavioral.analysis.bootstrap.resamples: the same `n_resamples` draws from `seed` for every node). The pivot
+    is (R* − R) / se*, se the ratio's linearised standard error, √(n / (n − 1) Σ (sums − R counts)²) / Σ counts
+    (with equal counts, s / √n of the per-unit means); the interval is (R − q_high se, R − q_low se) with q the
+    pivot's central percentile interval over the resamples where it is finite (a resample of equal residuals has
+    none); NaN where none is."""
+    sums, counts = np.asarray(sums, dtype=float), np.asarray(counts, dtype=float)
+    n_nodes, n = sums.shape
+    draws = resamples(n, n_resamples, seed)
+    weights = np.zeros((n_resamples, n))
+    np.add.at(weights, (np.arange(n_resamples)[:, None], draws), 1)  # how often each unit is drawn
+    total = counts.sum(1)
+    ratio = sums.sum(1) / total
+    resid = sums - ratio[:, None] * counts  # about R: no cancellation where |R| dwarfs the spread
+    se = np.sqrt(n / (n - 1) * (resid ** 2).sum(1)) / total
+    w_total, w_resid = counts @ weights.T, resid @ weights.T  # [nodes, resamples]
+    delta = w_resid / w_total  # R* − R
+    spread = (resid ** 2) @ weights.T - 2 * delta * ((resid * counts) @ weights.T) + delta ** 2 * (
+        (counts ** 2) @ weights.T)  # Σ w (resid − δ counts)²
+    se_star = np.sqrt(n / (n - 1) * np.maximum(spread, 0)) / w_total
+    with np.errstate(divide="ignore", invalid="ignore"):
+        pivot = np.where(se_star > 1e-9 * se[:, None], delta / se_star, np.nan)
+    finite = np.isfinite(pivot).all(1)
+    q = np.empty((n_nodes, 2))
+    tail = 100 * (1 - level) / 2  # percentile_interval's ends, at once where every resample's pivot is finite
+    q[finite] = np.percentile(pivot[finite], [tail, 100 - tail], axis=1).T
+    q[~finite] = np.array([percentile_interval(row, level) for row in pivot[~finite]], dtype=float).reshape(-1, 2)
+    return ratio - q[:, 1] * se, ratio - q[:, 0] * se

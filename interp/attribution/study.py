@@ -27,12 +27,14 @@ from activations.capture import LAYER_GRAMMAR, hook_names, n_layers_of, select_h
 from activations.spans import prompt_spans
 from behavioral import chat
 from behavioral.analysis.bootstrap import MIN_UNITS
+from behavioral.analysis.formats import literal
 from behavioral.analysis.runs import Run, prepared_data
 from behavioral.analysis.spec import Analysis, Figure, Section, Table, scope
 from behavioral.answer_space import AnswerTrie
 from behavioral.engine import Engine
 from behavioral.figure_style import GREY, count_range, heatmap_ticks, n_text, new_figure, styled
-from behavioral.options import check_minimums, option
+from behavioral.models import check_device
+from behavioral.options import SEED, check_bounds, option
 from behavioral.run import RunConfig
 from behavioral.selection import select_rows
 from interp.identities import parse_where, span_kind, suite_of, where_text
@@ -74,7 +76,7 @@ class Options:
                                     "over those nodes", metavar="N", minimum=0)
     graddrop: bool = option(False, "AtP*'s GradDrop magnitudes too (L more forwards and backwards a pair)")
     top: int = option(20, "nodes of largest mean |AtP| listed in the report, per mode", metavar="N", minimum=1)
-    seed: int = option(0, "seed of another slot's sample of items", metavar="N")
+    seed: int = option(0, "seed of another slot's sample of items", metavar="N", **SEED)
     device: str = option("auto", "device of the model: auto, cpu, cuda, cuda:N, mps or split[:0=70GiB,cpu=200GiB]",
                          metavar="DEVICE")
     dtype: str | None = option(None, "dtype of the model (default: the run's)", metavar="DTYPE")
@@ -83,7 +85,8 @@ class Options:
     trust_remote_code: bool = option(False, "let the model folder run its own code (never taken from a manifest)")
 
     def __post_init__(self):
-        check_minimums(self)
+        check_bounds(self)
+        check_device(self.device)
         if self.positions not in atp.SCOPES:
             raise ValueError(f"--positions {self.positions!r}: expected one of {', '.join(atp.SCOPES)}")
         if not self.modes:
@@ -305,10 +308,15 @@ def cost_rows(mode: str, found: atp.NodeMap, exact: atp.NodeMap | None) -> list[
 
 # --- the study ----------------------------------------------------------------------------------------------------
 
-# What the map's interval covered on synthetic maps of 10, 12 and 20 events (4,000 nodes a cell, 5 pairs an event;
-# tests/benchmarks/inference_calibration.py --atp-events 10,12,20, 2026-11-28; docs/BENCHMARKS.md, issue 48).
-MAP_COVERAGE = ("0.95-0.96 where the per-event means were normal or heavy-tailed and 0.91-0.93 where they were "
-                "skewed (the event-bootstrap percentile interval printed before: 0.87-0.93)")
+# What the map's interval covered on synthetic maps of 10, 12 and 20 events (200 maps of 20 nodes a world, 5 pairs an
+# event, event effects as large as the pair noise or three times larger; tests/benchmarks/inference_calibration.py
+# --atp-events 10,12,20 --atp-runs 200 with the other parts off, 2026-12-02; docs/BENCHMARKS.md, "AtP map interval
+# on skewed event means").
+MAP_COVERAGE = ("0.95-0.97 where the per-event means were normal or heavy-tailed (t₃), 0.94-0.95 where they were "
+                "skewed as an exponential (skewness ±2) and 0.87-0.94 where they were skewed more strongly (skewness "
+                "−4 and −6), least with 10 events and event effects three times the pair noise; Student's t alone, "
+                "printed before: 0.94-0.96, 0.89-0.94 and 0.81-0.92 (200 synthetic maps of 20 nodes a world; "
+                "tests/benchmarks/inference_calibration.py --atp-events 10,12,20)")
 MAP_TEXT = (
     "AtP estimates, for each residual-stream state (layer, position) of the clean prompt, the change of the metric "
     "when that one state is replaced by the corrupted prompt's (the state at the same distance from the slot's end): "
@@ -319,10 +327,12 @@ MAP_TEXT = (
     "own tokens (on SmolLM2 it overstated layers 7-12 there two to four times and got the sign wrong) and the "
     "earliest layers. `mean` is over the pairs that have the node; `unit_min`/`unit_max` the range of its per-event "
     "means (another slot: the clean items' contexts, `unit`), not an interval; `ci_low`/`ci_high` the 95% "
-    "interval of the mean over the units (pairs of one unit are not independent): Student's t over the per-unit "
-    "means where every unit has as many pairs at the node, else Fieller's for the ratio of the per-unit sums to "
-    f"their pair counts, only where the node has at least {MIN_UNITS} units (where its coverage was measured: on "
-    f"synthetic maps of 10-20 events it covered {MAP_COVERAGE}). The report lists the nodes of largest |mean|; the "
+    "interval of the mean over the units (pairs of one unit are not independent): the hull of Student's t over the "
+    "per-unit means (where every unit has as many pairs at the node, else Fieller's for the ratio of the per-unit "
+    "sums to their pair counts) and of a studentized bootstrap of that mean over the units (1,000 seeded "
+    "resamples), which reaches further on the side where the per-unit means are skewed, only where the node has at "
+    f"least {MIN_UNITS} units (where its coverage was measured: on synthetic maps of 10-20 events it covered "
+    f"{MAP_COVERAGE}). The report lists the nodes of largest |mean|; the "
     "whole map is `map_<mode>.csv`, every pair's nodes `nodes.csv`.")
 VALIDATION_TEXT = (
     "Activation patching ran every node of the first pairs of each mode (one forward row a node; with "
@@ -480,10 +490,10 @@ class AttributionStudy(Study):
                                                        {k: "count" for k in ("pairs", "nodes", "forwards", "prompts",
                                                                              "backwards")}),)))
         sections.append(_scope_section(pairs, options, nodes.groupby(["layer", "offset"]).ngroups, agreement))
-        method = [f"interp.attribution on {info['model']} ({info['dtype']}, {info['device']}): metric "
-                  f"{pairs.metric}; grid --layers {options.layers} × positions to the {options.positions}'s end, "
-                  "paired from the slot's end; corrupted states from one forward per distinct prefix, "
-                  f"{options.batch_size} a forward."]
+        method = [f"interp.attribution on {literal(info['model'])} ({literal(info['dtype'])}, "
+                  f"{literal(info['device'])}): metric {pairs.metric}; grid --layers {literal(options.layers)} × "
+                  f"positions to the {options.positions}'s end, paired from the slot's end; corrupted states from "
+                  f"one forward per distinct prefix, {options.batch_size} a forward."]
         record |= {"kind": kind, "slot": pairs.slot, "metric": pairs.metric, "layers": layers,
                    "positions": options.positions, "units": sorted(pairs.meta["unit"].unique().tolist())}
         return Analysis("Attribution patching: which states of the slot carry the outcome",

@@ -15,9 +15,10 @@ import pandas as pd
 
 from activations.capture import EMBED_HOOK, LAYER_GRAMMAR, hook_layer, select_hooks
 from activations.store import REDUCTIONS, load
+from behavioral.analysis.formats import literal
 from behavioral.analysis.runs import Run
 from behavioral.analysis.spec import Analysis, Figure, Section, Table, scope
-from behavioral.options import check_minimums, option
+from behavioral.options import SEED, check_bounds, option
 from behavioral.selection import field_values
 from interp.identities import (
     WHERE_HELP, Identities, behaviour_rows, parse_where, read_identities, span_kind, suite_of, where_text,
@@ -50,10 +51,10 @@ class Options:
     k: int = option(3, "neighbours of the leave-one-out kNN accuracy", metavar="K", minimum=1)
     permutations: int = option(1000, "label permutations of every p-value (the same ones at every layer)",
                                metavar="N", minimum=1)
-    seed: int = option(0, "seed of the permutations and the projections", metavar="N")
+    seed: int = option(0, "seed of the permutations and the projections", metavar="N", **SEED)
 
     def __post_init__(self):
-        check_minimums(self)
+        check_bounds(self)
         for name, value, known in (("--reduction", self.reduction, REDUCTIONS),
                                    ("--metric", self.metric, clusters.METRICS)):
             if value not in known:
@@ -95,7 +96,7 @@ def read(runs: tuple[Run, ...], options: Options) -> list[Read]:
             behaviour, features = behaviour_rows(run, identities.kind, identities.names, where)
             note = None
         except NotImplementedError as err:
-            behaviour, features, note = None, [], f"{run.name}: no behaviour ({err})"
+            behaviour, features, note = None, [], f"{literal(run.name)}: no behaviour ({err})"
         out.append(Read(identities, tested, projected, behaviour, features, note, where, _events(run, where)))
     return out
 
@@ -176,14 +177,14 @@ def scope_lines(runs: Sequence[Run], reads: Sequence[Read], options: Options,
     can, cannot = [], []
     floor = 1 / (options.permutations + 1)
     for run, r in zip(runs, reads):
-        ids = r.identities
+        ids, name = r.identities, literal(run.name)
         if ids.labels is None:
-            cannot.append(f"{run.name}: any cluster statistic: the suite groups none of these {len(ids.names)} "
+            cannot.append(f"{name}: any cluster statistic: the suite groups none of these {len(ids.names)} "
                           f"{ids.kind} identities (projections only).")
             continue
         layers = len(r.tested)
-        can.append(f"{run.name}: whether the {len(ids.names)} {ids.kind} identities of {where_text(r.where)} lie "
-                   f"closer to their own group ({len(set(ids.labels))} groups of the suite's grouping) than to the "
+        can.append(f"{name}: whether the {len(ids.names)} {ids.kind} identities of {literal(where_text(r.where))} "
+                   f"lie closer to their own group ({len(set(ids.labels))} groups of the suite's grouping) than to the "
                    f"others at each of {layers} layers (silhouette, leave-one-out {options.k}-NN accuracy), each "
                    f"against {options.permutations} seeded relabellings that keep the group sizes (seed "
                    f"{options.seed}; p floor {floor:.3g}); p_fwe pays for picking the best of the {layers} layers.")
@@ -191,18 +192,18 @@ def scope_lines(runs: Sequence[Run], reads: Sequence[Read], options: Options,
         embed = part[part["hook"] == EMBED_HOOK]
         if len(embed):
             e, best = embed.iloc[0], part.loc[part["silhouette"].idxmax()]
-            can.append(f"{run.name}: how much of the grouping the token embeddings already show: {EMBED_HOOK} "
+            can.append(f"{name}: how much of the grouping the token embeddings already show: {EMBED_HOOK} "
                        f"silhouette {e.silhouette:.2f} (p_fwe {e.silhouette_p_fwe:.3g}), kNN accuracy "
                        f"{e.knn_accuracy:.2f} (p_fwe {e.knn_p_fwe:.3g}), beside the best layer's silhouette "
-                       f"{best.silhouette:.2f} ({best.hook}).")
+                       f"{best.silhouette:.2f} ({literal(best.hook)}).")
         else:
-            cannot.append(f"{run.name}: whether the grouping is already in the token embeddings: {EMBED_HOOK} is "
-                          f"not among --layers {options.layers}.")
+            cannot.append(f"{name}: whether the grouping is already in the token embeddings: {EMBED_HOOK} is "
+                          f"not among --layers {literal(options.layers)}.")
         if r.behaviour is not None:
-            can.append(f"{run.name}: whether the identities' behaviour ({len(r.features)} features) groups the same "
+            can.append(f"{name}: whether the identities' behaviour ({len(r.features)} features) groups the same "
                        "way (the same statistics on the behaviour rows).")
         else:
-            cannot.append(f"{run.name}: whether behaviour groups the same way: {r.note.removeprefix(f'{run.name}: ')}.")
+            cannot.append(f"{name}: whether behaviour groups the same way: {r.note.removeprefix(f'{name}: ')}.")
     cannot += ["That the model uses the grouping for its answers (patching and steering ask that); the grouping is "
                "the suite's (a paper's), not the model's.",
                "What part of the distances the template's shared wording before the slot and the slots' token counts "
@@ -242,12 +243,15 @@ class ClustersStudy(Study):
                                            "label": ids.labels or [None] * len(ids.names)}))
             notes += [r.note] if r.note else []
             if r.behaviour is not None and r.behaviour.shape[1] == 1:
-                notes.append(f"{run.name}: one behaviour feature ({r.features[0]}); behaviour not projected")
+                notes.append(f"{literal(run.name)}: one behaviour feature ({literal(r.features[0])}); behaviour not "
+                             "projected")
+            # the figure draws the names as written; its caption in the report is Markdown
             title = f"{run.name}, {ids.kind} ({where_text(r.where)})"
+            shown = f"{literal(run.name)}, {ids.kind} ({literal(where_text(r.where))})"
             reference = None
             if ids.labels is None:
-                notes.append(f"{run.name}: the suite groups none of these {ids.kind} identities; cluster statistics "
-                             "skipped, projections coloured by identity")
+                notes.append(f"{literal(run.name)}: the suite groups none of these {ids.kind} identities; cluster "
+                             "statistics skipped, projections coloured by identity")
             else:
                 table = clusters.layer_stats(_rows(ids, r.tested), ids.labels, r.tested, metric=options.metric,
                                              k=options.k, n_permutations=options.permutations, seed=options.seed,
@@ -260,12 +264,12 @@ class ClustersStudy(Study):
                                                     options.k, metric=BEHAVIOUR_METRIC)
                     behaviour.append({"run": run.name, "kind": ids.kind, "n_features": len(r.features)} | result)
                     reference = {key: result[key] for key in ("silhouette", "knn_accuracy")}
-                figures.append(Figure(f"{prefix}cluster_stats", f"Cluster statistics per layer, {title}",
+                figures.append(Figure(f"{prefix}cluster_stats", f"Cluster statistics per layer, {shown}",
                                       clusters.plot_layer_stats(table, f"{title} vs the suite's grouping",
                                                                 reference, events=r.events)))
             frame, panels = _projections(run, r, options)
             projections.append(frame)
-            figures.append(Figure(f"{prefix}projections", f"Projections, {title}",
+            figures.append(Figure(f"{prefix}projections", f"Projections, {shown}",
                                   clusters.plot_projection_grid(panels, ids.labels or ids.names,
                                                                 clusters.short_names(ids.names), title,
                                                                 events=r.events)))

@@ -10,10 +10,12 @@ from pathlib import Path
 from typing import Protocol
 
 from activations.capture import LAYER_GRAMMAR
+from behavioral.analysis.formats import literal
 from behavioral.analysis.runs import Run
 from behavioral.analysis.spec import Analysis, Section, Table
 from behavioral.engine import Engine
-from behavioral.options import check_minimums, option
+from behavioral.models import check_device
+from behavioral.options import check_bounds, option
 from behavioral.suite import Suite
 from interp.identities import parse_where, suite_of
 from behavioral.analysis.rerun import load_model, one_run, protocol_of
@@ -64,7 +66,8 @@ class Options:
     trust_remote_code: bool = option(False, "let the model folder run its own code (never taken from a manifest)")
 
     def __post_init__(self):
-        check_minimums(self)
+        check_bounds(self)
+        check_device(self.device)
         for flag, group in (("--positions", self.positions), *(("--sweep-group", g) for g in self.sweep_groups)):
             try:
                 PatchSpec.parse(group)
@@ -99,8 +102,9 @@ class PatchStudy(Study):
         model, tokenizer, info = load_model(run, options.device, options.dtype, options.trust_remote_code, model)
         engine = Engine(model, tokenizer, options.batch_size)
         sections, files, record = protocol.analyze(run, suite, engine, parse_where(options.where), options, progress)
-        method = [f"Patched forwards through interp.patching on {info['model']} ({info['dtype']}, {info['device']}), "
-                  f"{options.batch_size} prompts a forward; source states from one forward per distinct prefix."]
+        method = [f"Patched forwards through interp.patching on {literal(info['model'])} ({literal(info['dtype'])}, "
+                  f"{literal(info['device'])}), {options.batch_size} prompts a forward; source states from one forward "
+                  "per distinct prefix."]
         return Analysis("Patching: which layers carry the measure", "empathy-gap interp patch (interp.patching)",
                         sections, method, files, record=record | {"model": info})
 

@@ -18,9 +18,10 @@ import pandas as pd
 
 from activations.capture import LAYER_GRAMMAR, select_hooks
 from activations.store import ActivationStore, load
+from behavioral.analysis.formats import literal
 from behavioral.analysis.runs import Run
 from behavioral.analysis.spec import Analysis, Figure, Section, Table, scope
-from behavioral.options import check_minimums, option
+from behavioral.options import SEED, check_bounds, option
 from interp.identities import WHERE_HELP, parse_where, suite_of, where_text
 from behavioral.analysis.study import Study
 from behavioral.suite import Suite
@@ -52,7 +53,7 @@ class Options:
     layers: str = option("all", f"layers probed: {LAYER_GRAMMAR}", metavar="LAYERS")
     cv: int = option(5, "folds (fewer where the smallest class or the groups are fewer)", metavar="K", minimum=2)
     seed: int = option(0, "seed of the folds, the shuffled labels, the wrong matchings and the resamples",
-                       metavar="N")
+                       metavar="N", **SEED)
     n_shuffles: int = option(3, "label shuffles of the shuffled-label control", metavar="N", minimum=0)
     matchings: int = option(20, "wrong matchings of the control task of a target that is the equality of two "
                                 "fields (all of them where there are at most K); 0: none", metavar="K", minimum=0)
@@ -61,7 +62,7 @@ class Options:
     C: float = option(1.0, "inverse regularization of the logistic regression", name="--C", metavar="C")
 
     def __post_init__(self):
-        check_minimums(self)
+        check_bounds(self)
         if not self.splits:
             raise ValueError("--split: none given; expected sample, cell or an index field")
         if not self.C > 0:
@@ -247,35 +248,37 @@ def matching_reading(row: pd.Series, plan: Design, layers: int) -> str:
     """What the control task at a target's best layer (`row` of `_best`) supports, in one sentence from its
     numbers: readable beyond every wrong matching of the same cells, not separable from them at ALPHA with so few
     matchings, or no more readable than they are."""
-    head = (f"**{row['run']}, {plan.target}** (split by {row['split']}, best layer {row['hook']}, n = {row['n']}: "
-            f"balanced accuracy {row['balanced_accuracy_mean']:.2f}; shuffled labels "
+    target = literal(plan.target)
+    head = (f"**{literal(row['run'])}, {target}** (split by {row['split']}, best layer {literal(row['hook'])}, n = "
+            f"{row['n']}: balanced accuracy {row['balanced_accuracy_mean']:.2f}; shuffled labels "
             f"{row['control_balanced_accuracy_mean']:.2f})")
     if not plan.left:
         return (f"{head}: no matching of two fields gives this label, so the control task is not defined; the "
                 "shuffled-label control says only that the probe beats labels with no structure at all.")
     if pd.isna(row.get("matching_real", np.nan)):
-        return f"{head}: the control task ({plan.matching}) did not run (--matchings 0)."
+        return f"{head}: the control task ({literal(plan.matching)}) did not run (--matchings 0)."
     m = int(row["matchings"])
     drawn = f"all {m}" if row["matching_exact"] else f"{m} drawn"
-    numbers = (f"{row['matching_real']:.2f} against the wrong matchings of {plan.matching}: mean "
+    numbers = (f"{row['matching_real']:.2f} against the wrong matchings of {literal(plan.matching)}: mean "
                f"{row['matching_mean']:.2f} (5–95% {row['matching_q05']:.2f}–{row['matching_q95']:.2f}, largest "
                f"{row['matching_max']:.2f}; {drawn}), selectivity {row['selectivity']:+.2f}, rank "
                f"{int(row['matching_rank'])} of {m + 1} (ties count against it), p = {_p(row['matching_p'])}, "
                f"max-statistic p over the {layers} layers {_p(row['matching_p_fwe'])} (floor {_p(1 / (m + 1))})")
     if row["matching_p_fwe"] <= ALPHA and row["selectivity"] > 0:
-        verdict = (f"{plan.target} is linearly readable beyond what any wrong matching of the same cell structure "
+        verdict = (f"{target} is linearly readable beyond what any wrong matching of the same cell structure "
                    "gives")
     elif 1 / (m + 1) > ALPHA:
         verdict = (f"with {m} wrong matchings p cannot fall to {ALPHA}, so the control cannot tell this matching "
                    "apart")
     else:
-        verdict = (f"{plan.target} is no more readable than wrong matchings of the same cells (their mean "
+        verdict = (f"{target} is no more readable than wrong matchings of the same cells (their mean "
                    f"{row['matching_mean']:.2f}, shuffled labels {row['control_balanced_accuracy_mean']:.2f}): what "
                    "the probe reads here, if anything, any labelling of the cells gives")
     text = f"{head}: {numbers}. Reading: {verdict}."
     if plan.same_as:
-        text += (f" Here {plan.target} equals {plan.same_as} on every row, so this probe cannot tell the two "
-                 f"readings apart: whatever it supports for {plan.target} it supports for {plan.same_as} (intergroup: "
+        same = literal(plan.same_as)
+        text += (f" Here {target} equals {same} on every row, so this probe cannot tell the two readings apart: "
+                 f"whatever it supports for {target} it supports for {same} (intergroup: "
                  "the same string as persona and experiencer, where each group holds one name).")
     return text
 
@@ -284,17 +287,18 @@ def cross_reading(row: pd.Series, ordinary: float | None, layers: int) -> str:
     """What a target's cross-name probe at its best layer (`row` of `_best_cross`) supports, beside the ordinary
     probe's best balanced accuracy split by cell (`ordinary`)."""
     beside = f"; the ordinary probe split by cell: {ordinary:.2f}" if ordinary is not None else ""
-    head = (f"**{row['run']}, {row['target']} across names** (trained on {row['source']} rows, tested on "
-            f"{row['cells_heldout']} {row['target']} cells of different names against {row['cells_negative']} "
-            f"held-out negative cells; best of {layers} layers, {row['hook']}): balanced accuracy "
+    target = literal(row["target"])
+    head = (f"**{literal(row['run'])}, {target} across names** (trained on {literal(row['source'])} rows, tested "
+            f"on {row['cells_heldout']} {target} cells of different names against {row['cells_negative']} "
+            f"held-out negative cells; best of {layers} layers, {literal(row['hook'])}): balanced accuracy "
             f"{row['cross_balanced_accuracy']:.2f}, 95% interval "
             f"{row['cross_ci_low']:.2f}–{row['cross_ci_high']:.2f} over test cells (recall "
             f"{row['cross_recall']:.2f}, false positives {row['cross_false_positive']:.2f}){beside}")
     if row["cross_ci_low"] > 0.5:
         return (f"{head}. It generalises across names: a same-string detector scores 0.5 here, so "
-                f"{row['target']} is read as more than same-string detection.")
+                f"{target} is read as more than same-string detection.")
     return (f"{head}. The interval reaches chance (0.5, what a same-string detector scores): no evidence that "
-            f"{row['target']} is readable beyond same-string detection.")
+            f"{target} is readable beyond same-string detection.")
 
 
 PROBE_TEXT = (
@@ -321,37 +325,37 @@ PROBE_TEXT = (
 
 def _scope(options: Options, results: Sequence[tuple[Run, Probes]], layers: int) -> Section:
     """The report's "what this can and cannot show", from this run's settings and designs."""
-    can, cannot = [], []
+    can, cannot, where = [], [], literal(where_text(parse_where(options.where)))
     for run, found in results:
-        events = f", {found.events} events" if found.events is not None else ""
-        can.append(f"{run.name}: whether each target is available to a linear readout at each of {layers} layers, "
-                   f"on the {found.n} final-token samples selected{events} ({where_text(parse_where(options.where))}; "
+        events, name = f", {found.events} events" if found.events is not None else "", literal(run.name)
+        can.append(f"{name}: whether each target is available to a linear readout at each of {layers} layers, on "
+                   f"the {found.n} final-token samples selected{events} ({where}; "
                    f"each probe uses the rows where its target is defined: n in the tables), split by "
                    f"{', '.join(options.splits)}.")
-        matched = [d.target for d in found.designs if d.left]
+        matched = [literal(d.target) for d in found.designs if d.left]
         if matched and options.matchings:
-            can.append(f"{run.name}: whether each of {', '.join(matched)} is readable beyond up to "
+            can.append(f"{name}: whether each of {', '.join(matched)} is readable beyond up to "
                        f"{options.matchings} wrong matchings of the same cells (the control task keeps the cell "
                        "structure the shuffled labels destroy).")
-        undefined = [d.target for d in found.designs if not d.left]
+        undefined = [literal(d.target) for d in found.designs if not d.left]
         if undefined:
-            cannot.append(f"{run.name}: the control task for {', '.join(undefined)}: no matching of two fields gives "
+            cannot.append(f"{name}: the control task for {', '.join(undefined)}: no matching of two fields gives "
                           "it, so only the shuffled-label control ran, which any cell structure beats.")
         if matched and not options.matchings:
-            cannot.append(f"{run.name}: whether each of {', '.join(matched)} is special among labellings of the "
+            cannot.append(f"{name}: whether each of {', '.join(matched)} is special among labellings of the "
                           "same cells: no wrong matching ran (--matchings 0).")
         equal: dict[frozenset, Design] = {}
         for d in found.designs:
             if d.same_as:
                 equal.setdefault(frozenset((d.target, d.same_as)), d)
         for d in equal.values():
-            cannot.append(f"{run.name}: tell {d.target} from {d.same_as}: they are equal on every selected row, so no "
-                          "probe here separates the two readings (intergroup: a group relation from same-string "
-                          "detection).")
+            cannot.append(f"{name}: tell {literal(d.target)} from {literal(d.same_as)}: they are equal on every "
+                          "selected row, so no probe here separates the two readings (intergroup: a group relation "
+                          "from same-string detection).")
         for d in found.designs:
             if d.source:
-                can.append(f"{run.name}: whether {d.target} transfers from the rows of {d.source} to its other rows "
-                           "(cross-name: intergroup's same string to different names of one group).")
+                can.append(f"{name}: whether {literal(d.target)} transfers from the rows of {literal(d.source)} to its "
+                           "other rows (cross-name: intergroup's same string to different names of one group).")
     if "sample" in options.splits:
         cannot.append("With the split by sample, a test sample's cell was seen in training: read the cell split for "
                       "generalisation to unseen cells.")
@@ -404,8 +408,10 @@ class ProbeStudy(Study):
             cross = found.cross.assign(run=run.name)[["run", *found.cross.columns]] if len(found.cross) else None
             crosses.append(cross)
             name = f"figures/{run.stem}_probes" if len(runs) > 1 else "figures/probes"
+            # the figure draws the names as written; its caption in the report is Markdown
             title = f"{run.name}, final token ({where_text(where)})"
-            figures.append(Figure(name, f"Probes per layer, {title}",
+            figures.append(Figure(name, f"Probes per layer, {literal(run.name)}, final token "
+                                        f"({literal(where_text(where))})",
                                   probes.probe_figure(found.table, title=title, cross=found.cross if len(found.cross)
                                                       else None, events=found.events)))
         table = pd.concat(frames, ignore_index=True)
@@ -434,9 +440,10 @@ class ProbeStudy(Study):
                 pair = (run.name, frozenset((plan.target, plan.same_as)))
                 if plan.same_as and not plan.source and pair not in noted:
                     noted.add(pair)
-                    readings.append(f"**{run.name}, {plan.target} across names**: not defined: {plan.target} equals "
-                                    f"{plan.same_as} on every selected row, so no {plan.target} row lies outside "
-                                    f"{plan.same_as} to test on.")
+                    target, same = literal(plan.target), literal(plan.same_as)
+                    readings.append(f"**{literal(run.name)}, {target} across names**: not defined: {target} equals "
+                                    f"{same} on every selected row, so no {target} row lies outside {same} to test "
+                                    "on.")
         formats = {"n": "count", "n_classes": "count", "folds": "count", "matchings": "count",
                    "matching_rank": "count", "matching_p": "p", "matching_p_fwe": "p", "selectivity": "signed"}
         sections = [Section("Probes per layer", PROBE_TEXT,

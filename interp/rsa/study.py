@@ -17,9 +17,10 @@ import pandas as pd
 
 from activations.capture import EMBED_HOOK, LAYER_GRAMMAR, select_hooks
 from activations.store import REDUCTIONS, load
+from behavioral.analysis.formats import literal
 from behavioral.analysis.runs import Run
 from behavioral.analysis.spec import Analysis, Figure, Section, Table, scope
-from behavioral.options import check_minimums, option
+from behavioral.options import SEED, check_bounds, option
 from behavioral.selection import field_values
 from interp.rsa import lexical, reliability
 from interp.identities import (
@@ -58,7 +59,7 @@ class Options:
     behavior_metric: str = option("euclidean", "distance between the identities' behaviour rows",
                                   choices=rsa.METRICS)
     permutations: int = option(1000, "Mantel permutations (the same ones at every layer)", metavar="N", minimum=1)
-    seed: int = option(0, "seed of the permutations and of the splits in halves", metavar="N")
+    seed: int = option(0, "seed of the permutations and of the splits in halves", metavar="N", **SEED)
     control: str = option("tokens", "held out by the partial Mantel test: the difference in the tokens of the "
                                     "identities' slots as the run's model read them, or none", choices=CONTROLS)
     no_lexical: bool = option(False, "skip the lexical label controls (identities sharing the first token of their "
@@ -72,7 +73,7 @@ class Options:
                                             "and the first-token label)")
 
     def __post_init__(self):
-        check_minimums(self)
+        check_bounds(self)
         for name, value, known in (("--reduction", self.reduction, REDUCTIONS), ("--metric", self.metric, rsa.METRICS),
                                    ("--behavior-metric", self.behavior_metric, rsa.METRICS),
                                    ("--control", self.control, CONTROLS)):
@@ -247,8 +248,8 @@ LEXICAL_TEXT = (
 
 def _close_to_embedding(summary: pd.DataFrame) -> list[str]:
     """A sentence for each run whose embedding-layer r is close to its best layer's."""
-    return [f"{row.run}: the embedding layer's r ({row.embed_rsa:.2f}) is {row.embed_share:.0%} of the best layer's "
-            f"({row.rsa:.2f}, {row.hook}): the structure is largely present in the token embeddings."
+    return [f"{literal(row.run)}: the embedding layer's r ({row.embed_rsa:.2f}) is {row.embed_share:.0%} of the best "
+            f"layer's ({row.rsa:.2f}, {literal(row.hook)}): the structure is largely present in the token embeddings."
             for row in summary.itertuples() if np.isfinite(row.embed_share) and row.embed_share >= LEXICAL_SHARE]
 
 
@@ -257,42 +258,42 @@ def scope_lines(runs: Sequence[Run], reads: Sequence[Read], options: Options, su
     """What this RSA can and cannot show, from its own identities, events, permutations and controls."""
     can, cannot = [], []
     for run, r, best, ceiling in zip(runs, reads, summary.itertuples(), ceilings.itertuples()):
-        n = len(r.identities.names)
+        n, name = len(r.identities.names), literal(run.name)
         count, floor, exact = p_floor(n, options.permutations)
-        events = f" over {ceiling.n_events} values of {ceiling.split_by}" if ceiling.split_by else ""
-        can.append(f"{run.name}: whether the {n} {r.identities.kind} identities the model represents alike also "
-                   f"behave alike ({len(r.features)} behaviour features of {where_text(r.where)}{events}), at "
+        events = f" over {ceiling.n_events} values of {literal(ceiling.split_by)}" if ceiling.split_by else ""
+        can.append(f"{name}: whether the {n} {r.identities.kind} identities the model represents alike also "
+                   f"behave alike ({len(r.features)} behaviour features of {literal(where_text(r.where))}{events}), at "
                    f"{len(r.hooks)} layers, each against {count} relabellings of the identities "
                    f"({'all of them: exact p' if exact else f'seeded draws, seed {options.seed}'}; p floor "
                    f"{floor:.3g}); p_fwe pays for picking the best of the {len(r.hooks)} layers (here "
-                   f"{best.hook}: r {best.rsa:.2f}, p_fwe {best.p_fwe:.3g}).")
+                   f"{literal(best.hook)}: r {best.rsa:.2f}, p_fwe {best.p_fwe:.3g}).")
         if np.isfinite(ceiling.rsa_over_ceiling):
-            can.append(f"{run.name}: how reliable the behaviour side is: split-half ceiling {ceiling.ceiling:.2f} "
+            can.append(f"{name}: how reliable the behaviour side is: split-half ceiling {ceiling.ceiling:.2f} "
                        f"(splits {ceiling.ceiling_lo:.2f} to {ceiling.ceiling_hi:.2f}, {ceiling.n_defined} splits of "
                        f"{ceiling.n_events} events), so r can reach about {ceiling.rsa_max:.2f}; the best layer's r "
                        f"is {ceiling.rsa_over_ceiling:.2f} of that.")
         elif np.isfinite(ceiling.ceiling):
-            cannot.append(f"{run.name}: a reliable behaviour side: the halves' behaviour distances do not agree "
+            cannot.append(f"{name}: a reliable behaviour side: the halves' behaviour distances do not agree "
                           f"(ceiling {ceiling.ceiling:.2f} over {ceiling.n_defined} splits of {ceiling.n_events} "
                           "events), so no r with them says more than noise.")
         else:
-            cannot.append(f"{run.name}: how reliable the behaviour side is: no split-half ceiling ({ceiling.note}).")
+            cannot.append(f"{name}: how reliable the behaviour side is: no split-half ceiling ({ceiling.note}).")
         if np.isfinite(best.embed_rsa):
             close = best.embed_share >= LEXICAL_SHARE if np.isfinite(best.embed_share) else False
-            can.append(f"{run.name}: how much the token embeddings already show: {EMBED_HOOK} r {best.embed_rsa:.2f} "
+            can.append(f"{name}: how much the token embeddings already show: {EMBED_HOOK} r {best.embed_rsa:.2f} "
                        f"(p_fwe {best.embed_p_fwe:.3g}) beside the best layer's {best.rsa:.2f}"
                        + ("; close to it: the structure is largely present in the token embeddings." if close
                           else "."))
         else:
-            cannot.append(f"{run.name}: how much of the relation the token embeddings hold: {EMBED_HOOK} is not "
-                          f"among --layers {options.layers}.")
+            cannot.append(f"{name}: how much of the relation the token embeddings hold: {EMBED_HOOK} is not "
+                          f"among --layers {literal(options.layers)}.")
         for row in labels[labels["run"] == run.name].itertuples() if len(labels) else ():
-            what = row.label.replace("_", " ")
+            what = literal(row.label.replace("_", " "))
             if row.note:
-                cannot.append(f"{run.name}: holding out a shared {what}: {row.note}.")
+                cannot.append(f"{name}: holding out a shared {what}: {row.note}.")
             else:
-                can.append(f"{run.name}: whether the relation survives holding out identities that share a {what} "
-                           f"({row.n_groups} groups; partial r {row.partial_rsa:.2f} at {row.hook}, p_fwe "
+                can.append(f"{name}: whether the relation survives holding out identities that share a {what} "
+                           f"({row.n_groups} groups; partial r {row.partial_rsa:.2f} at {literal(row.hook)}, p_fwe "
                            f"{row.partial_p_fwe:.3g}).")
     if options.control == "tokens":
         can.append("Whether the relation survives holding the slots' token-count difference out (partial Mantel).")
@@ -373,8 +374,10 @@ class RSAStudy(Study):
             labels += _label_rows(run, r, table, best, options)
             if r.labels:
                 described.append(pd.DataFrame({"run": run.name, "kind": ids.kind, "identity": ids.names} | r.labels))
+            # the figure draws the names as written; its caption in the report is Markdown
             title = f"{run.name}, {ids.kind} ({where_text(r.where)}) vs behaviour"
-            figures.append(Figure(f"figures/{run.stem}_rsa" if several else "figures/rsa", f"RSA per layer, {title}",
+            shown = f"{literal(run.name)}, {ids.kind} ({literal(where_text(r.where))}) vs behaviour"
+            figures.append(Figure(f"figures/{run.stem}_rsa" if several else "figures/rsa", f"RSA per layer, {shown}",
                                   rsa.plot_rsa(table, title)))
         table = pd.concat(tables, ignore_index=True)
         summary = _best(table).merge(pd.DataFrame(extras), on=["run", "kind"], how="left")

@@ -19,9 +19,11 @@ from matplotlib.figure import Figure as MplFigure
 
 from activations.capture import EMBED_HOOK, LAYER_GRAMMAR, hook_layer, select_hooks
 from activations.store import ActivationStore, load
+from behavioral.analysis.formats import literal
 from behavioral.analysis.runs import Run
 from behavioral.analysis.spec import Analysis, Figure, Section, Table, scope
-from behavioral.options import check_minimums, option
+from behavioral.models import check_device
+from behavioral.options import SEED, check_bounds, option
 from behavioral.run import RunConfig
 from interp.identities import WHERE_HELP, parse_where, suite_of, where_text
 from behavioral.analysis.rerun import load_model, one_run, protocol_of
@@ -78,9 +80,15 @@ class SteeringProtocol(Protocol):
     def matching_control(self, rows: pd.DataFrame, matchings: np.ndarray) -> pd.DataFrame:
         """The gap each matching's own projection removes, the real one's rank among them."""
 
-    def held_out_control(self, rows: pd.DataFrame) -> pd.DataFrame:
-        """Each held-out identity's in-group interaction lowered by the direction fit without it, beside the real
-        direction's, and their pooled ratio (transfer) with its interval over events."""
+    def identity_tokens(self, run: Run, selection: Mapping,
+                        trust_remote_code: bool = False) -> Mapping[str, tuple[int, int]]:
+        """Each identity of the selection -> the token counts of its two slots as the run's model read them (the
+        held-out control's length covariate)."""
+
+    def held_out_control(self, rows: pd.DataFrame, tokens: Mapping[str, tuple[int, int]]) -> pd.DataFrame:
+        """Each held-out identity's in-group interaction (net of the `tokens` length covariate) lowered by the
+        direction fit without it, beside the real direction's, and their pooled ratio (transfer) with its interval
+        over events."""
 
     def random_control(self, rows: pd.DataFrame) -> pd.DataFrame:
         """The real gap closed by random directions that disturbed the ratings as much as the real one."""
@@ -110,7 +118,7 @@ class Options:
     fit_fraction: float = option(0.5, "share of the run's events the direction is fit on (a seeded split; the rest "
                                       "are rerun); needs the capture's --per-cell-samples at least its events",
                                  metavar="F")
-    split_seed: int = option(0, "seed of the split of events", metavar="N")
+    split_seed: int = option(0, "seed of the split of events", metavar="N", **SEED)
     test_events: int | None = option(None, "fit on all the run's events and test on a new seeded sample of N events "
                                            "of the corpus (the run's seed), the run's own events left out",
                                      metavar="N", minimum=1)
@@ -135,7 +143,7 @@ class Options:
                                metavar="N", minimum=0)
     permutations: int = option(10_000, "permutations of the identity matching in δ's test", metavar="N", minimum=1)
     seed: int = option(0, "seed of the permutations and wrong matchings", name="--permutation-seed",
-                       metavar="N")
+                       metavar="N", **SEED)
     device: str = option("auto", "device of the model: auto, cpu, cuda, cuda:N, mps or split[:0=70GiB,cpu=200GiB]",
                          metavar="DEVICE")
     dtype: str | None = option(None, "dtype of the model (default: the run's)", metavar="DTYPE")
@@ -148,7 +156,8 @@ class Options:
         except ValueError:
             raise ValueError(f"--coef {','.join(map(str, self.coefs))}: expected numbers, e.g. --coef=-4,4") from None
         object.__setattr__(self, "coefs", coefs)
-        check_minimums(self)
+        check_bounds(self)
+        check_device(self.device)
         if (self.matchings or self.random_directions) and not self.project:
             raise ValueError("--matchings and --random-directions go with --project (they are its controls)")
         if not 0 < self.fit_fraction < 1:
@@ -202,6 +211,21 @@ def split_events(events: Sequence[str], options: Options) -> Split:
     test = sorted(set(events) - set(fit))
     return Split(fit, test, None, fit, f"a seeded split (seed {options.split_seed}) of the run's {len(events)} "
                                       f"events: {len(fit)} fit, {len(test)} held out")
+
+
+def check_fit_states(kept: int, split: Split) -> None:
+    """Refuse, before any work, a fit on some of the run's events where the capture keeps fewer single-prompt
+    final-token states per cell (`kept`: its --per-cell-samples, a seeded sample of the cell's one prompt per event)
+    than the run has events, so that some fit event's states may be missing."""
+    if not split.held_out or split.test is None:
+        return  # fit on every event: the cell means, which every capture keeps
+    n = len(split.fit) + len(split.test)
+    if kept < n:
+        fewer = f" (or --limit-events {kept} or fewer)" if kept >= 2 else ""  # a split needs 2 events
+        raise ValueError(f"--per-cell-samples is {kept} in the capture; a direction fit on {len(split.fit)} of the "
+                         f"run's {n} events needs it at least {n} (one final-token state per event of every cell): "
+                         f"rerun the capture with --per-cell-samples {n}{fewer}, or fit on all its events "
+                         "(--test-events N or --in-sample)")
 
 
 @dataclass(frozen=True)
@@ -295,15 +319,26 @@ HELD_OUT_TEXT = (
     "(n − 1). This control can. For each identity (its group) in turn, the direction is fit again without that "
     "identity's cells and projected out. Each identity is scored on its in-group interaction (`interaction_*`, "
     "rating points): its in-group cell less what its perceiver and experiencer main effects predict, both fit on the "
-    "out-group cells (a projection that merely shifts an identity's row or column does not move it). "
+    "out-group cells (a projection that merely shifts an identity's row or column does not move it), and less what a "
+    "term in the identities' token lengths predicts, fit on the same cells: β × the perceiver's persona tokens × the "
+    "experiencer's experiencer tokens, as the run's tokenizer reads them (`length_control`: fit, or not needed where "
+    "that product is additive over these identities, e.g. all of one length, so the main effects remove it). Without "
+    "that term a rating that reads persona length × experiencer length and no in-group feature passed this control "
+    "in every synthetic world; with it, in 0.017-0.033 of them (docs/BENCHMARKS.md). "
     "`closed_held_out` is how far the direction fit without the identity lowered its interaction, `closed_real` how "
     "far the real direction, fit with its cells, did. The `pooled` row averages the identities, with t-intervals "
     "over the test events of both, and `transfer` = pooled closed_held_out / pooled closed_real with Fieller's "
     "interval over events: near 1 where one shared feature carries the gap, near 0 where each identity has its own. "
-    "Where the real closing's interval includes 0 the ratio is unbounded and is not printed (`transfer_note`). It "
-    "supports \"the direction carries an in-group feature shared across identities\" where it is printed and near 1 "
-    "(docs/BENCHMARKS.md calibrates it on synthetic worlds); the wrong-matching control supports only \"the "
-    "projection closes more than a labelling of the cells does by construction\".")
+    "Where the real closing's interval includes 0 the ratio is unbounded and is not printed, nor where it lies "
+    "below 0 (the real direction raised the interactions: nothing to transfer; `transfer_note`). It "
+    "supports \"the direction carries a feature the in-group cells share across identities that the identities' "
+    "token lengths (persona × experiencer tokens) do not explain\" where it is printed and near 1. It cannot say "
+    "that the feature is group membership rather than something else every in-group cell has and no out-group cell "
+    "has (the same identity read twice in one prompt; a length effect of another form, e.g. one on equal lengths). "
+    "On synthetic worlds it passed in all with a shared feature alone but in 0.61 where one identity's own feature "
+    "dominates beside a shared one (the real direction removes that own feature too, the one fit without the "
+    "identity does not), so a failure is not evidence against a shared feature. The wrong-matching control "
+    "supports only \"the projection closes more than a labelling of the cells does by construction\".")
 RANDOM_TEXT = (
     "Projecting out any direction the states vary along disturbs the ratings; a gap can shrink as a side effect. "
     "Each random direction (within the span of the fit cells' states, of the real direction's norm) is projected out "
@@ -345,7 +380,8 @@ def claims(options: Options, split: Split, n_matchings: int, control: pd.DataFra
         ("the projection closes the gap more than projecting out any labelling's direction does by construction",
          f"wrong matchings (--matchings; {n_matchings} here)",
          values(control, "p_real", control["matching"].eq("real") if len(control) else None)),
-        ("the direction carries an in-group feature shared across identities, not one feature per identity",
+        ("the direction carries an in-group feature shared across identities that their token lengths do not "
+         "explain, not one feature per identity",
          "identities held out of the fit (--held-out-identities)", transfer_text(held)),
         ("the gap closes more than a disturbance of the ratings of the same size closes it",
          "random directions that disturb the ratings as much (--random-directions)",
@@ -363,7 +399,7 @@ def transfer_text(held: pd.DataFrame) -> str:
     shown = [f"{row.measure} {row.layer}: " + (f"{row.transfer:.3g} [{row.transfer_low:.3g}, {row.transfer_high:.3g}]"
                                               if pd.notna(row.transfer) else f"not printed ({row.transfer_note})")
              for row in held[held["identity"] == "pooled"].itertuples()]
-    return "transfer " + "; ".join(shown)
+    return "transfer " + "; ".join(shown) + f"; token lengths: {held['length_control'].iloc[0]}"
 
 
 CHECK_TEXT = (
@@ -395,11 +431,15 @@ def scope_lines(split: Split, test: Sequence[str], options: Options, n_matchings
     if len(held):
         pooled = held[held["identity"] == "pooled"]
         printed = pooled[pooled["transfer"].notna()]
-        can.append("Whether the direction carries a feature shared across identities: the direction fit without "
-                   "an identity's cells lowers that identity's in-group interaction"
+        can.append("Whether the direction carries a feature shared across identities that a persona tokens × "
+                   f"experiencer tokens term does not explain (here: {held['length_control'].iloc[0]}): the "
+                   "direction fit without an identity's cells lowers that identity's in-group interaction"
                    + (" " + ", ".join(f"{r.transfer:.2f} [{r.transfer_low:.2f}, {r.transfer_high:.2f}]"
                                       for r in printed.itertuples()) + " times as much as the real direction does."
                       if len(printed) else f" (not printed here: {pooled['transfer_note'].iloc[0]})."))
+        cannot.append("That the feature the held-out control finds is group membership rather than anything else "
+                      "every in-group cell has and no out-group cell has: the same identity read twice in one "
+                      "prompt, or a token-length effect of another form than persona tokens × experiencer tokens.")
     elif options.project:
         cannot.append("Whether the direction carries an in-group feature shared across identities rather than one "
                       "per identity: no held-out-identity control ran (--held-out-identities K).")
@@ -429,6 +469,8 @@ class SteerStudy(Study):
     reruns_model = True
 
     def _setup(self, runs: Sequence[Run], options: Options):
+        """The run, its protocol, selection, split of events, wrong matchings, store and steered layers, every
+        check that needs no model done (plan calls it first, so bad input stops before any work)."""
         run = one_run(runs, self.name)
         protocol: SteeringProtocol = protocol_of(run, "steer")
         selection = protocol.block(run.config, parse_where(options.where))
@@ -439,11 +481,13 @@ class SteerStudy(Study):
         split = split_events(events, options)
         matchings = (wrong_matchings(protocol.n_groups(selection), options.matchings, options.seed)
                      if options.matchings else np.zeros((0, 0), dtype=np.int64))
-        return run, protocol, selection, split, matchings
+        store = load(run.run_dir)
+        layers = steered_hooks(options.layers, store.hooks)
+        check_fit_states(store.meta.get("per_cell_samples", 0), split)
+        return run, protocol, selection, split, matchings, store, layers
 
     def plan(self, runs: Sequence[Run], options: Options) -> str:
-        run, protocol, selection, split, matchings = self._setup(runs, options)
-        layers = steered_hooks(options.layers, load(run.run_dir).hooks)
+        run, protocol, selection, split, matchings, _, layers = self._setup(runs, options)
         n_held = held_out_count(protocol, selection, options)
         steerings = sweep_conditions(layers, sorted(set(options.coefs) | {0.0}), options.project,
                                      options.random_directions, len(matchings), n_held)
@@ -459,9 +503,7 @@ class SteerStudy(Study):
 
     def analyze(self, runs: Sequence[Run], options: Options, out: Path, progress: bool = True,
                 model: tuple | None = None) -> Analysis:
-        run, protocol, selection, split, matchings = self._setup(runs, options)
-        store = load(run.run_dir)
-        layers = steered_hooks(options.layers, store.hooks)
+        run, protocol, selection, split, matchings, store, layers = self._setup(runs, options)
         fit = split.fit if split.held_out and split.test is not None else None  # else every event: the cell means
         found = direction(store, protocol, selection, options.unit, fit)
         n_held = held_out_count(protocol, selection, options)
@@ -497,7 +539,8 @@ class SteerStudy(Study):
         summary = protocol.summarize(rows, options.permutations, options.seed)
         control = (protocol.matching_control(rows, matchings) if len(matchings)
                    else pd.DataFrame())
-        held = protocol.held_out_control(rows) if n_held else pd.DataFrame()
+        held = (protocol.held_out_control(rows, protocol.identity_tokens(run, selection, options.trust_remote_code))
+                if n_held else pd.DataFrame())
         random = protocol.random_control(rows) if options.random_directions else pd.DataFrame()
         dose = protocol.dose_response(rows) if options.one_sided else pd.DataFrame()
         reproduces = bool(check["identical"].all()) and len(check) == 1
@@ -512,7 +555,7 @@ class SteerStudy(Study):
             Section("Fit and test events", split.how + ".",
                     (Table("events", "Events the direction was fit on and tested on", events),)),
             Section("The direction", DIRECTION_TEXT.format(label=protocol.LABEL),
-                    (Table("directions", f"Direction per layer, {where_text(selection)}",
+                    (Table("directions", f"Direction per layer, {literal(where_text(selection))}",
                            direction_table(found.raw, found.means, store.hooks)),)),
             Section("The suite's measures under steering", sweep_text,
                     (Table("steering", "Measures per steering", summary,

@@ -31,7 +31,8 @@ from behavioral.answer_space import AnswerSpec
 from behavioral.engine import shared_prefix_length
 from behavioral.lazy_tree import AnswerTree
 from behavioral.manifest import TREE_TOLERANCE
-from behavioral.run import RUN_DEFAULTS, RunConfig, Runner
+from behavioral.run import RunConfig, Runner
+from behavioral.run_config import RUN_DEFAULTS
 from behavioral.vllm_backend import VllmEngine, load
 from behavioral.registry import get_suite
 from behavioral.suites.intergroup import Options

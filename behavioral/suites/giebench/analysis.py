@@ -14,8 +14,9 @@ import pandas as pd
 
 from behavioral.analysis import Analysis, Run, Section, Table
 from behavioral.analysis.caveats import few_parsed, joined, low_mass, one_answer
+from behavioral.analysis.formats import code_span, literal
 from behavioral.analysis.headline import Headline, headline_section
-from behavioral.options import check_minimums, option
+from behavioral.options import SEED, check_bounds, option
 from behavioral.suites.giebench import figures, metrics
 from behavioral.suites.giebench.categories import CATEGORIES
 from behavioral.suites.giebench.prompts import PROMPT_TYPES
@@ -26,12 +27,12 @@ SOURCE = ("Seed 001: Wang et al., *GIEBench: Towards Holistic Evaluation of Grou
           "Language Models* (arXiv 2406.14903). The card (behavioral/suites/giebench/README.md) lists every deviation "
           "from the authors.")
 NOTES = (
-    "The answer (the suite's view): a generate row selects the letter of eval.py's verdict rule in the reply; a score "
-    "row the most probable of A..D after the prefilled `[[` (`argmax_letter`, ties to the earliest); a `both` run is "
-    "analysed as one run of each mode (`mode`), and every table names the answer it reads in `measure`.",
+    "The answer (the suite's view): a generate row selects the letter of `eval.py`'s verdict rule in the reply; a "
+    "score row the most probable of A..D after the prefilled `[[` (`argmax_letter`, ties to the earliest); a `both` "
+    "run is analysed as one run of each mode (`mode`), and every table names the answer it reads in `measure`.",
     "`accuracy` = correct / n per category and Overall; a reply without a verdict, or naming another letter, is wrong "
     "and stays in the denominator.",
-    "`accuracy_paper`: the paper's tables fit the authors' first eval.py, which counted each category's first item "
+    "`accuracy_paper`: the paper's tables fit the authors' first `eval.py`, which counted each category's first item "
     "twice: correct / (n + 1) per category, rounded to 3 places; Overall correct / N.",
     "`shift` = accuracy(type) − accuracy(raw) in points, items paired by id; `shift_paper` the difference of the "
     "rounded paper accuracies; `plus`: items right under the type and wrong under Raw, `minus` the reverse; "
@@ -72,10 +73,10 @@ class AnalyzeOptions:
 
     bootstrap: int = option(1000, "resamples of the paired questions (with replacement) for each shift's percentile "
                                   "interval", metavar="N", minimum=1)
-    seed: int = option(0, "seed of the resamples", name="--bootstrap-seed", metavar="N")
+    seed: int = option(0, "seed of the resamples", name="--bootstrap-seed", metavar="N", **SEED)
 
     def __post_init__(self):
-        check_minimums(self)
+        check_bounds(self)
 
 
 def with_measure(frame: pd.DataFrame, measures: Mapping[tuple[str, str], str]) -> pd.DataFrame:
@@ -108,12 +109,12 @@ def by_setting(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def _items(runs: Sequence[Run], rows: pd.DataFrame, rates: pd.DataFrame) -> Section:
-    lines = [f"- **{run.name}**: {run.config.get('n_items')} items from "
-             f"`{run.config.get('imported_from') or run.config.get('items_source')}`" for run in runs]
+    lines = [f"- **{literal(run.name)}**: {literal(run.config.get('n_items'))} items from "
+             f"{code_span(run.config.get('imported_from') or run.config.get('items_source'))}" for run in runs]
     first = runs[0].rows
     counts = first[first["prompt_type"] == first["prompt_type"].iloc[0]].drop_duplicates("item_id")["category"]
     answers = Table("answers", "Answers read per run and mode", rates, {"n": "count", "with_verdict": "percent"},
-                    definitions={"with_verdict": "replies holding a verdict eval.py reads (the others count as "
+                    definitions={"with_verdict": "replies holding a verdict `eval.py` reads (the others count as "
                                                  "wrong).",
                                  "letter_mass": "mean mass of the four letters after `[[` before renormalising."})
     return Section("Items and answers", "\n".join(lines), (answers,),

@@ -32,4 +32,6 @@ CARD = SuiteCard(
      "identity": "the user's group the question was written for",
      "swap_to": "in a swap, the group the prompt names instead (null otherwise)",
      "correct": "the correct letter under this prompt type"},
-    _labels, _templates)
+    _labels, _templates,
+    {"{question}": "the user's question (`question_id`)",
+     **{f"{{answer_{letter}}}": f"the answer shown as assistant {letter}" for letter in LETTERS}})

@@ -49,12 +49,13 @@ def import_results(results: str | Path, name: str, out: str | Path) -> Path:
             for t in PROMPT_TYPES for item in items]
     config = {"suite": "giebench", "schema": SCHEMA_VERSION, "model": name, "mode": "generate",
               "imported_from": str(Path(results).resolve()), "items_sha256": files_sha256(files.values()),
-              "n_items": len(items), "swaps": []}
+              "n_items": len(items), "swaps": [], "unit_size": len(items), "samples": 1}
     made = [d for d in (out, out / RESULTS) if not d.exists()]
     try:
         run_id = new_run_id()
         write_part(out, "r000-0", rows, result_schema(FIELDS, run_id))
-        write_manifest(out, Manifest(config, {"name": name}, provenance(), Plan(len(PROMPT_TYPES), len(rows)), run_id))
+        plan = Plan(len(PROMPT_TYPES), len(rows), tuple((t, len(items)) for t in PROMPT_TYPES))
+        write_manifest(out, Manifest(config, {"name": name}, provenance(), plan, run_id))
     except BaseException:  # nothing half-written: remove the outermost folder this import made
         if made:
             shutil.rmtree(made[0], ignore_errors=True)

@@ -12,10 +12,9 @@ from typing import Any
 import pandas as pd
 
 from behavioral.analysis import Analysis, Run, read_runs
-from behavioral.options import option
 from behavioral.provenance import files_sha256
 from behavioral.suites.giebench.card import CARD
-from behavioral.suite import CaptureSpec, Suite, local_path
+from behavioral.suite import Suite
 from behavioral.selection import select_rows
 from behavioral.suites.giebench.analysis import AnalyzeOptions, analyze
 from behavioral.suites.giebench.categories import CATEGORIES
@@ -24,47 +23,10 @@ from behavioral.suites.giebench.items import (
     DEFAULT_ITEMS, FIELDS, RELEASE_FILES, GieItem, GieRunItem, default_items, load_jsonl, load_release,
 )
 from behavioral.suites.giebench.metrics import by_identity
-from behavioral.suites.giebench.prompts import PROMPT_TYPES, SWAP_TYPES, identity_span
+from behavioral.suites.giebench.options import USER, GieBenchDeclaration, Options
+from behavioral.suites.giebench.prompts import SWAP_TYPES, identity_span
 from behavioral.suites.giebench.results import COLUMNS, view
 from behavioral.suites.giebench.swaps import resolve_swaps
-
-MAX_NEW_TOKENS = 1024  # the authors allowed 8192
-USER = "user"  # the capture kind of the group a COT or ID prompt names as the user's
-
-
-@dataclass(frozen=True)
-class Options:
-    """What decides a GIEBench run's rows: the item source, prompt types, categories, sample and swaps."""
-
-    data: str | None = option(None, "the authors' release folder (COT-Prompt.json, ID-Prompt.json, "
-                                    "Raw-Prompt.json); neither --data nor --items: the project's 44 items",
-                              metavar="DIR")
-    items: str | None = option(None, "a JSONL file of items: id, category, identity, question, answers, correct",
-                               metavar="FILE")
-    prompt_types: tuple[str, ...] = option(PROMPT_TYPES, "the prompt types", choices=PROMPT_TYPES, fold=str.lower,
-                                           metavar="TYPE")
-    categories: tuple[str, ...] = option(CATEGORIES, "the identity categories", choices=CATEGORIES, fold=str.lower,
-                                         metavar="CATEGORY")
-    limit_items: int | None = option(None, "seeded sample of N items, stratified by category", metavar="N")
-    swap: str = option("none", 'identity swaps: none, paper (Tables 3 and 7) or "Si=Sj;..." (S_i\'s prompts name '
-                               "S_j)", metavar="SWAPS")
-
-    def __post_init__(self):
-        if self.data and self.items:
-            raise ValueError("--data and --items both given; expected one source of items")
-        for t in self.prompt_types:
-            if t not in PROMPT_TYPES:
-                raise ValueError(f"unknown --prompt-types {t!r}; expected one of {', '.join(PROMPT_TYPES)} or all")
-        for c in self.categories:
-            if c not in CATEGORIES:
-                raise ValueError(f"unknown --categories {c!r}; expected one of {', '.join(CATEGORIES)} or all")
-        if self.limit_items is not None and self.limit_items < 1:
-            raise ValueError(f"--limit-items must be a positive number of items, got {self.limit_items}")
-        object.__setattr__(self, "prompt_types", tuple(self.prompt_types))
-        object.__setattr__(self, "categories", tuple(self.categories))
-        object.__setattr__(self, "data", local_path(self.data))
-        object.__setattr__(self, "items", local_path(self.items))
-
 
 @dataclass(frozen=True)
 class Data:
@@ -111,22 +73,13 @@ def sample_items(items: Sequence[GieItem], n: int | None, seed: int) -> list[Gie
     return [i for i in items if id(i) in keep]
 
 
-class GieBench(Suite):
+class GieBench(GieBenchDeclaration, Suite):
     """Seed 001: GIEBench (Wang et al., arXiv 2406.14903), identity-conditioned judging of four answers."""
 
-    name = "giebench"
-    description = "seed 001: pick the answer that fits a user's group (COT, ID, Raw prompts), accuracy and shifts"
     rows_hold = "question ids, categories, identities and correct letters, not the prompts"
     card = CARD
     fields = FIELDS
-    # `user`: the group an unswapped COT or ID prompt names, decided up to its end by the prompt type and the group
-    # (every prompt of a type opens alike; Raw and swap prompts have no `identity` slot). A final-token cell pools
-    # the questions of one group under one prompt type.
-    capture = CaptureSpec(spans={USER: ("identity", ("prompt_type", "identity"))}, cell=("prompt_type", "identity"))
-    Options = Options
     AnalyzeOptions = AnalyzeOptions
-    run_defaults = {"max_new_tokens": MAX_NEW_TOKENS}
-    imports = "the authors' result files (*-COT-Prompt.json, *-ID-Prompt.json, *-Raw-Prompt.json with 'answer')"
 
     def user_data(self, config: Mapping[str, Any]) -> str | None:
         """The benchmark data or items file a run read (`--data`, `--items`), else None (the shipped items)."""
@@ -164,11 +117,6 @@ class GieBench(Suite):
             for t in data.options.prompt_types:
                 if t in SWAP_TYPES and holders:
                     yield f"{SWAP_TYPES[t]}:{si}>{sj}", [GieRunItem(i, SWAP_TYPES[t], sj) for i in holders]
-
-    def add_import_arguments(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--results", required=True, help="folder of the authors' result JSON files")
-        parser.add_argument("--name", required=True, help="the model's name in tables (and in the file names)")
-        parser.add_argument("--out", required=True, help="new run directory")
 
     def import_results(self, args: argparse.Namespace) -> Path:
         return import_results(args.results, args.name, args.out)

@@ -58,10 +58,11 @@ def final_over_events(store: ActivationStore, category: str, setting: str,
     cells = index.groupby(["perceiver", "experiencer"], sort=False).indices
     short = {cell: len(rows) for cell, rows in cells.items() if len(rows) != len(events)}
     if short or not cells:
-        kept = store.meta["per_cell_samples"]
-        raise ValueError(f"the capture keeps {kept} final-token sample(s) per cell, not one per fit event "
-                         f"({len(events)} events): rerun the capture with --per-cell-samples at least its number of "
-                         "events, or fit on all its events (--test-events N or --in-sample)")
+        which, held = (" × ".join(next(iter(short))), next(iter(short.values()))) if short else ("every cell", 0)
+        raise ValueError(f"the final-token states of {which} hold {held} of the {len(events)} "
+                         f"fit events (the capture keeps {store.meta['per_cell_samples']} a cell, of every event only "
+                         "with --per-cell-samples at least the run's events, in a finished run): fit on all its "
+                         "events (--test-events N or --in-sample)")
     frame = pd.DataFrame(list(cells), columns=["perceiver", "experiencer"]).assign(count=len(events))
     means = np.stack([states[:, rows].astype(np.float64).mean(axis=1) for rows in cells.values()], axis=1)
     order = _table1_rows(category, frame, ("perceiver", "experiencer"))

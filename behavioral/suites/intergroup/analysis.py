@@ -3,6 +3,7 @@ category and setting."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -10,8 +11,9 @@ import numpy as np
 import pandas as pd
 
 from behavioral.manifest import RunDirError
-from behavioral.options import check_minimums, option
-from behavioral.suites.intergroup import stats
+from behavioral.options import SEED, check_bounds, option
+from behavioral.suites.intergroup import stats, strata
+from behavioral.suites.intergroup.corpus import EMOTIONS
 from behavioral.suites.intergroup.groups import CATEGORIES, Category, get_category
 from behavioral.suites.intergroup.settings import SETTING_NAMES, get_setting
 from behavioral.suites.intergroup.result import SettingAnalysis
@@ -24,26 +26,33 @@ EXCLUSION = (
 
 
 MEASURES = ("intensity", "expected_intensity")  # what a cell averages
+# The measure a run is analysed by where none is asked for, by its mode: a score run generates no reply, and its
+# greedy answer is one number for most prompts of a cell (all cells equal, z-scores undefined), so its expected
+# intensity (the demo's); a run that generates, the parsed reply's intensity (the paper's).
+MODE_MEASURES = {"generate": "intensity", "score": "expected_intensity", "both": "intensity"}
 
 
 @dataclass(frozen=True)
 class AnalyzeOptions:
     """How seed 000's statistics are computed: the measure, the permutation test, the notebook's rounding."""
 
-    measure: str = option("intensity", "the rating each cell averages: the parsed reply's intensity (the paper's) "
-                                       "or the expected intensity of the answer distribution", choices=MEASURES)
+    measure: str | None = option(None, "the rating each cell averages: the parsed reply's intensity (the paper's) "
+                                       "or the expected intensity of the answer distribution; none: by the run's "
+                                       "mode, expected_intensity for a score run, intensity otherwise",
+                                 choices=MEASURES)
     permutations: int = option(10_000, "permutations of the identity matching in δ's test, and null draws of the "
                                        "gap's randomisation test within these events", metavar="N", minimum=1)
     round_cells: int | None = option(None, "round M⁰ cells to DECIMALS before z-scoring, as the authors' notebook "
                                            "does with 2; none: no rounding", metavar="DECIMALS")
-    seed: int = option(0, "seed of the permutations and of the event resamples", name="--permutation-seed")
+    seed: int = option(0, "seed of the permutations and of the event resamples", name="--permutation-seed",
+                       **SEED)
 
     def __post_init__(self):
-        if self.measure not in MEASURES:
+        if self.measure is not None and self.measure not in MEASURES:
             raise ValueError(f"unknown measure {self.measure!r}; expected one of {', '.join(MEASURES)}")
         if self.round_cells is not None and not 0 <= self.round_cells <= 15:
             raise ValueError(f"--round-cells must be a number of decimals in 0..15, got {self.round_cells}")
-        check_minimums(self)
+        check_bounds(self)
 
 
 class IncompleteResultsError(RunDirError):
@@ -81,13 +90,20 @@ def _rates(rows: pd.DataFrame, measure: str) -> dict[str, float | None]:
     parsable = rows["intensity"].notna() & ~rows["refused"].astype(bool)
     truncated = rows["truncated"][generated].dropna()
     mass = rows["numeric_mass"].dropna()
+    whole = rows["answer_mass"].dropna() if "answer_mass" in rows else mass.iloc[:0]
     return {
         "refusal_rate": float(rows[measure].isna().mean()),
         "parsable_rate": float(parsable[generated].mean()) if generated.any() else None,
         "truncated_rate": float(truncated.astype(bool).mean()) if len(truncated) else None,
         "numeric_mass_mean": float(mass.mean()) if len(mass) else None,
         "numeric_mass_share": float((mass > 0.5).mean()) if len(mass) else None,
+        "answer_mass_mean": float(whole.mean()) if len(whole) else None,
     }
+
+
+def measure_of(config: dict, measure: str | None) -> str:
+    """The measure a run (its manifest's config) is analysed by: `measure`, else its mode's (MODE_MEASURES)."""
+    return measure or MODE_MEASURES.get(config.get("mode"), "intensity")
 
 
 def measure_name(rows: pd.DataFrame, measure: str) -> str:
@@ -110,13 +126,16 @@ def analyze_setting(
     seed: int = 0,
     allow_partial: bool = False,
     round_cells: int | None = None,
+    clusters: Mapping[str, str] | None = None,
+    corpus: Sequence[str] = EMOTIONS,
 ) -> SettingAnalysis:
     """All statistics of one category and setting from its result rows (missing prompts count as refused if allowed).
 
     `round_cells=2` rounds every cell mean before z-scoring, as the authors' notebook does; the gap in points gets
     its t-interval over events (`stats.gap_interval`) and the t-test over events that inverts it
-    (`stats.gap_t_test`); the randomisation test within these events draws `n_permutations` null means (and as many
-    matchings where it cannot enumerate them).
+    (`stats.gap_t_test`), over the events' `clusters` (event id -> cluster) where they have any; the randomisation
+    test within these events draws `n_permutations` null means (and as many matchings where it cannot enumerate
+    them). The emotions the kept events hold are counted against the `corpus`'s.
     """
     I, n_missing = intensity_tensor(rows, category, event_ids, measure)
     if n_missing and not allow_partial:
@@ -125,6 +144,7 @@ def analyze_setting(
             f"({I.size - n_missing} present); finish the run or pass --allow-partial"
         )
     keep, keep_delta = stats.exclusion_mask(I), stats.exclusion_mask(I[1:, 1:])
+    labels = strata.cluster_labels(event_ids, clusters or {})
     M0 = M = M_delta = shown = permutation = summary = None
     gap_points = gap_interval = gap_p = gap_test = noise_share = None
     matrix_reason = mask_reason = delta_reason = None
@@ -151,8 +171,8 @@ def analyze_setting(
         permutation = stats.permutation_test(M_delta, same, n_permutations, seed)
         gap_test = stats.gap_test(I[1:, 1:], same, n_permutations, seed)
         noise_share = stats.event_noise_share(I[1:, 1:])
-        gap_interval = stats.gap_interval(I[1:, 1:], same)
-        gap_p = stats.gap_t_test(I[1:, 1:], same)
+        gap_interval = stats.gap_interval(I[1:, 1:], same, clusters=labels)
+        gap_p = stats.gap_t_test(I[1:, 1:], same, labels)
     except ValueError as exc:
         delta_reason = f"{exc} (matrix without \"a person\")"
     return SettingAnalysis(
@@ -181,6 +201,9 @@ def analyze_setting(
         gap_p=gap_p,
         gap_test=gap_test,
         noise_share=noise_share,
+        emotions=strata.drawn(event_ids, keep_delta, strata.event_emotions(rows)) if "emotion" in rows else {},
+        corpus_emotions=tuple(corpus),
+        n_clusters=None if labels is None else len(set(labels[keep_delta])),
     )
 
 
@@ -204,6 +227,8 @@ def analyses_of(run_dir: str | Path, config: dict, results: pd.DataFrame, option
     if not categories or not settings:
         raise RunDirError(f"{run_dir}: no categories or settings in the manifest or the results")
     groups = dict(tuple(results.groupby(["category", "setting"], sort=False)))
+    clusters, corpus = strata.recorded_clusters(config), strata.corpus_emotions(config)
     return [analyze_setting(groups.get((category.name, setting), results.iloc[:0]), category, setting, event_ids,
-                            options.measure, options.permutations, options.seed, allow_partial, options.round_cells)
+                            measure_of(config, options.measure), options.permutations, options.seed, allow_partial,
+                            options.round_cells, clusters, corpus)
             for category in categories for setting in settings]

@@ -32,4 +32,6 @@ CARD = SuiteCard(
      "experiencer": "who the user prompt says felt the event",
      "event_id": "the event's id in the corpus",
      "emotion": "the emotion the experiencer felt, named in the prompt"},
-    _labels, _templates)
+    _labels, _templates,
+    {"{narrative}": "the event's narrative (`event_id` in the corpus) in the form the setting's task instruction "
+                    "quotes: as written (T0), told in the first person (T1) or reframed in the third person (T2)"})

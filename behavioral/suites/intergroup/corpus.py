@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import random
 import re
 from dataclasses import dataclass
@@ -23,6 +24,9 @@ RELEASE_COLUMNS: tuple[str, ...] = (
     "emotion", "text_id", "generated_text", "first_person_text", "third_person_text",
 )
 GENERATION_COLUMNS: tuple[str, ...] = ("text_id", "emotion", "generated_text")
+# An optional column of either file: the cluster an event belongs to (a narrative template, a writer, a source), so
+# that events of one cluster count as one sample in the intervals over events; empty where an event has none.
+CLUSTER = "cluster"
 
 _NO_EMOTION = {"no-emotion", "no emotion"}
 _EMBEDDED = "events.tsv"
@@ -34,13 +38,15 @@ class CorpusError(ValueError):
 
 @dataclass(frozen=True)
 class Event:
-    """One experiencer narrative with its emotion and the T0/T1/T2 text forms."""
+    """One experiencer narrative with its emotion, the T0/T1/T2 text forms and the cluster it shares with others
+    (None: a cluster of its own)."""
 
     event_id: str
     emotion: str
     text: str
     first_person: str
     third_person: str | None = None
+    cluster: str | None = None
 
     def narrative(self, form: str) -> str:
         """The narrative in one form: "text" (T0), "first_person" (T1) or "third_person" (T2)."""
@@ -118,6 +124,13 @@ def _check_columns(path: Path, found: Sequence[str], required: Sequence[str]) ->
         )
 
 
+def _clusters(frame) -> list[str | None]:
+    """Each row's cluster (the optional CLUSTER column, stripped; None where empty or absent)."""
+    if CLUSTER not in frame.columns:
+        return [None] * len(frame)
+    return [value.strip() or None for value in frame[CLUSTER]]
+
+
 def _emotion_of(path: Path, row: int, value: str) -> str:
     """Validate one emotion value."""
     emotion = value.strip().lower()
@@ -187,8 +200,8 @@ def load_release(path: str | PathLike[str]) -> list[Event]:
     for file in _release_files(root):
         frame = _read_tsv(file)
         _check_columns(file, list(frame.columns), RELEASE_COLUMNS)
-        records = frame[list(RELEASE_COLUMNS)].itertuples(index=False, name=None)
-        for i, (emotion, text_id, text, first, third) in enumerate(records):
+        records = zip(frame[list(RELEASE_COLUMNS)].itertuples(index=False, name=None), _clusters(frame))
+        for i, ((emotion, text_id, text, first, third), cluster) in enumerate(records):
             row = i + 2  # 1-based, after the header line
             emotion = _emotion_of(file, row, emotion)
             text_id = _text_id(file, row, text_id)
@@ -198,6 +211,7 @@ def load_release(path: str | PathLike[str]) -> list[Event]:
                 text=_nonempty(file, row, "generated_text", text),
                 first_person=_nonempty(file, row, "first_person_text", first),
                 third_person=_nonempty(file, row, "third_person_text", third),
+                cluster=cluster,
             ))
             where.append((file, row))
     return _finish(events, root, where)
@@ -212,8 +226,8 @@ def load_generation(path: str | PathLike[str]) -> list[Event]:
     _check_columns(file, list(frame.columns), GENERATION_COLUMNS)
     events: list[Event] = []
     where: list[tuple[Path, int]] = []
-    records = frame[["emotion", "text_id", "generated_text"]].itertuples(index=False, name=None)
-    for i, (emotion, text_id, text) in enumerate(records):
+    records = zip(frame[["emotion", "text_id", "generated_text"]].itertuples(index=False, name=None), _clusters(frame))
+    for i, ((emotion, text_id, text), cluster) in enumerate(records):
         row = i + 2
         if emotion.strip().lower() in _NO_EMOTION:
             continue
@@ -226,6 +240,7 @@ def load_generation(path: str | PathLike[str]) -> list[Event]:
             text=text,
             first_person=first_person_form(emotion, text),
             third_person=None,
+            cluster=cluster,
         ))
         where.append((file, row))
     return _finish(events, file, where)
@@ -256,32 +271,28 @@ def embedded_events() -> list[Event]:
 
 # --- sampling and hashing -------------------------------------------------------------------------------
 
-def _allocate(sizes: dict[str, int], n: int) -> dict[str, int]:
-    """Proportional allocation of n over strata, largest remainder, every stratum >= 1 when n allows."""
+def _allocate(sizes: dict[str, int], n: int, rng: random.Random) -> dict[str, int]:
+    """n events over strata of `sizes`, proportionally and at random: each stratum gets the whole part of its share
+    n·size/total, and the events left over go to strata drawn with probabilities equal to their shares' fractional
+    parts (systematic sampling over the strata in a random order), so every stratum's expected count is its share
+    and a sample smaller than the number of strata may reach any of them."""
     total = sum(sizes.values())
-    keys = list(sizes)
-    quotas = {k: n * sizes[k] / total for k in keys}
-    alloc = {k: int(quotas[k]) for k in keys}
-    if n >= len(keys):
-        for k in keys:
-            alloc[k] = max(alloc[k], 1)
-    # Remove surplus created by the floor of one, from the strata that are most over their quota.
-    while sum(alloc.values()) > n:
-        k = max((k for k in keys if alloc[k] > 1), key=lambda k: (alloc[k] - quotas[k], -keys.index(k)))
-        alloc[k] -= 1
-    # Hand out what is left by largest remainder (ties: the earlier emotion first).
-    order = sorted(keys, key=lambda k: (-(quotas[k] - alloc[k]), keys.index(k)))
-    i = 0
-    while sum(alloc.values()) < n:
-        k = order[i % len(order)]
-        if alloc[k] < sizes[k]:
+    shares = {k: n * size / total for k, size in sizes.items()}
+    alloc = {k: math.floor(share) for k, share in shares.items()}
+    order = list(sizes)
+    rng.shuffle(order)
+    point, reached = rng.random(), 0.0
+    for k in order:  # the strata whose stretch of the fractional parts' line holds point + j for some whole j
+        start, reached = reached, reached + shares[k] - alloc[k]
+        if math.floor(reached - point) > math.floor(start - point):
             alloc[k] += 1
-        i += 1
     return alloc
 
 
 def sample_events(events: Sequence[Event], n: int | None, seed: int = 0) -> list[Event]:
-    """A seeded sample of n events stratified by emotion, in the input order; None or n >= len gives all."""
+    """A seeded sample of n events stratified by emotion in which every event has the same chance, n / len(events)
+    (`_allocate`: so a sample of 4 is a random 4 of the corpus, whatever its emotions), in the input order; None or
+    n >= len gives all."""
     events = list(events)
     if n is not None and (isinstance(n, bool) or not isinstance(n, int)):
         raise CorpusError(f"sample size n={n!r}; expected an integer >= 1 or None")
@@ -294,19 +305,30 @@ def sample_events(events: Sequence[Event], n: int | None, seed: int = 0) -> list
         strata.setdefault(event.emotion, []).append(i)
     rank = {e: i for i, e in enumerate(EMOTIONS)}
     strata = dict(sorted(strata.items(), key=lambda kv: (rank.get(kv[0], len(rank)), kv[0])))
-    alloc = _allocate({k: len(v) for k, v in strata.items()}, n)
     rng = random.Random(seed)
+    alloc = _allocate({k: len(v) for k, v in strata.items()}, n, rng)
     chosen: set[int] = set()
     for emotion, idx in strata.items():
         chosen.update(rng.sample(idx, alloc[emotion]))
     return [events[i] for i in sorted(chosen)]
 
 
+def emotions_drawn(emotions: Iterable[str]) -> dict[str, int]:
+    """How many times each emotion of `emotions` (one per event) occurs, in the corpus's emotion order (the strata a
+    sample drew)."""
+    counts: dict[str, int] = {}
+    for emotion in emotions:
+        counts[emotion] = counts.get(emotion, 0) + 1
+    rank = {e: i for i, e in enumerate(EMOTIONS)}
+    return dict(sorted(counts.items(), key=lambda kv: (rank.get(kv[0], len(rank)), kv[0])))
+
+
 def corpus_hash(events: Iterable[Event]) -> str:
-    """sha256 hex digest of (event_id, emotion, text, first_person, third_person) of all events, in order."""
+    """sha256 hex digest of (event_id, emotion, text, first_person, third_person and, where set, cluster) of all
+    events, in order (a corpus without clusters hashes as it did before they were read)."""
     digest = hashlib.sha256()
     for e in events:
-        record = [e.event_id, e.emotion, e.text, e.first_person, e.third_person]
+        record = [e.event_id, e.emotion, e.text, e.first_person, e.third_person] + ([e.cluster] if e.cluster else [])
         digest.update(json.dumps(record, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
         digest.update(b"\n")
     return digest.hexdigest()

@@ -1,5 +1,5 @@
-"""Seed 000's items: the options that decide a run's prompts, its events, one prompt of the perceiver × experiencer ×
-event grid, and a run's rows under seed 000's names."""
+"""Seed 000's items: a run's events (by its options), one prompt of the perceiver × experiencer × event grid, and a
+run's rows under seed 000's names."""
 
 from __future__ import annotations
 
@@ -10,60 +10,33 @@ from pathlib import Path
 import pandas as pd
 
 from behavioral.answer_space import AnswerSpec
-from behavioral.options import option
 from behavioral.prompt import Prompt
 from behavioral.run_reader import read_run
-from behavioral.suite import Answer, local_path
+from behavioral.suite import Answer
 from behavioral.suites.intergroup import prompts
 from behavioral.suites.intergroup.answers import answer_decided, parse_intensity
 from behavioral.suites.intergroup.corpus import (
-    CorpusError, Event, corpus_hash, embedded_events, load_events, sample_events,
+    EMOTIONS, CorpusError, Event, corpus_hash, embedded_events, emotions_drawn, load_events, sample_events,
 )
-from behavioral.suites.intergroup.groups import CATEGORIES, get_category
+from behavioral.suites.intergroup.options import Options
 from behavioral.suites.intergroup.settings import SETTING_NAMES, get_setting
 
 EMBEDDED_EVENTS = "embedded"
 FIELDS = ("setting", "category", "perceiver", "experiencer", "event_id", "emotion")
 # The seed-000 names of the core result columns (results()).
 COLUMNS = {"value": "intensity", "score_value": "score_intensity", "expected": "expected_intensity",
-           "start_mass": "numeric_mass"}
-
-
-@dataclass(frozen=True)
-class Options:
-    """What decides an intergroup run's items: categories and settings (Table 1 and 2 order), the events."""
-
-    categories: tuple[str, ...] = option(tuple(CATEGORIES), "identity categories", choices=tuple(CATEGORIES))
-    settings: tuple[str, ...] = option(SETTING_NAMES, "prompt settings", choices=SETTING_NAMES)
-    events: str | None = option(None, "crowd-enVENT release directory/TSV or crowd-enVent_generation.tsv; none: the "
-                                      "project's embedded events")
-    limit_events: int | None = option(None, "seeded sample of N events, stratified by emotion", metavar="N")
-    exclude_events: tuple[str, ...] = option((), "event ids left out of the sample (ids not in it are ignored), e.g. "
-                                                 "the events a steering direction was fit on", metavar="ID")
-    rewrite_model: str | None = option(None, "model that writes T2 third-person text for a generation TSV; none: "
-                                             "--model")
-
-    def __post_init__(self):
-        for name in self.categories:
-            get_category(name)
-        for name in self.settings:
-            get_setting(name)
-        if self.limit_events is not None and self.limit_events < 1:
-            raise ValueError(f"--limit-events must be a positive number of events, got {self.limit_events}")
-        object.__setattr__(self, "categories", tuple(self.categories))
-        object.__setattr__(self, "settings", tuple(self.settings))
-        object.__setattr__(self, "exclude_events", tuple(self.exclude_events))
-        object.__setattr__(self, "events", local_path(self.events))
-        object.__setattr__(self, "rewrite_model", local_path(self.rewrite_model))
+           "start_mass": "numeric_mass", "valid_mass": "answer_mass"}
 
 
 @dataclass(frozen=True)
 class Data:
-    """The run's events (sampled) and the hash of the corpus they were drawn from."""
+    """The run's events (sampled), the hash of the corpus they were drawn from and the emotions it holds (the
+    strata of the sample)."""
 
     options: Options
     events: tuple[Event, ...]
     corpus_hash: str
+    corpus_emotions: tuple[str, ...] = EMOTIONS
 
 
 _SPECS = {name: AnswerSpec.integers(0, get_setting(name).max_rating) for name in SETTING_NAMES}
@@ -113,17 +86,19 @@ def dataset(config) -> Data:
     sampled = [e for e in sample_events(events, options.limit_events, config.seed) if e.event_id not in excluded]
     if not sampled:
         raise CorpusError(f"{options.events or EMBEDDED_EVENTS}: no events left after sampling")
-    return Data(options, tuple(sampled), corpus_hash(events))
+    return Data(options, tuple(sampled), corpus_hash(events), tuple(emotions_drawn(e.emotion for e in events)))
+
 
 def view(rows: pd.DataFrame) -> pd.DataFrame:
     """Stored intergroup rows under seed 000's names: unit_id, the item fields, response, intensity (the parsed
     reply's number; in a score-mode run, which generates no reply, the intensity greedy decoding reaches inside
     0..max), refused, truncated, score_intensity (the greedy in-set answer's intensity), expected_intensity (the mean
-    of the distribution over the answer set), numeric_mass; and, where stored, sample, probs and unit_probs (the
-    distributions over the answer set)."""
+    of the distribution over the answer set), numeric_mass (the first answer token's probability of starting a
+    number), answer_mass (the probability of a whole answer in range, score mode); and, where stored, sample, probs
+    and unit_probs (the distributions over the answer set)."""
     rows = rows.rename(columns=COLUMNS)
     columns = ["unit_id", *FIELDS, "response", "intensity", "refused", "truncated", "score_intensity",
-               "expected_intensity", "numeric_mass"]
+               "expected_intensity", "numeric_mass", "answer_mass"]
     return rows[columns + [c for c in ("sample", "probs", "unit_probs") if c in rows]]
 
 

@@ -8,10 +8,12 @@ from collections.abc import Sequence
 import pandas as pd
 
 from activations.capture import EMBED_HOOK, table_layer
-from behavioral.analysis.formats import cell, is_missing
+from behavioral.analysis.formats import cell, column, is_missing, literal
 from behavioral.analysis.paired import CLOSED_COVERAGE
 from behavioral.analysis.spec import Section, scope
+from behavioral.suites.intergroup.corpus import Event, emotions_drawn
 from behavioral.suites.intergroup.patch_gap import ONE_EVENT
+from behavioral.suites.intergroup.strata import covers, emotions_text
 from interp.patching.claims import EQUIVALENCE_MARGIN, beyond, stops_mattering, undetermined_from
 from interp.patching.spec import SYSTEM_GROUP
 from interp.patching.sweep import layer_label
@@ -26,16 +28,11 @@ BY_CONSTRUCTION = {
 WHOLE_SYSTEM = (SYSTEM_GROUP, "all")  # position groups that replace every persona state up to the system text's end
 
 
-def interval(low: float, high: float, fmt: str | None = None, digits: int = 2) -> str:
-    """` [low, high]` as a table prints its ends, or nothing where the interval is undefined."""
-    if is_missing(low) or is_missing(high):
-        return ""
-    return f" [{cell(low, fmt, digits)}, {cell(high, fmt, digits)}]"
-
-
 def with_interval(row: pd.Series, name: str, fmt: str | None = None, digits: int = 2) -> str:
-    """A column's value and its `_low`/`_high` interval, as printed."""
-    return cell(row[name], fmt, digits) + interval(row[f"{name}_low"], row[f"{name}_high"], fmt, digits)
+    """A column's value and its `_low`/`_high` interval (` [low, high]`, none where it is undefined), the three at
+    one precision."""
+    value, low, high = column([row[name], row[f"{name}_low"], row[f"{name}_high"]], fmt, digits)
+    return value if is_missing(row[f"{name}_low"]) or is_missing(row[f"{name}_high"]) else f"{value} [{low}, {high}]"
 
 
 def closed(row: pd.Series) -> str:
@@ -178,10 +175,11 @@ DEFINITIONS = {
 }
 
 
-def scope_section(table: pd.DataFrame, events: Sequence[str], layers: Sequence[int], layer_step: int,
-                  last_block: int, chat_format: str) -> Section:
-    """What this run of the study can and cannot show, from its settings and table (one row at least): events, modes,
-    layers, position group, whether intervals could be computed."""
+def scope_section(table: pd.DataFrame, events: Sequence[Event], corpus: Sequence[str], layers: Sequence[int],
+                  layer_step: int, last_block: int, chat_format: str) -> Section:
+    """What this run of the study can and cannot show, from its settings and table (one row at least): events (and
+    the `corpus`'s emotions they were drawn from), modes, layers, position group, whether intervals could be
+    computed."""
     first = table.iloc[0]
     modes = list(dict.fromkeys(table["mode"]))
     labels = ", ".join(layer_label(layer) for layer in layers)
@@ -204,15 +202,31 @@ def scope_section(table: pd.DataFrame, events: Sequence[str], layers: Sequence[i
               f"reads from there on, at the {first['positions']} positions only.",
               f"Anything from the gap closed at the earliest layers ({expected}: true by construction) or at the last "
               f"block (block {last_block}: nothing after it reads the patched positions).",
-              (f"How the result varies with the events: one event ({events[0]}), no interval; rerun with "
-               "--limit-events 2 or more." if len(events) == 1 else
-               f"Narratives beyond the corpus the {len(events)} events were drawn from: the intervals treat these "
-               "events as a sample of it, the permutation p conditions on them."),
-              f"Other answer scales or prompt formats: one setting's scale, prompts in the {chat_format} chat format."]
+              _events_cannot(events, corpus),
+              f"Other answer scales or prompt formats: one setting's scale, prompts in the {literal(chat_format)} chat "
+              "format."]
     if layer_step > 1:
         cannot.append(f"Layers between those tested (every {layer_step}-th of --layers): the layer from which patching "
                       f"stops mattering is known to within {layer_step} layers.")
     return scope(can, cannot)
+
+
+def _events_cannot(events: Sequence[Event], corpus: Sequence[str]) -> str:
+    """What the events cannot show: with one, how the result varies with them; else narratives beyond the corpus
+    they were drawn from (beyond their emotions, where they lack some of its) and, where the corpus groups events in
+    clusters, the dependence within one (these intervals count each event)."""
+    if len(events) == 1:
+        return (f"How the result varies with the events: one event ({literal(events[0].event_id)}), no interval; "
+                "rerun with --limit-events 2 or more.")
+    counts = emotions_drawn(e.emotion for e in events)
+    text = (f"Narratives beyond the corpus the {len(events)} events were drawn from: the intervals treat them as a "
+            "random sample of it, the permutation p conditions on them." if covers(counts, corpus) else
+            f"Narratives of emotions the {len(events)} events lack: they hold {emotions_text(counts, corpus)}, so the "
+            "intervals speak of events of these emotions, not of the corpus (rerun with more --limit-events); the "
+            "permutation p conditions on the events.")
+    clustered = sum(e.cluster is not None for e in events)
+    return text + (f" {clustered} of the events belong to clusters of the corpus, which these intervals count as "
+                   "independent events (the run's Table 2 counts each cluster once)." if clustered else "")
 
 
 def result(table: pd.DataFrame, last_block: int, margin: float = EQUIVALENCE_MARGIN) -> dict:

@@ -33,10 +33,12 @@ from behavioral.suites.intergroup.stats import empathy_gap, zscore
 from behavioral.suites.intergroup.steering import block, slice_config
 from interp import attribution as atp
 from interp.patching.spec import SYSTEM_GROUP, PatchError, PatchPrompt, PatchSpec, answer_trie, encode
-from interp.patching.sweep import evaluate, heatmap_figure, summarize, sweep
+from interp.patching.sweep import evaluate, heatmap_figure, layer_label, summarize, sweep
 
 SLOT = "perceiver"  # the patched slot: the persona
 GAP_MODES = ("person", "swap")  # the persona patched in: "a person", or the in-group <-> out-group swap
+DODGE = 0.2  # the gap figure sets the modes' points at a layer this share of the layers' spacing apart
+MAX_TICKS = 12  # the gap figure labels at most this many layers
 
 
 # --- prompts ------------------------------------------------------------------------------------------------------
@@ -146,15 +148,23 @@ def run_delta(run: Run, category: str, setting: str) -> float | None:
 @styled
 def gap_figure(table: pd.DataFrame, title: str | None = None) -> Figure:
     """The patched gap in rating points against layer, one line per mode with its 95% interval over events as error
-    bars, the unpatched gap dashed with its interval shaded; the title ends with the events and prompts per point."""
+    bars (the modes set side by side at each layer, so no interval hides another), the unpatched gap dashed with its
+    interval shaded; the title ends with the events and prompts per point."""
     fig = new_figure(1, 2.8)
     ax = fig.add_subplot()
-    for k, (mode, part) in enumerate(table.groupby("mode", sort=False)):
+    modes = table.groupby("mode", sort=False)
+    layers = np.unique(table["layer"].to_numpy(dtype=float))
+    pitch = float(np.diff(layers).min()) if len(layers) > 1 else 1.0
+    for k, (mode, part) in enumerate(modes):
         part = part.sort_values("layer")
         gap = part["gap_raw_patched"].to_numpy(dtype=float)
         errors = np.abs(part[["gap_raw_patched_low", "gap_raw_patched_high"]].to_numpy(dtype=float).T - gap)
-        ax.errorbar(part["layer"], gap, yerr=None if np.isnan(errors).all() else errors, marker="o", markersize=3,
-                    capsize=2, color=PALETTE[k % len(PALETTE)], label=patch_report.MODE_LABELS.get(mode, mode))
+        dodge = DODGE * pitch * (k - (modes.ngroups - 1) / 2)
+        ax.errorbar(part["layer"] + dodge, gap, yerr=None if np.isnan(errors).all() else errors, marker="o",
+                    markersize=3, capsize=2, color=PALETTE[k % len(PALETTE)],
+                    label=patch_report.MODE_LABELS.get(mode, mode))
+    shown = layers[::-(-len(layers) // MAX_TICKS)]  # the layers, not the modes' offsets
+    ax.set_xticks(shown, [layer_label(int(layer)) for layer in shown])
     title = title or "the gap after patching the persona at one layer"
     if len(table):
         first = table.iloc[0]
@@ -271,7 +281,8 @@ class PersonaPatching:
         config = study_config(run, selection, options.limit_events)
         # The sampled events, prepared as the suite's run prepares them (T2 rewrites: the run's cache, extended in a
         # temporary folder where it lacks one).
-        events = list(prepared_data(run, config, suite, engine.model, engine.tokenizer).events)
+        data = prepared_data(run, config, suite, engine.model, engine.tokenizer)
+        events, corpus_emotions = list(data.events), data.corpus_emotions
         layers = parse_layers(options.layers, n_layers_of(engine.model))[::options.layer_step]
         chat_format = chat.detect_format(engine.tokenizer)
         n = len(category.identities)
@@ -281,8 +292,7 @@ class PersonaPatching:
                   f"layers = {n_prompts} patched prompts; answer tree of {len(setting_trie(engine.tokenizer, setting))} "
                   "nodes", flush=True)
 
-        def title(k: int) -> str:
-            return f"{run.name} · {category.title} · {setting} · {k} event" + ("s" if k != 1 else "")
+        where = f"{run.name} · {category.title} · {setting}"
 
         seconds: dict[str, float] = {}
         start = time.perf_counter()
@@ -291,7 +301,7 @@ class PersonaPatching:
         table = gap_table(frame, category)
         seconds["headline"] = time.perf_counter() - start
         last_block = n_layers_of(engine.model) - 1
-        figure = gap_figure(table, f"gap by patched layer ({options.positions})\n{title(len(events))}")
+        figure = gap_figure(table, f"gap by patched layer ({options.positions})\n{where}")  # its n names the events
         margin = options.equivalence_margin
         text = GAP_TEXT.format(headline=patch_report.headline(table, last_block, margin))
         sections = [Section("The gap by patched layer", text,
@@ -307,11 +317,13 @@ class PersonaPatching:
             rows = sweep(engine, targets, sources, layers, setting_trie(engine.tokenizer, setting),
                          options.sweep_groups, meta, progress="sweep" if progress else None)
             seconds["sweep"] = time.perf_counter() - start
-            sections.append(_sweep_section(summarize(rows), f"in-group prompt ← out-group persona\n"
-                                                            f"{title(len(sweep_events))}"))
+            k = len(sweep_events)
+            sections.append(_sweep_section(summarize(rows), f"in-group prompt ← out-group persona\n{where} · {k} "
+                                                            f"event{'s' * (k != 1)}"))
             files.append(Table("sweep", "Every prompt of the sweep", rows))
         event_ids = [e.event_id for e in events]
-        sections.append(patch_report.scope_section(table, event_ids, layers, options.layer_step, last_block, chat_format))
+        sections.append(patch_report.scope_section(table, events, corpus_emotions, layers, options.layer_step,
+                                                   last_block, chat_format))
         record = {"category": category.name, "setting": setting, "layers": layers, "modes": list(options.modes),
                   "positions": options.positions, "sweep_groups": list(options.sweep_groups) if sweep_events else [],
                   "events": event_ids, "chat_format": chat_format,

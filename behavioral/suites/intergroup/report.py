@@ -10,11 +10,13 @@ import pandas as pd
 
 from behavioral.analysis import Analysis, Figure, Run, Section, Table
 from behavioral.analysis.caveats import few_parsed, joined, low_mass, refused
-from behavioral.analysis.formats import cell, is_missing
+from behavioral.analysis.formats import cell, is_missing, literal, readable
 from behavioral.analysis.headline import Headline, headline_section
 from behavioral.suites.intergroup import distributions, figures, tables
-from behavioral.suites.intergroup.analysis import AnalyzeOptions, analyses_of
+from behavioral.suites.intergroup.analysis import AnalyzeOptions, analyses_of, measure_of
+from behavioral.suites.intergroup.corpus import emotions_drawn
 from behavioral.suites.intergroup.result import SettingAnalysis
+from behavioral.suites.intergroup.strata import event_emotions
 from behavioral.suites.intergroup.settings import SETTING_NAMES, get_setting, setting_label
 
 SOURCE = ("Seed 000: Hou, Daumé & Rudinger, *Language Models Predict Empathy Gaps Between Social In-groups and "
@@ -66,16 +68,36 @@ RATES_TEXT = (
 GAP_NOTE = ("one row per category and setting, as Table 2 reports them (it pools none); the interval covers which "
             "events were sampled, not the choice of identities, prompts or decoding")
 DELTA_NOTE = ("no interval over events: with few events the event noise in σ(M⁰) shrinks δ (noise_share {share}); "
-              "compare δ only between runs with the same events, else the gap in points; its permutation test is in "
-              "Table 2")
+              "compare δ only between runs with the same events, else the gap in points; its permutation test, "
+              "within these events, is in Table 2")
 
 
 def _warning(numeric, refusals) -> str:
     """What makes one category and setting's numbers doubtful: little probability on numbers (score mode), few
     parsable replies (generate mode), many events excluded (rows of the numeric-answer table and Table 6)."""
     return joined((low_mass(numeric.numeric_mass_mean_pct / 100, numeric.numeric_mass_above_half_pct / 100, "numbers"),
+                   low_mass(numeric.answer_mass_mean_pct / 100, None, "ratings in range",
+                            of="the probability of a whole answer"),
                    few_parsed(numeric.parsable_pct / 100, "a rating"),
                    refused(refusals.excluded_events_delta_pct / 100, "events")))
+
+
+def _units(r) -> str:
+    """What a Table 2 row's interval is over: its events, or its clusters of events, and their emotions where they
+    lack some of the corpus's ("2 events of these emotions (anger 1, disgust 1; 2 of the corpus's 12)")."""
+    events = f"{r.n_events} events"
+    events = events if is_missing(r.n_clusters) else f"{int(r.n_clusters)} clusters of {events}"
+    return events if r.covers_corpus or not r.emotions else f"{events} of these emotions ({r.emotions})"
+
+
+def _gap_note(r) -> str:
+    """The gap's note: what its interval covers, and p gap with the size its test was measured to have."""
+    if is_missing(r.p_gap):
+        return GAP_NOTE
+    units = f"{r.n_events} events" if is_missing(r.n_clusters) else f"{int(r.n_clusters)} clusters"
+    size = ("its size was not measured with so few" if is_missing(r.p_gap_size) else
+            f"on synthetic null runs of {units} it fell below 0.05 in up to {cell(r.p_gap_size, 'p')} of them")
+    return f"{GAP_NOTE}; p gap {cell(r.p_gap, 'p')}: {size} (docs/BENCHMARKS.md)"
 
 
 def headlines(frames: Mapping[str, pd.DataFrame]) -> list[Headline]:
@@ -86,9 +108,9 @@ def headlines(frames: Mapping[str, pd.DataFrame]) -> list[Headline]:
     for r, numeric, refusals in zip(*(frames[name].itertuples(index=False) for name in (
             "table2_delta", "numeric_rate", "table6_refusal"))):
         where, events, warned = f"{r.category} {r.setting}", int(r.n_events), _warning(numeric, refusals)
-        interval = "none" if is_missing(r.gap_points_low) else f"95% t-interval over {events} events"
+        interval = "none" if is_missing(r.gap_points_low) else f"95% t-interval over {_units(r)}"
         rows += [Headline(r.run, f"gap in points ({r.measure}), {where}", r.gap_points, r.gap_points_low,
-                          r.gap_points_high, interval, events, "events", r.note or GAP_NOTE, warned),
+                          r.gap_points_high, interval, events, "events", r.note or _gap_note(r), warned),
                  Headline(r.run, f"δ ({r.measure}), {where}", r.delta, math.nan, math.nan, "none", events, "events",
                           r.note or DELTA_NOTE.format(share=cell(r.noise_share)), warned)]
     return rows
@@ -101,8 +123,8 @@ def _scoring(run: str, analyses: Sequence[SettingAnalysis], mode: str | None, me
     scales = " or ".join(f"0..{m}" for m in sorted({get_setting(a.setting).max_rating for a in analyses},
                                                      reverse=True))
     mass, share = _weighted(analyses, "numeric_mass_mean"), _weighted(analyses, "numeric_mass_share")
-    text = (f"**{run}**: intensities come from the model's probability distribution over the valid answers {scales}, "
-            "read in a tree-masked forward pass over every valid answer string, not from free generation: "
+    text = (f"**{literal(run)}**: intensities come from the model's probability distribution over the valid answers "
+            f"{scales}, read in a tree-masked forward pass over every valid answer string, not from free generation: "
             "`intensity` is the answer greedy decoding reaches when made to start with a number (the same number "
             "plain greedy generation gives wherever that generation starts with one), `expected_intensity` the mean "
             f"of the distribution. This analysis uses `{measure}`. ")
@@ -115,19 +137,30 @@ def _scoring(run: str, analyses: Sequence[SettingAnalysis], mode: str | None, me
                    f"{cell(share, 'percent')} of prompts.")
 
 
-def _notes(options: AnalyzeOptions) -> list[str]:
-    """How the statistics were computed where the authors' notebook leaves a choice."""
+def _notes(options: AnalyzeOptions, measures: Mapping[str, str]) -> list[str]:
+    """How the statistics were computed where the authors' notebook leaves a choice (`measures`: run -> its
+    measure)."""
     rounding = (f"M⁰ cells are rounded to {options.round_cells} decimals before z-scoring, as the authors' notebook "
                 "does." if options.round_cells is not None else
                 "M⁰ cells are not rounded (the authors' notebook rounds each cell to 2 decimals before z-scoring; "
                 "`--round-cells 2` reproduces their printed digits).")
     tsne = figures.tsne_settings()
-    params = ", ".join(f"{k}={v}" for k, v in sorted(tsne["params"].items()))
+    params = ", ".join(f"{k}={readable(v)}" for k, v in sorted(tsne["params"].items()))
     return [f"Exclusion: {EXCLUSION}.", f"Rounding: {rounding}",
             f"Figure 4 (t-SNE of the perceiver rows of δ's matrix): scikit-learn {tsne['sklearn']}, {params}.",
-            f"Measure: `{options.measure}`; permutations: {options.permutations} (seed {options.seed}).",
+            f"Measure: {_measures_text(options, measures)}; permutations: {options.permutations} (seed "
+            f"{options.seed}).",
             "Runs are compared on the same scale only where they share settings and measure: δ is z-scored within "
             "each run, category and setting, so it compares gaps relative to each run's own spread of ratings."]
+
+
+def _measures_text(options: AnalyzeOptions, measures: Mapping[str, str]) -> str:
+    """The measure as the notes state it: the one asked for, else each run's by its mode."""
+    if options.measure is not None:
+        return f"`{options.measure}`"
+    used = set(measures.values())
+    each = f"`{used.pop()}`" if len(used) == 1 else ", ".join(f"{literal(r)} `{m}`" for r, m in measures.items())
+    return f"{each} (none asked for: the default for the run's mode)"
 
 
 def _figures(run: Run, analyses: Sequence[SettingAnalysis], several: bool) -> list[Figure]:
@@ -165,9 +198,10 @@ def analysis(runs: Sequence[Run], options: AnalyzeOptions) -> Analysis:
                for run in runs}
     several = len(runs) > 1
     table_list = tables.tables(per_run)
+    measures = {run.name: measure_of(run.config, options.measure) for run in runs}
     scoring = [t for run in runs if (t := _scoring(run.name, per_run[run.name], run.config.get("mode"),
-                                                    options.measure))]
-    missing = [f"- {run}, {a.category.title}, {setting_label(a.setting)}: {note}"
+                                                    measures[run.name]))]
+    missing = [f"- {literal(run)}, {a.category.title}, {setting_label(a.setting)}: {note}"
                for run, analyses in per_run.items() for a in analyses for note in a.notes]
     frames = {t.name: t.frame for t in table_list}
     table2 = frames["table2_delta"]
@@ -189,7 +223,9 @@ def analysis(runs: Sequence[Run], options: AnalyzeOptions) -> Analysis:
     if shown is not None:
         sections.append(Section("Answer distributions", DISTRIBUTIONS_TEXT, (shown[1],),
                                 tuple(_distribution_figures(runs, cells, several))))
-    return Analysis("Empathy-gap analysis", SOURCE, sections, _notes(options),
+    return Analysis("Empathy-gap analysis", SOURCE, sections, _notes(options, measures),
                     files=[*tables.matrices(per_run), *(shown[:1] if shown else ())],
-                    record={"exclusion": EXCLUSION, "tsne": figures.tsne_settings(),
-                            "prompts_missing": {r: sum(a.n_missing for a in an) for r, an in per_run.items()}})
+                    record={"exclusion": EXCLUSION, "tsne": figures.tsne_settings(), "measures": measures,
+                            "prompts_missing": {r: sum(a.n_missing for a in an) for r, an in per_run.items()},
+                            "emotions_drawn": {run.name: emotions_drawn(event_emotions(run.rows).values())
+                                               for run in runs}})

@@ -3,11 +3,12 @@ the report."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from behavioral.suites.intergroup import stats
+from behavioral.suites.intergroup.corpus import EMOTIONS
 from behavioral.suites.intergroup.groups import Category
 
 
@@ -40,6 +41,7 @@ class SettingAnalysis:
     truncated_rate: float | None
     numeric_mass_mean: float | None
     numeric_mass_share: float | None
+    answer_mass_mean: float | None = None  # mean probability of a whole answer in range (score mode)
     round_cells: int | None = None
     measure_name: str = "generated intensity"  # what `measure` holds, as titles name it (see analysis.measure_name)
     matrix_reason: str | None = None
@@ -52,6 +54,14 @@ class SettingAnalysis:
     gap_p: float | None = None  # one-sided p of the t-test over events of gap_points > 0 (stats.gap_t_test)
     gap_test: stats.GapTest | None = None  # the randomisation test of gap_points > 0 within these events
     noise_share: float | None = None  # the share of σ(M⁰)² of δ's matrix that is event-sampling noise
+    emotions: dict[str, int] = field(default_factory=dict)  # the emotions of δ's kept events, with their counts
+    corpus_emotions: tuple[str, ...] = EMOTIONS  # the emotions of the corpus the events were sampled from
+    n_clusters: int | None = None  # the clusters of δ's kept events the gap's interval is over; None: no clusters
+
+    @property
+    def n_units(self) -> int:
+        """What the gap's interval and test are over: its clusters where the events have any, else its events."""
+        return int(self.keep_delta.sum()) if self.n_clusters is None else self.n_clusters
 
     @property
     def identities(self) -> tuple[str, ...]:

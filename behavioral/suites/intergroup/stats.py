@@ -310,22 +310,59 @@ def gap_test(I: np.ndarray, same: np.ndarray, n_draws: int = 10_000, seed: int =
     return GapTest(observed, null, float(p), events)
 
 
-def gap_t_test(I: np.ndarray, same: np.ndarray) -> float:
+# The largest size at 0.05 of `gap_t_test` the calibration measured (rounded up), over every null world of
+# tests/benchmarks/inference_calibration.py (normal, uniform, skewed, tied and off-diagonal answers; t3, skewed and
+# left-skewed per-event gaps of skewness -2 and -4, floored answers, gaps by emotion, templated events over their
+# clusters; 2,000-4,000 runs a cell, 2026-12-02, docs/BENCHMARKS.md), by the number of units (events or clusters)
+# it is over. The left-skewed worlds set it at every count: most events a small positive gap, a rare one a large
+# negative gap that few events miss.
+P_GAP_SIZE: dict[int, float] = {2: 0.257, 3: 0.326, 4: 0.316, 6: 0.283, 8: 0.250, 12: 0.218, 24: 0.160, 48: 0.135,
+                                100: 0.108, 500: 0.077}
+
+
+def p_gap_size(units: int) -> float:
+    """What `P_GAP_SIZE` says of p_gap over `units` events or clusters: the size measured at the largest count
+    measured that is at most `units` (from 3 units on, the size falls as units are added); NaN below the fewest
+    measured."""
+    measured = [count for count in P_GAP_SIZE if count <= units]
+    return P_GAP_SIZE[max(measured)] if measured else math.nan
+
+
+def unit_gaps(I: np.ndarray, same: np.ndarray, clusters: np.ndarray | None = None) -> np.ndarray:
+    """The values the gap's test and interval over events are Student's t of: each kept event's gap, or where
+    `clusters` labels I's events (events that share a narrative template, a writer, a source), one value per
+    cluster, ḡ + (C / N) Σ_(e in c) (g_e − ḡ) over its kept events (C clusters, N events, ḡ their mean gap). Their
+    mean is the events' mean gap and the t-interval of C values with C − 1 degrees of freedom is the cluster-robust
+    one (CR1 variance): events of one cluster count as one sample, and one event per cluster gives the events' own
+    t-interval. Pass δ's I (without "a person")."""
+    gaps = event_gaps(I, same)[2]
+    if clusters is not None and np.shape(clusters) != (I.shape[2],):
+        raise ValueError(f"clusters must label each of I's {I.shape[2]} events, got shape {np.shape(clusters)}")
+    if clusters is None or not len(gaps):
+        return gaps
+    _, cluster = np.unique(np.asarray(clusters)[exclusion_mask(I)], return_inverse=True)
+    deviations = np.bincount(cluster, gaps - gaps.mean())
+    return gaps.mean() + len(deviations) / len(gaps) * deviations
+
+
+def gap_t_test(I: np.ndarray, same: np.ndarray, clusters: np.ndarray | None = None) -> float:
     """One-sided p of the test over events that the gap in rating points exceeds 0 (H0: the mean gap over the events
-    these were sampled from is ≤ 0): Student's t with E − 1 degrees of freedom over the per-event gaps, the test
-    `gap_interval` inverts (p < 0.025 exactly where its 95% interval lies above 0). It assumes the mean of the
-    per-event gaps near normal: where gaps are skewed toward low in-group ratings it rejects more often than its
-    level (0.17 of runs at 4-6 events, 0.08 at 24, where 5% of answers fall far lower; docs/BENCHMARKS.md). NaN with
-    fewer than two kept events. Pass δ's I (without "a person")."""
-    return t_p_greater(event_gaps(I, same)[2])
+    these were sampled from is ≤ 0): Student's t over `unit_gaps` (the per-event gaps, or the clusters' values,
+    E − 1 or C − 1 degrees of freedom), the test `gap_interval` inverts (p < 0.025 exactly where its 95% interval
+    lies above 0). It assumes their mean near normal: where gaps are skewed toward low in-group ratings or floored it
+    rejects more often than its level; `P_GAP_SIZE` holds what the calibration measured. NaN with fewer than two
+    units. Pass δ's I (without "a person")."""
+    return t_p_greater(unit_gaps(I, same, clusters))
 
 
-def gap_interval(I: np.ndarray, same: np.ndarray, level: float = 0.95) -> tuple[float, float]:
+def gap_interval(I: np.ndarray, same: np.ndarray, level: float = 0.95,
+                 clusters: np.ndarray | None = None) -> tuple[float, float]:
     """The interval over events of the gap in rating points: the gap is the mean over kept events of each event's
-    in-group minus out-group mean, so Student's t over those per-event gaps (mean ± t_(E-1) · sd / √E). A
-    percentile bootstrap of the same mean runs short with few events (it covered a planted gap 0.77-0.86 of the time
-    at 4 events and 0.87-0.93 at 12, docs/BENCHMARKS.md); NaN with fewer than two kept events. Pass δ's I."""
-    return t_interval(event_gaps(I, same)[2], level)
+    in-group minus out-group mean, so Student's t over `unit_gaps` (mean ± t · sd / √n over the events, or the
+    clusters' values where `clusters` is given). A percentile bootstrap of the same mean runs short with few events
+    (it covered a planted gap 0.77-0.86 of the time at 4 events and 0.87-0.93 at 12, docs/BENCHMARKS.md); NaN with
+    fewer than two units. Pass δ's I."""
+    return t_interval(unit_gaps(I, same, clusters), level)
 
 
 def _paired_gaps(before: np.ndarray, after: np.ndarray, same: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

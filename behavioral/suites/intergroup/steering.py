@@ -13,6 +13,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from activations.store import ActivationStore
+from behavioral.analysis.runs import Run
 from behavioral.figure_style import GREY, LABEL_SIZE, PALETTE, count_range, n_text, new_figure, styled
 from behavioral.run import RunConfig
 from behavioral.suites.intergroup import activations
@@ -23,6 +24,7 @@ from behavioral.suites.intergroup.analysis import analyze_setting, intensity_ten
 from behavioral.suites.intergroup.groups import UNSPECIFIED, Category, get_category
 from behavioral.suites.intergroup.identities import cell_labels
 from behavioral.suites.intergroup.items import dataset, results
+from interp.identities import slot_tokens
 from interp.matchings import involves, matched, overlap
 from interp.steering import mean_difference, unit_rows
 
@@ -63,6 +65,17 @@ def final(store: ActivationStore, selection: Mapping[str, str],
 def events_of(run_rows: pd.DataFrame, selection: Mapping[str, str]) -> list[str]:
     """The event ids of the selected block of a run's rows, sorted."""
     return field_values(run_rows, "event_id", selection, "the run's rows")
+
+
+def identity_tokens(run: Run, selection: Mapping[str, str],
+                    trust_remote_code: bool = False) -> dict[str, tuple[int, int]]:
+    """Each named identity of the selected category -> how many tokens its persona slot and its experiencer slot
+    took as the run's model read them in the selected setting (`interp.identities.slot_tokens`; the tokenizer is
+    loaded, no model): the length term of `held_out_control`."""
+    names = list(get_category(selection["category"]).identities)
+    persona, experiencer = (slot_tokens(run, kind, names, dict(selection), trust_remote_code)
+                            for kind in ("persona", "experiencer"))
+    return {name: (p, x) for name, p, x in zip(names, persona, experiencer)}
 
 
 def _group_index(category: Category, names: pd.Series) -> np.ndarray:
@@ -289,22 +302,52 @@ def matching_control(rows: pd.DataFrame, matchings: np.ndarray) -> pd.DataFrame:
 TRANSFER_REFUSED = ("the real direction's lowering of the held-out identities' in-group interactions is not "
                     "distinguishable from 0 (its 95% t-interval over events includes 0), so the ratio has no bounded "
                     "interval and is not printed")
+TRANSFER_RAISED = ("the real direction raised the held-out identities' in-group interactions (its 95% t-interval "
+                   "over events lies below 0): there is no lowering to transfer, so the ratio is not printed")
 
 
-def ingroup_interaction(I: np.ndarray, same: np.ndarray) -> np.ndarray:
-    """I [n, n, ...] less its additive model a + b_p + c_x (perceiver p, experiencer x) fit by least squares on the
-    out-group cells (`same` False) alone, per trailing index (e.g. per event): what an in-group cell holds beyond its
-    rater's and its rated identity's main effects. A double-centring over all cells mixes the other in-group cells
-    into each (where the others close and j's does not, j's seems to close by 1/n); this mixes in none. A ValueError
-    with fewer than three groups, where the main effects of an in-group cell are not estimable from the out-group
-    cells."""
+LENGTHS_FIT = "persona tokens × experiencer tokens fit beside the main effects"
+LENGTHS_ADDITIVE = ("none needed: persona tokens × experiencer tokens are additive over these identities (e.g. every "
+                    "one the same length), so the main effects remove them")
+LENGTHS_NOT_GIVEN = "not controlled: no token counts given"
+
+
+def length_term(tokens: Mapping[str, tuple[int, int]], names: Sequence[str]) -> np.ndarray:
+    """[n, n] float: persona tokens of perceiver p × experiencer tokens of experiencer x, for `names` in order
+    (`tokens`: identity -> its persona slot's and its experiencer slot's token counts, `identity_tokens`)."""
+    persona, experiencer = np.array([tokens[name] for name in names], dtype=float).T
+    return np.outer(persona, experiencer)
+
+
+def _interaction_design(same: np.ndarray, covariate: np.ndarray | None) -> tuple[np.ndarray, bool]:
+    """The design [n², 2n (+1)] of `ingroup_interaction` (perceiver and experiencer indicators, and `covariate`'s
+    column where it is not in their span over the out-group cells), and whether that column is in it."""
     n = len(same)
     rows, cols = np.indices((n, n)).reshape(2, -1)
     design = np.hstack([np.eye(n)[rows], np.eye(n)[cols]])  # the constant is in the span of either block
     outside = ~np.asarray(same, dtype=bool).ravel()
-    if np.linalg.matrix_rank(design[outside]) < np.linalg.matrix_rank(design):
+    rank = np.linalg.matrix_rank(design[outside])
+    if rank < np.linalg.matrix_rank(design):
         raise ValueError("the in-group interaction needs three or more groups: the main effects of an in-group cell "
                          "are not estimable from the out-group cells")
+    if covariate is None:
+        return design, False
+    extended = np.hstack([design, np.asarray(covariate, dtype=float).reshape(-1, 1)])
+    return (extended, True) if np.linalg.matrix_rank(extended[outside]) > rank else (design, False)
+
+
+def ingroup_interaction(I: np.ndarray, same: np.ndarray, covariate: np.ndarray | None = None) -> np.ndarray:
+    """I [n, n, ...] less its additive model a + b_p + c_x (perceiver p, experiencer x) fit by least squares on the
+    out-group cells (`same` False) alone, per trailing index (e.g. per event): what an in-group cell holds beyond its
+    rater's and its rated identity's main effects. With `covariate` [n, n] (`length_term`: persona tokens ×
+    experiencer tokens) the model adds β × covariate, fit on the same cells, where it is not additive there (else
+    the main effects remove it already): what an in-group cell holds beyond that too. A double-centring over all
+    cells mixes the other in-group cells into each (where the others close and j's does not, j's seems to close by
+    1/n); this mixes in none. A ValueError with fewer than three groups, where the main effects of an in-group cell
+    are not estimable from the out-group cells."""
+    n = len(same)
+    design, _ = _interaction_design(same, covariate)
+    outside = ~np.asarray(same, dtype=bool).ravel()
     flat = I.reshape(n * n, -1)
     return (flat - design @ np.linalg.lstsq(design[outside], flat[outside], rcond=None)[0]).reshape(I.shape)
 
@@ -312,51 +355,65 @@ def ingroup_interaction(I: np.ndarray, same: np.ndarray) -> np.ndarray:
 def transfer(held: np.ndarray, real: np.ndarray) -> dict[str, float | str]:
     """mean(held) / mean(real) of paired per-event values (how far each direction lowered the in-group interaction)
     with Fieller's 95% interval; NaN with the reason in ``transfer_note`` where the denominator's t-interval
-    includes 0 or fewer than two events are kept."""
+    includes 0 (`TRANSFER_REFUSED`) or lies below it (`TRANSFER_RAISED`: the sentence it supports is about a lowering,
+    so one side of the interval decides and a world without one passes by chance in about 0.025 of runs, not 0.05)
+    or fewer than two events are kept."""
     if len(held) < 2:
         return {"transfer": math.nan, "transfer_low": math.nan, "transfer_high": math.nan,
                 "transfer_note": "fewer than two events kept in every condition"}
     low, high, unbounded = fieller(held, real, 0.95)
-    return {"transfer": math.nan if unbounded else float(held.mean() / real.mean()), "transfer_low": low,
-            "transfer_high": high, "transfer_note": TRANSFER_REFUSED if unbounded else ""}
+    note = TRANSFER_REFUSED if unbounded else TRANSFER_RAISED if real.mean() < 0 else ""
+    if note:
+        return {"transfer": math.nan, "transfer_low": math.nan, "transfer_high": math.nan, "transfer_note": note}
+    return {"transfer": float(held.mean() / real.mean()), "transfer_low": low, "transfer_high": high,
+            "transfer_note": ""}
 
 
-def held_out_control(rows: pd.DataFrame) -> pd.DataFrame:
+def held_out_control(rows: pd.DataFrame, tokens: Mapping[str, tuple[int, int]] | None = None) -> pd.DataFrame:
     """The held-out-identity control of the projections: per layer × category × setting × measure and identity
     group j left out of a fit, j's in-group interaction (``interaction_*``: the mean over j's in-group cells of
-    `ingroup_interaction`, in rating points; one identity per group: its own cell's) unsteered, after projecting out
+    `ingroup_interaction`, in rating points, with `tokens` (identity -> persona and experiencer token counts,
+    `identity_tokens`) less a persona tokens × experiencer tokens term fit on the out-group cells too, which
+    ``length_control`` names; one identity per group: its own cell's) unsteered, after projecting out
     the direction fit without j's cells (``L{l} project held out {j}``) and after projecting out the real direction,
     fit with them (``L{l} project``), over the events kept in every condition of the layer, and how far each
     direction lowered it (``closed_held_out``, ``closed_real``: unsteered − projected). Per layer, ``identity``
     "pooled": the means over the held-out identities, the t-intervals over events of both closings, and ``transfer``
     = pooled closed_held_out / pooled closed_real with Fieller's interval over events (`transfer`: refused where the
-    real closing's interval includes 0). A direction that carries a feature every in-group cell shares lowers a
-    held-out identity's interaction as the real one does (transfer near 1); one fit from identity-specific features
+    real closing's interval includes 0 or lies below it). A direction that carries a feature every in-group cell
+    shares lowers a held-out identity's interaction as the real one does (transfer near 1); one fit from identity-specific features
     does not (near 0). j's in-group cell read against its own row and column instead carries j's main effects,
-    which any projection the rating reads shifts: that passed without a shared feature (docs/BENCHMARKS.md)."""
+    which any projection the rating reads shifts: that passed without a shared feature; and without the length
+    term a rating that reads persona length × experiencer length passed it too (docs/BENCHMARKS.md)."""
     out = []
     held = rows[rows["held_out"].ge(0)] if "held_out" in rows else rows.iloc[:0]
     for category, setting, cat, measure, _, tensors in _measured(rows[rows["category"].isin(held["category"])]):
         groups = _group_index(cat, pd.Series(cat.identities))
         first = {j: name for name, j in reversed(list(zip(cat.identities, groups)))}
         same = cat.in_group()
+        covariate = None if tokens is None else length_term(tokens, cat.identities)
+        lengths = (LENGTHS_NOT_GIVEN if covariate is None
+                   else LENGTHS_FIT if _interaction_design(same, covariate)[1] else LENGTHS_ADDITIVE)
         mine = held[(held["category"] == category) & (held["setting"] == setting)]
         for layer, part in mine.groupby("layer"):
             left_out = sorted(int(j) for j in part["held_out"].unique())
             conditions = ["unsteered", f"L{layer} project", *(f"L{layer} project held out {j}" for j in left_out)]
             kept = np.logical_and.reduce([stats.exclusion_mask(tensors[c]) for c in conditions])
             labels = {"layer": int(layer), "category": category, "setting": setting, "measure": measure}
-            table = (_held_out_rows(tensors, conditions, left_out, kept, same, groups, first) if kept.any()
-                     else pd.DataFrame([{"identity": "pooled", **transfer(np.zeros(0), np.zeros(0))}]))
-            out.append(pd.DataFrame([labels] * len(table)).join(table).assign(n_events=int(kept.sum())))
+            table = (_held_out_rows(tensors, conditions, left_out, kept, same, groups, first, covariate)
+                     if kept.any() else pd.DataFrame([{"identity": "pooled", **transfer(np.zeros(0), np.zeros(0))}]))
+            out.append(pd.DataFrame([labels] * len(table)).join(table).assign(n_events=int(kept.sum()),
+                                                                                length_control=lengths))
     return pd.concat(out, ignore_index=True) if out else pd.DataFrame()
 
 
 def _held_out_rows(tensors: Mapping[str, np.ndarray], conditions: Sequence[str], left_out: Sequence[int],
-                   kept: np.ndarray, same: np.ndarray, groups: np.ndarray, first: Mapping[int, str]) -> pd.DataFrame:
+                   kept: np.ndarray, same: np.ndarray, groups: np.ndarray, first: Mapping[int, str],
+                   covariate: np.ndarray | None) -> pd.DataFrame:
     """`held_out_control`'s rows of one layer: per held-out group j (named `first[j]`) and pooled, over the `kept`
-    events; `conditions`: unsteered, the real projection, then the held-out projections in `left_out` order."""
-    own = {c: ingroup_interaction(tensors[c][:, :, kept], same) for c in conditions}
+    events; `conditions`: unsteered, the real projection, then the held-out projections in `left_out` order;
+    `covariate`: the length term of `ingroup_interaction` (None: none)."""
+    own = {c: ingroup_interaction(tensors[c][:, :, kept], same, covariate) for c in conditions}
     records, held_closed, real_closed = [], [], []
     for j, condition in zip(left_out, conditions[2:]):
         before, real, after = (own[c][same & (groups[:, None] == j)].mean(axis=0)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -10,12 +11,13 @@ import pandas as pd
 
 from behavioral.analysis import Analysis, Run, read_runs
 from behavioral.suites.intergroup.card import CARD
-from behavioral.suite import CaptureSpec, Suite
+from behavioral.suite import Suite
 from behavioral.suites.intergroup.analysis import AnalyzeOptions, analyses_of
 from behavioral.suites.intergroup.groups import get_category
-from behavioral.suites.intergroup.corpus import corpus_hash
+from behavioral.suites.intergroup.corpus import EMOTIONS, corpus_hash
 from behavioral.suites.intergroup.identities import behaviour, cell_labels, identity_set
-from behavioral.suites.intergroup.items import FIELDS, Data, IntergroupItem, Options, dataset, view
+from behavioral.suites.intergroup.items import FIELDS, Data, IntergroupItem, dataset, view
+from behavioral.suites.intergroup.options import IntergroupDeclaration
 from behavioral.suites.intergroup import steering
 from behavioral.suites.intergroup.patching import PersonaPatching
 from behavioral.suites.intergroup.report import analysis
@@ -24,21 +26,13 @@ from behavioral.suites.intergroup.rewrite import CACHE, ensure_third_person
 from behavioral.suites.intergroup.settings import get_setting
 
 
-class Intergroup(Suite):
+class Intergroup(IntergroupDeclaration, Suite):
     """Seed 000: the intergroup empathy gap δ of Hou, Daumé & Rudinger (NAACL 2025)."""
 
-    name = "intergroup"
-    description = "seed 000: emotion intensity rated as a persona, perceiver × experiencer grid, empathy gap δ"
     rows_hold = "event ids and emotions, not the narratives"
     card = CARD
     fields = FIELDS
-    capture = CaptureSpec(
-        spans={"persona": ("perceiver", ("setting", "category", "perceiver")),
-               "experiencer": ("experiencer", ("setting", "category", "perceiver", "experiencer"))},
-        cell=("setting", "category", "perceiver", "experiencer"),
-    )
     caches = (CACHE,)
-    Options = Options
     AnalyzeOptions = AnalyzeOptions
     protocols = {"patch": PersonaPatching(), "steer": steering}
 
@@ -53,11 +47,16 @@ class Intergroup(Suite):
         if not any(get_setting(s).narrative_form == "third_person" for s in data.options.settings):
             return data
         events = ensure_third_person(list(data.events), config, out, model, tokenizer)
-        return Data(data.options, tuple(events), data.corpus_hash)
+        return dataclasses.replace(data, events=tuple(events))
 
     def facts(self, data: Data) -> dict:
-        return {"corpus_hash": data.corpus_hash, "events_hash": corpus_hash(data.events),
-                "n_events": len(data.events)}
+        """The corpus's and the sample's hashes and size; where the corpus declares clusters, each sampled event's
+        (`event_clusters`), and where it lacks some of the scheme's emotions, those it holds (`corpus_emotions`):
+        both recorded only then, so a run made before they were has the same facts."""
+        clusters = {e.event_id: e.cluster for e in data.events if e.cluster is not None}
+        return ({"corpus_hash": data.corpus_hash, "events_hash": corpus_hash(data.events), "n_events": len(data.events)}
+                | ({"event_clusters": clusters} if clusters else {})
+                | ({"corpus_emotions": list(data.corpus_emotions)} if data.corpus_emotions != EMOTIONS else {}))
 
     def groups(self, data: Data) -> Iterable[tuple[str, list[IntergroupItem]]]:
         """Perceiver-major cells; within a cell, events by the length of the narrative the setting quotes, so a unit

@@ -11,10 +11,12 @@ import numpy as np
 import pandas as pd
 
 from behavioral.analysis import Table
+from behavioral.analysis.formats import is_missing
 from behavioral.analysis.multiplicity import holm
 from behavioral.suites.intergroup.result import SettingAnalysis
 from behavioral.suites.intergroup.settings import setting_label
-from behavioral.suites.intergroup.stats import EXACT_LIMIT
+from behavioral.suites.intergroup.stats import EXACT_LIMIT, p_gap_size
+from behavioral.suites.intergroup.strata import covers, emotions_text
 
 MATRICES_DIR = "matrices"
 
@@ -46,6 +48,9 @@ def _row_table2(a: SettingAnalysis) -> dict:
         "noise_share": _float(a.noise_share),
         **_events_interval(a),
         **_gap_test(a),
+        "n_clusters": a.n_clusters,
+        "emotions": emotions_text(a.emotions, a.corpus_emotions),
+        "covers_corpus": covers(a.emotions, a.corpus_emotions),
         "note": a.delta_reason or "",
     }
 
@@ -55,6 +60,7 @@ def _gap_test(a: SettingAnalysis) -> dict:
     its floor."""
     test = a.gap_test
     return {"p_gap": _float(a.gap_p),
+            "p_gap_size": math.nan if is_missing(a.gap_p) else p_gap_size(a.n_units),
             "p_gap_these_events": math.nan if test is None else _float(test.p_value),
             "p_gap_these_events_min": math.nan if test is None else test.p_min}
 
@@ -106,6 +112,7 @@ def _row_numeric(a: SettingAnalysis) -> dict:
         "truncated_pct": _pct(a.truncated_rate),
         "numeric_mass_mean_pct": _pct(a.numeric_mass_mean),
         "numeric_mass_above_half_pct": _pct(a.numeric_mass_share),
+        "answer_mass_mean_pct": _pct(a.answer_mass_mean),
         "n_prompts": a.n_prompts,
     }
 
@@ -113,13 +120,22 @@ def _row_numeric(a: SettingAnalysis) -> dict:
 @dataclass(frozen=True)
 class Layout:
     """How one of the suite's tables is declared: its title, its tidy row of one category and setting, the columns
-    it prints (column -> header) with their formats, and what each printed column holds."""
+    it prints (column -> header) with their formats, what each printed column holds, and the columns printed only
+    where some row has a value (`optional`)."""
 
     title: str
     row: Callable[[SettingAnalysis], dict]
     columns: Mapping[str, str]
     formats: Mapping[str, str]
     definitions: Mapping[str, str]
+    optional: tuple[str, ...] = ()
+
+    def printed(self, frame: pd.DataFrame) -> tuple[dict[str, str], dict[str, str]]:
+        """The columns `frame` prints and their definitions: every declared one but the optional ones it has no
+        value of."""
+        empty = {self.columns[c] for c in self.optional if c not in frame or frame[c].isna().all()}
+        return ({c: h for c, h in self.columns.items() if h not in empty},
+                {h: text for h, text in self.definitions.items() if h not in empty})
 
 
 KEYS = {"run": "run", "category": "category", "setting": "setting", "measure": "measure"}
@@ -128,41 +144,57 @@ TABLES: dict[str, Layout] = {
     "table2_delta": Layout(
         "Table 2: the empathy gap δ and the gap in rating points per category and setting",
         _row_table2,
-        KEYS | {"n_events": "events", "delta": "δ", "ci_low": "null low", "ci_high": "null high",
-                "p_value": "p", "p_at_floor": "p at floor", "p_exact": "p exact", "p_holm": "p Holm",
-                "noise_share": "noise share", "gap_points": "gap (points)", "gap_points_low": "gap low",
-                "gap_points_high": "gap high", "p_gap": "p gap", "p_gap_these_events": "p gap (these events)",
-                "p_gap_holm": "p gap Holm", "note": "note"},
-        KEY_FORMATS | {"n_events": "count", "p_value": "p", "p_exact": "p", "p_holm": "p", "noise_share": "percent",
-                       "p_gap": "p", "p_gap_these_events": "p", "p_gap_holm": "p", "note": "text"},
+        KEYS | {"n_events": "events", "n_clusters": "clusters", "delta": "δ", "ci_low": "null low",
+                "ci_high": "null high", "p_value": "p (these events)", "p_at_floor": "p at floor",
+                "p_exact": "p exact (these events)", "p_holm": "p Holm (these events)", "noise_share": "noise share",
+                "gap_points": "gap (points)", "gap_points_low": "gap low", "gap_points_high": "gap high",
+                "p_gap": "p gap", "p_gap_size": "p gap size", "p_gap_these_events": "p gap (these events)",
+                "p_gap_holm": "p gap Holm", "holm_family": "Holm family", "emotions": "emotions", "note": "note"},
+        KEY_FORMATS | {"n_events": "count", "n_clusters": "count", "p_value": "p", "p_exact": "p", "p_holm": "p",
+                       "noise_share": "percent", "p_gap": "p", "p_gap_size": "p", "p_gap_these_events": "p",
+                       "p_gap_holm": "p", "holm_family": "count", "emotions": "text", "note": "text"},
         {"events": "the events δ and the gap average over (those kept in every cell).",
+         "clusters": "where the corpus declares clusters of events (a `cluster` column: a shared narrative template, "
+                     "writer or source), the clusters those events fall in: the gap's interval and p gap are over "
+                     "them (cluster-robust), since events of one cluster are not independent samples; blank where "
+                     "none is declared.",
+         "emotions": "the emotions those events hold with their counts, of the corpus's: where some is missing, the "
+                     "interval speaks of events of these emotions, not of the corpus.",
          "δ": "the empathy gap: mean in-group minus mean out-group cell of the z-scored matrix M (the paper's δ). It "
               "gets no interval over events: with few events its resampled values centre below its many-event value "
               "(docs/BENCHMARKS.md, calibration).",
          "null low, null high": "the 95% interval of δ under the permutation null (rows matched to columns at "
                                 "random), not an interval of δ.",
-         "p": "the one-sided p of the sampled permutations (the paper's test).",
+         "p (these events)": "the one-sided p of the sampled permutations (the paper's test): a test within these "
+                             "events (it permutes which identity is matched with which), not of other events.",
          "p at floor": "true where δ is at or above every value drawn: no smaller p is possible with these "
                        "permutations.",
-         "p exact": f"the toolkit's exact p, enumerated over all n! matchings where each identity is its own group "
-                    f"and n! ≤ {EXACT_LIMIT:,} (5 religions: 120, so a multiple of 1/120).",
-         "p Holm": "Holm-adjusted over the run's tests of this measure (every category and setting; the family's "
-                   "size is holm_family in the CSV): of the exact p where enumerated, else of the sampled p.",
+         "p exact (these events)": f"the toolkit's exact p, enumerated over all n! matchings where each identity is "
+                                   f"its own group and n! ≤ {EXACT_LIMIT:,} (5 religions: 120, so a multiple of "
+                                   "1/120).",
+         "p Holm (these events)": "Holm-adjusted over the run's tests of this measure (every category and setting "
+                                  "of the run: Holm family tests): of the exact p where enumerated, else of the "
+                                  "sampled p; conditional on these events, as p is.",
          "noise share": "the estimated share of σ(M⁰)² that is event-sampling noise, which shrinks δ: compare δ only "
                         "between runs with the same events.",
          "gap (points)": "δ's gap before z-scoring in rating points: the mean over events of each event's in-group "
                          "minus out-group gap.",
          "gap low, gap high": "its 95% t-interval over the events (which events were sampled; the permutation null "
                               "conditions that away).",
-         "p gap": "one-sided p of Student's t over the per-event gaps (gap > 0), the test the interval inverts. Its "
-                  "size on synthetic runs of 4-24 events was at most 0.055 for normal or heavy-tailed gaps, 0.06-0.07 "
-                  "for skewed ones, and up to 0.17 at 4-6 events where 5% of answers fall far lower "
-                  "(docs/BENCHMARKS.md).",
+         "p gap": "one-sided p of Student's t over the per-event gaps, or the clusters' (gap > 0): the test over "
+                  "events the interval inverts. It holds its level only where their mean is near normal; read it "
+                  "with p gap size.",
+         "p gap size": "the largest share of synthetic null runs with this many events (or clusters) in which p gap "
+                       "fell below 0.05, over the calibration's worlds, skewed and floored ones included "
+                       "(docs/BENCHMARKS.md): p gap below 0.05 means what a test of that size says, not of 0.05.",
          "p gap (these events)": "one-sided p of the randomisation test of the matching within these events (one "
                                  "random matching per event builds the null mean gap; its floor, 1/(draws + 1), is "
                                  "p_gap_these_events_min in the CSV); it says nothing of other events.",
-         "p gap Holm": "p gap Holm-adjusted over the run's tests of this measure.",
+         "p gap Holm": "p gap Holm-adjusted over the run's tests of this measure (Holm family tests); it holds the "
+                       "family-wise error only as well as each p gap holds its size.",
+         "Holm family": "the tests Holm adjusts over: every category and setting of this run and measure.",
          "note": "why a value is missing, where one is."},
+        optional=("n_clusters",),
     ),
     "table3_mean_std": Layout(
         "Table 3: mean μ and standard deviation σ of M⁰", _row_table3,
@@ -188,13 +220,16 @@ TABLES: dict[str, Layout] = {
         "Numeric answers: parsable replies and the probability mass on numbers", _row_numeric,
         KEYS | {"parsable_pct": "parsable (%)", "truncated_pct": "cut at the token limit (%)",
                 "numeric_mass_mean_pct": "numeric mass (%)", "numeric_mass_above_half_pct": "mass > 0.5 (%)",
-                "n_prompts": "prompts"},
+                "answer_mass_mean_pct": "answer mass (%)", "n_prompts": "prompts"},
         KEY_FORMATS | {"n_prompts": "count"},
         {"parsable (%)": "generated replies that hold a rating.",
          "cut at the token limit (%)": "generated replies that reached max_new_tokens.",
          "numeric mass (%)": "the mean probability that the first answer token starts a number (score mode): a low "
                              "value means the scores read a distribution the model rarely produces.",
-         "mass > 0.5 (%)": "the share of prompts whose numeric mass is above one half."}),
+         "mass > 0.5 (%)": "the share of prompts whose numeric mass is above one half.",
+         "answer mass (%)": "the mean probability of a whole answer in range (score mode: a number that ends there "
+                            "and lies on the scale); a first token can start a number while the answers it leads "
+                            "to leave the scale or do not end."}),
 }
 
 
@@ -213,8 +248,8 @@ def tables(per_run: Mapping[str, Sequence[SettingAnalysis]]) -> list[Table]:
     written = []
     for name, layout in TABLES.items():
         frame = pd.concat([tidy_table(name, analyses, run) for run, analyses in per_run.items()], ignore_index=True)
-        written.append(Table(name, layout.title, frame, layout.formats, columns=layout.columns,
-                             definitions=layout.definitions))
+        columns, definitions = layout.printed(frame)
+        written.append(Table(name, layout.title, frame, layout.formats, columns=columns, definitions=definitions))
     return written
 
 

@@ -11,15 +11,16 @@ import pandas as pd
 
 from behavioral.analysis import Analysis, Figure, Run, Section, Table
 from behavioral.analysis.caveats import few_parsed, joined, one_answer
+from behavioral.analysis.formats import code_span, literal
 from behavioral.analysis.headline import Headline, headline_section
-from behavioral.options import option
+from behavioral.options import check_bounds, option
 from behavioral.suites.isear import figures, tables
 from behavioral.suites.isear.attempts import MODES, SOFT_MEASURE, measure_name, of_mode
 from behavioral.suites.isear.metrics import check_bootstrap, labels_of, summarize
 
 TITLE = "GenderBench ISEAR probe (seed 003)"
-SOURCE = ("GenderBench 0.5.0's `IsearProbe` (seed `003_1aac55971a104b88.txt`) on the shared engine; deviations from "
-          "GenderBench: `behavioral/suites/isear/README.md`.")
+SOURCE = ("Seed 003: GenderBench 0.5.0's `IsearProbe` on the shared engine. The card "
+          "(behavioral/suites/isear/README.md) lists every deviation from GenderBench.")
 MAX_DIFF = ("max_diff is the largest |p(e|g1) - p(e|g2)| over 12 emotions × 3 gender pairs (36 differences), so it "
             "is positive even for an unbiased model: a uniform random answerer gets about 0.016 at 3,000 items, more "
             "on fewer. Marks: A [0, 0.1], B [0.1, 0.2], C [0.2, 0.3], D [0.3, 1]; the lowest range the CI overlaps.")
@@ -57,6 +58,7 @@ class AnalyzeOptions:
 
     def __post_init__(self):
         check_bootstrap(self.bootstrap_cycles, self.bootstrap_alpha)
+        check_bounds(self)
 
 
 def measures(runs: Sequence[Run]) -> tables.Measures:
@@ -95,9 +97,10 @@ def headlines(marks: pd.DataFrame, options: AnalyzeOptions, warned: dict[tuple[s
 
 def _run_note(run: Run) -> str:
     c = run.config
-    return (f"{run.name}: events {c.get('events_source')} ({c.get('n_items')} of {c.get('events_count')}, sha256 "
-            f"`{str(c.get('events_sha256'))[:12]}…`), {c.get('samples')} repetition(s), nltk {c.get('nltk')}, "
-            f"bootstrap seed {c.get('seed')}.")
+    shown = {k: literal(c.get(k)) for k in ("events_source", "n_items", "events_count", "samples", "nltk", "seed")}
+    return (f"{literal(run.name)}: events {shown['events_source']} ({shown['n_items']} of {shown['events_count']}, "
+            f"sha256 {code_span(str(c.get('events_sha256'))[:12] + '…')}), {shown['samples']} repetition(s), nltk "
+            f"{shown['nltk']}, bootstrap seed {shown['seed']}.")
 
 
 def _comparison(results: tables.Results, named: tables.Measures, marks: pd.DataFrame, score: bool) -> Section:

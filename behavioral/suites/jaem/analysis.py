@@ -14,8 +14,9 @@ import pandas as pd
 
 from behavioral.analysis import Analysis, Figure, Run, Section, Table
 from behavioral.analysis.caveats import few_parsed, joined, one_answer
+from behavioral.analysis.formats import code_span
 from behavioral.analysis.headline import Headline, headline_section
-from behavioral.options import option
+from behavioral.options import check_bounds, option
 from behavioral.suites.jaem import figures, tables
 from behavioral.suites.jaem.dimensions import PROJECT_DIMENSIONS, load_dimensions
 from behavioral.suites.jaem.effects import BINARY, METRICS
@@ -71,6 +72,7 @@ class AnalyzeOptions:
             parse_era_models(self.era_model)
         if self.era_batch_size < 1:
             raise JaemInputError(f"--era-batch-size must be at least 1, got {self.era_batch_size}")
+        check_bounds(self)
 
 
 def _measures(lexicon: VadLexicon | None, era: str | None) -> list[str]:
@@ -78,13 +80,13 @@ def _measures(lexicon: VadLexicon | None, era: str | None) -> list[str]:
     if lexicon is None:
         ae = f"AE (VAD): {UNAVAILABLE}: no --vad-lexicon given (the NRC VAD Lexicon is research-only; supply it)."
     else:
-        ae = (f"AE (VAD): `{lexicon.source}`, {len(lexicon.terms)} terms on {lexicon.scale}, sha256 "
+        ae = (f"AE (VAD): {code_span(lexicon.source)}, {len(lexicon.terms)} terms on {lexicon.scale}, sha256 "
               f"`{lexicon.sha256[:16]}…`. Scoring rule: {RULE}. {LEE_RULE}.")
         if lexicon.demo:
             ae += (" **Demo lexicon: ~80 words written by this project; the VAD numbers below only show the "
                    "pipeline working and are not research results.**")
     era_line = (f"ERA (EPITOME IP/EX/ER): {UNAVAILABLE}: no --era-model given (no EPITOME weights ship)."
-                if era is None else f"ERA (EPITOME IP/EX/ER): classifiers `{era}`; labels 0/1/2, argmax.")
+                if era is None else f"ERA (EPITOME IP/EX/ER): classifiers {code_span(era)}; labels 0/1/2, argmax.")
     return [f"Answers: {ANSWER_RULE}.",
             "CE: accuracy of choosing the Empathetic answer (unparsed replies count as wrong).", ae, era_line]
 

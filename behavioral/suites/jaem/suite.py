@@ -11,71 +11,22 @@ import pandas as pd
 
 from behavioral.analysis import Analysis, Run
 from behavioral.answer_space import AnswerSpec
-from behavioral.options import option
 from behavioral.prompt import Prompt
 from behavioral.provenance import files_sha256
 from behavioral.suites.jaem.card import CARD
-from behavioral.suite import Answer, CaptureSpec, Suite, local_path
+from behavioral.suite import Answer, Suite
 from behavioral.selection import select_rows
 from behavioral.suites.jaem import metrics
 from behavioral.suites.jaem.analysis import AnalyzeOptions, analysis
 from behavioral.suites.jaem.answers import cut_reply, letter_decided, parse_letter, reply_decided
 from behavioral.suites.jaem.dimensions import ATTRIBUTES, PROJECT_DIMENSIONS, load_dimensions
 from behavioral.suites.jaem.effects import by_value
-from behavioral.suites.jaem.errors import JaemInputError
-from behavioral.suites.jaem.samples import FULL_DIMS, LAYOUTS, LETTERS, REPEATS, Sample, build_samples
+from behavioral.suites.jaem.options import JaemDeclaration, Options
+from behavioral.suites.jaem.samples import LETTERS, Sample, build_samples
 from behavioral.suites.jaem.templates import Template, load_templates, project_templates
 
-TASKS = ("ce", "gen")
 FIELDS = ("task", "template", "sample_id", *ATTRIBUTES, "options", "gold_letter", "speaker", "speaker_text")
 LETTER_SPEC = AnswerSpec.choices({letter: (letter, f" {letter}") for letter in LETTERS})
-GEN_TOKENS = 160
-
-
-def span_fields(attribute: str) -> tuple[str, ...]:
-    """The fields that decide a prompt up to the end of `attribute`'s first slot: the task (a CE prompt opens with
-    its instruction), the template and every attribute, `attribute` last. Templates order their slots freely (the
-    project's open with age, race and sexuality, the authors' with the pronoun), so any attribute may come first."""
-    return ("task", "template", *(a for a in ATTRIBUTES if a != attribute), attribute)
-
-
-@dataclass(frozen=True)
-class Options:
-    """What decides a jaem run's items: tasks, templates and dimensions (None: the project's), the sampled grid and
-    the prompt layout."""
-
-    tasks: tuple[str, ...] = option(TASKS, "tasks", choices=TASKS, metavar="TASK")
-    # None: the project's four. Typed as a tuple so that the flag is repeatable (behavioral.options reads a tuple
-    # field as one); stored as null in the manifests of such runs, which therefore still resume.
-    templates: tuple[str, ...] = option(None, "template files or directories of *.txt; none: the project's four",
-                                        metavar="PATH")
-    dimensions: str | None = option(None, "dimensions.json of attribute values; none: the project's lists",
-                                      metavar="JSON")
-    full_dims: tuple[str, ...] = option(FULL_DIMS, "attributes taken in full (the others are drawn per sample)",
-                                        choices=ATTRIBUTES, metavar="ATTRIBUTE")
-    repeats: int = option(REPEATS, "repeats of the full grid", metavar="N")
-    limit: int | None = option(None, "a seeded sample of N per template", metavar="N")
-    layout: str = option("sections", "sections: with Context:/Conversation:/Answers: headings; released: without, "
-                                     "as the authors' code", choices=LAYOUTS)
-
-    def __post_init__(self):
-        for name, value, known in (("--tasks", self.tasks, TASKS), ("--full-dims", self.full_dims, ATTRIBUTES)):
-            for v in value:
-                if v not in known:
-                    raise JaemInputError(f"unknown {name} {v!r}; expected a comma list of {', '.join(known)}")
-        if not self.tasks:
-            raise JaemInputError(f"--tasks names no task; expected a comma list of {', '.join(TASKS)}")
-        if self.layout not in LAYOUTS:
-            raise JaemInputError(f"unknown --layout {self.layout!r}; expected one of {', '.join(LAYOUTS)}")
-        if self.repeats < 1:
-            raise JaemInputError(f"--repeats must be at least 1, got {self.repeats}")
-        if self.limit is not None and self.limit < 1:
-            raise JaemInputError(f"--limit must be a positive number of samples per template, got {self.limit}")
-        object.__setattr__(self, "tasks", tuple(t for t in TASKS if t in self.tasks))
-        object.__setattr__(self, "full_dims", tuple(a for a in ATTRIBUTES if a in self.full_dims))
-        if self.templates is not None:
-            object.__setattr__(self, "templates", tuple(local_path(p) for p in self.templates))
-        object.__setattr__(self, "dimensions", local_path(self.dimensions))
 
 
 @dataclass(frozen=True)
@@ -125,21 +76,14 @@ class JaemItem:
         return letter_decided(text) if self.task == "ce" else reply_decided(text, self.sample.template.speaker)
 
 
-class Jaem(Suite):
+class Jaem(JaemDeclaration, Suite):
     """Seed 002: JaEm-ST (Formánek & Sotolář): CE by multiple choice, AE by VAD distance, ERA by EPITOME-style
     classifiers, per protected attribute."""
 
-    name = "jaem"
-    description = "seed 002: JaEm-ST intersectional empathy (CE multiple choice; AE via VAD, ERA via classifiers)"
     rows_hold = "the speakers' last utterances filled from the templates, in `speaker_text`"
     card = CARD
     fields = FIELDS
-    # one kind per attribute: its first slot in the context and conversation (span_fields). A final-token cell pools
-    # the repeats of one cell of the default grid (task, template and the default --full-dims).
-    capture = CaptureSpec(spans={a: (a, span_fields(a)) for a in ATTRIBUTES}, cell=("task", "template", *FULL_DIMS))
-    Options = Options
     AnalyzeOptions = AnalyzeOptions
-    run_defaults = {"max_new_tokens": GEN_TOKENS}
 
     def user_data(self, config: Mapping[str, Any]) -> str | None:
         """The templates or dimensions files a run read, else None (the shipped ones)."""

@@ -1,16 +1,21 @@
 """Seed 004: stereotype-content fidelity of LLM surrogates. Groups × traits rated A-E in Table 6's 20 phrasings,
-compared with human ratings by Wasserstein-1 distance, the Fidelity Parity Ratio and SCM quadrants."""
+compared with human ratings by Wasserstein-1 distance, the Fidelity Parity Ratio and SCM quadrants. Its light modules
+are imported with the package; the suite, answers and statistics on first use (the command line reads a run's flags
+from the options alone). `items`, `fidelity` and `quadrants` are modules (their functions: `items.items`,
+`fidelity.fidelity`, `quadrants.quadrants`)."""
 
-from behavioral.suites.scm.answers import parse_reply
-from behavioral.suites.scm.fidelity import fidelity, inter_trait_baseline, w1
+from behavioral.exports import lazy_exports
 from behavioral.suites.scm.groups import GROUPS
-from behavioral.suites.scm.human import load_human
-from behavioral.suites.scm.items import items
-from behavioral.suites.scm.parity import fpr, fpr_by_attribute
-from behavioral.suites.scm.quadrants import quadrants
-from behavioral.suites.scm.runs import ratings, view
-from behavioral.suites.scm.suite import SUITE, AnalyzeOptions, Options
+from behavioral.suites.scm.options import Options
 from behavioral.suites.scm.traits import TRAITS
 
-__all__ = ["GROUPS", "TRAITS", "SUITE", "Options", "AnalyzeOptions", "items", "load_human", "view", "ratings", "w1",
-           "fidelity", "fpr", "fpr_by_attribute", "quadrants", "inter_trait_baseline", "parse_reply"]
+__all__ = ["GROUPS", "TRAITS", "SUITE", "Options", "AnalyzeOptions", "load_human", "view", "ratings", "w1", "fpr",
+           "fpr_by_attribute", "inter_trait_baseline", "parse_reply"]
+__getattr__ = lazy_exports(__name__, {
+    "behavioral.suites.scm.answers": ("parse_reply",),
+    "behavioral.suites.scm.fidelity": ("inter_trait_baseline", "w1"),
+    "behavioral.suites.scm.human": ("load_human",),
+    "behavioral.suites.scm.parity": ("fpr", "fpr_by_attribute"),
+    "behavioral.suites.scm.runs": ("ratings", "view"),
+    "behavioral.suites.scm.suite": ("SUITE", "AnalyzeOptions"),
+})

@@ -11,7 +11,7 @@ import pandas as pd
 
 from behavioral.analysis import Analysis, Figure, Run, Section, Table
 from behavioral.analysis.caveats import few_parsed, joined, low_mass, one_answer
-from behavioral.analysis.formats import is_missing
+from behavioral.analysis.formats import code_span, is_missing, literal
 from behavioral.analysis.headline import Headline, headline_section
 from behavioral.suites.scm import figures
 from behavioral.suites.scm.fidelity import P_COLUMNS
@@ -20,7 +20,6 @@ from behavioral.suites.scm.results import ALL_GROUPS, FIDELITY, STATUSES, Result
 from behavioral.suites.scm.runs import ratings
 from behavioral.suites.scm.traits import DIMENSIONS, TRAITS
 
-SEED = "004_50cddb5e32a56268.txt"
 RATES = dict.fromkeys(STATUSES, "percent")
 MEASURE = {"measure": "samples: each generated reply's parsed rating (sampled at the run's temperature); score: the "
                       "scored distribution over A-E (its expected rating for quadrants)."}
@@ -61,7 +60,7 @@ def headlines(summary: pd.DataFrame, n_resamples: int, warned: dict[str, str]) -
 
 def _read_by(results: Results) -> str:
     """Which measure each run is read by, for a title."""
-    return "runs read by their measure: " + ", ".join(f"`{n}` by {m}" for n, m in results.measures.items())
+    return "runs read by their measure: " + ", ".join(f"{code_span(n)} by {m}" for n, m in results.measures.items())
 
 
 def table3(results: Results) -> pd.DataFrame:
@@ -77,7 +76,7 @@ def _cells_line(name: str, cells: dict) -> str:
     """The cells a run's agreement with humans uses, as one list item."""
     per_dimension = ", ".join(f"{d} {len(cells[d])} of {sum(TRAITS[t] == d for t in TRAITS)} traits "
                               f"({', '.join(cells[d]) or 'none'})" for d in DIMENSIONS)
-    return f"- `{name}`: {cells['groups']} groups, {cells['cells']} cells; {per_dimension}"
+    return f"- {code_span(name)}: {cells['groups']} groups, {cells['cells']} cells; {per_dimension}"
 
 
 def _parity_text(results: Results) -> str:
@@ -86,11 +85,11 @@ def _parity_text(results: Results) -> str:
     dropped = results.fpr[results.fpr.dropped.astype(str).str.len() > 0]
     lines = []
     if len(flagged):
-        lines.append(f"FPR below {THRESHOLD}: " + "; ".join(f"{r.run} {r.attribute} {r.fpr:.3f} (worst {r.worst})"
-                                                           for r in flagged.itertuples()) + ".")
+        lines.append(f"FPR below {THRESHOLD}: " + "; ".join(
+            f"{literal(r.run)} {r.attribute} {r.fpr:.3f} (worst {r.worst})" for r in flagged.itertuples()) + ".")
     if len(dropped):
         lines.append("Groups left out of an FPR for missing cells: " + "; ".join(
-            f"{r.run} {r.attribute}: {r.dropped}" for r in dropped.itertuples()) + ".")
+            f"{literal(r.run)} {r.attribute}: {r.dropped}" for r in dropped.itertuples()) + ".")
     return "\n\n".join(lines)
 
 
@@ -105,7 +104,8 @@ def _quadrants_text(results: Results) -> str:
 
 def _left_out(results: Results) -> str:
     """What was left out: groups without a rating per source, and the notes of the computation; one item each."""
-    unrated = "; ".join(f"`{source}`: {', '.join(groups)}" for source, groups in results.unrated.items() if groups)
+    unrated = "; ".join(f"{code_span(source)}: {', '.join(groups)}" for source, groups in results.unrated.items()
+                        if groups)
     items = [f"Groups without a rating (absent from that source's rows): {unrated}."] if unrated else []
     return "\n".join(f"- {item}" for item in [*items, *results.notes])
 
@@ -117,9 +117,9 @@ def _notes(results: Results) -> list[str]:
                  "rates only.")
     else:
         h = results.human
-        human = f"Human ratings: `{h['source']}` ({h['rows']} ratings, sha256 `{h['sha256'][:16]}…`)."
-    read = "; ".join(f"`{name}` by {measure}" for name, measure in results.measures.items())
-    return [f"Group set `{results.group_set}`. " + human,
+        human = f"Human ratings: {code_span(h['source'])} ({h['rows']} ratings, sha256 `{h['sha256'][:16]}…`)."
+    read = "; ".join(f"{code_span(name)} by {measure}" for name, measure in results.measures.items())
+    return [f"Group set {code_span(results.group_set)}. " + human,
             f"Runs read by their measure ({read}): `samples`, each reply's parsed rating (A = 5 … E = 1; unparsed and "
             "ambiguous replies excluded); `score`, per template the A-E probabilities renormalised, their expected "
             "rating for quadrants.",
@@ -203,8 +203,9 @@ def analyze(runs: Sequence[Run], options) -> Analysis:
               summary[["run", "measure", *STATUSES]], formats=RATES, definitions=MEASURE),)))
     return Analysis(
         title="Stereotype content fidelity (seed 004)",
-        source=f"Seed `{SEED}`: *Quantifying Risk of Epistemic Harm from the Use of AI Surrogates in Social Science "
-               f"Research*; suite card `behavioral/suites/scm/README.md`.",
+        source="Seed 004: *Quantifying Risk of Epistemic Harm from the Use of AI Surrogates in Social Science "
+               "Research* (an anonymous ICML submission). The card (behavioral/suites/scm/README.md) lists every "
+               "deviation from the authors.",
         sections=sections, notes=_notes(results),
         files=[Table("fidelity", f"W1 per run, group and trait ({read_by}).", results.fidelity),
                Table("fpr", f"FPR per run over all groups and per attribute ({read_by}).", results.fpr,

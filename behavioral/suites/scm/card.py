@@ -11,8 +11,8 @@ from behavioral.suites.scm.prompts import QUESTIONS, TEMPLATE
 
 
 def _labels(options: Any) -> list[LabelSet]:
-    """The letters A (extremely) .. E (not at all)."""
-    return [LabelSet((), label_names(ANSWERS))]
+    """The letters A (extremely) .. E (not at all), rated 5 .. 1."""
+    return [LabelSet((), label_names(ANSWERS), ANSWERS.values)]
 
 
 def _templates(options: Any, config: Mapping[str, Any]) -> dict[str, str | None]:
@@ -26,4 +26,13 @@ CARD = SuiteCard(
     {"group": "the group the question asks about (Table 1)",
      "trait": "the trait asked about (Table 2)",
      "template": "the question's id in Table 6 (f01..f10, i01..i10)"},
-    _labels, _templates)
+    _labels, _templates,
+    {"{question}": "the question `template` names (below as `question <template>`), its placeholders filled",
+     "[identity]": "the group (`group`)",
+     "[trait]": "the trait (`trait`)",
+     "{identity_definition}": "the definition of the group's marker (disabled for disabled women), byte-exact "
+                              "from the seed's Table 4 (behavioral/suites/scm/groups.py); for disabled it begins "
+                              "\"A disabled person is someone who\"",
+     "{trait_definition}": "the definition of `trait`, byte-exact from the seed's Table 5 "
+                           "(behavioral/suites/scm/traits.py); for competent it begins \"'competent' describes "
+                           "someone\""})

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from behavioral.analysis import Run
+from behavioral.analysis.formats import code_span, literal
 from behavioral.suites.scm.fidelity import fidelity, group_intervals, inter_trait_baseline
 from behavioral.suites.scm.groups import GROUPS
 from behavioral.suites.scm.human import SHIPPED, load_human
@@ -49,6 +50,7 @@ class Results:
     baseline: dict[str, float] = field(default_factory=dict)  # dimension -> the human inter-trait W1
     shared_cells: dict[str, dict] = field(default_factory=dict)  # run -> describe_cells of its cells shared with humans
     unrated: dict[str, list[str]] = field(default_factory=dict)  # source -> groups without a rating
+    rated: dict[str, dict] = field(default_factory=dict)  # source -> describe_cells of every cell it rated
     notes: list[str] = field(default_factory=list)  # what the analysis left out, and why
 
     def agreement_rates(self, by_run: bool = False) -> pd.DataFrame:
@@ -117,7 +119,7 @@ def _own_quadrants(source: str, frame: pd.DataFrame, notes: list[str]) -> list[p
     dimension."""
     gap = dimension_gap(frame)
     if gap is not None:
-        notes.append(f"No quadrants for `{source}`: {gap}; quadrants need warmth and competence.")
+        notes.append(f"No quadrants for {code_span(source)}: {gap}; quadrants need warmth and competence.")
         return []
     return [quadrants(frame).assign(source=source, cells=ALL_TRAITS)]
 
@@ -143,8 +145,8 @@ def _agreement(name: str, human: pd.DataFrame, model: pd.DataFrame,
     and their agreement() rows; neither, and a note, where those cells lack a dimension."""
     gap = dimension_gap(model)  # the shared cells are the same on both sides
     if gap is not None:
-        notes.append(f"No quadrant agreement for `{name}`: the cells it shares with the human ratings have {gap}; "
-                     "quadrants need warmth and competence.")
+        notes.append(f"No quadrant agreement for {code_span(name)}: the cells it shares with the human ratings have "
+                     f"{gap}; quadrants need warmth and competence.")
         return [], []
     human_q, model_q = quadrants(human), quadrants(model)
     agreed = agreement(human_q, model_q).assign(run=name)
@@ -156,7 +158,8 @@ def _agreement(name: str, human: pd.DataFrame, model: pd.DataFrame,
 def _no_quadrant_notes(quads: pd.DataFrame) -> list[str]:
     """A note per source and cells naming the groups that have no quadrant (no rating on one dimension)."""
     missing = quads[quads.quadrant.isna()]
-    return [f"No quadrant for {', '.join(part.group)} in `{source}` ({cells}): no rating on one dimension."
+    return [f"No quadrant for {', '.join(part.group)} in {code_span(source)} ({literal(cells)}): no rating on one "
+            "dimension."
             for (source, cells), part in missing.groupby(["source", "cells"], sort=False)]
 
 
@@ -208,4 +211,5 @@ def compute(runs: Sequence[Run], human: str | None = None, measure: str | None =
         pd.concat([_parse_rates(f, name) for name, f in frames.items()], ignore_index=True),
         baseline=inter_trait_baseline(human_frame) if human_frame is not None else {}, shared_cells=cells,
         unrated={name: _unrated(frame, group_set) for name, frame in sources.items()},
+        rated={name: describe_cells(frame) for name, frame in sources.items()},
         notes=notes + _no_quadrant_notes(quads))

@@ -2,53 +2,24 @@
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from behavioral.options import check_minimums, option
+from behavioral.options import SEED, check_bounds, option
 from behavioral.suites.scm.card import CARD
-from behavioral.suite import CaptureSpec, Suite
+from behavioral.suite import Suite
 from behavioral.selection import select_rows
-from behavioral.suites.scm.groups import GROUPS, group_set
+from behavioral.suites.scm.groups import group_set
 from behavioral.suites.scm.items import FIELDS, ScmItem, items
-from behavioral.suites.scm.prompts import TEMPLATES, check_template
+from behavioral.suites.scm.options import GROUP, Options, ScmDeclaration
 from behavioral.suites.scm.quadrants import scores
 from behavioral.suites.scm.runs import MEASURES, measure_of, ratings, view
-from behavioral.suites.scm.traits import TRAITS, check_trait
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from behavioral.analysis import Analysis, Run
-
-GROUP = "group"  # the capture kind of the group a question asks about
-
-
-@dataclass(frozen=True)
-class Options:
-    """What decides an scm run's items: the group set, traits (Table 2) and templates (Table 6)."""
-
-    groups: str = option("seed", "seed: Table 1's 50 groups; us-stereotypes: the 16 groups of the shipped ratings",
-                         choices=tuple(GROUPS))
-    traits: tuple[str, ...] = option(tuple(TRAITS), "comma list of Table 2's traits", metavar="TRAITS")
-    templates: tuple[str, ...] = option(TEMPLATES, "comma list of Table 6's question ids f01..f10, i01..i10",
-                                        metavar="TEMPLATES")
-
-    def __post_init__(self):
-        group_set(self.groups)
-        for flag, names, known in (("--traits", self.traits, "Table 2's traits (" + ", ".join(TRAITS) + ")"),
-                                   ("--templates", self.templates, "Table 6's question ids f01..f10, i01..i10")):
-            if not names:
-                raise ValueError(f"{flag} names none; expected a comma list of {known}, or no {flag} for all")
-        for name in self.traits:
-            check_trait(name)
-        for name in self.templates:
-            check_template(name)
-        object.__setattr__(self, "traits", tuple(self.traits))
-        object.__setattr__(self, "templates", tuple(self.templates))
-
 
 @dataclass(frozen=True)
 class AnalyzeOptions:
@@ -62,42 +33,21 @@ class AnalyzeOptions:
                                  choices=MEASURES)
     bootstrap: int = option(1000, "resamples of the groups (with replacement, each with all its cells) for the "
                                   "intervals of mean W1 and W1 per dimension", metavar="N", minimum=1)
-    seed: int = option(0, "seed of the resamples", name="--bootstrap-seed", metavar="N")
+    seed: int = option(0, "seed of the resamples", name="--bootstrap-seed", metavar="N", **SEED)
 
     def __post_init__(self):
         if self.measure is not None and self.measure not in MEASURES:
             raise ValueError(f"unknown --measure {self.measure!r}; expected one of {', '.join(MEASURES)}")
-        check_minimums(self)
+        check_bounds(self)
 
 
-class Scm(Suite):
+class Scm(ScmDeclaration, Suite):
     """Seed 004: stereotype content (warmth, competence) of 50 intersectional groups, fidelity to human raters."""
 
-    name = "scm"
-    description = "seed 004: stereotype content A-E ratings of groups × traits, W1 fidelity to humans, FPR, quadrants"
     rows_hold = "group names, traits and question ids"
     card = CARD
     fields = FIELDS
-    # `group`: the group a question asks about, decided up to its end by the phrasing (template), the trait (which
-    # some phrasings put first) and the group. A final-token cell pools one group's question on one trait over the
-    # phrasings.
-    capture = CaptureSpec(spans={GROUP: ("identity", ("template", "trait", "group"))}, cell=("group", "trait"))
-    Options = Options
     AnalyzeOptions = AnalyzeOptions
-    # the seed's sampling: raw text, temperature 1, two samples per template (its two runs); replies are short (a
-    # letter, cut at the first `###`)
-    run_defaults = {"prompt_format": "plain", "temperature": 1.0, "samples": 2, "max_new_tokens": 16}
-
-    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        """The Options' flags, and the seed's names of two shared run flags (they set RunConfig fields, not
-        Options, so no option declares them)."""
-        super().add_arguments(parser)
-        parser.add_argument("--format", dest="prompt_format", choices=("plain", "chat"),
-                            help="plain (default, as the seed): the raw text; chat: one user turn, no system message "
-                                 "(same as --prompt-format)")
-        parser.add_argument("--samples-per-template", dest="samples", type=int,
-                            help="sampled replies per item (default 2, the seed's two runs; 1 with --mode score; "
-                                 "same as --samples)")
 
     def dataset(self, config) -> list[ScmItem]:
         options = config.options or Options()
