@@ -38,8 +38,8 @@ from torch import nn
 
 from activations.capture import Layers, decoder_layers, embedding, gather, hidden_of, hook_layer, hook_names, \
     resid_post
-from behavioral.engine import left_pad, pad_token_id
-from behavioral.optional import require
+from behavioral.inference.engine import left_pad, pad_token_id
+from behavioral.core.extras import require
 
 BACKENDS = ("torch", "nnsight", "transformer_lens")
 

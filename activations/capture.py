@@ -436,7 +436,7 @@ def resid_post(model: nn.Module, input_ids: torch.Tensor, attention_mask: torch.
     """One forward under a ResidualTrace; [n_hooks, B, P or T, d] in ``hook_names`` order.
 
     ``forward_kwargs`` go to the model unchanged (position_ids, a 4-D additive mask as ``attention_mask``, a KV
-    cache as ``cache`` or ``past_key_values``: behavioral.engine.cache_keyword), so the engine's batch layout works;
+    cache as ``cache`` or ``past_key_values``: behavioral.inference.engine.cache_keyword), so the engine's batch layout works;
     ``positions`` then index the tokens of this forward.
     Without a cache the forward stops after the last chosen layer (no later layer, final norm or LM head runs) and
     builds no KV cache; with one, every layer runs, so the cache stays whole, and only the last position's logits

@@ -22,10 +22,10 @@ import torch
 from activations.capture import ResidualTrace, decoder_layers, hook_names, parse_layers, resid_post
 from activations.spans import prompt_spans
 from activations.store import FOLDER, REDUCTIONS, indexed_keys, read_index, write_meta, write_shard
-from behavioral.engine import halving_on_oom, left_pad, pad_token_id
-from behavioral.models import input_device
-from behavioral.suite import CaptureSpec, Item
-from behavioral.work import WorkUnit
+from behavioral.inference.engine import halving_on_oom, left_pad, pad_token_id
+from behavioral.inference.models import input_device
+from behavioral.suite.protocol import CaptureSpec, Item
+from behavioral.suite.work import WorkUnit
 
 FLUSH_CELLS = 16  # completed cells written per shard
 FLUSH_SPANS = 256  # span vectors written per shard

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from behavioral.chat import PLAIN, render
-from behavioral.prompt import Prompt
+from behavioral.inference.chat import PLAIN, render
+from behavioral.inference.prompt import Prompt
 
 FINAL = "final"
 
@@ -107,7 +107,7 @@ def token_spans(tokenizer, text: str, prompt: Prompt, input_ids: list[int] | Non
 
 
 def prompt_spans(tokenizer, prompt: Prompt, chat_format: str) -> tuple[list[int], dict[str, TokenSpan]]:
-    """For one prompt rendered in `chat_format`: its token ids (as behavioral.chat.encode gives them) and its
+    """For one prompt rendered in `chat_format`: its token ids (as behavioral.inference.chat.encode gives them) and its
     slots' token spans, by slot name, with `final`."""
     text, rendered = render(tokenizer, prompt, chat_format)
     special = chat_format == PLAIN

@@ -14,14 +14,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from activations.capture import Layers, select_layers
-from behavioral.files import check_regular, read_regular, write_json_atomic
-from behavioral.manifest import MANIFEST, RunDirError, read_manifest
-from behavioral.selection import select_rows
-from behavioral.store import check_run_id, run_id_of, stamp
+from behavioral.core.files import check_regular, read_regular, write_json_atomic
+from behavioral.rundir.manifest import MANIFEST, RunDirError, read_manifest
+from behavioral.core.selection import select_rows
+from behavioral.rundir.parts import check_run_id, run_id_of, stamp
 
 FOLDER = "activations"
 META = "meta.json"
-KINDS = ("persona", "experiencer", "final_mean", "final_sample")
 REDUCTIONS = ("mean", "last")
 
 
@@ -51,11 +50,6 @@ def write_shard(run_dir: str | Path, kind: str, key: str, array: np.ndarray, ind
     table = pa.Table.from_pandas(index.reset_index(drop=True), preserve_index=False)
     pq.write_table(table.replace_schema_metadata(stamp(table.schema, run_id).metadata), tmp)
     os.replace(tmp, folder / f"{stem}.parquet")
-
-
-def shard_done(run_dir: str | Path, kind: str, key: str) -> bool:
-    """True once a shard's index is on disk (its array was written before it)."""
-    return (Path(run_dir) / FOLDER / f"{shard_name(kind, key)}.parquet").is_file()
 
 
 def read_index(path: Path, run_id: str | None, columns: Sequence[str] | None = None) -> pd.DataFrame:

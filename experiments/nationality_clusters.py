@@ -12,8 +12,8 @@ From a run with persona capture (given with --run, or made here with --model int
   identities' token counts held out.
 
 Figures come as PNG and PDF beside each other, at most two journal columns (7.2 in) wide, every title carrying its n
-(identities, events), every point of a projection named with no two names overlapping (behavioral.figure_style,
-behavioral.outputs.label_points).
+(identities, events), every point of a projection named with no two names overlapping (behavioral.analysis.figure_style,
+behavioral.analysis.figure_files.label_points).
 
 The experiencer as "a person" sees it: --kind experiencer --where perceiver="a person". Bad input prints one line
 and exits 2.
@@ -30,13 +30,13 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from behavioral import models
-from behavioral.estimate import estimate_run
-from behavioral.manifest import read_manifest
-from behavioral.options import add_flags, from_flags
-from behavioral.output_folder import check_output_folder
-from behavioral.run import RunConfig, run
-from behavioral.registry import get_study
+from behavioral.inference import models
+from behavioral.runner.estimate import estimate_run
+from behavioral.rundir.manifest import read_manifest
+from behavioral.core.options import add_flags, from_flags
+from behavioral.analysis.output_folder import check_output_folder
+from behavioral.runner.run import RunConfig, run
+from behavioral.analysis.study import get_study
 from behavioral.analysis.study import run_study
 from interp.identities import parse_where
 from behavioral.suites.intergroup import Options

@@ -17,11 +17,11 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from behavioral import models
-from behavioral.options import add_flags, from_flags
-from behavioral.output_folder import check_output_folder
-from behavioral.run import RunConfig, run
-from behavioral.registry import get_study
+from behavioral.inference import models
+from behavioral.core.options import add_flags, from_flags
+from behavioral.analysis.output_folder import check_output_folder
+from behavioral.runner.run import RunConfig, run
+from behavioral.analysis.study import get_study
 from behavioral.analysis.study import run_study
 from interp.identities import parse_where
 from behavioral.suites.intergroup import Options

@@ -11,8 +11,8 @@ import numpy as np
 
 from activations.store import ActivationStore
 from behavioral.analysis.runs import Run
-from behavioral.selection import values_of
-from behavioral.suite import Suite
+from behavioral.core.selection import values_of
+from behavioral.suite.protocol import Suite
 
 WHERE_HELP = ("select activations by an index field, FIELD=VALUE (e.g. category=nationality); a field given twice "
               "selects either value")
@@ -37,7 +37,7 @@ def where_text(where: dict) -> str:
 
 def suite_of(run: Run) -> Suite:
     """The suite a run was made by."""
-    from behavioral.registry import get_suite
+    from behavioral.suite.registry import get_suite
 
     return get_suite(run.config["suite"])
 
@@ -102,9 +102,9 @@ def slot_tokens(run: Run, kind: str, names: Sequence[str], where: dict, trust_re
     the prompt up to the slot's end (the capture spec's prefix rule). Rebuilds the run's items from its manifest and
     its cached preparations (no model is loaded; the tokenizer is)."""
     from activations.spans import prompt_spans
-    from behavioral.chat import detect_format
-    from behavioral.models import load_tokenizer
-    from behavioral.run import RunConfig
+    from behavioral.inference.chat import detect_format
+    from behavioral.inference.models import load_tokenizer
+    from behavioral.runner.run import RunConfig
 
     suite, config = suite_of(run), RunConfig.from_run_dir(run.run_dir)
     slot, fields = suite.capture.spans[kind]

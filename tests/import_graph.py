@@ -1,9 +1,9 @@
 """The project's import graph read from its own source (ast, nothing imported) and held against the layer picture of
-docs/ARCHITECTURE.md: the layers, each module's layer, the imports that point upward, the import cycles among modules
-and the imports made inside functions (which hide a cycle from the module level). An import under `if TYPE_CHECKING:`
-never runs: it names a type for annotations (a protocol saying what it returns) and is listed apart, not counted as an
-import. `python -m tests.import_graph`
-prints the counts and every violation."""
+docs/ARCHITECTURE.md: the layers are folders, each module's layer is the folder it lives in, and the graph gives the
+imports that point upward, the import cycles among modules and the imports made inside functions (which hide a cycle
+from the module level). An import under `if TYPE_CHECKING:` never runs, but it still names a module of another
+layer, so it counts as a module-level import: a protocol names only types of its own layer or those below.
+`python -m tests.import_graph` prints the counts and every violation."""
 
 from __future__ import annotations
 
@@ -14,29 +14,21 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("behavioral", "activations", "interp")
-# Lowest first: a module may import its own layer and those below it, never one above.
-LAYERS = ("behavioral", "activations", "behavioral.run", "behavioral.analysis", "interp", "behavioral.suites",
-          "behavioral.cli")
-# the run loop (modules, and the sweep's package): it captures, so above activations; its configuration checks a
-# layer spec by activations' grammar
-RUN_LOOP = {"behavioral.run", "behavioral.run_config", "behavioral.estimate", "behavioral.run_reader",
-            "behavioral.sweep"}
+# Lowest first, one folder each: a module may import its own layer and those below it, never one above. `behavioral`
+# itself (its __init__, the public face) stands on top and names the others lazily.
+LAYERS = ("behavioral.core", "behavioral.report", "behavioral.rundir", "behavioral.inference", "behavioral.suite", "activations",
+          "behavioral.runner", "behavioral.sweep", "behavioral.analysis", "interp", "behavioral.suites",
+          "behavioral.cli", "behavioral")
 _TYPE_CHECKING = ("TYPE_CHECKING", "typing.TYPE_CHECKING")
-# the command line, above everything it dispatches to
-TOP = {"behavioral.cli", "behavioral.interp_cli", "behavioral.sweep_cli", "behavioral.__main__"}
 
 
 def layer_of(module: str) -> str:
-    """The layer of a module: the CLI, the run loop, one of behavioral's sub-packages of LAYERS, or its top-level
-    package."""
-    if module in TOP:
-        return "behavioral.cli"
-    if any(module == m or module.startswith(f"{m}.") for m in RUN_LOOP):
-        return "behavioral.run"
+    """The layer of a module: the folder of LAYERS it lives in; a module directly in behavioral/ (none should be) is
+    its own name, in no layer."""
     parts = module.split(".")
-    if parts[0] == "behavioral" and len(parts) > 1 and f"behavioral.{parts[1]}" in LAYERS:
-        return f"behavioral.{parts[1]}"
-    return parts[0]
+    if parts[0] != "behavioral" or len(parts) == 1:
+        return parts[0]
+    return f"behavioral.{parts[1]}"
 
 
 @dataclass(frozen=True)
@@ -49,18 +41,27 @@ for annotations only (`type_refs`, under `if TYPE_CHECKING:`)."""
     deferred: dict[str, frozenset[str]]
     type_refs: dict[str, frozenset[str]]
 
+    def module_level(self) -> dict[str, frozenset[str]]:
+        """The imports at module level, annotation-only ones included."""
+        return {m: self.edges.get(m, frozenset()) | self.type_refs.get(m, frozenset()) for m in self.modules}
+
     def upward(self, deferred: bool = False) -> list[tuple[str, str]]:
-        """The imports from a module to one in a higher layer, sorted."""
-        edges = self.deferred if deferred else self.edges
+        """The imports (at module level with annotation-only ones, or with `deferred` those inside functions) from a
+        module to one in a higher layer, sorted."""
+        edges = self.deferred if deferred else self.module_level()
         return sorted((a, b) for a, targets in edges.items() for b in targets
                       if LAYERS.index(layer_of(a)) < LAYERS.index(layer_of(b)))
 
+    def outside_layers(self) -> list[str]:
+        """The modules in no layer's folder (a module directly in behavioral/), sorted."""
+        return sorted(m for m in self.modules if layer_of(m) not in LAYERS)
+
     def cycles(self, deferred: bool = False) -> list[list[str]]:
-        """The strongly connected components of more than one module (Tarjan) under module-level imports, or with
-        `deferred` under every import (the cycles a function-level import hides); each sorted, sorted by their first
-        module."""
-        edges = {m: self.edges.get(m, frozenset()) | (self.deferred.get(m, frozenset()) if deferred else frozenset())
-                 for m in self.modules}
+        """The strongly connected components of more than one module (Tarjan) under module-level imports (annotation
+        ones included), or with `deferred` under every import (the cycles a function-level import hides); each
+        sorted, sorted by their first module."""
+        edges = {m: targets | (self.deferred.get(m, frozenset()) if deferred else frozenset())
+                 for m, targets in self.module_level().items()}
         index: dict[str, int] = {}
         low: dict[str, int] = {}
         stack: list[str] = []
@@ -135,13 +136,15 @@ def summary(graph: Graph) -> dict[str, int]:
             "hidden_cycles": len(graph.cycles(deferred=True)),
             "deferred": sum(map(len, graph.deferred.values())), "deferred_files": len(graph.deferred),
             "deferred_upward": len(graph.upward(deferred=True)),
-            "type_refs": sum(map(len, graph.type_refs.values()))}
+            "type_refs": sum(map(len, graph.type_refs.values())), "outside_layers": len(graph.outside_layers())}
 
 
 def main() -> None:
     """Print the counts and every violation."""
     graph = read_graph()
     print(" ".join(f"{k}={v}" for k, v in summary(graph).items()))
+    for module in graph.outside_layers():
+        print(f"in no layer: {module}")
     for a, b in graph.upward():
         print(f"upward: {a} ({layer_of(a)}) -> {b} ({layer_of(b)})")
     for component in graph.cycles():

@@ -11,8 +11,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from behavioral import cli, store
-from behavioral.registry import get_suite, names, registered
+from behavioral.cli import commands as cli
+from behavioral.rundir import parts as store
+from behavioral.suite.registry import get_suite, names, registered
 
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "ADDING_A_SUITE.md"
 

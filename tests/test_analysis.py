@@ -10,9 +10,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from behavioral.manifest import MANIFEST, SCHEMA_VERSION, RunDirError
-from behavioral.files import write_json_atomic
-from behavioral import store
+from behavioral.rundir.manifest import MANIFEST, SCHEMA_VERSION, RunDirError
+from behavioral.core.files import write_json_atomic
+from behavioral.rundir import parts as store
 from behavioral.analysis import analyze
 from behavioral.analysis.multiplicity import holm
 from behavioral.suites.intergroup import analysis, figures, stats

@@ -1,4 +1,4 @@
-"""The analysis framework every suite shares (behavioral.analysis, behavioral.options): one number format, flags
+"""The analysis framework every suite shares (behavioral.analysis, behavioral.core.options): one number format, flags
 derived from typed options, run naming, and the written files, report and manifest of a declared analysis."""
 
 from __future__ import annotations
@@ -12,14 +12,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from behavioral.manifest import MANIFEST, SCHEMA_VERSION
-from behavioral.files import write_json_atomic
-from behavioral import store
+from behavioral.rundir.manifest import MANIFEST, SCHEMA_VERSION
+from behavioral.core.files import write_json_atomic
+from behavioral.rundir import parts as store
 from behavioral.analysis import Analysis, Figure, Section, Table, analyze, cell, markdown, new_figure
-from behavioral.options import add_flags, check_bounds, from_flags, option
-from behavioral.output_folder import OutputFolderError
-from behavioral.suite import Suite
-from behavioral.registry import get_suite, names, registered
+from behavioral.core.options import add_flags, check_bounds, from_flags, option
+from behavioral.analysis.output_folder import OutputFolderError
+from behavioral.suite.protocol import Suite
+from behavioral.suite.registry import get_suite, names, registered
 
 FIELDS = ("group",)
 
@@ -82,7 +82,7 @@ def test_flags_come_from_the_dataclass_and_a_flag_left_out_keeps_the_fields_defa
 
 
 def test_every_suites_run_flags_build_its_default_options():
-    from behavioral import cli
+    from behavioral.cli import commands as cli
 
     for name in names():
         args = cli._parser(["run", name]).parse_args(["run", name, "--model", "m", "--out", "o"])

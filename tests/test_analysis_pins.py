@@ -15,8 +15,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from behavioral import cli
-from behavioral.analysis.formats import finite_number
+from behavioral.cli import commands as cli
+from behavioral.report.formats import finite_number
 
 PINS = Path(__file__).parent / "data" / "analysis_pins"
 SUITES = sorted(p.name for p in PINS.iterdir() if p.is_dir())

@@ -12,16 +12,17 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from behavioral.manifest import MANIFEST, RunDirError
-from behavioral import cli, store
+from behavioral.rundir.manifest import MANIFEST, RunDirError
+from behavioral.cli import commands as cli
+from behavioral.rundir import parts as store
 from behavioral.analysis import analyze
 from behavioral.analysis.distributions import group_distributions
-from behavioral.run import RunConfig, run
-from behavioral.run_reader import read_run
-from behavioral.store import RESULTS
-from behavioral.registry import get_suite
+from behavioral.runner.run import RunConfig, run
+from behavioral.runner.reader import read_run
+from behavioral.rundir.parts import RESULTS
+from behavioral.suite.registry import get_suite
 from behavioral.suites.intergroup import AnalyzeOptions, Options
-from behavioral.work import work_units
+from behavioral.suite.work import work_units
 
 SETTINGS = ("P0S0T0", "P0S1T0")  # a 0..100 scale (101 labels) and a 0..10 one (11)
 LABELS = {"P0S0T0": 101, "P0S1T0": 11}

@@ -7,10 +7,11 @@ import math
 import pytest
 import torch
 
-from behavioral import lazy_tree, tree_logits
-from behavioral.answer_space import AnswerSpec, AnswerTrie
-from behavioral.lazy_tree import AnswerTree
-from behavioral.engine import Batch, Engine
+from behavioral.inference import lazy_tree
+from behavioral.inference import tree_logits
+from behavioral.inference.answer_space import AnswerSpec, AnswerTrie
+from behavioral.inference.lazy_tree import AnswerTree
+from behavioral.inference.engine import Batch, Engine
 from tests.conftest import favouring_model, make_tiny_model
 from tests.test_engine import _prompt_ids
 

@@ -12,8 +12,8 @@ import pandas as pd
 import pytest
 from scipy.spatial.distance import pdist, squareform
 
-from behavioral import cli
-from behavioral.registry import get_study
+from behavioral.cli import commands as cli
+from behavioral.analysis.study import get_study
 from behavioral.analysis.study import run_study
 from interp.atlas.study import MAP_FILE, Options, read_map
 from interp.atlas import Source, atlas, plot_heatmap, shared_concepts
@@ -165,7 +165,7 @@ def _producible() -> dict[str, set[str]]:
 
 
 def test_every_shipped_row_names_an_identity_its_suite_produces():
-    from behavioral.registry import get_suite
+    from behavioral.suite.registry import get_suite
 
     rows, producible = read_map(MAP_FILE), _producible()
     missing = [(r.line, r.suite, r.identity) for r in rows if r.identity not in producible[r.suite]]

@@ -16,7 +16,7 @@ from torch import nn
 
 from behavioral.analysis.bootstrap import percentile_interval, resamples
 from behavioral.analysis.paired import fieller, t_interval
-from behavioral.engine import Engine
+from behavioral.inference.engine import Engine
 from behavioral.suites.intergroup import patching as IP
 from behavioral.suites.intergroup.corpus import embedded_events, sample_events
 from behavioral.suites.intergroup.groups import get_category
@@ -272,8 +272,8 @@ def test_agreement_counts_the_top_nodes_recovered():
 
 @pytest.mark.slow
 def test_the_study_on_the_pinned_run_equals_the_direct_calls(pinned_run, tmp_path, capsys):
-    from behavioral import models
-    from behavioral.registry import get_study
+    from behavioral.inference import models
+    from behavioral.analysis.study import get_study
     from behavioral.analysis.study import run_study
 
     study = get_study("attribution")
@@ -318,7 +318,7 @@ def test_the_study_on_the_pinned_run_equals_the_direct_calls(pinned_run, tmp_pat
     (["--layers", "9"], "--layers: block 9 was not available"),
 ])
 def test_bad_input_exits_2_with_one_line_and_writes_nothing(pinned_run, tmp_path, capsys, argv, message):
-    from behavioral.cli import main
+    from behavioral.cli.commands import main
 
     out = tmp_path / "new" / "out"
     assert main(["interp", "attribution", str(pinned_run), "--out", str(out), "--device", "cpu", *argv]) == 2
@@ -329,8 +329,8 @@ def test_bad_input_exits_2_with_one_line_and_writes_nothing(pinned_run, tmp_path
 
 @pytest.mark.slow
 def test_another_suites_slot_pairs_differ_in_the_slot_only(long_model_dir, tmp_path):
-    from behavioral.run import RunConfig, run
-    from behavioral.registry import get_study
+    from behavioral.runner.run import RunConfig, run
+    from behavioral.analysis.study import get_study
     from behavioral.analysis.study import run_study
     from behavioral.suites import isear
 

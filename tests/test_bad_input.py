@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from behavioral.cli import main
-from behavioral.registry import get_suite
-from behavioral.run import RunConfig, run
+from behavioral.cli.commands import main
+from behavioral.suite.registry import get_suite
+from behavioral.runner.run import RunConfig, run
 from behavioral.suites import intergroup, isear
 from interp.patching import study as patching
 from interp.probes import study as probes

@@ -14,7 +14,7 @@ from activations.capture import (
     EMBED_HOOK, ResidualHooks, ResidualTrace, decoder_layers, embedding, hook_layer, hook_name, hook_names,
     parse_layers, resid_post, resolve_layers, select_hooks, select_layers, table_layer,
 )
-from behavioral.engine import Batch, Engine, cache_keyword, halving_on_oom, left_pad
+from behavioral.inference.engine import Batch, Engine, cache_keyword, halving_on_oom, left_pad
 from interp.patching.spec import PatchSpec
 from tests.conftest import oom_above
 

@@ -18,11 +18,12 @@ import activations.store as activation_store
 from activations.capture import resid_post
 from activations.recorder import Recorder
 from activations.spans import prompt_spans
-from behavioral.manifest import Manifest
-from behavioral import chat, models
+from behavioral.rundir.manifest import Manifest
+from behavioral.inference import chat
+from behavioral.inference import models
 from behavioral.analysis import Run, read_runs
-from behavioral.run import RunConfig, run
-from behavioral.registry import get_suite
+from behavioral.runner.run import RunConfig, run
+from behavioral.suite.registry import get_suite
 from behavioral.suites import giebench as gie
 from behavioral.suites import scm
 from behavioral.suites.giebench.items import GieItem

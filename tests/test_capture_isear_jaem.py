@@ -16,12 +16,12 @@ from transformers import AutoModelForCausalLM
 import activations.store as activation_store
 from activations.capture import resid_post
 from activations.spans import prompt_spans
-from behavioral.manifest import Manifest
-from behavioral.manifest import read_manifest
-from behavioral import run as run_mod
+from behavioral.rundir.manifest import Manifest
+from behavioral.rundir.manifest import read_manifest
+from behavioral.runner import run as run_mod
 from behavioral.analysis.runs import Run
-from behavioral.chat import PLAIN, SYSTEM
-from behavioral.registry import get_suite
+from behavioral.inference.chat import PLAIN, SYSTEM
+from behavioral.suite.registry import get_suite
 from behavioral.suites import isear, jaem
 from behavioral.suites.isear.prompts import EMOTIONS, GENDERS
 from behavioral.suites.jaem.dimensions import ATTRIBUTES, PROJECT_DIMENSIONS

@@ -7,11 +7,11 @@ import json
 
 import pytest
 
-from behavioral.manifest import MANIFEST
-from behavioral import chat
-from behavioral.run import RunConfig, run
+from behavioral.rundir.manifest import MANIFEST
+from behavioral.inference import chat
+from behavioral.runner.run import RunConfig, run
 from behavioral.suites.intergroup import Options, prompts
-from behavioral.store import read_results
+from behavioral.rundir.parts import read_results
 from tests.conftest import NO_SYSTEM
 from tests.tiny_tokenizer import CHATML
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from behavioral.cli import main
+from behavioral.cli.commands import main
 from tests.conftest import files_under, make_tiny_model, refuse_loading
 from tests.tiny_tokenizer import build_tiny_tokenizer
 

@@ -8,12 +8,12 @@ import subprocess
 
 import pytest
 
-from behavioral.manifest import MANIFEST
-from behavioral import cli
-from behavioral.options import choices
-from behavioral.run import RunConfig
-from behavioral.store import read_results
-from behavioral.registry import get_suite, names
+from behavioral.rundir.manifest import MANIFEST
+from behavioral.cli import commands as cli
+from behavioral.core.options import choices
+from behavioral.runner.run import RunConfig
+from behavioral.rundir.parts import read_results
+from behavioral.suite.registry import get_suite, names
 from behavioral.suites.intergroup.groups import CATEGORIES
 from behavioral.suites.intergroup.settings import SETTING_NAMES
 

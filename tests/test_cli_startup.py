@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from behavioral.run_lock import RunLock
+from behavioral.rundir.lock import RunLock
 from tests.benchmarks.bench_cli import COMMANDS, sweep_file, time_command
 
 

@@ -8,7 +8,7 @@ import sys
 import numpy as np
 import pytest
 
-from behavioral.run import RunConfig, run
+from behavioral.runner.run import RunConfig, run
 from behavioral.suites.intergroup import Options
 from behavioral.suites.intergroup import results as read_results
 

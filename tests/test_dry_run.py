@@ -10,10 +10,11 @@ import itertools
 
 import pytest
 
-from behavioral import estimate, sweep_cli
-from behavioral.cli import main
-from behavioral.estimate import Forward, SampledRun, StepCost
-from behavioral.run import Runner
+from behavioral.runner import estimate
+from behavioral.cli import sweep as sweep_cli
+from behavioral.cli.commands import main
+from behavioral.runner.estimate import Forward, SampledRun, StepCost
+from behavioral.runner.run import Runner
 from behavioral.sweep.config import read_sweep
 from behavioral.sweep.plan import SAMPLE, WARM_UP, describe_plan, plan_sweep
 from tests.test_sweep import INTERGROUP, JAEM, SCM, Loads, _toml, second_model_dir  # noqa: F401 (a fixture)
@@ -110,7 +111,7 @@ def test_decoding_costs_each_batch_its_longest_reply_and_each_row_its_steps():
 
 def test_no_calibrate_plans_without_a_model(tmp_path, long_model_dir, capsys, monkeypatch):
     loads = Loads()
-    monkeypatch.setattr("behavioral.models.load", loads)
+    monkeypatch.setattr("behavioral.inference.models.load", loads)
     monkeypatch.setattr(sweep_cli, "plan_sweep", functools.partial(plan_sweep, load=loads))
     path = _toml(tmp_path, [("a", long_model_dir)], INTERGROUP, SCM)
     assert main(["sweep", str(path), "--dry-run", "--no-calibrate"]) == 0

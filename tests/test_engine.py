@@ -11,13 +11,13 @@ import pytest
 import torch
 from transformers import LogitsProcessor, LogitsProcessorList
 
-from behavioral import chat
+from behavioral.inference import chat
 from behavioral.suites.intergroup import prompts
-from behavioral.answer_space import AnswerSpec, AnswerTrie
+from behavioral.inference.answer_space import AnswerSpec, AnswerTrie
 from behavioral.suites.intergroup.answers import answer_decided, parse_intensity
 from behavioral.suites.intergroup.corpus import embedded_events
-from behavioral.engine import Batch, Engine, Sampling, shared_prefix_length
-from behavioral.prefix_plan import common_length
+from behavioral.inference.engine import Batch, Engine, Sampling, shared_prefix_length
+from behavioral.inference.prefix_plan import common_length
 from tests.conftest import favouring_model, make_tiny_model
 
 

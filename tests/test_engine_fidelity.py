@@ -8,10 +8,10 @@ from functools import partial
 
 import torch
 
-from behavioral.answer_space import AnswerSpec, AnswerTrie
-from behavioral.engine import Engine
-from behavioral.run import RunConfig, Runner
-from behavioral.registry import get_suite
+from behavioral.inference.answer_space import AnswerSpec, AnswerTrie
+from behavioral.inference.engine import Engine
+from behavioral.runner.run import RunConfig, Runner
+from behavioral.suite.registry import get_suite
 from behavioral.suites.intergroup import Options
 from behavioral.suites.intergroup.answers import answer_decided, parse_intensity
 from tests.benchmarks.bench_engine import grid_prompts

@@ -21,12 +21,12 @@ import yaml
 from behavioral.analysis import export
 from behavioral.analysis.export import DECODING, HEAD, META, TAIL, export_runs, source
 from behavioral.analysis.runs import model_name
-from behavioral.cli import main
-from behavioral.manifest import MANIFEST, read_manifest
-from behavioral.registry import SUITES, get_suite
-from behavioral.run import RunConfig, run
-from behavioral.run_reader import read_run
-from behavioral.suite import Suite
+from behavioral.cli.commands import main
+from behavioral.rundir.manifest import MANIFEST, read_manifest
+from behavioral.suite.registry import SUITES, get_suite
+from behavioral.runner.run import RunConfig, run
+from behavioral.runner.reader import read_run
+from behavioral.suite.protocol import Suite
 from behavioral.suites import giebench, intergroup, isear, jaem, scm
 from behavioral.suites.intergroup.settings import get_setting
 from behavioral.suites.scm.traits import TRAIT_DEFINITIONS

@@ -19,12 +19,13 @@ from matplotlib.figure import Figure
 from matplotlib.transforms import Bbox
 from PIL import Image
 
-from behavioral import figure_style
+from behavioral.analysis import figure_style
 from behavioral.analysis import read_runs
 from behavioral.analysis.study import read_study_runs, run_study
-from behavioral.outputs import LEADER, label_points, place_labels, save_figure
-from behavioral.registry import get_study, get_suite
-from behavioral.run import RunConfig, run
+from behavioral.analysis.figure_files import LEADER, label_points, place_labels, save_figure
+from behavioral.suite.registry import get_suite
+from behavioral.analysis.study import get_study
+from behavioral.runner.run import RunConfig, run
 from behavioral.suites.intergroup.groups import get_category
 from behavioral.suites.scm import figures as scm_figures
 from behavioral.suites.scm.groups import GROUPS

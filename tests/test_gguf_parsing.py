@@ -5,7 +5,7 @@ from __future__ import annotations
 import gguf
 import pytest
 
-from behavioral.gguf_parsing import parsed_once
+from behavioral.inference.gguf_parsing import parsed_once
 
 
 def write_gguf(path, name: str) -> None:

@@ -21,11 +21,12 @@ import pyarrow.parquet as pq
 import pytest
 from scipy.stats import binomtest
 
-from behavioral.manifest import read_manifest
-from behavioral import cli, store
+from behavioral.rundir.manifest import read_manifest
+from behavioral.cli import commands as cli
+from behavioral.rundir import parts as store
 from behavioral.analysis import analyze, read_runs
 from behavioral.analysis.multiplicity import holm
-from behavioral.options import add_flags, from_flags
+from behavioral.core.options import add_flags, from_flags
 from behavioral.suites import giebench as gie
 from behavioral.suites.giebench import metrics
 from behavioral.suites.giebench.results import view
@@ -566,8 +567,9 @@ def long_tiny_dir(tmp_path_factory, tiny_tokenizer):
 
 
 def test_score_mode_equals_brute_force_after_the_prefill(long_tiny_dir, tmp_path):
-    from behavioral import chat, models
-    from behavioral.answer_space import AnswerTrie
+    from behavioral.inference import chat
+    from behavioral.inference import models
+    from behavioral.inference.answer_space import AnswerTrie
     from behavioral.suites.giebench.verdict import ANSWERS as SPEC
     from tests.test_answer_space import _brute_force
 

@@ -12,9 +12,9 @@ import numpy as np
 import pandas as pd
 
 from behavioral.analysis import analyze, read_runs
-from behavioral.analysis.formats import MISSING
+from behavioral.report.formats import MISSING
 from behavioral.analysis.headline import COLUMNS, Headline, headline_table
-from behavioral.registry import get_suite
+from behavioral.suite.registry import get_suite
 
 PINS = Path(__file__).parent / "data" / "analysis_pins"
 RUNS = ("a", "b")

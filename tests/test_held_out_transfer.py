@@ -17,7 +17,7 @@ import pytest
 from behavioral.analysis.paired import t_interval
 from behavioral.suites.intergroup import steering
 from behavioral.suites.intergroup.groups import get_category
-from behavioral.suites.intergroup.synthetic import cells_of, projection_rows
+from tests.synthetic_worlds import cells_of, projection_rows
 from tests.benchmarks import inference_calibration as harness
 
 RELIGION = get_category("religion")

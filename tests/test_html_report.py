@@ -22,8 +22,8 @@ from behavioral.analysis import Analysis, Figure, Section, Table, analyze, new_f
 from behavioral.analysis.html import inline, markdown_html
 from behavioral.analysis.study import run_study
 from behavioral.analysis.write import write
-from behavioral.output_folder import output_folder
-from behavioral.registry import get_study
+from behavioral.analysis.output_folder import output_folder
+from behavioral.analysis.study import get_study
 from behavioral.suites.intergroup.analysis import AnalyzeOptions
 from tests.test_analysis import make_run
 

@@ -20,8 +20,8 @@ from behavioral.analysis.html import POLICY, inline, render_html
 from behavioral.analysis.report import code_span, run_line
 from behavioral.analysis.runs import read_runs
 from behavioral.analysis.write import write
-from behavioral.output_folder import output_folder
-from behavioral.registry import get_suite
+from behavioral.analysis.output_folder import output_folder
+from behavioral.suite.registry import get_suite
 from tests.test_analysis import make_run
 from tests.test_html_report import in_browser
 

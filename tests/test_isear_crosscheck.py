@@ -15,7 +15,7 @@ import nltk
 import pandas as pd
 import pytest
 
-from behavioral import cli
+from behavioral.cli import commands as cli
 from behavioral.suites.isear import EMOTIONS, GENDERS, evaluate, events, load_events, prompt, sample_indices
 from behavioral.suites.isear.metrics import metrics
 from behavioral.suites.isear.attempts import from_run

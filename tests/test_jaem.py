@@ -17,8 +17,9 @@ import pandas as pd
 import pytest
 import torch
 
-from behavioral.manifest import read_manifest
-from behavioral import cli, store
+from behavioral.rundir.manifest import read_manifest
+from behavioral.cli import commands as cli
+from behavioral.rundir import parts as store
 from behavioral.analysis import analyze
 from behavioral.suites import jaem
 from behavioral.suites.jaem.answers import letter_decided, reply_decided
@@ -493,8 +494,8 @@ def test_smollm2_smoke(tmp_path):
 @pytest.mark.parametrize("seed", [4, 5])
 def test_early_stopping_gives_the_parsed_answers_of_decoding_to_the_limit(seed, tiny_tokenizer):
     """As tests/test_suites.py does for every suite, with a tiny model that favours letters and markup."""
-    from behavioral import chat
-    from behavioral.engine import Engine
+    from behavioral.inference import chat
+    from behavioral.inference.engine import Engine
     from tests.conftest import favouring_model
 
     tok = tiny_tokenizer

@@ -12,9 +12,9 @@ import pandas as pd
 import pytest
 import torch
 
-from behavioral.manifest import Manifest
+from behavioral.rundir.manifest import Manifest
 from behavioral.analysis import Run
-from behavioral.run_reader import Completeness
+from behavioral.rundir.run import Completeness
 from behavioral.suites import jaem
 from behavioral.suites.jaem.samples import LETTERS
 from behavioral.suites.jaem.suite import JaemItem

@@ -11,10 +11,11 @@ import pytest
 import torch
 from scipy import stats
 
-from behavioral import lazy_tree, tree_bounds
-from behavioral.answer_space import AnswerSpec, AnswerTrie
-from behavioral.engine import Engine
-from behavioral.lazy_tree import AnswerTree
+from behavioral.inference import lazy_tree
+from behavioral.inference import tree_bounds
+from behavioral.inference.answer_space import AnswerSpec, AnswerTrie
+from behavioral.inference.engine import Engine
+from behavioral.inference.lazy_tree import AnswerTree
 from tests.conftest import make_tiny_model
 from tests.test_engine import _prompt_ids
 

@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 
 from behavioral.analysis import read_runs
-from behavioral.manifest import TREE_TOLERANCE
-from behavioral.registry import get_suite
-from behavioral.run import RunConfig, run
-from behavioral.store import read_results
+from behavioral.rundir.manifest import TREE_TOLERANCE
+from behavioral.suite.registry import get_suite
+from behavioral.runner.run import RunConfig, run
+from behavioral.rundir.parts import read_results
 
 PINS = Path(__file__).parent / "data" / "analysis_pins"
 SUITES = ("giebench", "intergroup", "isear", "jaem", "scm")

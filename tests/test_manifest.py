@@ -12,12 +12,13 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from behavioral import cli, models
-from behavioral.manifest import MANIFEST, RunDirError, read_manifest
-from behavioral.run import RunConfig, run
-from behavioral.run_reader import read_run
-from behavioral.store import RESULTS
-from behavioral.registry import get_suite
+from behavioral.cli import commands as cli
+from behavioral.inference import models
+from behavioral.rundir.manifest import MANIFEST, RunDirError, read_manifest
+from behavioral.runner.run import RunConfig, run
+from behavioral.runner.reader import read_run
+from behavioral.rundir.parts import RESULTS
+from behavioral.suite.registry import get_suite
 from behavioral.suites.intergroup import Options
 from behavioral.suites.intergroup.items import Data
 
@@ -217,7 +218,7 @@ def test_a_t2_run_derives_its_plan_from_its_rewrites_cache_and_says_when_it_lack
 
 
 def test_the_recorded_plan_is_the_plan_a_run_derives(finished):
-    from behavioral.run import derived_plan
+    from behavioral.runner.run import derived_plan
 
     plan = read_manifest(finished).plan
     assert derived_plan(finished, read_manifest(finished)) == plan and (plan.units, plan.rows) == (36, 72)

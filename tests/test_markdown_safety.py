@@ -16,12 +16,12 @@ import pytest
 from markdown_it import MarkdownIt
 
 from behavioral.analysis import analyze
-from behavioral.analysis.formats import literal, pipe_table, visible
+from behavioral.report.formats import literal, pipe_table, visible
 from behavioral.analysis.study import run_study
 from behavioral.analysis.sweep import analyze_sweep
-from behavioral.manifest import MANIFEST
-from behavioral.models import ModelLoadError, load
-from behavioral.registry import get_study
+from behavioral.rundir.manifest import MANIFEST
+from behavioral.inference.models import ModelLoadError, load
+from behavioral.analysis.study import get_study
 from behavioral.suites import giebench, intergroup, isear, jaem, scm
 from behavioral.sweep.config import read_sweep
 from behavioral.sweep.runner import run_sweep

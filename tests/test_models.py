@@ -9,11 +9,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from behavioral import chat, model_source, models
+from behavioral.inference import chat
+from behavioral.inference import model_source
+from behavioral.inference import models
 from behavioral.suites.intergroup import prompts
-from behavioral.answer_space import AnswerTrie
+from behavioral.inference.answer_space import AnswerTrie
 from behavioral.suites.intergroup.corpus import embedded_events
-from behavioral.engine import Engine
+from behavioral.inference.engine import Engine
 
 
 def test_resolve_source_alias():

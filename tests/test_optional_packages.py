@@ -27,8 +27,9 @@ import json, sys
 for name in {blocked!r}:
     sys.modules[name] = None
 from pathlib import Path
-from behavioral import cli, models
-from behavioral.optional import MissingPackageError
+from behavioral.cli import commands as cli
+from behavioral.inference import models
+from behavioral.core.extras import MissingPackageError
 from activations.backends import capture
 from interp import clusters
 

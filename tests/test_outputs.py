@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from matplotlib.figure import Figure
 
-from behavioral.output_folder import OutputFolderError, output_folder
+from behavioral.analysis.output_folder import OutputFolderError, output_folder
 from behavioral.analysis.report import REPORT
-from behavioral.outputs import label_points
+from behavioral.analysis.figure_files import label_points
 
 
 def _files(folder):
@@ -113,7 +113,7 @@ def test_a_kill_while_files_move_leaves_a_folder_a_rerun_can_replace(tmp_path, m
         moved.append(dst)
         real_replace(src, dst)
 
-    monkeypatch.setattr("behavioral.output_folder.os.replace", dying_replace)
+    monkeypatch.setattr("behavioral.analysis.output_folder.os.replace", dying_replace)
     with pytest.raises(KeyboardInterrupt), output_folder(out, "analyze toy") as folder:
         for name in ("a.csv", "c.csv"):
             (folder.path / name).write_text("new")

@@ -15,11 +15,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-import behavioral.run as run_mod
-from behavioral import cli, store
-from behavioral.manifest import MANIFEST, RunDirError, read_manifest
-from behavioral.run import RunConfig, run
-from behavioral.store import RESULTS, RUN_ID, RowLog, UncheckedPartsWarning, read_results
+import behavioral.runner.run as run_mod
+from behavioral.cli import commands as cli
+from behavioral.rundir import parts as store
+from behavioral.rundir.manifest import MANIFEST, RunDirError, read_manifest
+from behavioral.runner.run import RunConfig, run
+from behavioral.rundir.parts import RESULTS, RUN_ID, RowLog, UncheckedPartsWarning, read_results
 from behavioral.suites.intergroup import Options
 
 PART = "r000-000000.parquet"

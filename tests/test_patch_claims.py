@@ -21,7 +21,7 @@ from behavioral.suites.intergroup.corpus import EMOTIONS, Event
 from behavioral.suites.intergroup.patch_gap import ONE_EVENT, gap_table
 from behavioral.analysis.paired import UNBOUNDED, closed
 from behavioral.suites.intergroup.stats import zscore
-from behavioral.suites.intergroup.synthetic import GAP, patched_rows
+from tests.synthetic_worlds import GAP, patched_rows
 from interp.patching.claims import beyond, equivalent, stops_mattering, undetermined_from
 
 RELIGION = get_category("religion")
@@ -31,7 +31,7 @@ SAME = RELIGION.in_group()
 
 def synthetic(closed: dict[int, float], n_events: int, noise: float = 0.3, seed: int = 0,
               category=RELIGION) -> pd.DataFrame:
-    """The synthetic patching rows of `behavioral.suites.intergroup.synthetic` (no patch noise)."""
+    """The synthetic patching rows of `tests.synthetic_worlds` (no patch noise)."""
     return patched_rows(closed, n_events, noise, seed, category)
 
 

@@ -12,9 +12,9 @@ import torch
 
 from activations.capture import ResidualTrace, parse_layers
 from activations.spans import SpanError, TokenSpan
-from behavioral import chat
-from behavioral.lazy_tree import AnswerTree
-from behavioral.engine import Engine
+from behavioral.inference import chat
+from behavioral.inference.lazy_tree import AnswerTree
+from behavioral.inference.engine import Engine
 from behavioral.suites.intergroup import patching as IP
 from behavioral.suites.intergroup import prompts
 from behavioral.suites.intergroup.corpus import Event

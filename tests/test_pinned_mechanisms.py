@@ -155,15 +155,15 @@ def ingroup_direction(store, category: str, unit: bool) -> np.ndarray:
 
 
 def load_model():
-    """Old: behavioral.models.load(model_dir, "cpu", "fp32") -> (model, tokenizer, info)."""
-    from behavioral import models
+    """Old: behavioral.inference.models.load(model_dir, "cpu", "fp32") -> (model, tokenizer, info)."""
+    from behavioral.inference import models
 
     return models.load(str(MODEL), "cpu", "fp32")
 
 
 def make_engine(model, tokenizer):
-    """Old: behavioral.engine.Engine(model, tokenizer, batch_size=BATCH_SIZE)."""
-    from behavioral.engine import Engine
+    """Old: behavioral.inference.engine.Engine(model, tokenizer, batch_size=BATCH_SIZE)."""
+    from behavioral.inference.engine import Engine
 
     return Engine(model, tokenizer, batch_size=BATCH_SIZE)
 
@@ -180,7 +180,7 @@ def steered_scores(engine, store, perceiver: str, experiencer: str, event, layer
     """Old: the engine's score of one patching prompt (interp.patching.build / get_trie) plain, then inside
     interp.steering.steer(model, layer, coef × the unit religion in-group direction's row of that layer). New: the
     prompt and trie from the intergroup patching protocol (build, setting_trie)."""
-    from behavioral import chat
+    from behavioral.inference import chat
     from behavioral.suites.intergroup import patching as P
     from interp import steering
 

@@ -3,7 +3,7 @@ what each prompt has left."""
 
 from __future__ import annotations
 
-from behavioral.prefix_plan import batches, cached_prefixes, with_branch_points
+from behavioral.inference.prefix_plan import batches, cached_prefixes, with_branch_points
 
 
 def test_branch_points_that_save_enough_are_cached():

@@ -11,7 +11,7 @@ import pytest
 
 import activations.store as activation_store
 from activations.capture import hook_names
-from behavioral.cli import main
+from behavioral.cli.commands import main
 from interp.probes.study import probe_tables
 from behavioral.suites.intergroup import SUITE
 from interp import probes

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from behavioral import provenance
+from behavioral.rundir import provenance
 
 ROOT = Path(provenance.__file__).parent
 
@@ -24,7 +24,7 @@ def test_dirty_flag_follows_git_status():
     assert record["git_dirty"] == (None if status is None else bool(status))
 
 
-@pytest.mark.parametrize(("status", "dirty"), [(" M behavioral/engine.py", True), ("", False), (None, None)])
+@pytest.mark.parametrize(("status", "dirty"), [(" M behavioral/inference/engine.py", True), ("", False), (None, None)])
 def test_dirty_flag_values(monkeypatch, status, dirty):
     monkeypatch.setattr(provenance, "_git", lambda *args: status)
     assert provenance.git_dirty() is dirty

@@ -11,15 +11,15 @@ import pandas as pd
 import pytest
 
 from behavioral.analysis import Analysis, Table
-from behavioral.analysis.formats import cell, cells, column, is_missing
+from behavioral.report.formats import cell, cells, column, is_missing
 from behavioral.analysis.report import render, unset_meanings
-from behavioral.analysis.spec import scope
+from behavioral.report.blocks import scope
 from behavioral.analysis.study import StudyResult, run_study
-from behavioral.registry import get_study, study_names
+from behavioral.analysis.study import get_study, study_names
 from behavioral.suites.intergroup import patch_report
 from behavioral.suites.intergroup.groups import get_category
 from behavioral.suites.intergroup.patch_gap import gap_table
-from behavioral.suites.intergroup.synthetic import patched_rows
+from tests.synthetic_worlds import patched_rows
 
 RAW = re.compile(r"\b(?:None|True|False)\b")
 # A printed number: its sign, digits (with thousands commas), decimals, exponent and percent sign.

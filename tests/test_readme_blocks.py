@@ -23,10 +23,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from behavioral import cli, models, registry
-from behavioral.optional import installed
-from behavioral.run import run
-from behavioral.store import read_results
+from behavioral.cli import commands as cli
+from behavioral.inference import models
+from behavioral.suite import registry
+from behavioral.core.extras import installed
+from behavioral.runner.run import run
+from behavioral.rundir.parts import read_results
 from tests.conftest import intergroup_capture_config
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -52,7 +54,7 @@ class Run:
 
 
 # Every fenced block of the pages, by a string only it holds, and every inline shell command, by its text. Throughout:
-# `empathy-gap ARGS` is behavioral.cli.main(ARGS) (the console script's entry point) and `python experiments/X.py
+# `empathy-gap ARGS` is behavioral.cli.commands.main(ARGS) (the console script's entry point) and `python experiments/X.py
 # ARGS` the script's main(ARGS), both in this process with a new temporary folder as the working directory;
 # `pip install` is a dry run resolved against this environment without an index (PIP: a test never changes the
 # environment it runs in, nor needs a network); a hub id (HUB) loads the tiny model saved as its cached snapshot, with
@@ -61,7 +63,7 @@ class Run:
 # where its slice cannot run here as written.
 BLOCKS: dict[tuple[str, str], Run] = {
     (README, "&& empathy-gap demo"): Run(
-        "test_the_install_and_demo_block", why="as written; the demo's model (behavioral.cli.DEMO_MODEL, which the "
+        "test_the_install_and_demo_block", why="as written; the demo's model (behavioral.cli.commands.DEMO_MODEL, which the "
         "command names not) is the tiny model: 8 events of SmolLM2 take 14 minutes"),
     (README, "&& python -m pytest tests"): Run(
         "test_the_install_and_demo_block", "python -m pytest tests", "python -m pytest tests --collect-only -n 0",
@@ -348,7 +350,7 @@ def _importable(name: str) -> bool:
 
 
 def test_the_pages_python_names_resolve():
-    """Every dotted name of the library the pages' prose cites (`behavioral.store.read_results(RUN_DIR)`) exists."""
+    """Every dotted name of the library the pages' prose cites (`behavioral.rundir.parts.read_results(RUN_DIR)`) exists."""
     for page in (README, ADDING):
         for name in re.findall(r"`((?:behavioral|activations|interp)(?:\.\w+)+)", prose(page)):
             parts = name.split(".")
@@ -587,7 +589,7 @@ def test_the_capture_and_store_blocks(capture_folder, capsys):
 def _suite_runs(long_model_dir: Path, folder: Path) -> None:
     """runs/intergroup, runs/giebench, runs/scm and runs/isear: small capture runs of each suite's identity slot, of one
     model (the atlas compares the states of one model)."""
-    from behavioral.run import RunConfig
+    from behavioral.runner.run import RunConfig
     from behavioral.suites import giebench, isear, scm
 
     small = dict(mode="score", device="cpu", dtype="fp32", batch_size=8, max_new_tokens=2)

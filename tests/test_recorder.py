@@ -12,8 +12,8 @@ import activations.recorder as recorder_mod
 import activations.store as activation_store
 from activations.capture import resid_post
 from activations.spans import prompt_spans
-from behavioral.manifest import RunDirError
-from behavioral import run as run_mod
+from behavioral.rundir.manifest import RunDirError
+from behavioral.runner import run as run_mod
 from behavioral.suites.intergroup import activations as views
 from behavioral.suites.intergroup.corpus import embedded_events, sample_events
 from behavioral.suites.intergroup.groups import get_category

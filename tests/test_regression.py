@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from behavioral.run import RunConfig, run
+from behavioral.runner.run import RunConfig, run
 from behavioral.suites.intergroup import Options, results
 
 PIN = Path(__file__).parent / "data" / "seed000_smollm2_rows.csv"

@@ -15,9 +15,9 @@ import pytest
 
 from behavioral.analysis import analyze, read_runs
 from behavioral.analysis.caveats import few_parsed, joined, low_mass, one_answer, refused
-from behavioral.analysis.formats import pipe_table
+from behavioral.report.formats import pipe_table
 from behavioral.analysis.report import unset_meanings
-from behavioral.registry import get_suite
+from behavioral.suite.registry import get_suite
 from tests.test_html_report import Page, markdown_tables
 from tests.test_readable_pages import mixed_columns, raw_values
 
@@ -142,7 +142,7 @@ def test_a_partial_runs_headline_rows_say_so_before_the_suites_own_warning():
     from types import SimpleNamespace
 
     from behavioral.analysis.headline import Headline, headline_section
-    from behavioral.run_reader import Completeness
+    from behavioral.rundir.run import Completeness
 
     rows = [Headline("a", "gap", 1.0, 0.5, 1.5, "t", 3, "events", warning="low answer mass: 9.4%"),
             Headline("b", "gap", 1.0, 0.5, 1.5, "t", 3, "events")]

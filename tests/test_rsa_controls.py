@@ -15,9 +15,9 @@ import pandas as pd
 import pytest
 from scipy.stats import spearmanr
 
-from behavioral.manifest import Manifest
+from behavioral.rundir.manifest import Manifest
 from behavioral.analysis import Run
-from behavioral.cli import main
+from behavioral.cli.commands import main
 from interp.rsa import lexical, reliability
 from interp.rsa.study import p_floor
 from behavioral.suites.intergroup import SUITE
@@ -284,7 +284,7 @@ def test_the_study_reports_its_controls_and_why_three_events_have_no_ceiling(pin
 
 @pytest.mark.slow
 def test_the_study_reports_the_ceiling_of_a_tiny_run_of_six_events(tiny_model_dir, tmp_path):
-    from behavioral import run as run_mod
+    from behavioral.runner import run as run_mod
     from behavioral.analysis.study import read_study_runs
     from behavioral.suites.intergroup import Options as IntergroupOptions
 

@@ -12,20 +12,20 @@ import stat
 import pandas as pd
 import pytest
 
-import behavioral.run as run_mod
-from behavioral.manifest import MANIFEST, SCHEMA_VERSION, RunDirError
-from behavioral import store
+import behavioral.runner.run as run_mod
+from behavioral.rundir.manifest import MANIFEST, SCHEMA_VERSION, RunDirError
+from behavioral.rundir import parts as store
 from behavioral.suites.intergroup import rewrite
 from behavioral.suites.intergroup.corpus import CorpusError, embedded_events
-from behavioral.engine import Engine
+from behavioral.inference.engine import Engine
 from behavioral.suites.intergroup.groups import get_category
-from behavioral.models import ModelLoadError
-from behavioral.run import RunConfig, run
-from behavioral.store import RESULTS
-from behavioral.registry import get_suite
+from behavioral.inference.models import ModelLoadError
+from behavioral.runner.run import RunConfig, run
+from behavioral.rundir.parts import RESULTS
+from behavioral.suite.registry import get_suite
 from behavioral.suites.intergroup import Options
 from behavioral.suites.intergroup import results as read_results
-from behavioral.work import work_units
+from behavioral.suite.work import work_units
 from tests.conftest import make_tiny_model
 
 SETTINGS = ("P0S0T0", "P0S1T0")

@@ -13,14 +13,14 @@ import pytest
 
 from activations import store as activation_store
 from activations.store import FOLDER, META
-from behavioral import cli
-from behavioral.manifest import MANIFEST, read_manifest
-from behavioral.run import RunConfig, run
-from behavioral.store import (
+from behavioral.cli import commands as cli
+from behavioral.rundir.manifest import MANIFEST, read_manifest
+from behavioral.runner.run import RunConfig, run
+from behavioral.rundir.parts import (
     RESULTS, RUN_ID, RowLog, UncheckedPartsWarning, read_results, result_schema, seal_logs,
 )
-from behavioral.registry import study_names as studies
-from behavioral.registry import get_suite
+from behavioral.analysis.study import study_names as studies
+from behavioral.suite.registry import get_suite
 from behavioral.suites.intergroup import Options
 
 PART = "r000-000000.parquet"

@@ -15,13 +15,16 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-import behavioral.run as run_mod
-from behavioral import cli, files, run_lock, store
-from behavioral.files import write_json_atomic
-from behavioral.manifest import MANIFEST, Manifest, RunDirError, read_manifest, write_manifest
+import behavioral.runner.run as run_mod
+from behavioral.cli import commands as cli
+from behavioral.core import files
+from behavioral.rundir import lock as run_lock
+from behavioral.rundir import parts as store
+from behavioral.core.files import write_json_atomic
+from behavioral.rundir.manifest import MANIFEST, Manifest, RunDirError, read_manifest, write_manifest
 from behavioral.analysis import analyze
-from behavioral.run import RunConfig, run
-from behavioral.store import CORE, RESULTS, RowLog, RunLock, read_results
+from behavioral.runner.run import RunConfig, run
+from behavioral.rundir.parts import CORE, RESULTS, RowLog, RunLock, read_results
 from behavioral.suites.intergroup import results
 from behavioral.suites.intergroup.analysis import AnalyzeOptions
 from tests.test_run import _assert_same_rows, _config
@@ -66,7 +69,7 @@ def expected(finished) -> pd.DataFrame:
 
 def _hold_lock(out: Path) -> subprocess.Popen:
     """Another process that holds rank 0's lock of `out` until killed."""
-    code = ("import sys, time\nfrom behavioral.store import RunLock\nRunLock(sys.argv[1]).acquire()\n"
+    code = ("import sys, time\nfrom behavioral.rundir.parts import RunLock\nRunLock(sys.argv[1]).acquire()\n"
             "print('held', flush=True)\ntime.sleep(600)\n")
     holder = subprocess.Popen([sys.executable, "-c", code, str(out)], stdout=subprocess.PIPE, text=True)
     assert holder.stdout.readline().strip() == "held"
@@ -122,7 +125,7 @@ def test_sigkill_then_resume_leaves_only_parquet_and_every_row(tiny_model_dir, t
     args = ["run", "intergroup", "--model", str(tiny_model_dir), "--categories", "religion",
             "--settings", "P0S0T0,P0S1T0", "--limit-events", "3", "--mode", "score", "--device", "cpu",
             "--dtype", "fp32", "--batch-size", "1", "--unit-size", "2", "--out", str(out), "--no-progress"]
-    code = "import sys\nfrom behavioral.cli import main\nsys.exit(main(sys.argv[1:]))\n"
+    code = "import sys\nfrom behavioral.cli.commands import main\nsys.exit(main(sys.argv[1:]))\n"
     child = subprocess.Popen([sys.executable, "-c", code, *args], stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and child.poll() is None:

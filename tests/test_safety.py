@@ -11,11 +11,12 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from behavioral.manifest import MANIFEST, RunDirError
-from behavioral import cli, models
-from behavioral import store
-from behavioral.run import RunConfig, run
-from behavioral.store import RESULTS, RowLog, seal_logs
+from behavioral.rundir.manifest import MANIFEST, RunDirError
+from behavioral.cli import commands as cli
+from behavioral.inference import models
+from behavioral.rundir import parts as store
+from behavioral.runner.run import RunConfig, run
+from behavioral.rundir.parts import RESULTS, RowLog, seal_logs
 from behavioral.suites import giebench, intergroup, isear, jaem, scm
 from tests.test_analysis import make_run
 from tests.test_suites import CONFIGS

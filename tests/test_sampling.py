@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from behavioral.engine import Engine, Sampling, stream_seed
+from behavioral.inference.engine import Engine, Sampling, stream_seed
 from tests.test_engine import _prompt_ids
 
 

@@ -19,9 +19,9 @@ import pytest
 from scipy.stats import wasserstein_distance
 
 from behavioral.analysis import analyze, read_runs
-from behavioral.cli import main
-from behavioral.options import add_flags, from_flags
-from behavioral.store import read_results, write_part
+from behavioral.cli.commands import main
+from behavioral.core.options import add_flags, from_flags
+from behavioral.rundir.parts import read_results, write_part
 from behavioral.suites.scm import (
     GROUPS, SUITE, TRAITS, AnalyzeOptions, Options, fpr, fpr_by_attribute, inter_trait_baseline, load_human, ratings,
     w1,
@@ -631,7 +631,7 @@ def test_a_flag_naming_nothing_is_refused(long_model_dir, tmp_path, capsys, flag
 
 def test_options_are_declared_once(capsys):
     """The run and analysis flags come from the dataclasses, the seed's flag names included."""
-    from behavioral.cli import _parser
+    from behavioral.cli.commands import _parser
 
     argv = ["run", "scm", "--model", "m", "--out", "o", "--groups", "us-stereotypes", "--traits", "warm,confident",
             "--format", "chat", "--samples-per-template", "3"]

@@ -20,10 +20,12 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from behavioral import cli, output_folder, store
-from behavioral.manifest import MANIFEST, RunDirError
-from behavioral.run import RunConfig, run
-from behavioral.store import RESULTS, read_results
+from behavioral.cli import commands as cli
+from behavioral.analysis import output_folder
+from behavioral.rundir import parts as store
+from behavioral.rundir.manifest import MANIFEST, RunDirError
+from behavioral.runner.run import RunConfig, run
+from behavioral.rundir.parts import RESULTS, read_results
 from behavioral.suites.intergroup import Options
 
 PART = "r000-000000.parquet"

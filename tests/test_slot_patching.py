@@ -12,14 +12,14 @@ import pandas as pd
 import pytest
 
 from behavioral.analysis.paired import closed
-from behavioral.answer_space import AnswerSpec
-from behavioral.prompt import Prompt, from_templates
-from behavioral.registry import registered
-from behavioral.run import RunConfig, run
-from behavioral.store import read_results
-from behavioral.registry import get_study
+from behavioral.inference.answer_space import AnswerSpec
+from behavioral.inference.prompt import Prompt, from_templates
+from behavioral.suite.registry import registered
+from behavioral.runner.run import RunConfig, run
+from behavioral.rundir.parts import read_results
+from behavioral.analysis.study import get_study
 from behavioral.analysis.study import run_study
-from behavioral.suite import Answer, Suite
+from behavioral.suite.protocol import Answer, Suite
 from interp.patching.slot import SlotPatching
 
 GROUP = {"Ann": "north", "Bea": "north", "Cal": "south", "Dov": "south"}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from activations.spans import SpanError, TokenSpan, align_from_end, char_spans, prompt_spans, token_spans
-from behavioral import chat
+from behavioral.inference import chat
 from behavioral.suites.intergroup import prompts
 from behavioral.suites.intergroup.corpus import embedded_events
 from behavioral.suites.intergroup.settings import SETTING_NAMES, get_setting

@@ -10,19 +10,19 @@ import pytest
 import torch
 
 from activations.capture import ResidualTrace, resid_post
-from behavioral import models
-from behavioral.model_source import EMBEDDED_ALIAS
-from behavioral.answer_space import AnswerTrie
-from behavioral.engine import Engine, Sampling, stream_seed
+from behavioral.inference import models
+from behavioral.inference.model_source import EMBEDDED_ALIAS
+from behavioral.inference.answer_space import AnswerTrie
+from behavioral.inference.engine import Engine, Sampling, stream_seed
 from behavioral.suites.intergroup import patching as IP
 from behavioral.suites.intergroup.corpus import Event
 from interp import attribution as A
 from interp import patching as P
 from interp.patching import PatchSpec
 from interp.steering import steer
-from behavioral.manifest import read_manifest
-from behavioral.run import RunConfig, run
-from behavioral.store import read_results
+from behavioral.rundir.manifest import read_manifest
+from behavioral.runner.run import RunConfig, run
+from behavioral.rundir.parts import read_results
 from behavioral.suites.intergroup import Options
 from tests.test_engine import _prompt_ids
 

@@ -15,7 +15,7 @@ import pytest
 from interp.steering.study import Options, direction, labelled_difference, split_events, transfer_text
 from behavioral.suites.intergroup import steering as protocol
 from behavioral.suites.intergroup.groups import get_category
-from behavioral.suites.intergroup.synthetic import cells_of, projection_rows, steering_states
+from tests.synthetic_worlds import cells_of, projection_rows, steering_states
 from interp.matchings import matched, wrong_matchings
 from interp.steering import mean_difference, one_sided, span_direction
 
@@ -271,7 +271,7 @@ def test_one_sided_steerings_take_the_steered_results_on_one_side_only():
 def test_a_check_of_every_test_event_joins_the_sweep_and_the_held_out_control_runs_through_the_cli(pinned_run,
                                                                                                   tmp_path):
     from behavioral.analysis.runs import read_runs
-    from behavioral.cli import main
+    from behavioral.cli.commands import main
     from behavioral.suites.intergroup.suite import SUITE
 
     out = tmp_path / "out"

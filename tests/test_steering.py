@@ -14,12 +14,13 @@ import torch
 
 import activations.store as activation_store
 from activations.capture import ResidualTrace, hook_names, parse_layers
-from behavioral.manifest import RunDirError, read_manifest
-from behavioral import chat, models
-from behavioral import run as run_mod
-from behavioral.answer_space import AnswerTrie
-from behavioral.engine import Engine
-from behavioral.estimate import RunEstimate
+from behavioral.rundir.manifest import RunDirError, read_manifest
+from behavioral.inference import chat
+from behavioral.inference import models
+from behavioral.runner import run as run_mod
+from behavioral.inference.answer_space import AnswerTrie
+from behavioral.inference.engine import Engine
+from behavioral.runner.estimate import RunEstimate
 from behavioral.suites.intergroup import Options, prompts, results
 from behavioral.suites.intergroup import steering as protocol
 from behavioral.suites.intergroup.corpus import embedded_events
@@ -192,7 +193,7 @@ def _config(model_dir, **overrides) -> run_mod.RunConfig:
 
 @pytest.fixture(scope="module")
 def loaded(tiny_model_dir):
-    """The tiny model as behavioral.models.load gives it: (model, tokenizer, info)."""
+    """The tiny model as behavioral.inference.models.load gives it: (model, tokenizer, info)."""
     return models.load(str(tiny_model_dir), "cpu", "fp32")
 
 

@@ -14,11 +14,11 @@ import pytest
 
 from activations import store as activation_store
 from activations.spans import prompt_spans
-from behavioral.manifest import Manifest
-from behavioral import models
+from behavioral.rundir.manifest import Manifest
+from behavioral.inference import models
 from behavioral.analysis import Run
-from behavioral.cli import main
-from behavioral.registry import get_study
+from behavioral.cli.commands import main
+from behavioral.analysis.study import get_study
 from behavioral.analysis.study import run_study
 from interp.identities import parse_where
 from behavioral.suites.intergroup import SUITE, prompts

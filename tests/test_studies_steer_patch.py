@@ -14,11 +14,11 @@ import pandas as pd
 import pytest
 
 from activations import store as activation_store
-from behavioral import models
-from behavioral.cli import main
-from behavioral.engine import Engine
-from behavioral.run import RunConfig, run
-from behavioral.registry import get_study
+from behavioral.inference import models
+from behavioral.cli.commands import main
+from behavioral.inference.engine import Engine
+from behavioral.runner.run import RunConfig, run
+from behavioral.analysis.study import get_study
 from behavioral.analysis.study import run_study
 from behavioral.suites import giebench
 from behavioral.suites.intergroup import patching as IP

@@ -12,10 +12,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from behavioral import models
-from behavioral.cli import main
+from behavioral.inference import models
+from behavioral.cli.commands import main
 from behavioral.analysis.study import run_study, study_options
-from behavioral.registry import get_study, study_names
+from behavioral.analysis.study import get_study, study_names
 from tests.conftest import PINNED
 
 README = Path(__file__).resolve().parents[1] / "README.md"

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from behavioral import chat
-from behavioral.engine import Engine
-from behavioral.run import RunConfig
-from behavioral.registry import get_suite, names
+from behavioral.inference import chat
+from behavioral.inference.engine import Engine
+from behavioral.runner.run import RunConfig
+from behavioral.suite.registry import get_suite, names
 from behavioral.suites import giebench, intergroup, isear, jaem, scm
 from tests.test_engine import _talkative_model
 

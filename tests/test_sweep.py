@@ -18,11 +18,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from behavioral.cli import main
-from behavioral.models import ModelLoadError, load
+from behavioral.cli.commands import main
+from behavioral.inference.models import ModelLoadError, load
 from behavioral.analysis.sweep import analyze_sweep, setting_text
-from behavioral.run import Runner, run
-from behavioral.store import read_results
+from behavioral.runner.run import Runner, run
+from behavioral.rundir.parts import read_results
 from behavioral.sweep.config import read_sweep
 from behavioral.sweep.folder import RunRecord, read_state
 from behavioral.sweep.runner import run_sweep
@@ -72,7 +72,7 @@ def _toml(tmp_path: Path, models: list[tuple[str, Path | str]], *suites: str, ex
 
 
 class Loads:
-    """behavioral.models.load, counting calls per model; `absent` models fail as a missing hub id would."""
+    """behavioral.inference.models.load, counting calls per model; `absent` models fail as a missing hub id would."""
 
     def __init__(self, absent: tuple[str, ...] = ()):
         self.calls: list[str] = []

@@ -11,10 +11,11 @@ from collections.abc import Callable
 
 import pytest
 
-from behavioral import cli, sweep_cli
-from behavioral.cli import main
-from behavioral.registry import get_suite, names
-from behavioral.run import RunConfig
+from behavioral.cli import commands as cli
+from behavioral.cli import sweep as sweep_cli
+from behavioral.cli.commands import main
+from behavioral.suite.registry import get_suite, names
+from behavioral.runner.run import RunConfig
 from behavioral.suites.intergroup import Options
 from behavioral.sweep.config import read_sweep
 from tests.test_sweep import INTERGROUP, Loads, _toml
@@ -46,7 +47,7 @@ def _in_run(line: str) -> Edit:
 def loads(monkeypatch) -> Loads:
     """Every model load of `sweep` (its dry run too) and `run`, recorded: a refused file or flag loads none."""
     recorded = Loads()
-    monkeypatch.setattr("behavioral.models.load", recorded)
+    monkeypatch.setattr("behavioral.inference.models.load", recorded)
     for name in ("run_sweep", "plan_sweep"):
         monkeypatch.setattr(sweep_cli, name, functools.partial(getattr(sweep_cli, name), load=recorded))
     return recorded

@@ -11,9 +11,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from behavioral.cli import main
-from behavioral.output_folder import OutputFolderError, output_folder
-from behavioral.store import RunLock
+from behavioral.cli.commands import main
+from behavioral.analysis.output_folder import OutputFolderError, output_folder
+from behavioral.rundir.parts import RunLock
 from behavioral.sweep.config import read_sweep
 from behavioral.sweep.folder import SWEEP_FILE, read_state
 from behavioral.sweep.runner import run_sweep

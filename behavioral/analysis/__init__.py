@@ -2,9 +2,9 @@
 (spec); this package reads the runs, names them, formats every number one way, and writes the files, the report and
 the manifest (write.analyze)."""
 
-from behavioral.analysis.formats import cell, markdown
+from behavioral.report.formats import cell, markdown
 from behavioral.analysis.runs import Run, model_name, read_runs
-from behavioral.analysis.spec import Analysis, Figure, Section, Table, new_figure
+from behavioral.report.blocks import Analysis, Figure, Section, Table, new_figure
 from behavioral.analysis.write import ANALYSIS_DIR, analyze
 
 __all__ = ["ANALYSIS_DIR", "Analysis", "Figure", "Run", "Section", "Table", "analyze", "cell", "markdown",

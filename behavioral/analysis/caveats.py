@@ -9,7 +9,7 @@ from collections.abc import Iterable, Sequence
 
 import pandas as pd
 
-from behavioral.analysis.formats import cell, is_missing
+from behavioral.report.formats import cell, is_missing
 
 LOW_MASS = 0.5  # mean probability on the answer space below which scores read answers the model rarely gives
 FEW_PARSED = 0.5  # share of replies holding an answer below which a generated measure reads few replies

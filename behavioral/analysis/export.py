@@ -25,16 +25,16 @@ from scipy import stats
 from behavioral.analysis.outside_runs import check_outside_runs
 from behavioral.analysis.report import code_span
 from behavioral.analysis.runs import Run, model_name, provenance_fields
-from behavioral.manifest import MANIFEST, options_of, read_manifest
-from behavioral.output_folder import output_folder
-from behavioral.provenance import git_commit
-from behavioral.registry import get_suite
-from behavioral.run import STORE_PROBS_UP_TO
-from behavioral.run_reader import read_run
+from behavioral.rundir.manifest import MANIFEST, options_of, read_manifest
+from behavioral.analysis.output_folder import output_folder
+from behavioral.rundir.provenance import git_commit
+from behavioral.suite.registry import get_suite
+from behavioral.runner.run import STORE_PROBS_UP_TO
+from behavioral.runner.reader import read_run
 from behavioral.sweep.config import setting_label
 
 if TYPE_CHECKING:
-    from behavioral.suite_card import LabelSet
+    from behavioral.suite.card import LabelSet
 
 CARD = "README.md"
 DATA_DIR = "data"

@@ -11,7 +11,7 @@ import pandas as pd
 
 from behavioral.analysis.caveats import joined
 from behavioral.analysis.runs import Run
-from behavioral.analysis.spec import Section, Table
+from behavioral.report.blocks import Section, Table
 
 
 @dataclass(frozen=True)

@@ -12,10 +12,10 @@ from collections.abc import Sequence
 from html import escape
 from pathlib import Path
 
-from behavioral.analysis.formats import visible
+from behavioral.report.formats import visible
 from behavioral.analysis.report import Block, Heading, Text, blocks, caption
 from behavioral.analysis.runs import Run
-from behavioral.analysis.spec import Analysis, Table
+from behavioral.report.blocks import Analysis, Table
 
 STYLE = """
 body { font: 15px/1.5 system-ui, sans-serif; color: #1a1a1a; margin: 0 auto; max-width: 1200px; padding: 1em 2em; }

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from behavioral.output_folder import OutputFolderError, is_run_directory
+from behavioral.analysis.output_folder import OutputFolderError, is_run_directory
 
 ANALYSIS_DIR = "analysis"  # a run directory's analysis: `analyze RUN_DIR` writes RUN_DIR/analysis
 INTERP_DIR = "interp"  # a study's default output folder: RUN_DIR/interp/STUDY of the first run

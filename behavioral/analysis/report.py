@@ -9,10 +9,10 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
-from behavioral.analysis.formats import code_span, literal, readable
+from behavioral.report.formats import code_span, literal, readable
 from behavioral.analysis.runs import Run
-from behavioral.analysis.spec import Analysis, Figure, Table
-from behavioral.options import FLAG
+from behavioral.report.blocks import Analysis, Figure, Table
+from behavioral.core.options import FLAG
 
 REPORT = "report.md"
 REPORT_HTML = "report.html"

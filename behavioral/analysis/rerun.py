@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from behavioral import models
+from behavioral.inference import models
 from behavioral.analysis.runs import Run
-from behavioral.registry import get_suite, names
+from behavioral.suite.registry import get_suite, names
 
 
 def load_model(run: Run, device: str = "auto", dtype: str | None = None, trust_remote_code: bool = False,

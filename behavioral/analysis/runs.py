@@ -1,52 +1,19 @@
-"""The runs an analysis reads: each run directory checked against the suite (behavioral.run_reader), named once by
+"""The runs an analysis reads: each run directory checked against the suite (behavioral.runner.reader), named once by
 one rule, and turned into the suite's view of its rows."""
 
 from __future__ import annotations
 
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
 
-from behavioral.files import read_regular
-from behavioral.run_labels import run_labels
-from behavioral.run_reader import Completeness, read_run
-from behavioral.manifest import Manifest, RunDirError, read_manifest
-
-
-@dataclass(frozen=True, eq=False)
-class Run:
-    """One run read for analysis: its name in tables, directory, manifest, the suite's view of its rows and how
-    much of its plan they are."""
-
-    name: str
-    run_dir: Path
-    manifest: Manifest
-    rows: pd.DataFrame
-    completeness: Completeness
-
-    @property
-    def config(self) -> dict:
-        """The run's configuration as its manifest records it."""
-        return self.manifest.config
-
-    @property
-    def stem(self) -> str:
-        """The run's name as a part of file names (unique among the runs of one analysis)."""
-        return file_stem(self.name)
-
-    @property
-    def options(self) -> dict:
-        """The suite's options the run was made with (empty where it has none)."""
-        return self.config.get("options") or {}
-
-
-def file_stem(name: str) -> str:
-    """`name` with every character other than letters, digits and -_. as _, for file names."""
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
+from behavioral.core.files import read_regular
+from behavioral.analysis.run_labels import run_labels
+from behavioral.runner.reader import read_run
+from behavioral.rundir.run import Run, file_stem
+from behavioral.rundir.manifest import Manifest, RunDirError, read_manifest
 
 
 def provenance_fields(manifest: Manifest) -> dict[str, Any]:

@@ -5,21 +5,22 @@ report.md, manifest.json)."""
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from behavioral.analysis.runs import Run, file_stem, model_name, read_runs
-from behavioral.analysis.spec import Analysis, Table
+from behavioral.report.blocks import Analysis, Table
 from behavioral.analysis.outside_runs import INTERP_DIR, check_outside_runs
 from behavioral.analysis.report import REPORT, caption, definitions, unset_meanings
 from behavioral.analysis.write import recorded, runs_record, write
-from behavioral.options import comma_values
-from behavioral.output_folder import MANIFEST, output_folder
-from behavioral.run_labels import run_labels
-from behavioral.manifest import read_manifest
-from behavioral.registry import get_study, get_suite
+from behavioral.core.options import comma_values
+from behavioral.analysis.output_folder import MANIFEST, output_folder
+from behavioral.analysis.run_labels import run_labels
+from behavioral.rundir.manifest import read_manifest
+from behavioral.suite.registry import get_suite
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
 
 class Study:
     """A study: subclasses set `name`, `description` and `Options` (a frozen dataclass whose fields carry their
-    flags, behavioral.options) and implement `plan` and `analyze`."""
+    flags, behavioral.core.options) and implement `plan` and `analyze`."""
 
     name: str = ""
     description: str = ""
@@ -44,6 +45,30 @@ class Study:
         sub-folders in `keep` go); bad input raises ValueError naming it. A study that `reruns_model` also takes
         `model`: an already loaded (model, tokenizer, info) used instead of loading the run's (rerun.load_model)."""
         raise NotImplementedError
+
+
+# name -> module holding its STUDY, in the order `empathy-gap interp` lists them
+STUDIES: dict[str, str] = {
+    "clusters": "interp.clusters.study",
+    "rsa": "interp.rsa.study",
+    "probe": "interp.probes.study",
+    "steer": "interp.steering.study",
+    "patch": "interp.patching.study",
+    "attribution": "interp.attribution.study",
+    "atlas": "interp.atlas.study",
+}
+
+
+def study_names() -> list[str]:
+    """The registered studies, in CLI order."""
+    return list(STUDIES)
+
+
+def get_study(name: str) -> Study:
+    """The study called `name`; an unknown name is a ValueError listing the known ones."""
+    if name not in STUDIES:
+        raise ValueError(f"unknown study {name!r}; expected one of {', '.join(STUDIES)}")
+    return importlib.import_module(STUDIES[name]).STUDY
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,7 +141,7 @@ def run_study(study: Study | str, run_dirs: Sequence[str | Path], options: Any =
     """Run `study` (or the study of that name) on run directories into `out` (default RUN_DIR/interp/STUDY of the
     first) with its options (`options` and/or keyword arguments, see study_options) and return what it made; the
     same function serves `empathy-gap interp` and scripts. `model`, a loaded (model, tokenizer, info) as
-    behavioral.models.load returns, is used by a study that reruns the run's model instead of loading it, checked
+    behavioral.inference.models.load returns, is used by a study that reruns the run's model instead of loading it, checked
     against the run's recorded model as a loaded one is. Nothing is written if it fails."""
     study = get_study(study) if isinstance(study, str) else study
     if model is not None and not study.reruns_model:

@@ -12,18 +12,18 @@ from typing import Any
 
 import pandas as pd
 
-from behavioral.analysis.formats import code_span, literal
+from behavioral.report.formats import code_span, literal
 from behavioral.analysis.outside_runs import check_outside_runs
 from behavioral.analysis.report import REPORT
 from behavioral.analysis.runs import Run, provenance_fields
-from behavioral.analysis.spec import Analysis, Section, Table
+from behavioral.report.blocks import Analysis, Section, Table
 from behavioral.analysis.write import suite_analysis, write
-from behavioral.files import write_json_atomic
-from behavioral.manifest import MANIFEST, read_manifest
-from behavioral.provenance import provenance
-from behavioral.registry import get_suite
-from behavioral.output_folder import output_folder
-from behavioral.run_config import RunConfig
+from behavioral.core.files import write_json_atomic
+from behavioral.rundir.manifest import MANIFEST, read_manifest
+from behavioral.rundir.provenance import provenance
+from behavioral.suite.registry import get_suite
+from behavioral.analysis.output_folder import output_folder
+from behavioral.runner.config import RunConfig
 from behavioral.sweep.analysis_table import analysis_options, checked
 from behavioral.sweep.folder import ANALYSIS_DIR, SWEEP_FILE, RunRecord, SweepState, progress, read_state, slot
 

@@ -1,6 +1,6 @@
 """The one analysis command for every suite: read the runs, let the suite declare its analysis, and write its
 tables (CSV and Markdown), figures (PNG and PDF), JSON files, report.md and manifest.json into a staged output
-folder (behavioral.output_folder: all files appear together, and only over an earlier analysis), with report.html,
+folder (behavioral.analysis.output_folder: all files appear together, and only over an earlier analysis), with report.html,
 the same report as one page to open in a browser."""
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from behavioral.analysis.html import render_html
 from behavioral.analysis.outside_runs import ANALYSIS_DIR, check_outside_runs
 from behavioral.analysis.report import REPORT, REPORT_HTML, definitions, render, unset_meanings
 from behavioral.analysis.runs import Run, read_runs, suite_of
-from behavioral.analysis.spec import Analysis
-from behavioral.registry import get_suite
-from behavioral.output_folder import output_folder
-from behavioral.outputs import save_figure
+from behavioral.report.blocks import Analysis
+from behavioral.suite.registry import get_suite
+from behavioral.analysis.output_folder import output_folder
+from behavioral.analysis.figure_files import save_figure
 
 
 def _write_tables(analysis, out: Path) -> None:

@@ -9,8 +9,8 @@ import typing
 from collections.abc import Mapping
 from typing import Any
 
-from behavioral.options import FLAG, flag_name, from_mapping, quoted
-from behavioral.registry import get_suite
+from behavioral.core.options import FLAG, flag_name, from_mapping, quoted
+from behavioral.suite.registry import get_suite
 
 TEXT = (str, str | None)  # an option of free text, not one of declared choices: a file, a folder or a model
 

@@ -14,13 +14,13 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, NamedTuple, TypeVar
 
-from behavioral.files import FOLDER_NAME, read_regular
-from behavioral.model_source import check_length, resolve_source
-from behavioral.options import fits, from_mapping, quoted, type_name
-from behavioral.registry import get_declaration, names
+from behavioral.core.files import FOLDER_NAME, read_regular
+from behavioral.inference.model_source import check_length, resolve_source
+from behavioral.core.options import fits, from_mapping, quoted, type_name
+from behavioral.suite.registry import get_declaration, names
 from behavioral.sweep.analysis_table import checked
-from behavioral.run_config import RunConfig, check_setting
-from behavioral.vllm_args import PARALLEL
+from behavioral.runner.config import RunConfig, check_setting
+from behavioral.inference.vllm.args import PARALLEL
 
 T = TypeVar("T")
 SWEEP_FILE_LIMIT = 2 ** 20  # the most bytes a sweep file may hold (a thousand runs' tables fit in a tenth)

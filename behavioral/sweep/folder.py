@@ -9,13 +9,13 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from behavioral.files import read_regular, write_json_atomic
-from behavioral.provenance import provenance
-from behavioral.manifest import MANIFEST, read_manifest
-from behavioral.options import quoted
-from behavioral.run_lock import is_lock_file
-from behavioral.store import finished_units
-from behavioral.registry import names
+from behavioral.core.files import read_regular, write_json_atomic
+from behavioral.rundir.provenance import provenance
+from behavioral.rundir.manifest import MANIFEST, read_manifest
+from behavioral.core.options import quoted
+from behavioral.rundir.lock import is_lock_file
+from behavioral.rundir.parts import finished_units
+from behavioral.suite.registry import names
 from behavioral.sweep.config import (NAME, RUNS_DIR, Sweep, run_name, run_path, setting_label,
                                        settings_record)
 

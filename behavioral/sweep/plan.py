@@ -12,13 +12,13 @@ from pathlib import Path
 
 from activations.capture import decoder_layers, resolve_layers
 from activations.store import REDUCTIONS
-from behavioral import models
-from behavioral.estimate import sample_run, sampled_items, step_cost
-from behavioral.progress import counted, duration
-from behavioral.registry import get_suite
-from behavioral.distributed import place
-from behavioral.manifest import read_manifest
-from behavioral.run import load_model, plan, survey
+from behavioral.inference import models
+from behavioral.runner.estimate import sample_run, sampled_items, step_cost
+from behavioral.runner.progress import counted, duration
+from behavioral.suite.registry import get_suite
+from behavioral.core.distributed import place
+from behavioral.rundir.manifest import read_manifest
+from behavioral.runner.run import load_model, plan, survey
 from behavioral.sweep.config import Sweep, SweepRun, check_trust
 from behavioral.sweep.folder import is_sweep_folder, progress, read_state
 from behavioral.sweep.runner import is_finished

@@ -1,4 +1,4 @@
-"""Run a sweep: every run an ordinary run directory made by behavioral.run.run (resume, locks, refusal of changed
+"""Run a sweep: every run an ordinary run directory made by behavioral.runner.run.run (resume, locks, refusal of changed
 settings, sharding over the launcher's processes), each model loaded once for all its runs, finished runs skipped."""
 
 from __future__ import annotations
@@ -11,12 +11,12 @@ from pathlib import Path
 
 import torch
 
-from behavioral import models
-from behavioral.distributed import Place, barrier, place, start
-from behavioral.manifest import MANIFEST, RunDirError, read_manifest
-from behavioral.progress import counted
-from behavioral.run import check_resumable, load_model, run, run_identity
-from behavioral.store import RunLock, finished_units
+from behavioral.inference import models
+from behavioral.core.distributed import Place, barrier, place, start
+from behavioral.rundir.manifest import MANIFEST, RunDirError, read_manifest
+from behavioral.runner.progress import counted
+from behavioral.runner.run import check_resumable, load_model, run, run_identity
+from behavioral.rundir.parts import RunLock, finished_units
 from behavioral.sweep.config import Sweep, SweepModel, SweepRun, check_trust
 from behavioral.sweep.folder import check_sweep_folder, is_complete, is_sweep_folder, read_state, write_state
 

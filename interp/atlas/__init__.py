@@ -37,7 +37,7 @@ from tqdm import tqdm
 
 from activations.capture import select_layers
 from behavioral.analysis.multiplicity import max_statistic
-from behavioral.figure_style import (
+from behavioral.analysis.figure_style import (
     LABEL_SIZE, column_width, count_range, grid_shape, heatmap_ticks, n_text, new_figure, styled,
 )
 from interp.clusters import layer_numbers, p_value, plot_against_null

@@ -17,12 +17,12 @@ import pandas as pd
 
 from activations.capture import EMBED_HOOK, select_hooks
 from activations.store import REDUCTIONS, load
-from behavioral.analysis.formats import literal
+from behavioral.report.formats import literal
 from behavioral.analysis.runs import Run
-from behavioral.analysis.spec import Analysis, Figure, Section, Table, scope
-from behavioral.options import SEED, check_bounds, option
+from behavioral.report.blocks import Analysis, Figure, Section, Table, scope
+from behavioral.core.options import SEED, check_bounds, option
 from behavioral.analysis.study import Study
-from behavioral.suite import Suite
+from behavioral.suite.protocol import Suite
 from interp.atlas import Atlas, Source, atlas, plot_heatmap, plot_layers, shared_concepts, test_keys
 
 MAP_FILE = Path(__file__).with_name("identity_map.csv")
@@ -70,7 +70,7 @@ def _overlap(a: MapRow, b: MapRow) -> bool:
 
 
 def _check_row(path: Path, row: MapRow, suite_names: Sequence[str]) -> None:
-    from behavioral.registry import get_suite
+    from behavioral.suite.registry import get_suite
 
     where = f"{path}:{row.line}"
     if row.suite not in suite_names:
@@ -85,7 +85,7 @@ def read_map(path: str | Path) -> list[MapRow]:
     """The rows of a mapping file (comment lines start with #; header concept,suite,kind,identity), each checked:
     four non-empty fields, a known suite, a span kind of its capture spec (or *), one identity per concept and kind
     and one concept per identity and kind; a ValueError names the file, line, field and value."""
-    from behavioral.registry import names
+    from behavioral.suite.registry import names
 
     path = Path(path)
     if not path.is_file():
@@ -188,7 +188,7 @@ def load_sources(runs: tuple[Run, ...], options: Options) -> Loaded:
     """Every span kind of every run as a source: identity vectors (the suite's identity set, each the mean of its
     rows) on the selected hooks, the mapping's concepts and the suite's behaviour. The last call is cached: plan and
     analyze share one read."""
-    from behavioral.registry import get_suite
+    from behavioral.suite.registry import get_suite
 
     rows = read_map(options.identity_map)
     stores = [load(r.run_dir) for r in runs]

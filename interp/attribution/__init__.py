@@ -60,8 +60,8 @@ from activations.capture import EMBED_HOOK, Layers, ResidualHooks, hook_names, n
     table_layer
 from behavioral.analysis.bootstrap import LEVEL, MIN_UNITS, percentile_interval, resamples
 from behavioral.analysis.paired import fieller
-from behavioral.answer_space import AnswerTrie
-from behavioral.engine import Batch
+from behavioral.inference.answer_space import AnswerTrie
+from behavioral.inference.engine import Batch
 from interp.patching.sources import prefix_batches, prefixes, source_states
 from interp.patching.spec import PERSONA, SYSTEM_GROUP, PatchError, PatchPrompt
 

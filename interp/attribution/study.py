@@ -25,18 +25,18 @@ from matplotlib.figure import Figure as MplFigure
 
 from activations.capture import LAYER_GRAMMAR, hook_names, n_layers_of, select_hooks
 from activations.spans import prompt_spans
-from behavioral import chat
+from behavioral.inference import chat
 from behavioral.analysis.bootstrap import MIN_UNITS
-from behavioral.analysis.formats import literal
+from behavioral.report.formats import literal
 from behavioral.analysis.runs import Run, prepared_data
-from behavioral.analysis.spec import Analysis, Figure, Section, Table, scope
-from behavioral.answer_space import AnswerTrie
-from behavioral.engine import Engine
-from behavioral.figure_style import GREY, count_range, heatmap_ticks, n_text, new_figure, styled
-from behavioral.models import check_device
-from behavioral.options import SEED, check_bounds, option
-from behavioral.run import RunConfig
-from behavioral.selection import select_rows
+from behavioral.report.blocks import Analysis, Figure, Section, Table, scope
+from behavioral.inference.answer_space import AnswerTrie
+from behavioral.inference.engine import Engine
+from behavioral.analysis.figure_style import GREY, count_range, heatmap_ticks, n_text, new_figure, styled
+from behavioral.inference.models import check_device
+from behavioral.core.options import SEED, check_bounds, option
+from behavioral.runner.run import RunConfig
+from behavioral.core.selection import select_rows
 from interp.identities import parse_where, span_kind, suite_of, where_text
 from behavioral.analysis.rerun import load_model, one_run
 from behavioral.analysis.study import Study

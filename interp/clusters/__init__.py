@@ -30,11 +30,11 @@ from tqdm import tqdm
 
 from activations.capture import EMBED_HOOK, table_layer
 from behavioral.analysis.multiplicity import holm, max_statistic
-from behavioral.optional import require
-from behavioral.figure_style import (
+from behavioral.core.extras import require
+from behavioral.analysis.figure_style import (
     GREY, PALETTE, PANEL_HEIGHT, grid_shape, legend_below, n_text, new_figure, scatter_by_label, styled,
 )
-from behavioral.outputs import label_points
+from behavioral.analysis.figure_files import label_points
 
 METHODS = ("tsne", "umap")
 METHOD_TITLES = {"tsne": "t-SNE", "umap": "UMAP"}
@@ -285,28 +285,13 @@ def _draw_projection(ax: Axes, points: np.ndarray, labels: Sequence[str], title:
 
 
 def _label(ax: Axes, points: np.ndarray, names: Sequence[str]) -> None:
-    """The points' names, repelled from each other and from the markers (behavioral.outputs.label_points)."""
+    """The points' names, repelled from each other and from the markers (behavioral.analysis.figure_files.label_points)."""
     label_points(ax, points, names, marker=np.sqrt(MARKER_AREA) / 2 + 0.5)
 
 
 def _grouped(labels: Sequence[str]) -> bool:
     """Whether some label holds several points (else each point's name says its label and a legend repeats it)."""
     return len(set(labels)) < len(labels)
-
-
-@styled
-def plot_projection(points: np.ndarray, labels: Sequence[str], names: Sequence[str] | None = None,
-                    title: str | None = None) -> Figure:
-    """One projection, a column wide: points coloured and shaped by label, each annotated with its short name (no
-    two names overlapping), the labels' legend below."""
-    fig = new_figure(1, PANEL_HEIGHT + 0.6)
-    ax = fig.subplots()
-    _draw_projection(ax, points, labels, title)
-    if _grouped(labels):
-        legend_below(fig, *ax.get_legend_handles_labels(), columns=2)
-    if names is not None:
-        _label(ax, np.asarray(points), names)
-    return fig
 
 
 def projection_title(method: str, source: str, n: int, events: int | None = None) -> str:

@@ -15,11 +15,11 @@ import pandas as pd
 
 from activations.capture import EMBED_HOOK, LAYER_GRAMMAR, hook_layer, select_hooks
 from activations.store import REDUCTIONS, load
-from behavioral.analysis.formats import literal
+from behavioral.report.formats import literal
 from behavioral.analysis.runs import Run
-from behavioral.analysis.spec import Analysis, Figure, Section, Table, scope
-from behavioral.options import SEED, check_bounds, option
-from behavioral.selection import field_values
+from behavioral.report.blocks import Analysis, Figure, Section, Table, scope
+from behavioral.core.options import SEED, check_bounds, option
+from behavioral.core.selection import field_values
 from interp.identities import (
     WHERE_HELP, Identities, behaviour_rows, parse_where, read_identities, span_kind, suite_of, where_text,
 )

@@ -23,9 +23,9 @@ from dataclasses import dataclass, fields
 import torch
 
 from activations.capture import ResidualHooks, n_layers_of, table_layer
-from behavioral.answer_space import AnswerTrie, Scores
-from behavioral.lazy_tree import AnswerTree
-from behavioral.progress import ForwardBar
+from behavioral.inference.answer_space import AnswerTrie, Scores
+from behavioral.inference.lazy_tree import AnswerTree
+from behavioral.runner.progress import ForwardBar
 from interp.patching.sources import SourceStates, prefix_batches, prefixes, source_states
 from interp.patching.spec import PatchError, PatchPrompt, PatchSpec, align
 

@@ -18,13 +18,13 @@ import numpy as np
 import pandas as pd
 
 from activations.capture import n_layers_of, parse_layers
-from behavioral import chat
+from behavioral.inference import chat
 from behavioral.analysis.paired import CLOSED_COVERAGE, closed, t_interval
 from behavioral.analysis.runs import Run, prepared_data
-from behavioral.analysis.spec import Section, Table
-from behavioral.answer_space import AnswerTrie
-from behavioral.run import RunConfig
-from behavioral.suite import Item, Suite
+from behavioral.report.blocks import Section, Table
+from behavioral.inference.answer_space import AnswerTrie
+from behavioral.runner.run import RunConfig
+from behavioral.suite.protocol import Item, Suite
 from interp.patching.claims import stops_mattering
 from interp.patching.spec import PatchError, PatchSpec, encode
 from interp.patching.sweep import evaluate

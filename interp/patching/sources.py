@@ -13,8 +13,8 @@ from dataclasses import dataclass
 import torch
 
 from activations.capture import EMBED_HOOK, Layers, hook_name, hook_names, n_layers_of, resid_post, table_layer
-from behavioral.engine import halving_on_oom
-from behavioral.models import input_device
+from behavioral.inference.engine import halving_on_oom
+from behavioral.inference.models import input_device
 from interp.patching.spec import PatchError
 
 Ids = tuple[int, ...]

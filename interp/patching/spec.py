@@ -30,9 +30,9 @@ from dataclasses import dataclass, field
 
 from activations.capture import Layers, layer_entries, resolve_layers, table_layer
 from activations.spans import SpanError, TokenSpan, align_from_end, encode_with_offsets, token_spans
-from behavioral import chat
-from behavioral.answer_space import AnswerTrie
-from behavioral.prompt import Prompt
+from behavioral.inference import chat
+from behavioral.inference.answer_space import AnswerTrie
+from behavioral.inference.prompt import Prompt
 
 PERSONA = "persona"  # the patched slot's span, as the position groups call it
 SYSTEM_GROUP = "system"  # the position group from the persona to the end of the system text (not a chat format)
@@ -104,7 +104,7 @@ class PatchPrompt:
 
 def encode(tokenizer, prompt: Prompt, slot: str, chat_format: str | None = None) -> PatchPrompt:
     """Render and tokenize `prompt` as a run does (`chat_format` None: the tokenizer's, as
-    behavioral.chat.detect_format finds it), with the spans of its slots, `final`, the patched `slot`'s span as
+    behavioral.inference.chat.detect_format finds it), with the spans of its slots, `final`, the patched `slot`'s span as
     ``persona`` and ``system`` (from that span to the last token of the system text); a slot the prompt lacks is a
     SpanError naming it."""
     chat_format = chat_format or chat.detect_format(tokenizer)

@@ -10,13 +10,13 @@ from pathlib import Path
 from typing import Protocol
 
 from activations.capture import LAYER_GRAMMAR
-from behavioral.analysis.formats import literal
+from behavioral.report.formats import literal
 from behavioral.analysis.runs import Run
-from behavioral.analysis.spec import Analysis, Section, Table
-from behavioral.engine import Engine
-from behavioral.models import check_device
-from behavioral.options import check_bounds, option
-from behavioral.suite import Suite
+from behavioral.report.blocks import Analysis, Section, Table
+from behavioral.inference.engine import Engine
+from behavioral.inference.models import check_device
+from behavioral.core.options import check_bounds, option
+from behavioral.suite.protocol import Suite
 from interp.identities import parse_where, suite_of
 from behavioral.analysis.rerun import load_model, one_run, protocol_of
 from behavioral.analysis.study import Study

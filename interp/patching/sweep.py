@@ -11,8 +11,8 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from activations.capture import EMBED_HOOK, Layers, n_layers_of, resolve_layers, table_layer
-from behavioral.answer_space import AnswerTrie
-from behavioral.figure_style import MIN_FONT, count_range, heatmap_ticks, n_text, new_figure, styled
+from behavioral.inference.answer_space import AnswerTrie
+from behavioral.analysis.figure_style import MIN_FONT, count_range, heatmap_ticks, n_text, new_figure, styled
 from interp.patching.run import Job, PatchScores, run_jobs
 from interp.patching.spec import PatchError, PatchPrompt, PatchSpec
 

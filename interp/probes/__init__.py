@@ -34,7 +34,7 @@ from tqdm import tqdm
 
 from behavioral.analysis.bootstrap import percentile_interval, resamples
 from behavioral.analysis.multiplicity import max_statistic
-from behavioral.figure_style import GREY, LABEL_SIZE, PALETTE, count_range, n_text, new_figure, styled
+from behavioral.analysis.figure_style import GREY, LABEL_SIZE, PALETTE, count_range, n_text, new_figure, styled
 from interp.clusters import layer_numbers, p_value
 from interp.matchings import matched
 

@@ -18,13 +18,13 @@ import pandas as pd
 
 from activations.capture import LAYER_GRAMMAR, select_hooks
 from activations.store import ActivationStore, load
-from behavioral.analysis.formats import literal
+from behavioral.report.formats import literal
 from behavioral.analysis.runs import Run
-from behavioral.analysis.spec import Analysis, Figure, Section, Table, scope
-from behavioral.options import SEED, check_bounds, option
+from behavioral.report.blocks import Analysis, Figure, Section, Table, scope
+from behavioral.core.options import SEED, check_bounds, option
 from interp.identities import WHERE_HELP, parse_where, suite_of, where_text
 from behavioral.analysis.study import Study
-from behavioral.suite import Suite
+from behavioral.suite.protocol import Suite
 from interp import probes
 from interp.matchings import wrong_matchings
 

@@ -30,7 +30,7 @@ from scipy.stats import rankdata
 from tqdm import tqdm
 
 from behavioral.analysis.multiplicity import holm, max_statistic
-from behavioral.figure_style import LABEL_SIZE, n_text, new_figure, styled
+from behavioral.analysis.figure_style import LABEL_SIZE, n_text, new_figure, styled
 from interp.clusters import layer_numbers, p_value, plot_against_null
 
 METRICS = ("cosine", "euclidean", "correlation")

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from behavioral.analysis.runs import Run
-from behavioral.selection import field_values
+from behavioral.core.selection import field_values
 from interp.identities import behaviour_rows
 from interp import rsa
 

@@ -17,11 +17,11 @@ import pandas as pd
 
 from activations.capture import EMBED_HOOK, LAYER_GRAMMAR, select_hooks
 from activations.store import REDUCTIONS, load
-from behavioral.analysis.formats import literal
+from behavioral.report.formats import literal
 from behavioral.analysis.runs import Run
-from behavioral.analysis.spec import Analysis, Figure, Section, Table, scope
-from behavioral.options import SEED, check_bounds, option
-from behavioral.selection import field_values
+from behavioral.report.blocks import Analysis, Figure, Section, Table, scope
+from behavioral.core.options import SEED, check_bounds, option
+from behavioral.core.selection import field_values
 from interp.rsa import lexical, reliability
 from interp.identities import (
     WHERE_HELP, Identities, behaviour_rows, parse_where, read_identities, slot_tokens, span_kind, suite_of,
@@ -101,8 +101,8 @@ class Read:
 def _labels(run: Run, names: Sequence[str], trust_remote_code: bool) -> dict[str, list[str]]:
     """The lexical labels of the identities: the first token of each one's head word under the run's tokenizer,
     and the continent where the continent file names every identity."""
-    from behavioral.models import load_tokenizer
-    from behavioral.run import RunConfig
+    from behavioral.inference.models import load_tokenizer
+    from behavioral.runner.run import RunConfig
 
     tokenizer = load_tokenizer(RunConfig.from_run_dir(run.run_dir).model, trust_remote_code)
     labels = {"first_token": lexical.first_tokens(tokenizer, names)}

@@ -5,7 +5,7 @@ A direction of a layer is the difference of two pooled means of final-token stat
 which cells lie on which side is the caller's (a suite's label, e.g. intergroup's in-group cells). :func:`steer`
 edits the output of decoder layer ``l`` at every position of every forward that runs inside it (shared prefix,
 prompt, answer trie and each decode step): ``h + coef * v`` or ``h - (h . u) u`` with ``u = v / |v|``.
-:func:`steered_run` runs a whole suite slice steered (``behavioral.run.run`` on the loaded model);
+:func:`steered_run` runs a whole suite slice steered (``behavioral.runner.run.run`` on the loaded model);
 :func:`run_conditions` runs one per steering of a sweep (:func:`sweep_conditions`), and
 :func:`zero_coefficient_check` shows whether coefficient 0 reproduced the unsteered rows exactly.
 
@@ -33,10 +33,10 @@ from torch import nn
 from activations.capture import Edit, Layers, ResidualHooks, hook_layer, layer_entries, model_hooks, n_layers_of, \
     one_layer, resolve_layers, table_layer
 from activations.store import ActivationStoreError
-from behavioral.engine import Engine
-from behavioral.estimate import estimate_run
-from behavioral.run import RunConfig, run
-from behavioral.manifest import MANIFEST
+from behavioral.inference.engine import Engine
+from behavioral.runner.estimate import estimate_run
+from behavioral.runner.run import RunConfig, run
+from behavioral.rundir.manifest import MANIFEST
 
 
 # --- the direction ------------------------------------------------------------------------------------------------
@@ -210,7 +210,7 @@ def steered_info(info: Mapping, layer: Layers, direction, coef: float | None, pr
 
 def steered_run(config: RunConfig, out: str | Path, loaded: tuple, layer: Layers, direction,
                 coef: float | None = None, project: bool = False, progress: bool = True) -> Path:
-    """Run (or resume) a suite slice with the loaded (model, tokenizer, info) steered: ``behavioral.run.run`` on the
+    """Run (or resume) a suite slice with the loaded (model, tokenizer, info) steered: ``behavioral.runner.run.run`` on the
     steered model, its manifest marked by `steered_info`. The suite prepares its data with the steered model (e.g.
     intergroup's T2 rewrites): copy an unsteered run's caches into `out` first to avoid that."""
     model, tokenizer, info = loaded

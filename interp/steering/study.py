@@ -19,12 +19,12 @@ from matplotlib.figure import Figure as MplFigure
 
 from activations.capture import EMBED_HOOK, LAYER_GRAMMAR, hook_layer, select_hooks
 from activations.store import ActivationStore, load
-from behavioral.analysis.formats import literal
+from behavioral.report.formats import literal
 from behavioral.analysis.runs import Run
-from behavioral.analysis.spec import Analysis, Figure, Section, Table, scope
-from behavioral.models import check_device
-from behavioral.options import SEED, check_bounds, option
-from behavioral.run import RunConfig
+from behavioral.report.blocks import Analysis, Figure, Section, Table, scope
+from behavioral.inference.models import check_device
+from behavioral.core.options import SEED, check_bounds, option
+from behavioral.runner.run import RunConfig
 from interp.identities import WHERE_HELP, parse_where, suite_of, where_text
 from behavioral.analysis.rerun import load_model, one_run, protocol_of
 from behavioral.analysis.study import Study

@@ -27,8 +27,8 @@ import platform
 import pandas as pd
 import torch
 
-from behavioral import models
-from behavioral.engine import Engine
+from behavioral.inference import models
+from behavioral.inference.engine import Engine
 from behavioral.suites.intergroup import patching as IP
 from behavioral.suites.intergroup.corpus import embedded_events, sample_events
 from behavioral.suites.intergroup.groups import UNSPECIFIED, get_category

@@ -18,10 +18,10 @@ import json
 import tempfile
 import time
 
-from behavioral import models
-from behavioral.estimate import estimate_run
-from behavioral.run import RunConfig, run
-from behavioral.run_reader import read_run
+from behavioral.inference import models
+from behavioral.runner.estimate import estimate_run
+from behavioral.runner.run import RunConfig, run
+from behavioral.runner.reader import read_run
 from behavioral.suites.intergroup import SUITE, Options
 
 REAL_CORPUS = Path(__file__).resolve().parents[3] / "shared" / "data" / "crowd-envent"

@@ -26,8 +26,8 @@ import subprocess
 import tempfile
 import time
 
-from behavioral.provenance import provenance
-from behavioral.run_lock import RunLock
+from behavioral.rundir.provenance import provenance
+from behavioral.rundir.lock import RunLock
 
 ROOT = Path(__file__).resolve().parents[2]
 HEAVY = ("torch", "transformers", "scipy", "sklearn", "pandas", "pyarrow")
@@ -40,7 +40,7 @@ COMMANDS = {
     "sweep lock refusal": (["sweep", "SWEEP", "--no-progress"], 2),
 }
 # Runs the command as the console script does and prints which of HEAVY it imported (its last line).
-PROBE = ("import sys, json\nfrom behavioral.cli import main\ntry:\n    code = main(sys.argv[1:])\n"
+PROBE = ("import sys, json\nfrom behavioral.cli.commands import main\ntry:\n    code = main(sys.argv[1:])\n"
          "except SystemExit as exit_:\n    code = exit_.code\n"
          f"print(json.dumps([code, [m for m in {HEAVY!r} if m in sys.modules]]))")
 

@@ -26,7 +26,7 @@ import subprocess
 import tempfile
 import time
 
-from behavioral.provenance import provenance
+from behavioral.rundir.provenance import provenance
 from behavioral.sweep.config import read_sweep
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -34,8 +34,8 @@ EXAMPLE = ROOT / "experiments/sweeps/cpu-slices.toml"
 # each side is the command line itself, with each run's estimate (dry run) or seconds (sweep) written to argv[3]
 DRY_RUN = """
 import json, sys
-from behavioral import sweep_cli
-from behavioral.cli import main
+from behavioral.cli import sweep as sweep_cli
+from behavioral.cli.commands import main
 describe = sweep_cli.describe_plan
 def kept(sweep, planned):
     json.dump({p.name: p.seconds for p in planned}, open(sys.argv[3], "w"))
@@ -45,7 +45,7 @@ sys.exit(main(["sweep", sys.argv[1], "--out", sys.argv[2], "--dry-run"]))
 """
 SWEEP = """
 import json, sys, time
-from behavioral.cli import main
+from behavioral.cli.commands import main
 from behavioral.sweep import runner
 run, seconds = runner.run, {}
 def timed(config, out, *args, **kwargs):

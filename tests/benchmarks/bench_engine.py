@@ -1,13 +1,13 @@
 """Engine benchmark: plain batched model.generate against the engine's generate, score and both (one pass that
 generates and scores) modes on the same prompts.
 
-Score mode reads the answer tree as a run does by default (lazily, behavioral.lazy_tree, at --tree-tolerance), and
+Score mode reads the answer tree as a run does by default (lazily, behavioral.inference.lazy_tree, at --tree-tolerance), and
 once more in full (`score_full`): the table gives the nodes each read on average and the largest expected-value bound,
 and the JSON how far the lazy read's expected values lie from the full tree's. Both decode up to --max-new-tokens
 (the run's default, 128); the engine stops a reply early once its answer is decided, as a run does, so agreement is measured on the parsed answers (and on the engine's text being a prefix of
 the baseline's). Prints a table and writes a JSON file. On a GPU, `--shapes llama-3.1-8b` builds a random-weight model with
 Llama-3.1-8B's shapes in bf16 (weights do not change speed) and uses `--model`'s tokenizer. `--backend vllm` also times
-vLLM's generate and score (behavioral.vllm_backend, prefix caching on) on the same prompts, against the engine's.
+vLLM's generate and score (behavioral.inference.vllm.backend, prefix caching on) on the same prompts, against the engine's.
 """
 
 from __future__ import annotations
@@ -26,19 +26,19 @@ from functools import partial
 
 import torch
 
-from behavioral import models
-from behavioral.answer_space import AnswerSpec
-from behavioral.engine import shared_prefix_length
-from behavioral.lazy_tree import AnswerTree
-from behavioral.manifest import TREE_TOLERANCE
-from behavioral.run import RunConfig, Runner
-from behavioral.run_config import RUN_DEFAULTS
-from behavioral.vllm_backend import VllmEngine, load
-from behavioral.registry import get_suite
+from behavioral.inference import models
+from behavioral.inference.answer_space import AnswerSpec
+from behavioral.inference.engine import shared_prefix_length
+from behavioral.inference.lazy_tree import AnswerTree
+from behavioral.rundir.manifest import TREE_TOLERANCE
+from behavioral.runner.run import RunConfig, Runner
+from behavioral.runner.config import RUN_DEFAULTS
+from behavioral.inference.vllm.backend import VllmEngine, load
+from behavioral.suite.registry import get_suite
 from behavioral.suites.intergroup import Options
 from behavioral.suites.intergroup.answers import answer_decided, parse_intensity
 from behavioral.suites.intergroup.settings import get_setting
-from behavioral.work import work_units
+from behavioral.suite.work import work_units
 
 REAL_CORPUS = Path(__file__).resolve().parents[3] / "shared" / "data" / "crowd-envent"
 LLAMA_31_8B = dict(hidden_size=4096, num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=8,

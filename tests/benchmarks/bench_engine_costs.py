@@ -6,7 +6,7 @@ prefix its prompts share against the one each persona's prompts share.
 Counts do not depend on the device (a sync counted here is a stall on a GPU); times are not taken. Prints a table
 and writes a JSON file.
 
-`--run-path` counts instead what a whole score run computes through `behavioral.run.run` (work units, their batching,
+`--run-path` counts instead what a whole score run computes through `behavioral.runner.run.run` (work units, their batching,
 the prefix store), for three suites, against the prefix-tree ideal: every distinct prompt prefix computed once. A
 random model with the tokenizer's vocabulary runs it (counts do not depend on the weights).
 
@@ -33,16 +33,16 @@ from functools import partial
 import torch
 from transformers import cache_utils
 
-import behavioral.engine as engine_module
-from behavioral import models
-from behavioral.answer_space import AnswerSpec
-from behavioral.engine import shared_prefix_length
-from behavioral.prefix_plan import common_length
-from behavioral.run import RunConfig, Runner, run
-from behavioral.registry import get_suite
+import behavioral.inference.engine as engine_module
+from behavioral.inference import models
+from behavioral.inference.answer_space import AnswerSpec
+from behavioral.inference.engine import shared_prefix_length
+from behavioral.inference.prefix_plan import common_length
+from behavioral.runner.run import RunConfig, Runner, run
+from behavioral.suite.registry import get_suite
 from behavioral.suites.intergroup.answers import answer_decided
 from behavioral.suites.intergroup.settings import get_setting
-from behavioral.work import work_units
+from behavioral.suite.work import work_units
 from tests.benchmarks.bench_engine import add_grid_arguments, grid_prompts, grid_runner, random_model, unique_tokens
 
 SYNCS = ("tolist", "item", "cpu", "__bool__", "__float__", "__int__", "__index__")  # each reads a device value

@@ -1,5 +1,5 @@
 """How much of the answer tree a lazy read needs on a model, by tolerance: the full tree of the intergroup grid's first
-prompts is read once, then the lazy read's choices (behavioral.lazy_tree.expansion) are replayed on those logits at
+prompts is read once, then the lazy read's choices (behavioral.inference.lazy_tree.expansion) are replayed on those logits at
 each tolerance, without further forwards. Prints, per tolerance, the nodes read a prompt, the rounds and the
 positions a batch computes, the largest expected-value and probability bounds, the largest distance from the full
 tree's numbers, and whether every prompt lies within its bounds; writes them to a JSON file.
@@ -21,10 +21,10 @@ import json
 
 import torch
 
-from behavioral import models
-from behavioral.answer_space import AnswerSpec, AnswerTrie
-from behavioral.engine import Batch
-from behavioral.lazy_tree import expansion
+from behavioral.inference import models
+from behavioral.inference.answer_space import AnswerSpec, AnswerTrie
+from behavioral.inference.engine import Batch
+from behavioral.inference.lazy_tree import expansion
 from behavioral.suites.intergroup.settings import get_setting
 from tests.benchmarks.bench_engine import add_grid_arguments, grid_prompts, grid_runner
 

@@ -24,7 +24,7 @@ import tempfile
 
 import numpy as np
 
-from behavioral.store import RESULTS, RowLog, result_schema
+from behavioral.rundir.parts import RESULTS, RowLog, result_schema
 from behavioral.suites.intergroup import SUITE
 
 LABELS = 101

@@ -1,5 +1,5 @@
 """The sweep's overhead: the runs of one sweep file started by hand, one `empathy-gap run` command each (`hand`), and
-by a short script that loads each model once and calls behavioral.run.run per run (`script`, the least a sweep can
+by a short script that loads each model once and calls behavioral.runner.run.run per run (`script`, the least a sweep can
 cost), against one `empathy-gap sweep` command over the same file (analysis left out), in fresh folders, interleaved.
 
     python tests/benchmarks/bench_sweep.py [SWEEP.toml] --repeats 2 --out bench_sweep.json
@@ -27,9 +27,9 @@ import subprocess
 import tempfile
 import time
 
-from behavioral.options import flag_name
-from behavioral.provenance import provenance
-from behavioral.store import read_results
+from behavioral.core.options import flag_name
+from behavioral.rundir.provenance import provenance
+from behavioral.rundir.parts import read_results
 from behavioral.sweep.config import SweepRun, read_sweep
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -84,8 +84,8 @@ def hand_command(run: SweepRun, out: Path) -> list[str]:
 
 SCRIPT = """
 import itertools, sys
-from behavioral.distributed import place
-from behavioral.run import load_model, run
+from behavioral.core.distributed import place
+from behavioral.runner.run import load_model, run
 from behavioral.sweep.config import read_sweep
 sweep = read_sweep(sys.argv[1])
 for model, group in itertools.groupby(sweep.runs, key=lambda r: r.model):

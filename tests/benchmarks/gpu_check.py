@@ -7,7 +7,7 @@ default on cpu: 2 layers, width 64, fp32 on cpu) and the intergroup suite's real
 tokenizer's chat template), it measures: (1) the engine's `generate` against batched `model.generate`; (2) `score`
 with the S0 (0..100) and S1 (0..10) answer trees, and `--mode both`; (3) capture overhead (persona, experiencer and
 final states at all layers) and one patched forward batch; (4) batch-size scaling and the engine's halving on CUDA
-out-of-memory; (5) one short run of each suite through behavioral.run.run, run twice (the second must find nothing
+out-of-memory; (5) one short run of each suite through behavioral.runner.run.run, run twice (the second must find nothing
 left to do); (6) the engine on the model split as accelerate splits it over the GPU and the host (its last decoder
 layers in host RAM, streamed to the GPU each forward; on cpu, on disk), score and generate against the unsplit model,
 and the tiny model with modules running on both the GPU and the CPU (the device hazards of a model over several
@@ -46,15 +46,15 @@ import torch
 from accelerate import dispatch_model
 
 from activations.capture import ResidualHooks, ResidualTrace, decoder_layers, embedding
-from behavioral.answer_space import AnswerSpec, AnswerTrie
-from behavioral.engine import Engine
-from behavioral.lazy_tree import AnswerTree
-from behavioral.output_folder import OutputFolderError, check_output_folder, output_folder
-from behavioral.run import RunConfig, Runner, run
-from behavioral.manifest import read_manifest
-from behavioral.run_reader import read_run
-from behavioral.store import RunLock
-from behavioral.registry import get_suite
+from behavioral.inference.answer_space import AnswerSpec, AnswerTrie
+from behavioral.inference.engine import Engine
+from behavioral.inference.lazy_tree import AnswerTree
+from behavioral.analysis.output_folder import OutputFolderError, check_output_folder, output_folder
+from behavioral.runner.run import RunConfig, Runner, run
+from behavioral.rundir.manifest import read_manifest
+from behavioral.runner.reader import read_run
+from behavioral.rundir.parts import RunLock
+from behavioral.suite.registry import get_suite
 from behavioral.suites.intergroup import Options
 from behavioral.suites.intergroup.answers import answer_decided
 from tests.benchmarks.bench_capture import timed_run
@@ -216,7 +216,7 @@ def load_tokenizer(path: Path | None) -> tuple[object, str]:
 
 def save_tokenizer(out: Path) -> int:
     """Save the embedded SmolLM2 tokenizer (with its chat template) to `out`; print its size."""
-    from behavioral.models import ModelLoadError, load_tokenizer as load_model_tokenizer
+    from behavioral.inference.models import ModelLoadError, load_tokenizer as load_model_tokenizer
 
     check_writable(out, SAVE_COMMAND)
     try:

@@ -29,7 +29,7 @@ each adds N(0, 2²) noise of its own, and steering closes half of a 3-point in-g
 per event count, the coverage of the steer study's paired t-interval of the change (`stats.gap_change`) beside the
 paired event-bootstrap percentile interval it replaced.
 
-Patching worlds (`behavioral.suites.intergroup.synthetic`: event noise sd 2, patch noise sd 1 per prompt, a 1.5-point
+Patching worlds (`tests.synthetic_worlds`: event noise sd 2, patch noise sd 1 per prompt, a 1.5-point
 gap) patch layers 0, 10 and 20: "half" closes 50% of the gap at every layer (nothing stops mattering), "stops at 10"
 closes 100%, 0 and 0, "10% from 10" closes 100%, 10% and 10% (the equivalence margin: a test at 0.05 may declare
 it in at most 0.05 of runs). Per world: the share of runs whose headline says patching stops mattering (Fieller's
@@ -128,7 +128,7 @@ from behavioral.suites.intergroup import corpus, stats
 from behavioral.suites.intergroup.groups import get_category
 from behavioral.suites.intergroup.patch_gap import event_tensor, gap_table
 from behavioral.suites.intergroup import steering
-from behavioral.suites.intergroup.synthetic import GAP, base_matrix, patched_rows, projection_rows, steering_states
+from tests.synthetic_worlds import GAP, base_matrix, patched_rows, projection_rows, steering_states
 from interp import attribution as atp
 from interp.matchings import involves, wrong_matchings
 from interp.patching.claims import EQUIVALENCE_MARGIN, beyond, equivalent, stops_mattering, undetermined_from

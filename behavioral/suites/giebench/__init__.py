@@ -3,7 +3,7 @@ are imported with the package; the suite, items, verdicts and analysis on first 
 flags from the options alone). A run's rows under the suite's names: `suite.results` (`results` is the module of its
 columns)."""
 
-from behavioral.exports import lazy_exports
+from behavioral.core.exports import lazy_exports
 from behavioral.suites.giebench.categories import CATEGORIES
 from behavioral.suites.giebench.options import Options
 from behavioral.suites.giebench.prompts import render

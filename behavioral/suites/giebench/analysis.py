@@ -14,9 +14,9 @@ import pandas as pd
 
 from behavioral.analysis import Analysis, Run, Section, Table
 from behavioral.analysis.caveats import few_parsed, joined, low_mass, one_answer
-from behavioral.analysis.formats import code_span, literal
+from behavioral.report.formats import code_span, literal
 from behavioral.analysis.headline import Headline, headline_section
-from behavioral.options import SEED, check_bounds, option
+from behavioral.core.options import SEED, check_bounds, option
 from behavioral.suites.giebench import figures, metrics
 from behavioral.suites.giebench.categories import CATEGORIES
 from behavioral.suites.giebench.prompts import PROMPT_TYPES

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from behavioral.suite_card import LabelSet, SuiteCard, label_names
+from behavioral.suite.card import LabelSet, SuiteCard, label_names
 from behavioral.suites.giebench.prompts import LETTERS, render
 from behavioral.suites.giebench.verdict import ANSWERS
 

@@ -9,7 +9,7 @@ import pandas as pd
 from matplotlib.figure import Figure as MplFigure
 
 from behavioral.analysis import Figure
-from behavioral.figure_style import (
+from behavioral.analysis.figure_style import (
     GREY, LABEL_SIZE, PALETTE, count_range, heatmap_ticks, legend_below, n_text, new_figure, styled,
 )
 from behavioral.suites.giebench.categories import CATEGORIES

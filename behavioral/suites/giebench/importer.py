@@ -6,11 +6,11 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from behavioral.engine import Generation
-from behavioral.provenance import files_sha256, provenance
-from behavioral.run import prepare_out_dir, result_row
-from behavioral.manifest import SCHEMA_VERSION, Manifest, Plan, RunDirError, new_run_id, write_manifest
-from behavioral.store import RESULTS, result_schema, write_part
+from behavioral.inference.engine import Generation
+from behavioral.rundir.provenance import files_sha256, provenance
+from behavioral.runner.run import prepare_out_dir, result_row
+from behavioral.rundir.manifest import SCHEMA_VERSION, Manifest, Plan, RunDirError, new_run_id, write_manifest
+from behavioral.rundir.parts import RESULTS, result_schema, write_part
 from behavioral.suites.giebench.items import FIELDS, GieRunItem, ItemsError, read_prompt_file, release_items
 from behavioral.suites.giebench.prompts import PROMPT_TYPES
 

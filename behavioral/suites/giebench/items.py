@@ -9,9 +9,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from behavioral.answer_space import AnswerSpec
-from behavioral.prompt import Prompt, Slot
-from behavioral.suite import Answer
+from behavioral.inference.answer_space import AnswerSpec
+from behavioral.inference.prompt import Prompt, Slot
+from behavioral.suite.protocol import Answer
 from behavioral.suites.giebench.categories import CATEGORIES, category_name
 from behavioral.suites.giebench.prompts import LETTERS, PROMPT_TYPES, identity_span, render, swap_identity
 from behavioral.suites.giebench.verdict import ANSWERS, parse_verdict

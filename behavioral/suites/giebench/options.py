@@ -7,8 +7,8 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
-from behavioral.options import check_bounds, option
-from behavioral.suite import CaptureSpec, SuiteDeclaration, local_path
+from behavioral.core.options import check_bounds, option
+from behavioral.suite.protocol import CaptureSpec, SuiteDeclaration, local_path
 from behavioral.suites.giebench.categories import CATEGORIES
 from behavioral.suites.giebench.prompts import PROMPT_TYPES
 

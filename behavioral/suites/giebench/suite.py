@@ -12,10 +12,10 @@ from typing import Any
 import pandas as pd
 
 from behavioral.analysis import Analysis, Run, read_runs
-from behavioral.provenance import files_sha256
+from behavioral.rundir.provenance import files_sha256
 from behavioral.suites.giebench.card import CARD
-from behavioral.suite import Suite
-from behavioral.selection import select_rows
+from behavioral.suite.protocol import Suite
+from behavioral.core.selection import select_rows
 from behavioral.suites.giebench.analysis import AnalyzeOptions, analyze
 from behavioral.suites.giebench.categories import CATEGORIES
 from behavioral.suites.giebench.importer import import_results

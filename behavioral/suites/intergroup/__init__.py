@@ -2,7 +2,7 @@
 options are imported with the package; the suite, its items and analysis on first use (the command line reads a
 run's flags from the options alone)."""
 
-from behavioral.exports import lazy_exports
+from behavioral.core.exports import lazy_exports
 from behavioral.suites.intergroup.options import Options
 
 __all__ = ["SUITE", "AnalyzeOptions", "IntergroupItem", "Options", "results"]

@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from behavioral.manifest import RunDirError
-from behavioral.options import SEED, check_bounds, option
+from behavioral.rundir.manifest import RunDirError
+from behavioral.core.options import SEED, check_bounds, option
 from behavioral.suites.intergroup import stats, strata
 from behavioral.suites.intergroup.corpus import EMOTIONS
 from behavioral.suites.intergroup.groups import CATEGORIES, Category, get_category

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from behavioral.suite_card import LabelSet, SuiteCard, label_names
-from behavioral.answer_space import AnswerSpec
+from behavioral.suite.card import LabelSet, SuiteCard, label_names
+from behavioral.inference.answer_space import AnswerSpec
 from behavioral.suites.intergroup.settings import get_setting
 
 

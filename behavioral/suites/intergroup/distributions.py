@@ -12,7 +12,7 @@ from matplotlib.figure import Figure
 
 from behavioral.analysis import Table
 from behavioral.analysis.distributions import group_distributions
-from behavioral.figure_style import PALETTE, n_text, new_figure, styled
+from behavioral.analysis.figure_style import PALETTE, n_text, new_figure, styled
 from behavioral.suites.intergroup.result import SettingAnalysis
 from behavioral.suites.intergroup.settings import setting_label
 

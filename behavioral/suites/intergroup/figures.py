@@ -9,11 +9,11 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from sklearn.manifold import TSNE
 
-from behavioral.figure_style import (
+from behavioral.analysis.figure_style import (
     GREY, PALETTE, TICK_SIZE, caption, column_width, count_range, heatmap_ticks, legend_below, n_text, new_figure,
     scatter_by_label, styled,
 )
-from behavioral.outputs import label_points
+from behavioral.analysis.figure_files import label_points
 from behavioral.suites.intergroup.result import SettingAnalysis
 from behavioral.suites.intergroup.settings import SETTING_NAMES, setting_label
 

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from behavioral.analysis import Run
-from behavioral.selection import select_rows
+from behavioral.core.selection import select_rows
 from behavioral.suites.intergroup import stats
 from behavioral.suites.intergroup.analysis import intensity_tensor
 from behavioral.suites.intergroup.groups import CATEGORIES, UNSPECIFIED, Category

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from behavioral.answer_space import AnswerSpec
-from behavioral.prompt import Prompt
-from behavioral.run_reader import read_run
-from behavioral.suite import Answer
+from behavioral.inference.answer_space import AnswerSpec
+from behavioral.inference.prompt import Prompt
+from behavioral.runner.reader import read_run
+from behavioral.suite.protocol import Answer
 from behavioral.suites.intergroup import prompts
 from behavioral.suites.intergroup.answers import answer_decided, parse_intensity
 from behavioral.suites.intergroup.corpus import (

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from behavioral.options import check_bounds, option
-from behavioral.suite import CaptureSpec, SuiteDeclaration, local_path
+from behavioral.core.options import check_bounds, option
+from behavioral.suite.protocol import CaptureSpec, SuiteDeclaration, local_path
 from behavioral.suites.intergroup.groups import CATEGORIES, get_category
 from behavioral.suites.intergroup.settings import SETTING_NAMES, get_setting
 

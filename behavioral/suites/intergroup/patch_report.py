@@ -8,9 +8,9 @@ from collections.abc import Sequence
 import pandas as pd
 
 from activations.capture import EMBED_HOOK, table_layer
-from behavioral.analysis.formats import cell, column, is_missing, literal
+from behavioral.report.formats import cell, column, is_missing, literal
 from behavioral.analysis.paired import CLOSED_COVERAGE
-from behavioral.analysis.spec import Section, scope
+from behavioral.report.blocks import Section, scope
 from behavioral.suites.intergroup.corpus import Event, emotions_drawn
 from behavioral.suites.intergroup.patch_gap import ONE_EVENT
 from behavioral.suites.intergroup.strata import covers, emotions_text

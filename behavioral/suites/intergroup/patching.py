@@ -15,15 +15,15 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from activations.capture import Layers, n_layers_of, parse_layers, resolve_layers
-from behavioral import chat
+from behavioral.inference import chat
 from behavioral.analysis import Run
 from behavioral.analysis.runs import prepared_data
-from behavioral.analysis.spec import Figure as ReportFigure
-from behavioral.analysis.spec import Section, Table
-from behavioral.answer_space import AnswerTrie
-from behavioral.figure_style import GREY, PALETTE, count_range, legend_below, n_text, new_figure, styled
-from behavioral.run import RunConfig
-from behavioral.suite import Suite
+from behavioral.report.blocks import Figure as ReportFigure
+from behavioral.report.blocks import Section, Table
+from behavioral.inference.answer_space import AnswerTrie
+from behavioral.analysis.figure_style import GREY, PALETTE, count_range, legend_below, n_text, new_figure, styled
+from behavioral.runner.run import RunConfig
+from behavioral.suite.protocol import Suite
 from behavioral.suites.intergroup import patch_report, prompts
 from behavioral.suites.intergroup.corpus import Event
 from behavioral.suites.intergroup.groups import UNSPECIFIED, Category, get_category

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from behavioral.prompt import Prompt, from_templates
+from behavioral.inference.prompt import Prompt, from_templates
 from behavioral.suites.intergroup.settings import Setting, get_setting
 
 IDENTITY_SLOTS = ("perceiver", "experiencer")

@@ -10,7 +10,7 @@ import pandas as pd
 
 from behavioral.analysis import Analysis, Figure, Run, Section, Table
 from behavioral.analysis.caveats import few_parsed, joined, low_mass, refused
-from behavioral.analysis.formats import cell, is_missing, literal, readable
+from behavioral.report.formats import cell, is_missing, literal, readable
 from behavioral.analysis.headline import Headline, headline_section
 from behavioral.suites.intergroup import distributions, figures, tables
 from behavioral.suites.intergroup.analysis import AnalyzeOptions, analyses_of, measure_of

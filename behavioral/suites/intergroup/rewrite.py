@@ -6,10 +6,10 @@ import dataclasses
 import json
 from pathlib import Path
 
-from behavioral import models
+from behavioral.inference import models
 from behavioral.suites.intergroup.corpus import Event
-from behavioral.engine import Engine
-from behavioral.suite import local_path
+from behavioral.inference.engine import Engine
+from behavioral.suite.protocol import local_path
 
 CACHE = "rewrites.jsonl"
 PROMPT = (

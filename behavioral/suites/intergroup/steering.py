@@ -14,11 +14,11 @@ from matplotlib.figure import Figure
 
 from activations.store import ActivationStore
 from behavioral.analysis.runs import Run
-from behavioral.figure_style import GREY, LABEL_SIZE, PALETTE, count_range, n_text, new_figure, styled
-from behavioral.run import RunConfig
+from behavioral.analysis.figure_style import GREY, LABEL_SIZE, PALETTE, count_range, n_text, new_figure, styled
+from behavioral.runner.run import RunConfig
 from behavioral.suites.intergroup import activations
 from behavioral.analysis.paired import fieller, t_interval
-from behavioral.selection import field_values
+from behavioral.core.selection import field_values
 from behavioral.suites.intergroup import stats
 from behavioral.suites.intergroup.analysis import analyze_setting, intensity_tensor
 from behavioral.suites.intergroup.groups import UNSPECIFIED, Category, get_category

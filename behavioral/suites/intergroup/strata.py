@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from behavioral.manifest import RunDirError
+from behavioral.rundir.manifest import RunDirError
 from behavioral.suites.intergroup.corpus import EMOTIONS, emotions_drawn
 
 

@@ -11,7 +11,7 @@ import pandas as pd
 
 from behavioral.analysis import Analysis, Run, read_runs
 from behavioral.suites.intergroup.card import CARD
-from behavioral.suite import Suite
+from behavioral.suite.protocol import Suite
 from behavioral.suites.intergroup.analysis import AnalyzeOptions, analyses_of
 from behavioral.suites.intergroup.groups import get_category
 from behavioral.suites.intergroup.corpus import EMOTIONS, corpus_hash

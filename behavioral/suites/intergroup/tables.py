@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from behavioral.analysis import Table
-from behavioral.analysis.formats import is_missing
+from behavioral.report.formats import is_missing
 from behavioral.analysis.multiplicity import holm
 from behavioral.suites.intergroup.result import SettingAnalysis
 from behavioral.suites.intergroup.settings import setting_label

@@ -3,7 +3,7 @@ emotions comes first, and how much its share differs between genders (max_diff).
 the package; the suite, its attempts and analysis on first use (the command line reads a run's flags from the options
 alone). The metrics are `metrics.metrics` (`metrics` is their module)."""
 
-from behavioral.exports import lazy_exports
+from behavioral.core.exports import lazy_exports
 from behavioral.suites.isear.evaluator import evaluate, tokenize
 from behavioral.suites.isear.events import load_events, sample_indices
 from behavioral.suites.isear.options import Options

@@ -11,9 +11,9 @@ import pandas as pd
 
 from behavioral.analysis import Analysis, Figure, Run, Section, Table
 from behavioral.analysis.caveats import few_parsed, joined, one_answer
-from behavioral.analysis.formats import code_span, literal
+from behavioral.report.formats import code_span, literal
 from behavioral.analysis.headline import Headline, headline_section
-from behavioral.options import check_bounds, option
+from behavioral.core.options import check_bounds, option
 from behavioral.suites.isear import figures, tables
 from behavioral.suites.isear.attempts import MODES, SOFT_MEASURE, measure_name, of_mode
 from behavioral.suites.isear.metrics import check_bootstrap, labels_of, summarize

@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import pandas as pd
 
-from behavioral.run_reader import read_run
+from behavioral.runner.reader import read_run
 from behavioral.suites.isear.evaluator import evaluate
 from behavioral.suites.isear.events import Events, sample_indices
 from behavioral.suites.isear.prompts import EMOTIONS, GENDERS, TEMPLATE, prompt

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from behavioral.suite_card import LabelSet, SuiteCard
+from behavioral.suite.card import LabelSet, SuiteCard
 from behavioral.suites.isear.prompts import EMOTIONS
 
 

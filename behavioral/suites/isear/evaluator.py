@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 
-from behavioral.optional import MissingPackageError, require
+from behavioral.core.extras import MissingPackageError, require
 from behavioral.suites.isear.prompts import EMOTIONS
 
 FEATURE = "isear's reply parser (GenderBench's evaluator, generate and both modes)"

@@ -8,7 +8,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from behavioral.analysis import cell
-from behavioral.figure_style import GREY, PALETTE, count_range, legend_below, n_text, new_figure, styled
+from behavioral.analysis.figure_style import GREY, PALETTE, count_range, legend_below, n_text, new_figure, styled
 from behavioral.suites.isear.metrics import MARK_RANGES, MARKS
 from behavioral.suites.isear.prompts import EMOTIONS, GENDERS
 

@@ -8,8 +8,8 @@ import argparse
 from dataclasses import dataclass
 from pathlib import Path
 
-from behavioral.options import check_bounds, option, whole_number
-from behavioral.suite import CaptureSpec, SuiteDeclaration, local_path
+from behavioral.core.options import check_bounds, option, whole_number
+from behavioral.suite.protocol import CaptureSpec, SuiteDeclaration, local_path
 from behavioral.suites.isear.events import SOURCES
 from behavioral.suites.isear.prompts import TEMPLATE, check_template
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import string
 
-from behavioral.prompt import Prompt, from_templates
+from behavioral.inference.prompt import Prompt, from_templates
 
 GENDERS: tuple[str, ...] = ("a man", "a woman", "a non-binary person")
 # The 7 emotions of ISEAR (Scherer & Wallbott 1994), then the 5 GenderBench adds from Plaza-del-Arco et al. (2024).

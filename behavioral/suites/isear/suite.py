@@ -9,11 +9,11 @@ from typing import Any
 import pandas as pd
 
 from behavioral.analysis import Analysis, Run
-from behavioral.answer_space import AnswerSpec
-from behavioral.prompt import Prompt
+from behavioral.inference.answer_space import AnswerSpec
+from behavioral.inference.prompt import Prompt
 from behavioral.suites.isear.card import CARD
-from behavioral.suite import Answer, Suite
-from behavioral.selection import select_rows
+from behavioral.suite.protocol import Answer, Suite
+from behavioral.core.selection import select_rows
 from behavioral.suites.isear import attempts
 from behavioral.suites.isear.attempts import of_mode
 from behavioral.suites.isear.evaluator import evaluate, nltk_version

@@ -3,7 +3,7 @@ multiple choice, affective empathy by VAD distance, response appropriateness by 
 modules are imported with the package; the suite, effects, ERA classifiers, lexicon and metrics on first use (the
 command line reads a run's flags from the options alone)."""
 
-from behavioral.exports import lazy_exports
+from behavioral.core.exports import lazy_exports
 from behavioral.suites.jaem.answers import cut_reply, parse_letter
 from behavioral.suites.jaem.dimensions import ATTRIBUTES, PROJECT_DIMENSIONS, load_dimensions
 from behavioral.suites.jaem.errors import JaemInputError

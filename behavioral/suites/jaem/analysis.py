@@ -14,9 +14,9 @@ import pandas as pd
 
 from behavioral.analysis import Analysis, Figure, Run, Section, Table
 from behavioral.analysis.caveats import few_parsed, joined, one_answer
-from behavioral.analysis.formats import code_span
+from behavioral.report.formats import code_span
 from behavioral.analysis.headline import Headline, headline_section
-from behavioral.options import check_bounds, option
+from behavioral.core.options import check_bounds, option
 from behavioral.suites.jaem import figures, tables
 from behavioral.suites.jaem.dimensions import PROJECT_DIMENSIONS, load_dimensions
 from behavioral.suites.jaem.effects import BINARY, METRICS

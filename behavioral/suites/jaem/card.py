@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from importlib import resources
 from typing import Any
 
-from behavioral.suite_card import LabelSet, SuiteCard
+from behavioral.suite.card import LabelSet, SuiteCard
 from behavioral.suites.jaem.samples import CE_PROMPT, LETTERS
 
 

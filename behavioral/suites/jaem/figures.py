@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from behavioral.figure_style import (
+from behavioral.analysis.figure_style import (
     LABEL_SIZE, MIN_FONT, PALETTE, count_range, grid_shape, heatmap_ticks, n_text, new_figure, styled,
 )
 from behavioral.suites.jaem.samples import LETTERS

@@ -12,7 +12,7 @@ from importlib import resources
 from pathlib import Path
 from typing import NamedTuple
 
-from behavioral.analysis.formats import finite_number
+from behavioral.report.formats import finite_number
 from behavioral.suites.jaem.errors import JaemInputError
 
 DEMO = "demo"

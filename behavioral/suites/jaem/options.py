@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from behavioral.options import check_bounds, option
-from behavioral.suite import CaptureSpec, SuiteDeclaration, local_path
+from behavioral.core.options import check_bounds, option
+from behavioral.suite.protocol import CaptureSpec, SuiteDeclaration, local_path
 from behavioral.suites.jaem.dimensions import ATTRIBUTES
 from behavioral.suites.jaem.errors import JaemInputError
 from behavioral.suites.jaem.samples import FULL_DIMS, LAYOUTS, REPEATS
@@ -29,7 +29,7 @@ class Options:
     the prompt layout."""
 
     tasks: tuple[str, ...] = option(TASKS, "tasks", choices=TASKS, metavar="TASK")
-    # None: the project's four. Typed as a tuple so that the flag is repeatable (behavioral.options reads a tuple
+    # None: the project's four. Typed as a tuple so that the flag is repeatable (behavioral.core.options reads a tuple
     # field as one); stored as null in the manifests of such runs, which therefore still resume.
     templates: tuple[str, ...] = option(None, "template files or directories of *.txt; none: the project's four",
                                         metavar="PATH")

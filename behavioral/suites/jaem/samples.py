@@ -11,7 +11,7 @@ from functools import cached_property
 
 import numpy as np
 
-from behavioral.prompt import Prompt, Slot
+from behavioral.inference.prompt import Prompt, Slot
 from behavioral.suites.jaem.dimensions import ATTRIBUTES, PRONOUN_FORMS
 from behavioral.suites.jaem.errors import JaemInputError
 from behavioral.suites.jaem.templates import (

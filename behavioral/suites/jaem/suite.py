@@ -10,12 +10,12 @@ from typing import Any
 import pandas as pd
 
 from behavioral.analysis import Analysis, Run
-from behavioral.answer_space import AnswerSpec
-from behavioral.prompt import Prompt
-from behavioral.provenance import files_sha256
+from behavioral.inference.answer_space import AnswerSpec
+from behavioral.inference.prompt import Prompt
+from behavioral.rundir.provenance import files_sha256
 from behavioral.suites.jaem.card import CARD
-from behavioral.suite import Answer, Suite
-from behavioral.selection import select_rows
+from behavioral.suite.protocol import Answer, Suite
+from behavioral.core.selection import select_rows
 from behavioral.suites.jaem import metrics
 from behavioral.suites.jaem.analysis import AnalyzeOptions, analysis
 from behavioral.suites.jaem.answers import cut_reply, letter_decided, parse_letter, reply_decided

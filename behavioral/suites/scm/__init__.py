@@ -4,7 +4,7 @@ are imported with the package; the suite, answers and statistics on first use (t
 from the options alone). `items`, `fidelity` and `quadrants` are modules (their functions: `items.items`,
 `fidelity.fidelity`, `quadrants.quadrants`)."""
 
-from behavioral.exports import lazy_exports
+from behavioral.core.exports import lazy_exports
 from behavioral.suites.scm.groups import GROUPS
 from behavioral.suites.scm.options import Options
 from behavioral.suites.scm.traits import TRAITS

@@ -11,7 +11,7 @@ import pandas as pd
 
 from behavioral.analysis import Analysis, Figure, Run, Section, Table
 from behavioral.analysis.caveats import few_parsed, joined, low_mass, one_answer
-from behavioral.analysis.formats import code_span, is_missing, literal
+from behavioral.report.formats import code_span, is_missing, literal
 from behavioral.analysis.headline import Headline, headline_section
 from behavioral.suites.scm import figures
 from behavioral.suites.scm.fidelity import P_COLUMNS

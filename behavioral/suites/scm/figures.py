@@ -12,11 +12,11 @@ from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
-from behavioral.figure_style import (
+from behavioral.analysis.figure_style import (
     FONT_SIZE, GREY, LABEL_SIZE, PALETTE, caption, count_range, grid_shape, heatmap_ticks, legend_below, n_text,
     new_figure, styled,
 )
-from behavioral.outputs import coinciding, label_points
+from behavioral.analysis.figure_files import coinciding, label_points
 from behavioral.suites.scm.order import in_order
 from behavioral.suites.scm.quadrants import ALL_TRAITS
 from behavioral.suites.scm.results import HUMAN, Results

@@ -154,12 +154,3 @@ def group_set(name: str) -> tuple[Group, ...]:
     if name not in GROUPS:
         raise ValueError(f"unknown group set {name!r}; expected one of {', '.join(GROUPS)}")
     return GROUPS[name]
-
-
-def get_group(name: str, set_name: str) -> Group:
-    """The group called `name` in set `set_name`, or a ValueError naming the set's groups."""
-    for group in group_set(set_name):
-        if group.name == name:
-            return group
-    raise ValueError(f"unknown group {name!r} in set {set_name!r}; expected one of "
-                     f"{', '.join(g.name for g in group_set(set_name))}")

@@ -6,9 +6,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
-from behavioral.answer_space import AnswerSpec
-from behavioral.prompt import Prompt
-from behavioral.suite import Answer
+from behavioral.inference.answer_space import AnswerSpec
+from behavioral.inference.prompt import Prompt
+from behavioral.suite.protocol import Answer
 from behavioral.suites.scm import prompts
 from behavioral.suites.scm.answers import ANSWERS, RATINGS, parse_reply, reply_decided
 from behavioral.suites.scm.groups import Group

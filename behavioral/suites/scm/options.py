@@ -6,8 +6,8 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
-from behavioral.options import option, whole_number
-from behavioral.suite import CaptureSpec, SuiteDeclaration
+from behavioral.core.options import option, whole_number
+from behavioral.suite.protocol import CaptureSpec, SuiteDeclaration
 from behavioral.suites.scm.groups import GROUPS, group_set
 from behavioral.suites.scm.prompts import TEMPLATES, check_template
 from behavioral.suites.scm.traits import TRAITS, check_trait

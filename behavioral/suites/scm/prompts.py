@@ -3,7 +3,7 @@ informal i01-i10, in printed order), the identity and trait definitions, the fiv
 
 from __future__ import annotations
 
-from behavioral.prompt import Prompt, from_templates
+from behavioral.inference.prompt import Prompt, from_templates
 from behavioral.suites.scm.groups import Group
 from behavioral.suites.scm.traits import TRAIT_DEFINITIONS
 

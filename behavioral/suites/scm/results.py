@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from behavioral.analysis import Run
-from behavioral.analysis.formats import code_span, literal
+from behavioral.report.formats import code_span, literal
 from behavioral.suites.scm.fidelity import fidelity, group_intervals, inter_trait_baseline
 from behavioral.suites.scm.groups import GROUPS
 from behavioral.suites.scm.human import SHIPPED, load_human

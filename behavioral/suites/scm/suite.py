@@ -6,10 +6,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from behavioral.options import SEED, check_bounds, option
+from behavioral.core.options import SEED, check_bounds, option
 from behavioral.suites.scm.card import CARD
-from behavioral.suite import Suite
-from behavioral.selection import select_rows
+from behavioral.suite.protocol import Suite
+from behavioral.core.selection import select_rows
 from behavioral.suites.scm.groups import group_set
 from behavioral.suites.scm.items import FIELDS, ScmItem, items
 from behavioral.suites.scm.options import GROUP, Options, ScmDeclaration

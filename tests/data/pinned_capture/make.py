@@ -75,7 +75,7 @@ def make_model() -> None:
 
 
 def run_config():
-    from behavioral import run as run_mod
+    from behavioral.runner import run as run_mod
     from behavioral.suites.intergroup import Options
 
     return run_mod.RunConfig(
@@ -86,7 +86,7 @@ def run_config():
 
 
 def make_run() -> None:
-    from behavioral import run as run_mod
+    from behavioral.runner import run as run_mod
 
     run_mod.run(run_config(), RUN.relative_to(ROOT), progress=False)
 
@@ -107,8 +107,9 @@ def expected() -> dict:
     import torch
 
     from activations import store as activation_store
-    from behavioral import chat, models
-    from behavioral.engine import Engine
+    from behavioral.inference import chat
+    from behavioral.inference import models
+    from behavioral.inference.engine import Engine
     from behavioral.suites.intergroup.corpus import embedded_events, sample_events
     from behavioral.suites.intergroup.groups import get_category
     from interp import clusters, probes, rsa, steering
