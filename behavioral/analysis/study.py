@@ -142,7 +142,15 @@ def run_study(study: Study | str, run_dirs: Sequence[str | Path], options: Any =
     first) with its options (`options` and/or keyword arguments, see study_options) and return what it made; the
     same function serves `empathy-gap interp` and scripts. `model`, a loaded (model, tokenizer, info) as
     behavioral.inference.models.load returns, is used by a study that reruns the run's model instead of loading it, checked
-    against the run's recorded model as a loaded one is. Nothing is written if it fails."""
+    against the run's recorded model as a loaded one is. Nothing is written if it fails.
+
+    >>> from behavioral import run_study
+    >>> result = run_study("clusters", [run_dir], out="clusters", progress=False, permutations=5,
+    ...                    where=("category=religion",))
+    clusters: intergroup smollm2-135m: 5 persona identities ... 5 permutations (seed 0).
+    >>> result.report.name
+    'report.md'
+    """
     study = get_study(study) if isinstance(study, str) else study
     if model is not None and not study.reruns_model:
         raise ValueError(f"study {study.name} runs no model; model= goes to a study that reruns the run's model")

@@ -64,7 +64,12 @@ def analyze(run_dirs: Sequence[str | Path], out: str | Path | None = None, optio
             names: Sequence[str] | None = None, allow_partial: bool = False) -> Path:
     """Analyze runs of one suite into `out` (default: the first run's analysis/) with the suite's analysis
     `options` (see suite_analysis) and return report.md's path; every number is computed before anything is
-    written. The same function serves the CLI and scripts."""
+    written. The same function serves the CLI and scripts.
+
+    >>> from behavioral import analyze
+    >>> analyze([run_dir], "analysis").name
+    'report.md'
+    """
     if out is not None:  # the default is the run directory's own analysis/
         check_outside_runs(out)
     analysis, runs, settings, record = suite_analysis(run_dirs, options, names, allow_partial)

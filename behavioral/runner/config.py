@@ -17,7 +17,6 @@ from behavioral.rundir.manifest import (
     MANIFEST, MODES, SCHEMA_VERSION, TREE_TOLERANCE, TREES, RunDirError, check_tolerance, options_of, read_manifest,
 )
 from behavioral.inference.model_source import DTYPES, check_device, check_length
-from behavioral.core.extras import installed, missing
 from behavioral.core.options import SEED_MAX, SIZE_MAX, check_number, quoted
 from behavioral.suite.registry import get_declaration
 from behavioral.suite.protocol import SuiteDeclaration, local_path
@@ -25,7 +24,7 @@ from behavioral.suite.protocol import SuiteDeclaration, local_path
 # The decoding settings' defaults; a suite replaces some with its own (Suite.run_defaults, e.g. its authors').
 RUN_DEFAULTS = {"mode": "generate", "seed": 0, "temperature": 0.0, "top_p": 1.0, "samples": 1, "max_new_tokens": 128,
                 "prompt_format": "auto"}
-BACKENDS = ("engine", "vllm")  # what runs the model: this toolkit's engine, or vLLM (behavioral.inference.vllm.backend)
+BACKENDS = ("engine", "vllm")  # what runs the model: this toolkit's engine, or vLLM (behavioral.inference.vllm.engine)
 
 
 def run_defaults(suite: SuiteDeclaration) -> dict[str, Any]:
@@ -95,7 +94,14 @@ class RunConfig:
 
     A decoding setting left None takes the suite's default (`run_defaults`), so a script that builds a RunConfig
     runs the protocol the CLI runs; `samples` takes the suite's only where replies are sampled (a temperature above
-    0 outside score mode), else 1."""
+    0 outside score mode), else 1.
+
+    >>> from behavioral import RunConfig
+    >>> config = RunConfig("intergroup", "smollm2-135m", options, mode="score", dtype="fp32",
+    ...                    capture=("persona", "final"))
+    >>> config.mode, config.temperature
+    ('score', 0.0)
+    """
 
     suite: str
     model: str
@@ -168,7 +174,8 @@ class RunConfig:
         found += [f"unknown {named('capture')} {quoted(name)} for suite {suite.name!r}; expected a comma list of "
                   f"{', '.join(kinds) or 'nothing (this suite cannot capture)'}" for name in self.capture
                   if name not in kinds]
-        return found + _backend_problems(self, named)
+        return found + vllm_args.run_problems(self.backend, self.vllm_args, self.trust_remote_code, self.capture,
+                                             self.device, named)
 
 
 IDENTITY = ("suite", "model", "mode", "seed", "temperature", "top_p", "samples", "max_new_tokens", "prompt_format",
@@ -189,7 +196,7 @@ def run_identity(config: RunConfig, model_info: dict) -> dict:
             identity["tree_tolerance"] = config.tree_tolerance
     if config.mode != "score" and config.temperature > 0:  # sampled replies: each backend draws its own samples
         identity["backend"] = config.backend
-    if config.backend == "vllm" and (changing := vllm_args.numbers(config.vllm_args)):
+    if changing := vllm_args.numbers(config.vllm_args):  # only a vLLM run takes them (validate)
         identity["vllm_args"] = changing  # quantization, a KV-cache dtype, ...: other numbers than the engine's
     return identity
 
@@ -223,22 +230,3 @@ def check_resumable(out: Path, identity: dict, partial: bool = False) -> None:
     if diffs:
         raise RunDirError(f"{out} was made with a different configuration; use a new --out. Differences: "
                           + "; ".join(diffs))
-
-
-def _backend_problems(config: RunConfig, named: Callable[[str], str]) -> list[str]:
-    """What keeps `config` from running through vLLM, a line each (for the engine's runs: vLLM arguments given)."""
-    if config.backend != "vllm":
-        return [f"{named('vllm_args')} are vLLM's engine arguments, which only {named('backend')} vllm takes"] \
-            if config.vllm_args else []
-    found = vllm_args.problems(config.vllm_args, named("vllm_args"), config.trust_remote_code,
-                               named("trust_remote_code"))
-    if not installed("vllm"):
-        return [missing("vllm", f"{named('backend')} vllm"), *found]
-    if config.capture:
-        found.append(f"{named('capture')} reads activations through the engine's hooks, which vLLM has not; run the "
-                     f"capture with {named('backend')} engine")
-    if config.device not in ("auto", vllm_args.vllm_device()):
-        found.append(f"{named('device')} is {quoted(config.device)}; vLLM places the model itself "
-                     f"(CUDA_VISIBLE_DEVICES chooses the GPUs), so expected auto or {vllm_args.vllm_device()} with "
-                     f"{named('backend')} vllm")
-    return found

@@ -19,11 +19,10 @@ from activations.recorder import Recorder
 from activations.store import FOLDER as ACTIVATIONS
 from behavioral.inference import chat
 from behavioral.inference import models
-from behavioral.inference.vllm import backend as vllm_backend
 from behavioral.inference.answer_space import AnswerSpec, AnswerTrie, Scores
-from behavioral.core.distributed import Place, barrier, device_for, place, start
-from behavioral.inference.engine import Engine, Generation, Sampling, stream_seed
-from behavioral.inference.lazy_tree import AnswerTree
+from behavioral.core.distributed import Place, barrier, place, start
+from behavioral.inference.backend import BACKENDS
+from behavioral.inference.engine import Generation, Sampling, stream_seed
 from behavioral.rundir.manifest import (
     MANIFEST, AnswerSet, Manifest, Plan, RunDirError, new_run_id, planned_units, read_manifest, write_manifest,
 )
@@ -35,7 +34,6 @@ from behavioral.suite.protocol import Item, Suite
 from behavioral.suite.registry import get_suite
 from behavioral.runner.config import RunConfig, check_resumable, run_identity
 from behavioral.rundir.lock import RunLock, is_lock_file
-from behavioral.inference.vllm.args import vllm_device
 from behavioral.suite.work import WorkUnit, unit_batches, work_units
 
 # Work units go to the engine in pools of this many batches: it sorts a pool's rows by what is left after their
@@ -125,9 +123,7 @@ class Runner(Rendering):
     def __init__(self, model, tokenizer, config: RunConfig, suite: Suite):
         super().__init__(tokenizer, config, getattr(model.config, "max_position_embeddings", None))
         self.suite = suite
-        self.engine = vllm_backend.VllmEngine(model, tokenizer, config.max_new_tokens) if config.backend == "vllm" \
-            else Engine(model, tokenizer, config.batch_size, config.max_new_tokens,
-                        answer_tree=AnswerTree(config.answer_tree, config.tree_tolerance))
+        self.engine = BACKENDS[config.backend].start(model, tokenizer, config)
         self.sampling = Sampling(config.temperature, config.top_p)
 
     def _requests(self, items: Sequence[Item], requests: Sequence[tuple[int, int]]) -> dict:
@@ -233,12 +229,17 @@ def run(config: RunConfig, out: str | Path, where: Place | None = None, progress
     """Run (or resume) this process's share of a suite into `out`; every check happens before any row is written.
 
     `loaded` = (model, tokenizer, info) runs an already loaded model (e.g. a steered one, whose `info` says so; with
-    backend vllm, what vllm_backend.load gave) instead of loading `config.model`. Under torchrun or accelerate, each
+    backend vllm, what its backend's load gave) instead of loading `config.model`. Under torchrun or accelerate, each
     rank takes every world_size-th work unit and writes its own part files; rank 0 checks the run directory, writes
     the manifest and prepares the data (e.g. rewrites) before the others go on. Each rank holds a lock on its files
     from before its first write to its end, so a second process started on the same run directory and rank fails at
     once instead of losing or duplicating rows. `label` names the run on its progress bar (default: suite, model,
     mode; a sweep's: model/suite--setting).
+
+    >>> from behavioral import run
+    >>> run_dir = run(config, "runs/religion", progress=False, loaded=model.loaded)
+    >>> sorted(p.name for p in run_dir.iterdir())
+    ['activations', 'manifest.json', 'results']
     """
     out = Path(out)
     where = where or place()
@@ -262,7 +263,7 @@ def run(config: RunConfig, out: str | Path, where: Place | None = None, progress
         if where.is_main and resuming:
             check_resumable(out, identity, partial=True)  # before the suite's own preparation
         seal_logs(out, where.rank)  # rows a killed process of this rank logged
-        writer = None if config.backend == "vllm" else model  # data the model writes (rewrites) need the engine
+        writer = BACKENDS[config.backend].writer(model)  # data the model writes (rewrites) need the engine
         if where.is_main:
             data = suite.prepare(data, config, writer, tokenizer, out)
         barrier(where)
@@ -274,9 +275,8 @@ def run(config: RunConfig, out: str | Path, where: Place | None = None, progress
         identity |= suite.facts(data) | {"chat_format": runner.chat_format}
         if where.is_main and not resuming:
             origin = provenance() | {"device": model_info["device"], "batch_size": config.batch_size,
-                                     "world_size": where.world_size, "backend": config.backend}
-            if config.backend == "vllm":
-                origin |= {"vllm_version": model_info["vllm_version"], "vllm_args": dict(config.vllm_args)}
+                                     "world_size": where.world_size, "backend": config.backend} \
+                | BACKENDS[config.backend].origin(config, model_info)
             groups, specs = survey(suite, data)
             write_manifest(out, Manifest(identity, model_info, origin, plan(config, groups), new_run_id(),
                                          answers=runner.answer_sets(specs)))
@@ -315,7 +315,7 @@ def check_before_loading(config: RunConfig, suite: Suite, data, out: Path, where
         facts = {} if known is None else json.loads(json.dumps(suite.facts(known)))
         check_resumable(out, known_identity(config, read_manifest(out), where) | facts, partial=True)
     lengths = known is not None and found.context is not None
-    if config.backend != "engine" or not (lengths or config.prompt_format == "chat"):
+    if not BACKENDS[config.backend].renders_before_loading or not (lengths or config.prompt_format == "chat"):
         return False  # vLLM renders, and bounds the context by its own arguments, once it loads
     rendering = Rendering(models.load_tokenizer(config.model, config.trust_remote_code), config, found.context)
     if lengths:
@@ -326,18 +326,16 @@ def check_before_loading(config: RunConfig, suite: Suite, data, out: Path, where
 def known_identity(config: RunConfig, stored: Manifest, where: Place) -> dict:
     """The run identity of `config` as known before its model loads: the model's hash and revision as the run
     directory recorded them (compared once it loads), its dtype as this process's device resolves it."""
-    device = vllm_device() if config.backend == "vllm" else models.resolve_device(device_for(config.device, where))
+    device = BACKENDS[config.backend].device(config, where)
     dtype = str(models.resolve_dtype(config.dtype, device)).removeprefix("torch.")
     return run_identity(config, {"model_hash": stored.model.get("model_hash"), "revision": stored.model.get("revision"),
                                  "dtype": dtype})
 
 
 def load_model(config: RunConfig, where: Place, load: Callable[..., tuple] = models.load) -> tuple:
-    """(model, tokenizer, info) of the run's model, loaded for its backend: vLLM's (behavioral.inference.vllm.backend.load), or
-    the engine's by `load` (models.load's signature), on this process's device."""
-    if config.backend == "vllm":
-        return vllm_backend.load(config.model, config.dtype, config.trust_remote_code, config.vllm_args, where)
-    return load(config.model, device_for(config.device, where), config.dtype, config.trust_remote_code)
+    """(model, tokenizer, info) of the run's model, loaded for its backend (the engine's by `load`, models.load's
+    signature), on this process's device."""
+    return BACKENDS[config.backend].load(config, where, load)
 
 
 def survey(suite: Suite, data) -> tuple[tuple[tuple[str, int], ...], tuple[AnswerSpec, ...]]:

@@ -61,7 +61,14 @@ def _object(where: str):
 
 
 def get_suite(name: str) -> Suite:
-    """The suite called `name`, or a ValueError that lists the known ones."""
+    """The suite called `name`, or a ValueError that lists the known ones.
+
+    >>> from behavioral import get_suite
+    >>> suite = get_suite("intergroup")
+    >>> options = suite.Options(categories=("religion",), settings=("P0S1T0",), limit_events=1)
+    >>> suite.name, options.limit_events
+    ('intergroup', 1)
+    """
     if name not in _loaded:
         if name not in SUITES:
             raise ValueError(f"unknown suite {name!r}; expected one of {', '.join(names())}")

@@ -313,7 +313,24 @@ def _config(suite: str, options: Any, given: dict[str, Given], at: str, problems
 def read_sweep(path: str | Path, out: str | Path | None = None) -> Sweep:
     """The sweep a TOML file describes (its folder: `out`, else the file's `out` key, relative to the current
     directory). Every unknown key, ill-typed or refused value, unknown suite or option, missing local model or
-    repeated name is a line of one ValueError, naming the file and the key where the value was written."""
+    repeated name is a line of one ValueError, naming the file and the key where the value was written.
+
+    >>> from pathlib import Path
+    >>> from behavioral import read_sweep
+    >>> _ = Path("sweep.toml").write_text('''out = "sweep"
+    ... [run]
+    ... dtype = "fp32"
+    ... [[model]]
+    ... name = "smol"
+    ... id = "smollm2-135m"
+    ... [suite.intergroup]
+    ... mode = "score"
+    ... options = { categories = ["religion"], settings = ["P0S1T0"], limit_events = 1 }
+    ... ''')
+    >>> sweep = read_sweep("sweep.toml")
+    >>> [r.name for r in sweep.runs]
+    ['smol/intergroup']
+    """
     path = Path(path)
     try:
         raw = read_regular(path, "a sweep file (TOML)", limit=SWEEP_FILE_LIMIT, follow=True)  # a FIFO never hangs

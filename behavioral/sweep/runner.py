@@ -75,7 +75,13 @@ def run_sweep(sweep: Sweep, progress: bool = True, trust_remote_code: bool = Fal
     fails to load or a run that fails is recorded and the sweep goes on with the rest. `trust_remote_code` is the
     user's own flag: a model whose table asks for remote code runs it only with this set. Everything is checked,
     and the folder locked against a second sweep, before `started()` is called (the command prints its plan there)
-    and the first model loads."""
+    and the first model loads.
+
+    >>> from behavioral import run_sweep
+    >>> outcome = run_sweep(sweep, progress=False)
+    >>> outcome.ran, outcome.failed
+    (['smol/intergroup'], {})
+    """
     where = where or place()
     check_trust(sweep, trust_remote_code)
     folder = sweep.out

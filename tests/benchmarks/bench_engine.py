@@ -7,7 +7,7 @@ and the JSON how far the lazy read's expected values lie from the full tree's. B
 (the run's default, 128); the engine stops a reply early once its answer is decided, as a run does, so agreement is measured on the parsed answers (and on the engine's text being a prefix of
 the baseline's). Prints a table and writes a JSON file. On a GPU, `--shapes llama-3.1-8b` builds a random-weight model with
 Llama-3.1-8B's shapes in bf16 (weights do not change speed) and uses `--model`'s tokenizer. `--backend vllm` also times
-vLLM's generate and score (behavioral.inference.vllm.backend, prefix caching on) on the same prompts, against the engine's.
+vLLM's generate and score (behavioral.inference.vllm.engine, prefix caching on) on the same prompts, against the engine's.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from behavioral.inference.lazy_tree import AnswerTree
 from behavioral.rundir.manifest import TREE_TOLERANCE
 from behavioral.runner.run import RunConfig, Runner
 from behavioral.runner.config import RUN_DEFAULTS
-from behavioral.inference.vllm.backend import VllmEngine, load
+from behavioral.inference.vllm.engine import VllmEngine, load
 from behavioral.suite.registry import get_suite
 from behavioral.suites.intergroup import Options
 from behavioral.suites.intergroup.answers import answer_decided, parse_intensity

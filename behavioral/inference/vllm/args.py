@@ -15,7 +15,7 @@ import typing
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from behavioral.core.extras import installed
+from behavioral.core.extras import installed, missing
 from behavioral.core.options import quoted
 
 # vLLM's engine arguments that `run` flags and a sweep's [[model]] keys name on their own (others: --vllm-args, vllm)
@@ -184,3 +184,23 @@ def vllm_device() -> str:
     import torch  # asked only of a run with --backend vllm, where vLLM imports it anyway
 
     return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def run_problems(backend: str, engine_args: Sequence[tuple[str, Any]], trust_remote_code: bool,
+                 capture: Sequence[str], device: str, named: Callable[[str], str]) -> list[str]:
+    """What keeps a run's settings from running through vLLM, a line each (for the engine's runs: vLLM arguments
+    given); `named(field)` is how the caller names a setting (a flag, a sweep key)."""
+    if backend != "vllm":
+        return [f"{named('vllm_args')} are vLLM's engine arguments, which only {named('backend')} vllm takes"] \
+            if engine_args else []
+    found = problems(engine_args, named("vllm_args"), trust_remote_code, named("trust_remote_code"))
+    if not installed("vllm"):
+        return [missing("vllm", f"{named('backend')} vllm"), *found]
+    if capture:
+        found.append(f"{named('capture')} reads activations through the engine's hooks, which vLLM has not; run the "
+                     f"capture with {named('backend')} engine")
+    if device not in ("auto", vllm_device()):
+        found.append(f"{named('device')} is {quoted(device)}; vLLM places the model itself "
+                     f"(CUDA_VISIBLE_DEVICES chooses the GPUs), so expected auto or {vllm_device()} with "
+                     f"{named('backend')} vllm")
+    return found

@@ -11,7 +11,7 @@ from transformers import AutoTokenizer
 from vllm.v1.sample.logits_processor import AdapterLogitsProcessor
 
 from behavioral.inference.answer_space import AnswerTrie
-from behavioral.inference.vllm.backend import POSITION, SPEC, STOP, UNTIL
+from behavioral.inference.vllm.engine import POSITION, SPEC, STOP, UNTIL
 from behavioral.inference.vllm.readout import readout
 
 RowProcessor = Callable[[list[int], torch.Tensor], torch.Tensor]
