@@ -13,7 +13,7 @@ __all__ = ["load", "LoadedModel", "AnswerSpec", "Prompt", "get_suite", "RunConfi
            "read_sweep", "run_sweep", "run_study"]
 __getattr__ = lazy_exports(__name__, {
     "behavioral.inference.loaded": ("load", "LoadedModel"),
-    "behavioral.inference.answer_space": ("AnswerSpec",),
+    "behavioral.inference.answer_spec": ("AnswerSpec",),
     "behavioral.inference.prompt": ("Prompt",),
     "behavioral.suite.registry": ("get_suite",),
     "behavioral.runner.config": ("RunConfig",),

@@ -9,7 +9,8 @@ import torch
 
 from behavioral.inference import lazy_tree
 from behavioral.inference import tree_logits
-from behavioral.inference.answer_space import AnswerSpec, AnswerTrie
+from behavioral.inference.answer_spec import AnswerSpec
+from behavioral.inference.answer_space import AnswerTrie
 from behavioral.inference.lazy_tree import AnswerTree
 from behavioral.inference.engine import Batch, Engine
 from tests.conftest import favouring_model, make_tiny_model

@@ -13,7 +13,8 @@ from transformers import LogitsProcessor, LogitsProcessorList
 
 from behavioral.inference import chat
 from behavioral.suites.intergroup import prompts
-from behavioral.inference.answer_space import AnswerSpec, AnswerTrie
+from behavioral.inference.answer_spec import AnswerSpec
+from behavioral.inference.answer_space import AnswerTrie
 from behavioral.suites.intergroup.answers import answer_decided, parse_intensity
 from behavioral.suites.intergroup.corpus import embedded_events
 from behavioral.inference.engine import Batch, Engine, Sampling, shared_prefix_length

@@ -8,7 +8,8 @@ from functools import partial
 
 import torch
 
-from behavioral.inference.answer_space import AnswerSpec, AnswerTrie
+from behavioral.inference.answer_spec import AnswerSpec
+from behavioral.inference.answer_space import AnswerTrie
 from behavioral.inference.engine import Engine
 from behavioral.runner.run import RunConfig, Runner
 from behavioral.suite.registry import get_suite

@@ -13,7 +13,8 @@ from scipy import stats
 
 from behavioral.inference import lazy_tree
 from behavioral.inference import tree_bounds
-from behavioral.inference.answer_space import AnswerSpec, AnswerTrie
+from behavioral.inference.answer_spec import AnswerSpec
+from behavioral.inference.answer_space import AnswerTrie
 from behavioral.inference.engine import Engine
 from behavioral.inference.lazy_tree import AnswerTree
 from tests.conftest import make_tiny_model

@@ -218,7 +218,7 @@ def test_a_t2_run_derives_its_plan_from_its_rewrites_cache_and_says_when_it_lack
 
 
 def test_the_recorded_plan_is_the_plan_a_run_derives(finished):
-    from behavioral.runner.run import derived_plan
+    from behavioral.runner.plan import derived_plan
 
     plan = read_manifest(finished).plan
     assert derived_plan(finished, read_manifest(finished)) == plan and (plan.units, plan.rows) == (36, 72)

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from behavioral.analysis.paired import closed
-from behavioral.inference.answer_space import AnswerSpec
+from behavioral.inference.answer_spec import AnswerSpec
 from behavioral.inference.prompt import Prompt, from_templates
 from behavioral.suite.registry import registered
 from behavioral.runner.run import RunConfig, run

@@ -25,7 +25,8 @@ import torch
 
 from behavioral.cli import commands as cli
 from behavioral.rundir import parts as store
-from behavioral.inference.answer_space import AnswerSpec, AnswerTrie
+from behavioral.inference.answer_spec import AnswerSpec
+from behavioral.inference.answer_space import AnswerTrie
 from behavioral.core.distributed import Place
 from behavioral.inference.engine import Engine
 from behavioral.inference.lazy_tree import AnswerTree

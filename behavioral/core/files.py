@@ -81,3 +81,15 @@ def write_json_atomic(path: Path, data: dict, sort_keys: bool = True) -> None:
     except OSError as err:
         Path(tmp).unlink(missing_ok=True)
         raise write_error(path, err) from err
+
+
+def file_key(path: Path) -> tuple | None:
+    """What tells one version of a regular file from another, for what a process keeps of a file it read (None for
+    anything but a regular file, which is never kept)."""
+    try:
+        found = os.lstat(path)
+    except OSError:
+        return None
+    if not stat.S_ISREG(found.st_mode):
+        return None
+    return os.fspath(path.absolute()), found.st_dev, found.st_ino, found.st_size, found.st_mtime_ns, found.st_ctime_ns

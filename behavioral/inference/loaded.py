@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from behavioral.inference import chat, models
-from behavioral.inference.answer_space import AnswerSpec, AnswerTrie, Scores
+from behavioral.inference.answer_spec import AnswerSpec
+from behavioral.inference.answer_space import AnswerTrie, Scores
 from behavioral.inference.engine import Engine, Generation, Sampling
 from behavioral.inference.prompt import Prompt
 

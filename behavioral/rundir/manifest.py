@@ -3,17 +3,22 @@ a damaged or edited manifest is one line naming the field and what was expected,
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from behavioral.core.files import read_regular, write_json_atomic
+from behavioral.core.files import file_key, read_regular, write_json_atomic
 from behavioral.core.options import from_mapping
+
+READ_KEPT = 256  # manifests a process keeps as read (read_manifest), the least recently asked for dropped first
+_READ: OrderedDict[tuple, Manifest] = OrderedDict()
 
 MANIFEST = "manifest.json"
 SCHEMA_VERSION = 2  # the result schema; 1: seed 000's own columns, before the suite framework
@@ -223,8 +228,23 @@ def _read_json(path: Path, run_dir: Path) -> Any:
 
 def read_manifest(run_dir: str | Path) -> Manifest:
     """The manifest of a run directory with every field checked, or a RunDirError naming the first field that is
-    missing or holds the wrong type or range."""
+    missing or holds the wrong type or range. A process reads each manifest file once: a later call while the file
+    is unchanged (the same inode, size and times) gets a copy of what the first read gave."""
     run_dir = Path(run_dir)
+    key = file_key(run_dir / MANIFEST)
+    if key is None or key not in _READ:
+        manifest = _checked_manifest(run_dir)
+        if key is None:
+            return manifest
+        _READ[key] = manifest
+        while len(_READ) > READ_KEPT:
+            _READ.popitem(last=False)
+    _READ.move_to_end(key)
+    return copy.deepcopy(_READ[key])
+
+
+def _checked_manifest(run_dir: Path) -> Manifest:
+    """The manifest of `run_dir` read from disk and checked field by field (read_manifest)."""
     path = run_dir / MANIFEST
     data = _read_json(path, run_dir)
     if isinstance(data, dict) and isinstance(data.get("output"), dict):

@@ -9,6 +9,7 @@ import json
 import os
 import re
 import warnings
+from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -18,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from behavioral.core.files import read_regular, write_error
+from behavioral.core.files import file_key, read_regular, write_error
 from behavioral.rundir.manifest import MANIFEST, Manifest, RunDirError, read_manifest
 from behavioral.core.options import quoted
 from behavioral.rundir.lock import RunLock
@@ -26,6 +27,8 @@ from behavioral.rundir.lock import RunLock
 RESULTS = "results"
 KEY = ["unit_id", "item_id", "sample"]  # one row per key: a sample of a work unit's item
 RUN_ID = "empathy_gap.run_id"  # the schema metadata key of the run identity every log and part carries
+DIGESTS_KEPT = 4096  # parts' digests a process keeps (_open_part), the least recently asked for dropped first
+_DIGESTS: OrderedDict[tuple, str] = OrderedDict()
 
 # The columns every suite's rows have; the suite's item fields follow them.
 CORE = pa.schema(
@@ -208,9 +211,19 @@ def _check_seal(part: Path, sha256: str, rows: int, seals: dict[str, dict]) -> N
 
 
 def _open_part(part: Path) -> tuple[str, pq.ParquetFile]:
-    """The sha256 of one part's bytes and the Parquet file they hold (the file read once; a regular file only)."""
+    """The sha256 of one part's bytes and the Parquet file they hold (the file read once; a regular file only). A
+    process hashes each version of a part once: an unchanged part's digest is kept (`file_key`)."""
+    key = file_key(part)
     data = read_regular(part, "a Parquet part of the run (a regular file)", limit=None, error=RunDirError)
-    return hashlib.sha256(data).hexdigest(), pq.ParquetFile(pa.BufferReader(data))
+    if key is None or key not in _DIGESTS:
+        digest = hashlib.sha256(data).hexdigest()
+        if key is None:
+            return digest, pq.ParquetFile(pa.BufferReader(data))
+        _DIGESTS[key] = digest
+        while len(_DIGESTS) > DIGESTS_KEPT:
+            _DIGESTS.popitem(last=False)
+    _DIGESTS.move_to_end(key)
+    return _DIGESTS[key], pq.ParquetFile(pa.BufferReader(data))
 
 
 def _check_part(part: Path, run_id: str | None, seals: dict[str, dict] | None) -> pq.ParquetFile:

@@ -9,14 +9,14 @@ import pandas as pd
 
 from behavioral.rundir.run import Completeness
 from behavioral.rundir.manifest import MANIFEST, Manifest, RunDirError, options_of, read_manifest
-from behavioral.suite.registry import get_suite
-from behavioral.runner.run import derived_plan
+from behavioral.suite.registry import get_declaration
+from behavioral.runner.plan import derived_plan
 from behavioral.rundir.parts import read_results, result_schema
 
 
 def completeness(run_dir: Path, manifest: Manifest, rows: pd.DataFrame) -> Completeness:
     """The finished share of a run's plan: the manifest's, or for a run made before manifests recorded it, the plan
-    derived without the model from the manifest's configuration and data (behavioral.runner.run.derived_plan)."""
+    derived without the model from the manifest's configuration and data (behavioral.runner.plan.derived_plan)."""
     plan, derived, unknown = manifest.plan, False, ""
     if plan is None:
         try:
@@ -48,11 +48,11 @@ def read_run(run_dir: str | Path, suite: str, allow_partial: bool = False
     manifest = read_manifest(run_dir)
     if manifest.suite != suite:
         raise RunDirError(f"{run_dir} holds a run of suite {manifest.suite!r}; expected a {suite} run")
-    options_of(manifest, get_suite(suite).Options, run_dir / MANIFEST)
+    options_of(manifest, get_declaration(suite).Options, run_dir / MANIFEST)
     rows = read_results(run_dir)
     if rows.empty:
         raise RunDirError(f"{run_dir}: holds no results yet; run it first (rerun its command to resume)")
-    expected = result_schema(get_suite(suite).fields).names
+    expected = result_schema(get_declaration(suite).fields).names
     if list(rows.columns) != expected:
         differ = sorted(set(expected) ^ set(rows.columns))
         raise RunDirError(f"{run_dir}: its results have other columns than a {suite} run ({', '.join(differ)}); "

@@ -19,12 +19,13 @@ from activations.recorder import Recorder
 from activations.store import FOLDER as ACTIVATIONS
 from behavioral.inference import chat
 from behavioral.inference import models
-from behavioral.inference.answer_space import AnswerSpec, AnswerTrie, Scores
+from behavioral.inference.answer_spec import AnswerSpec
+from behavioral.inference.answer_space import AnswerTrie, Scores
 from behavioral.core.distributed import Place, barrier, place, start
 from behavioral.inference.backend import BACKENDS
 from behavioral.inference.engine import Generation, Sampling, stream_seed
 from behavioral.rundir.manifest import (
-    MANIFEST, AnswerSet, Manifest, Plan, RunDirError, new_run_id, planned_units, read_manifest, write_manifest,
+    MANIFEST, AnswerSet, Manifest, RunDirError, new_run_id, read_manifest, write_manifest,
 )
 from behavioral.rundir.provenance import provenance
 from behavioral.rundir.parts import (
@@ -33,6 +34,7 @@ from behavioral.rundir.parts import (
 from behavioral.suite.protocol import Item, Suite
 from behavioral.suite.registry import get_suite
 from behavioral.runner.config import RunConfig, check_resumable, run_identity
+from behavioral.runner.plan import plan, survey
 from behavioral.rundir.lock import RunLock, is_lock_file
 from behavioral.suite.work import WorkUnit, unit_batches, work_units
 
@@ -336,41 +338,6 @@ def load_model(config: RunConfig, where: Place, load: Callable[..., tuple] = mod
     """(model, tokenizer, info) of the run's model, loaded for its backend (the engine's by `load`, models.load's
     signature), on this process's device."""
     return BACKENDS[config.backend].load(config, where, load)
-
-
-def survey(suite: Suite, data) -> tuple[tuple[tuple[str, int], ...], tuple[AnswerSpec, ...]]:
-    """Each group of the whole run (every rank's) with its number of items, and the answer sets its items score, from
-    one pass over the items (a full grid holds tens of millions)."""
-    groups, specs = [], {}
-    for group, items in suite.groups(data):
-        if len(items):
-            groups.append((group, len(items)))
-        for item in items:  # items share their set's object: by identity, as hashing a set is slow
-            if item.answers is not None and id(item.answers) not in specs:
-                specs[id(item.answers)] = item.answers
-    return tuple(groups), tuple(dict.fromkeys(specs.values()))
-
-
-def plan(config: RunConfig, groups: tuple[tuple[str, int], ...]) -> Plan:
-    """The work units and result rows of the whole run, which analyses check it holds, from its `groups` (survey),
-    which name its units."""
-    units = planned_units(groups, config.unit_size, config.samples)
-    return Plan(len(units), sum(units.values()), groups)
-
-
-def derived_plan(run_dir: str | Path, manifest: Manifest) -> Plan:
-    """The plan of a run whose manifest records none (made before plans were recorded), from its configuration and
-    data without the model: the suite's data read and prepared from what the run directory caches, checked to be
-    the data the run recorded. A ValueError says why it cannot be derived (data gone or changed, a cache missing)."""
-    config = RunConfig.from_run_dir(run_dir)
-    suite = get_suite(config.suite)
-    data = suite.prepare(suite.dataset(config), config, None, None, Path(run_dir))
-    facts = json.loads(json.dumps(suite.facts(data)))
-    changed = [f"{k} recorded {manifest.config.get(k)!r}, now {v!r}" for k, v in facts.items()
-               if manifest.config.get(k) != v]
-    if changed:
-        raise ValueError(f"its data are not those the run recorded ({'; '.join(changed)})")
-    return plan(config, survey(suite, data)[0])
 
 
 def _work(config: RunConfig, suite: Suite, runner: Runner, data, out: Path, where: Place, run_id: str | None,

@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from behavioral.inference.answer_space import AnswerSpec
+from behavioral.inference.answer_spec import AnswerSpec
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
     from behavioral.report.blocks import Analysis
     from behavioral.rundir.run import Run
-    from behavioral.inference.answer_space import AnswerSpec
+    from behavioral.inference.answer_spec import AnswerSpec
     from behavioral.suite.card import SuiteCard
 
 
@@ -79,8 +79,8 @@ def local_path(path: str | None) -> str | None:
 
 
 class SuiteDeclaration:
-    """What a suite declares without its data, items or analysis: its name, options, run defaults, capture kinds and
-    flags. The command line parses `empathy-gap run SUITE` and a RunConfig checks its settings from this alone, so
+    """What a suite declares without its data, items or analysis: its name, options, result columns, run defaults,
+    capture kinds and flags. The command line parses `empathy-gap run SUITE` and a RunConfig checks its settings from this alone, so
     neither imports the suite's analysis, the engine or torch; a suite's options module declares it (the registry
     finds it there) and its Suite inherits it."""
 
@@ -88,6 +88,7 @@ class SuiteDeclaration:
     description: str = ""  # one line, for `empathy-gap suites`
     capture: CaptureSpec | None = None  # None: the suite's runs cannot capture activations
     Options: type | None = None  # the suite's options dataclass (None: no options), rebuilt from a manifest's JSON
+    fields: tuple[str, ...] = ()  # item fields stored as columns
     # the suite's own defaults for the decoding settings every suite has (e.g. its authors'), by RunConfig field;
     # RunConfig applies them, the CLI shows them
     run_defaults: Mapping[str, Any] = {}
@@ -113,7 +114,6 @@ class Suite(SuiteDeclaration):
     Options are declared once: `Options` and `AnalyzeOptions` are frozen dataclasses whose fields carry their flags
     (behavioral.core.options.option), so `empathy-gap run/analyze` and a script build the same thing."""
 
-    fields: tuple[str, ...] = ()  # item fields stored as columns
     caches: tuple[str, ...] = ()  # files `prepare` keeps in a run directory, which a user may copy into a new one
     AnalyzeOptions: type | None = None  # the options of its analysis (None: none)
     # mechanistic study name -> this suite's protocol for it (e.g. "patch": interp.patching.SlotPatching naming the

@@ -18,7 +18,8 @@ from behavioral.runner.progress import counted, duration
 from behavioral.suite.registry import get_suite
 from behavioral.core.distributed import place
 from behavioral.rundir.manifest import read_manifest
-from behavioral.runner.run import load_model, plan, survey
+from behavioral.runner.plan import plan, survey
+from behavioral.runner.run import load_model
 from behavioral.sweep.config import Sweep, SweepRun, check_trust
 from behavioral.sweep.folder import is_sweep_folder, progress, read_state
 from behavioral.sweep.runner import is_finished

@@ -27,7 +27,7 @@ from functools import partial
 import torch
 
 from behavioral.inference import models
-from behavioral.inference.answer_space import AnswerSpec
+from behavioral.inference.answer_spec import AnswerSpec
 from behavioral.inference.engine import shared_prefix_length
 from behavioral.inference.lazy_tree import AnswerTree
 from behavioral.rundir.manifest import TREE_TOLERANCE

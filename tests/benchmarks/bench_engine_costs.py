@@ -35,7 +35,7 @@ from transformers import cache_utils
 
 import behavioral.inference.engine as engine_module
 from behavioral.inference import models
-from behavioral.inference.answer_space import AnswerSpec
+from behavioral.inference.answer_spec import AnswerSpec
 from behavioral.inference.engine import shared_prefix_length
 from behavioral.inference.prefix_plan import common_length
 from behavioral.runner.run import RunConfig, Runner, run

@@ -22,7 +22,8 @@ import json
 import torch
 
 from behavioral.inference import models
-from behavioral.inference.answer_space import AnswerSpec, AnswerTrie
+from behavioral.inference.answer_spec import AnswerSpec
+from behavioral.inference.answer_space import AnswerTrie
 from behavioral.inference.engine import Batch
 from behavioral.inference.lazy_tree import expansion
 from behavioral.suites.intergroup.settings import get_setting

@@ -46,7 +46,8 @@ import torch
 from accelerate import dispatch_model
 
 from activations.capture import ResidualHooks, ResidualTrace, decoder_layers, embedding
-from behavioral.inference.answer_space import AnswerSpec, AnswerTrie
+from behavioral.inference.answer_spec import AnswerSpec
+from behavioral.inference.answer_space import AnswerTrie
 from behavioral.inference.engine import Engine
 from behavioral.inference.lazy_tree import AnswerTree
 from behavioral.analysis.output_folder import OutputFolderError, check_output_folder, output_folder

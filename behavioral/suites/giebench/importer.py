@@ -11,7 +11,8 @@ from behavioral.rundir.provenance import files_sha256, provenance
 from behavioral.runner.run import prepare_out_dir, result_row
 from behavioral.rundir.manifest import SCHEMA_VERSION, Manifest, Plan, RunDirError, new_run_id, write_manifest
 from behavioral.rundir.parts import RESULTS, result_schema, write_part
-from behavioral.suites.giebench.items import FIELDS, GieRunItem, ItemsError, read_prompt_file, release_items
+from behavioral.suites.giebench.items import GieRunItem, ItemsError, read_prompt_file, release_items
+from behavioral.suites.giebench.options import FIELDS
 from behavioral.suites.giebench.prompts import PROMPT_TYPES
 
 FILE_TYPES = {"cot": "COT", "id": "ID", "raw": "Raw"}  # file name part of each prompt type

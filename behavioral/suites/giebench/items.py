@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from behavioral.inference.answer_space import AnswerSpec
+from behavioral.inference.answer_spec import AnswerSpec
 from behavioral.inference.prompt import Prompt, Slot
 from behavioral.suite.protocol import Answer
 from behavioral.suites.giebench.categories import CATEGORIES, category_name
@@ -194,7 +194,6 @@ def load_release(directory: str | Path) -> list[GieItem]:
     return release_items(files, {t: read_prompt_file(path) for t, path in files.items()})
 
 
-FIELDS = ("question_id", "prompt_type", "category", "identity", "swap_to", "correct")  # a run's item columns
 
 
 @dataclass(frozen=True)

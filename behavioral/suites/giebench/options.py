@@ -51,10 +51,14 @@ class Options:
         object.__setattr__(self, "items", local_path(self.items))
 
 
+FIELDS = ("question_id", "prompt_type", "category", "identity", "swap_to", "correct")  # a run's item columns
+
+
 class GieBenchDeclaration(SuiteDeclaration):
     """Seed 001's name, options, decoding limit, capture kinds and import of the authors' results."""
 
     name = "giebench"
+    fields = FIELDS  # item fields stored as columns
     description = "seed 001: pick the answer that fits a user's group (COT, ID, Raw prompts), accuracy and shifts"
     # `user`: the group an unswapped COT or ID prompt names, decided up to its end by the prompt type and the group
     # (every prompt of a type opens alike; Raw and swap prompts have no `identity` slot). A final-token cell pools

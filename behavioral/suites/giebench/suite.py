@@ -20,7 +20,7 @@ from behavioral.suites.giebench.analysis import AnalyzeOptions, analyze
 from behavioral.suites.giebench.categories import CATEGORIES
 from behavioral.suites.giebench.importer import import_results
 from behavioral.suites.giebench.items import (
-    DEFAULT_ITEMS, FIELDS, RELEASE_FILES, GieItem, GieRunItem, default_items, load_jsonl, load_release,
+    DEFAULT_ITEMS, RELEASE_FILES, GieItem, GieRunItem, default_items, load_jsonl, load_release,
 )
 from behavioral.suites.giebench.metrics import by_identity
 from behavioral.suites.giebench.options import USER, GieBenchDeclaration, Options
@@ -78,7 +78,6 @@ class GieBench(GieBenchDeclaration, Suite):
 
     rows_hold = "question ids, categories, identities and correct letters, not the prompts"
     card = CARD
-    fields = FIELDS
     AnalyzeOptions = AnalyzeOptions
 
     def user_data(self, config: Mapping[str, Any]) -> str | None:

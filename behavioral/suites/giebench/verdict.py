@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from behavioral.inference.answer_space import AnswerSpec
+from behavioral.inference.answer_spec import AnswerSpec
 from behavioral.suites.giebench.prompts import LETTERS
 
 # eval.py's pattern, verbatim: the first [[X]] that is not followed by another verdict and then [[X]] again.

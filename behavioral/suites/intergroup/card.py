@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from behavioral.suite.card import LabelSet, SuiteCard, label_names
-from behavioral.inference.answer_space import AnswerSpec
+from behavioral.inference.answer_spec import AnswerSpec
 from behavioral.suites.intergroup.settings import get_setting
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from behavioral.inference.answer_space import AnswerSpec
+from behavioral.inference.answer_spec import AnswerSpec
 from behavioral.inference.prompt import Prompt
 from behavioral.runner.reader import read_run
 from behavioral.suite.protocol import Answer
@@ -18,11 +18,10 @@ from behavioral.suites.intergroup.answers import answer_decided, parse_intensity
 from behavioral.suites.intergroup.corpus import (
     EMOTIONS, CorpusError, Event, corpus_hash, embedded_events, emotions_drawn, load_events, sample_events,
 )
-from behavioral.suites.intergroup.options import Options
+from behavioral.suites.intergroup.options import FIELDS, Options
 from behavioral.suites.intergroup.settings import SETTING_NAMES, get_setting
 
 EMBEDDED_EVENTS = "embedded"
-FIELDS = ("setting", "category", "perceiver", "experiencer", "event_id", "emotion")
 # The seed-000 names of the core result columns (results()).
 COLUMNS = {"value": "intensity", "score_value": "score_intensity", "expected": "expected_intensity",
            "start_mass": "numeric_mass", "valid_mass": "answer_mass"}

@@ -40,10 +40,14 @@ class Options:
         object.__setattr__(self, "rewrite_model", local_path(self.rewrite_model))
 
 
+FIELDS = ("setting", "category", "perceiver", "experiencer", "event_id", "emotion")
+
+
 class IntergroupDeclaration(SuiteDeclaration):
     """Seed 000's name, options and capture kinds (the persona and the experiencer of the grid)."""
 
     name = "intergroup"
+    fields = FIELDS  # item fields stored as columns
     description = "seed 000: emotion intensity rated as a persona, perceiver × experiencer grid, empathy gap δ"
     capture = CaptureSpec(
         spans={"persona": ("perceiver", ("setting", "category", "perceiver")),

@@ -16,7 +16,7 @@ from behavioral.suites.intergroup.analysis import AnalyzeOptions, analyses_of
 from behavioral.suites.intergroup.groups import get_category
 from behavioral.suites.intergroup.corpus import EMOTIONS, corpus_hash
 from behavioral.suites.intergroup.identities import behaviour, cell_labels, identity_set
-from behavioral.suites.intergroup.items import FIELDS, Data, IntergroupItem, dataset, view
+from behavioral.suites.intergroup.items import Data, IntergroupItem, dataset, view
 from behavioral.suites.intergroup.options import IntergroupDeclaration
 from behavioral.suites.intergroup import steering
 from behavioral.suites.intergroup.patching import PersonaPatching
@@ -31,7 +31,6 @@ class Intergroup(IntergroupDeclaration, Suite):
 
     rows_hold = "event ids and emotions, not the narratives"
     card = CARD
-    fields = FIELDS
     caches = (CACHE,)
     AnalyzeOptions = AnalyzeOptions
     protocols = {"patch": PersonaPatching(), "steer": steering}

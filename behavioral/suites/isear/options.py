@@ -46,10 +46,14 @@ class Options:
             object.__setattr__(self, "events", local_path(self.events))
 
 
+FIELDS = ("event_id", "position", "gender", "event")
+
+
 class IsearDeclaration(SuiteDeclaration):
     """Seed 003's name, options, GenderBench's decoding settings and names of two run flags, and capture kinds."""
 
     name = "isear"
+    fields = FIELDS  # item fields stored as columns
     description = "seed 003: GenderBench's ISEAR probe, main emotion of an event role-played by gender, max_diff"
     # `gender`: the role-played gender, decided up to its end by the gender alone (the template opens with it, before
     # the event; `dataset` refuses a capture from a template that does not). A final-token cell pools one gender's

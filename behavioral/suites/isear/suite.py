@@ -9,7 +9,7 @@ from typing import Any
 import pandas as pd
 
 from behavioral.analysis import Analysis, Run
-from behavioral.inference.answer_space import AnswerSpec
+from behavioral.inference.answer_spec import AnswerSpec
 from behavioral.inference.prompt import Prompt
 from behavioral.suites.isear.card import CARD
 from behavioral.suite.protocol import Answer, Suite
@@ -23,7 +23,6 @@ from behavioral.suites.isear.analysis import AnalyzeOptions, analyze
 from behavioral.suites.isear.options import GENDER, IsearDeclaration, Options
 from behavioral.suites.isear.prompts import EMOTIONS, GENDERS, TEMPLATE, chat_prompt, check_capture
 
-FIELDS = ("event_id", "position", "gender", "event")
 # Score mode: each emotion as a whole word, lower-case or capitalised, with or without a leading space.
 ANSWERS = AnswerSpec.choices({e: (e, e.capitalize(), f" {e}", f" {e.capitalize()}") for e in EMOTIONS})
 
@@ -71,7 +70,6 @@ class Isear(IsearDeclaration, Suite):
 
     rows_hold = "the event texts, in `event`"
     card = CARD
-    fields = FIELDS
     AnalyzeOptions = AnalyzeOptions
 
     def user_data(self, config: Mapping[str, Any]) -> str | None:

@@ -63,10 +63,14 @@ class Options:
         object.__setattr__(self, "dimensions", local_path(self.dimensions))
 
 
+FIELDS = ("task", "template", "sample_id", *ATTRIBUTES, "options", "gold_letter", "speaker", "speaker_text")
+
+
 class JaemDeclaration(SuiteDeclaration):
     """Seed 002's name, options, decoding limit and capture kinds (one per protected attribute)."""
 
     name = "jaem"
+    fields = FIELDS  # item fields stored as columns
     description = "seed 002: JaEm-ST intersectional empathy (CE multiple choice; AE via VAD, ERA via classifiers)"
     # one kind per attribute: its first slot in the context and conversation (span_fields). A final-token cell pools
     # the repeats of one cell of the default grid (task, template and the default --full-dims).

@@ -10,7 +10,7 @@ from typing import Any
 import pandas as pd
 
 from behavioral.analysis import Analysis, Run
-from behavioral.inference.answer_space import AnswerSpec
+from behavioral.inference.answer_spec import AnswerSpec
 from behavioral.inference.prompt import Prompt
 from behavioral.rundir.provenance import files_sha256
 from behavioral.suites.jaem.card import CARD
@@ -25,7 +25,6 @@ from behavioral.suites.jaem.options import JaemDeclaration, Options
 from behavioral.suites.jaem.samples import LETTERS, Sample, build_samples
 from behavioral.suites.jaem.templates import Template, load_templates, project_templates
 
-FIELDS = ("task", "template", "sample_id", *ATTRIBUTES, "options", "gold_letter", "speaker", "speaker_text")
 LETTER_SPEC = AnswerSpec.choices({letter: (letter, f" {letter}") for letter in LETTERS})
 
 
@@ -82,7 +81,6 @@ class Jaem(JaemDeclaration, Suite):
 
     rows_hold = "the speakers' last utterances filled from the templates, in `speaker_text`"
     card = CARD
-    fields = FIELDS
     AnalyzeOptions = AnalyzeOptions
 
     def user_data(self, config: Mapping[str, Any]) -> str | None:

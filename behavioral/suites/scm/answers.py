@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 import string
 
-from behavioral.inference.answer_space import AnswerSpec
+from behavioral.inference.answer_spec import AnswerSpec
 
 OPTIONS = {"A": "extremely", "B": "very", "C": "average", "D": "slightly", "E": "not at all"}
 RATINGS = {"A": 5, "B": 4, "C": 3, "D": 2, "E": 1}

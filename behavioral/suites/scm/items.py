@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
-from behavioral.inference.answer_space import AnswerSpec
+from behavioral.inference.answer_spec import AnswerSpec
 from behavioral.inference.prompt import Prompt
 from behavioral.suite.protocol import Answer
 from behavioral.suites.scm import prompts
@@ -14,7 +14,6 @@ from behavioral.suites.scm.answers import ANSWERS, RATINGS, parse_reply, reply_d
 from behavioral.suites.scm.groups import Group
 from behavioral.suites.scm.traits import check_trait
 
-FIELDS = ("group", "trait", "template")
 
 
 @dataclass(frozen=True)

@@ -39,10 +39,14 @@ class Options:
         object.__setattr__(self, "templates", tuple(self.templates))
 
 
+FIELDS = ("group", "trait", "template")
+
+
 class ScmDeclaration(SuiteDeclaration):
     """Seed 004's name, options, sampling and names of two run flags, and capture kinds."""
 
     name = "scm"
+    fields = FIELDS  # item fields stored as columns
     description = "seed 004: stereotype content A-E ratings of groups × traits, W1 fidelity to humans, FPR, quadrants"
     # `group`: the group a question asks about, decided up to its end by the phrasing (template), the trait (which
     # some phrasings put first) and the group. A final-token cell pools one group's question on one trait over the

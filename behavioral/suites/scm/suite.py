@@ -11,7 +11,7 @@ from behavioral.suites.scm.card import CARD
 from behavioral.suite.protocol import Suite
 from behavioral.core.selection import select_rows
 from behavioral.suites.scm.groups import group_set
-from behavioral.suites.scm.items import FIELDS, ScmItem, items
+from behavioral.suites.scm.items import ScmItem, items
 from behavioral.suites.scm.options import GROUP, Options, ScmDeclaration
 from behavioral.suites.scm.quadrants import scores
 from behavioral.suites.scm.runs import MEASURES, measure_of, ratings, view
@@ -46,7 +46,6 @@ class Scm(ScmDeclaration, Suite):
 
     rows_hold = "group names, traits and question ids"
     card = CARD
-    fields = FIELDS
     AnalyzeOptions = AnalyzeOptions
 
     def dataset(self, config) -> list[ScmItem]:
