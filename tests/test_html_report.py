@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from behavioral.analysis import Analysis, Figure, Section, Table, analyze, new_figure
+from behavioral.analysis import Analysis, Figure, Section, Table, analyze, sized_figure
 from behavioral.analysis.html import inline, markdown_html
 from behavioral.analysis.study import run_study
 from behavioral.analysis.write import write
@@ -123,7 +123,7 @@ def toy_analysis() -> Analysis:
     shares = Table("shares", "Shares per group", frame, {"share": "percent", "difference": "points", "p": "p"},
                    note="`p`: two-sided")
     counts = Table("sub/counts", "Counts", pd.DataFrame({"n": [1200, 3], "label": ["x & y", "z"]}), {"n": "count"})
-    fig = new_figure(2, 2)
+    fig = sized_figure(2, 2)
     fig.subplots().plot([0, 1], [1, 0])
     return Analysis("Toy <analysis>", "A *test* source; see [the card](card.md).", [
         Section("Numbers", "**Read** `share` first:\n- one\n- two", (shares,)),

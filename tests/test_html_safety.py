@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from behavioral.analysis import Analysis, Figure, Section, Table, new_figure
+from behavioral.analysis import Analysis, Figure, Section, Table, sized_figure
 from behavioral.analysis.html import POLICY, inline, render_html
 from behavioral.analysis.report import code_span, run_line
 from behavioral.analysis.runs import read_runs
@@ -90,7 +90,7 @@ def hostile_analysis() -> Analysis:
     header, cells and note, a figure's title, the notes; its file names are the code's."""
     text = " ".join(HOSTILE)
     frame = pd.DataFrame({text: HOSTILE, "n": range(len(HOSTILE), 0, -1)})
-    fig = new_figure(2, 2)
+    fig = sized_figure(2, 2)
     fig.subplots().plot([0, 1], [1, 0])
     return Analysis(text, text, [Section(text, "\n".join(f"- {h}" for h in HOSTILE),
                                          (Table("hostile", text, frame, {"n": "count"}, note=text),),
@@ -149,7 +149,7 @@ def test_in_a_browser_no_click_on_a_link_of_a_hostile_report_runs_script(hostile
 def test_in_a_browser_the_policy_alone_stops_a_slip(tmp_path):
     """Markup that a future slip might let through, put in the page by hand: the policy blocks its every script."""
     (tmp_path / "figures").mkdir()
-    new_figure(2, 2).savefig(tmp_path / "figures" / "hostile.png")
+    sized_figure(2, 2).savefig(tmp_path / "figures" / "hostile.png")
     slip = (f'<a href="javascript:{PAYLOAD}">x</a><script>{PAYLOAD}</script><svg onload="{PAYLOAD}"></svg>'
             f'<img src="data:image/png;base64,iVBORw0KGgo=" onerror="{PAYLOAD}">')
     page = render_html(hostile_analysis(), [], {}, tmp_path).replace("<body>", "<body>\n" + slip, 1)

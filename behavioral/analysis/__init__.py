@@ -4,8 +4,8 @@ the manifest (write.analyze)."""
 
 from behavioral.report.formats import cell, markdown
 from behavioral.analysis.runs import Run, model_name, read_runs
-from behavioral.report.blocks import Analysis, Figure, Section, Table, new_figure
+from behavioral.report.blocks import Analysis, Figure, Section, Table, sized_figure
 from behavioral.analysis.write import ANALYSIS_DIR, analyze
 
 __all__ = ["ANALYSIS_DIR", "Analysis", "Figure", "Run", "Section", "Table", "analyze", "cell", "markdown",
-           "model_name", "new_figure", "read_runs"]
+           "model_name", "sized_figure", "read_runs"]

@@ -49,7 +49,7 @@ class Table:
 
 @dataclass(frozen=True, eq=False)
 class Figure:
-    """A figure: written as `name`.png and `name`.pdf; built on a matplotlib Figure (see new_figure), never pyplot,
+    """A figure: written as `name`.png and `name`.pdf; built on a matplotlib Figure (see sized_figure), never pyplot,
     so no global backend is switched."""
 
     name: str
@@ -92,7 +92,7 @@ class Analysis:
         return [f for s in self.sections for f in s.figures]
 
 
-def new_figure(width: float = 6.4, height: float = 4.8) -> MplFigure:
+def sized_figure(width: float = 6.4, height: float = 4.8) -> MplFigure:
     """A matplotlib Figure of that size in inches, outside pyplot (safe in threads and without a display)."""
     return MplFigure(figsize=(width, height))
 

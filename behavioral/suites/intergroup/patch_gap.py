@@ -48,7 +48,7 @@ def event_tensor(frame: pd.DataFrame, category: Category, column: str) -> np.nda
 
 
 @dataclass(frozen=True)
-class GapTest:
+class PatchedGapTest:
     """δ of one matrix, its raw gap in rating points, its one-sided permutation p (exact where enumerated) and null
     interval, and the null the family-wise correction shares across layers (the identity matching left out)."""
 
@@ -72,20 +72,20 @@ def p_floor(same: np.ndarray) -> float:
     return 1 / (enumerated(same) or N_PERMUTATIONS + 1)
 
 
-def gap_test(M0: np.ndarray, same: np.ndarray) -> GapTest:
+def patched_gap_test(M0: np.ndarray, same: np.ndarray) -> PatchedGapTest:
     """δ (z-scored), its permutation test and the raw in-group minus out-group difference of M0 in intensity points;
     NaN where undefined (all cells equal, a cell missing)."""
     raw = float(M0[same].mean() - M0[~same].mean()) if np.isfinite(M0).all() else math.nan
     try:
         M = zscore(M0)
     except ValueError:
-        return GapTest(math.nan, raw, math.nan, math.nan, math.nan, None)
+        return PatchedGapTest(math.nan, raw, math.nan, math.nan, math.nan, None)
     test = permutation_test(M, same, N_PERMUTATIONS, seed=0)
     if test.exact is None:
-        return GapTest(empathy_gap(M, same), raw, test.p_value, test.ci_low, test.ci_high, test.null)
+        return PatchedGapTest(empathy_gap(M, same), raw, test.p_value, test.ci_low, test.ci_high, test.null)
     # The exact null lists the n! matchings in itertools.permutations order, the identity (δ itself) first. Without
     # it, max_statistic's (1 + count) / (B + 1) is the exact count over all n! / n!.
-    return GapTest(empathy_gap(M, same), raw, test.p_exact, test.ci_low, test.ci_high, test.exact.null[1:])
+    return PatchedGapTest(empathy_gap(M, same), raw, test.p_exact, test.ci_low, test.ci_high, test.exact.null[1:])
 
 
 def family_wise(observed: list[float], nulls: list[np.ndarray | None]) -> np.ndarray:
@@ -133,8 +133,8 @@ def gap_table(frame: pd.DataFrame, category: str | Category) -> pd.DataFrame:
     p_test = f"exact over {exact} matchings" if exact else f"{N_PERMUTATIONS} permutations"
     rows, tests = [], []
     for (mode, layer, positions), part in frame.groupby(["mode", "layer", "positions"], sort=False):
-        t0 = gap_test(cell_matrix(part, category, "expected_clean"), same)
-        t1 = gap_test(cell_matrix(part, category, "expected"), same)
+        t0 = patched_gap_test(cell_matrix(part, category, "expected_clean"), same)
+        t1 = patched_gap_test(cell_matrix(part, category, "expected"), same)
         clean, patched = event_tensor(part, category, "expected_clean"), event_tensor(part, category, "expected")
         tests.append(t1)
         rows.append({"mode": mode, "layer": layer, "positions": positions, "n_events": part["event_id"].nunique(),
