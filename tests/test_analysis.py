@@ -15,8 +15,9 @@ from behavioral.core.files import write_json_atomic
 from behavioral.rundir import parts as store
 from behavioral.analysis import analyze
 from behavioral.analysis.multiplicity import holm
-from behavioral.suites.intergroup import analysis, figures, stats
-from behavioral.suites.intergroup.analysis import AnalyzeOptions
+from behavioral.suites.intergroup import figures, stats
+from behavioral.suites.intergroup import setting_analysis as analysis
+from behavioral.suites.intergroup.setting_analysis import AnalyzeOptions
 from behavioral.suites.intergroup.items import FIELDS, results
 from behavioral.suites.intergroup.suite import load_analyses
 from behavioral.suites.intergroup.groups import get_category

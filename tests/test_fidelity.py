@@ -14,7 +14,8 @@ import pandas as pd
 import pytest
 from scipy import stats as sps
 
-from behavioral.suites.intergroup import analysis, figures, tables
+from behavioral.suites.intergroup import figures, tables
+from behavioral.suites.intergroup import setting_analysis as analysis
 from behavioral.suites.intergroup.groups import UNSPECIFIED, get_category
 
 N_EVENTS = 40

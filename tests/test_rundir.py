@@ -26,7 +26,7 @@ from behavioral.analysis import analyze
 from behavioral.runner.run import RunConfig, run
 from behavioral.rundir.parts import CORE, RESULTS, RowLog, RunLock, read_results
 from behavioral.suites.intergroup import results
-from behavioral.suites.intergroup.analysis import AnalyzeOptions
+from behavioral.suites.intergroup.setting_analysis import AnalyzeOptions
 from tests.test_run import _assert_same_rows, _config
 
 ROWS = 216  # 36 religion cells x 3 events x 2 settings

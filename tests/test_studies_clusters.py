@@ -25,7 +25,7 @@ from behavioral.suites.intergroup import SUITE, prompts
 from behavioral.suites.intergroup import activations as views
 from behavioral.suites.intergroup.suite import load_analyses
 from behavioral.suites.intergroup.groups import get_category
-from behavioral.suites.intergroup.analysis import AnalyzeOptions
+from behavioral.suites.intergroup.setting_analysis import AnalyzeOptions
 from interp import clusters, probes, rsa
 from tests.conftest import PINNED
 from tests.test_analysis import make_run

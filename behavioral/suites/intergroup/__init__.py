@@ -7,7 +7,7 @@ from behavioral.suites.intergroup.options import Options
 
 __all__ = ["SUITE", "AnalyzeOptions", "IntergroupItem", "Options", "results"]
 __getattr__ = lazy_exports(__name__, {
-    "behavioral.suites.intergroup.analysis": ("AnalyzeOptions",),
+    "behavioral.suites.intergroup.setting_analysis": ("AnalyzeOptions",),
     "behavioral.suites.intergroup.items": ("IntergroupItem", "results"),
     "behavioral.suites.intergroup.suite": ("SUITE",),
 })

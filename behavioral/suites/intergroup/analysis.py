@@ -1,234 +1,231 @@
-"""From a run's rows to the statistics of seed 000: I[p, x, e], exclusion, M⁰, M, δ and its permutation test, per
-category and setting."""
+"""Seed 000's analysis of one or more runs, declared: per run the statistics of every category and setting, Tables
+2, 3, 6, 7, the answer rates, matrices and figures; across runs Table 2 by model and δ by setting per model."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
-from behavioral.rundir.manifest import RunDirError
-from behavioral.core.options import SEED, check_bounds, option
-from behavioral.suites.intergroup import stats, strata
-from behavioral.suites.intergroup.corpus import EMOTIONS
-from behavioral.suites.intergroup.groups import CATEGORIES, Category, get_category
-from behavioral.suites.intergroup.settings import SETTING_NAMES, get_setting
+from behavioral.analysis import Analysis, Figure, Run, Section, Table
+from behavioral.analysis.caveats import few_parsed, joined, low_mass, refused
+from behavioral.report.formats import cell, is_missing, literal, readable
+from behavioral.analysis.headline import Headline, headline_section
+from behavioral.suites.intergroup import distributions, figures, tables
+from behavioral.suites.intergroup.setting_analysis import AnalyzeOptions, analyses_of, measure_of
+from behavioral.suites.intergroup.corpus import emotions_drawn
 from behavioral.suites.intergroup.result import SettingAnalysis
+from behavioral.suites.intergroup.strata import event_emotions
+from behavioral.suites.intergroup.settings import SETTING_NAMES, get_setting, setting_label
 
+SOURCE = ("Seed 000: Hou, Daumé & Rudinger, *Language Models Predict Empathy Gaps Between Social In-groups and "
+          "Out-groups* (NAACL 2025). The card (behavioral/suites/intergroup/README.md) lists every deviation.")
 EXCLUSION = (
     "M0, M, the t-test mask and Tables 3/6/7: an event refused in any cell of the category and setting, \"a person\" "
     "included, is dropped from every cell; δ, its permutation test and the t-SNE: refusals in the \"a person\" "
     "row and column are ignored, on the matrix without \"a person\" z-scored on its own (the authors' notebook)"
 )
+# Columns of the rates table: its name and the per-analysis rate pooled over prompts.
+RATES = (("parsable", "parsable_rate"), ("truncated", "truncated_rate"), ("numeric_mass", "numeric_mass_mean"),
+         ("numeric_mass_above_half", "numeric_mass_share"), ("refused", "refusal_rate"))
 
 
-MEASURES = ("intensity", "expected_intensity")  # what a cell averages
-# The measure a run is analysed by where none is asked for, by its mode: a score run generates no reply, and its
-# greedy answer is one number for most prompts of a cell (all cells equal, z-scores undefined), so its expected
-# intensity (the demo's); a run that generates, the parsed reply's intensity (the paper's).
-MODE_MEASURES = {"generate": "intensity", "score": "expected_intensity", "both": "intensity"}
+def _weighted(analyses: Sequence[SettingAnalysis], attr: str) -> float:
+    """Mean of a per-analysis rate over prompts, pooling categories; NaN where no analysis measured it."""
+    pairs = [(getattr(a, attr), a.n_prompts) for a in analyses if getattr(a, attr) is not None and a.n_prompts]
+    total = sum(n for _, n in pairs)
+    return sum(v * n for v, n in pairs) / total if total else float("nan")
 
 
-@dataclass(frozen=True)
-class AnalyzeOptions:
-    """How seed 000's statistics are computed: the measure, the permutation test, the notebook's rounding."""
-
-    measure: str | None = option(None, "the rating each cell averages: the parsed reply's intensity (the paper's) "
-                                       "or the expected intensity of the answer distribution; none: by the run's "
-                                       "mode, expected_intensity for a score run, intensity otherwise",
-                                 choices=MEASURES)
-    permutations: int = option(10_000, "permutations of the identity matching in δ's test, and null draws of the "
-                                       "gap's randomisation test within these events", metavar="N", minimum=1)
-    round_cells: int | None = option(None, "round M⁰ cells to DECIMALS before z-scoring, as the authors' notebook "
-                                           "does with 2; none: no rounding", metavar="DECIMALS")
-    seed: int = option(0, "seed of the permutations and of the event resamples", name="--permutation-seed",
-                       **SEED)
-
-    def __post_init__(self):
-        if self.measure is not None and self.measure not in MEASURES:
-            raise ValueError(f"unknown measure {self.measure!r}; expected one of {', '.join(MEASURES)}")
-        if self.round_cells is not None and not 0 <= self.round_cells <= 15:
-            raise ValueError(f"--round-cells must be a number of decimals in 0..15, got {self.round_cells}")
-        check_bounds(self)
+def rates(per_run: Mapping[str, Sequence[SettingAnalysis]]) -> Table:
+    """Numeric-answer and refusal rates per run and setting, pooled over categories."""
+    rows = []
+    for run, analyses in per_run.items():
+        for setting in SETTING_NAMES:
+            group = [a for a in analyses if a.setting == setting]
+            if group:
+                excluded = sum(int((~a.keep).sum()) for a in group) / sum(len(a.keep) for a in group)
+                rows.append({"run": run, "setting": setting, "prompts": sum(a.n_prompts for a in group),
+                             "missing": sum(a.n_missing for a in group),
+                             **{name: _weighted(group, attr) for name, attr in RATES}, "events_excluded": excluded})
+    frame = pd.DataFrame(rows)
+    frame = frame[[c for c in frame.columns if not frame[c].isna().all()]]  # a rate no run measured
+    return Table("rates", "Numeric answers and refusals per setting, pooled over categories", frame,
+                 formats={name: "percent" for name, _ in RATES} | {"events_excluded": "percent", "prompts": "count",
+                                                                   "missing": "count"})
 
 
-class IncompleteResultsError(RunDirError):
-    """A category and setting whose results lack some of the prompts the run should have written."""
+RATES_TEXT = (
+    "*prompts*: prompts with a result row; *missing*: prompts of the run's plan without one (a partial run, analyzed "
+    "with --allow-partial: they count as refused); *parsable*: generated responses holding a parsable number; *truncated*: generated responses that reached "
+    "--max-new-tokens before the answer was decided or the turn ended; *numeric_mass*: mean probability that the "
+    "model's unconstrained first answer token starts a number (and the share of prompts where it exceeds 0.5); "
+    "*refused*: prompts with no value of the measure (refused or no parsable number); *events_excluded*: events "
+    "dropped from every cell because some cell refused them.")
 
 
-def intensity_tensor(
-    rows: pd.DataFrame, category: Category, event_ids: tuple[str, ...], measure: str = "intensity"
-) -> tuple[np.ndarray, int]:
-    """I[p, x, e] of one category and setting (NaN where refused or missing) and the number of missing prompts."""
-    names = category.with_unspecified
-    n, e = len(names), len(event_ids)
-    p = pd.Categorical(rows["perceiver"], categories=names).codes
-    x = pd.Categorical(rows["experiencer"], categories=names).codes
-    ev = pd.Categorical(rows["event_id"], categories=event_ids).codes
-    unknown = (p < 0) | (x < 0) | (ev < 0)
-    if unknown.any():
-        bad = rows.loc[unknown, ["perceiver", "experiencer", "event_id"]].iloc[0].to_dict()
-        raise RunDirError(
-            f"{category.name}: {int(unknown.sum())} rows name an unknown identity or event, e.g. {bad}"
-        )
-    flat = (p.astype(np.int64) * n + x) * e + ev
-    I = np.full(n * n * e, np.nan)
-    I[flat] = rows[measure].to_numpy(dtype=float)
-    return I.reshape(n, n, e), n * n * e - len(np.unique(flat))
+GAP_NOTE = ("one row per category and setting, as Table 2 reports them (it pools none); the interval covers which "
+            "events were sampled, not the choice of identities, prompts or decoding")
+DELTA_NOTE = ("no interval over events: with few events the event noise in σ(M⁰) shrinks δ (noise_share {share}); "
+              "compare δ only between runs with the same events, else the gap in points; its permutation test, "
+              "within these events, is in Table 2")
 
 
-def _rates(rows: pd.DataFrame, measure: str) -> dict[str, float | None]:
-    """Refusal rate and numeric-answer rates of the present rows; a rate is None where the run did not measure it.
-
-    A prompt counts as refused when it has no value of `measure`, exactly what the exclusion drops; the parsable and
-    truncated rates describe the generated responses alone.
-    """
-    generated = rows["response"].notna()
-    parsable = rows["intensity"].notna() & ~rows["refused"].astype(bool)
-    truncated = rows["truncated"][generated].dropna()
-    mass = rows["numeric_mass"].dropna()
-    whole = rows["answer_mass"].dropna() if "answer_mass" in rows else mass.iloc[:0]
-    return {
-        "refusal_rate": float(rows[measure].isna().mean()),
-        "parsable_rate": float(parsable[generated].mean()) if generated.any() else None,
-        "truncated_rate": float(truncated.astype(bool).mean()) if len(truncated) else None,
-        "numeric_mass_mean": float(mass.mean()) if len(mass) else None,
-        "numeric_mass_share": float((mass > 0.5).mean()) if len(mass) else None,
-        "answer_mass_mean": float(whole.mean()) if len(whole) else None,
-    }
+def _warning(numeric, refusals) -> str:
+    """What makes one category and setting's numbers doubtful: little probability on numbers (score mode), few
+    parsable replies (generate mode), many events excluded (rows of the numeric-answer table and Table 6)."""
+    return joined((low_mass(numeric.numeric_mass_mean_pct / 100, numeric.numeric_mass_above_half_pct / 100, "numbers"),
+                   low_mass(numeric.answer_mass_mean_pct / 100, None, "ratings in range",
+                            of="the probability of a whole answer"),
+                   few_parsed(numeric.parsable_pct / 100, "a rating"),
+                   refused(refusals.excluded_events_delta_pct / 100, "events")))
 
 
-def measure_of(config: dict, measure: str | None) -> str:
-    """The measure a run (its manifest's config) is analysed by: `measure`, else its mode's (MODE_MEASURES)."""
-    return measure or MODE_MEASURES.get(config.get("mode"), "intensity")
+def _units(r) -> str:
+    """What a Table 2 row's interval is over: its events, or its clusters of events, and their emotions where they
+    lack some of the corpus's ("2 events of these emotions (anger 1, disgust 1; 2 of the corpus's 12)")."""
+    events = f"{r.n_events} events"
+    events = events if is_missing(r.n_clusters) else f"{int(r.n_clusters)} clusters of {events}"
+    return events if r.covers_corpus or not r.emotions else f"{events} of these emotions ({r.emotions})"
 
 
-def measure_name(rows: pd.DataFrame, measure: str) -> str:
-    """What a measure column of result rows holds: the generated intensity (the paper's), the greedy score answer
-    (``intensity`` of a score-mode run, which generates no reply) or the expected intensity."""
-    if measure == "expected_intensity":
-        return "expected intensity"
-    replies, scores = rows.get("response"), rows.get("score_intensity")
-    scored_only = replies is not None and scores is not None and replies.isna().all() and scores.notna().any()
-    return "greedy score answer" if scored_only else "generated intensity"
+def _gap_note(r) -> str:
+    """The gap's note: what its interval covers, and p gap with the size its test was measured to have."""
+    if is_missing(r.p_gap):
+        return GAP_NOTE
+    units = f"{r.n_events} events" if is_missing(r.n_clusters) else f"{int(r.n_clusters)} clusters"
+    size = ("its size was not measured with so few" if is_missing(r.p_gap_size) else
+            f"on synthetic null runs of {units} it fell below 0.05 in up to {cell(r.p_gap_size, 'p')} of them")
+    return f"{GAP_NOTE}; p gap {cell(r.p_gap, 'p')}: {size} (docs/BENCHMARKS.md)"
 
 
-def analyze_setting(
-    rows: pd.DataFrame,
-    category: Category,
-    setting: str,
-    event_ids: tuple[str, ...],
-    measure: str = "intensity",
-    n_permutations: int = 10_000,
-    seed: int = 0,
-    allow_partial: bool = False,
-    round_cells: int | None = None,
-    clusters: Mapping[str, str] | None = None,
-    corpus: Sequence[str] = EMOTIONS,
-) -> SettingAnalysis:
-    """All statistics of one category and setting from its result rows (missing prompts count as refused if allowed).
-
-    `round_cells=2` rounds every cell mean before z-scoring, as the authors' notebook does; the gap in points gets
-    its t-interval over events (`stats.gap_interval`) and the t-test over events that inverts it
-    (`stats.gap_t_test`), over the events' `clusters` (event id -> cluster) where they have any; the randomisation
-    test within these events draws `n_permutations` null means (and as many matchings where it cannot enumerate
-    them). The emotions the kept events hold are counted against the `corpus`'s.
-    """
-    I, n_missing = intensity_tensor(rows, category, event_ids, measure)
-    if n_missing and not allow_partial:
-        raise IncompleteResultsError(
-            f"category {category.name!r}, setting {setting!r}: {n_missing} of {I.size} prompts missing "
-            f"({I.size - n_missing} present); finish the run or pass --allow-partial"
-        )
-    keep, keep_delta = stats.exclusion_mask(I), stats.exclusion_mask(I[1:, 1:])
-    labels = strata.cluster_labels(event_ids, clusters or {})
-    M0 = M = M_delta = shown = permutation = summary = None
-    gap_points = gap_interval = gap_p = gap_test = noise_share = None
-    matrix_reason = mask_reason = delta_reason = None
-    try:
-        M0 = stats.cell_means(I, keep, round_cells)
-        summary = stats.matrix_summary(M0)
-        M = stats.zscore(M0)
-    except ValueError as exc:
-        matrix_reason = str(exc)
-        if M0 is not None:
-            summary = {"mean": float(M0.mean()), "std": float(M0.std()), "z_min": float("nan"), "z_max": float("nan")}
-    if M0 is None:
-        mask_reason = matrix_reason
-    else:
-        try:
-            shown = stats.significant_cells(I[:, :, keep])
-        except ValueError as exc:
-            mask_reason = str(exc)
-    try:
-        M0_delta = stats.cell_means(I[1:, 1:], keep_delta, round_cells)
-        same = category.in_group()
-        gap_points = float(M0_delta[same].mean() - M0_delta[~same].mean())
-        M_delta = stats.zscore(M0_delta)
-        permutation = stats.permutation_test(M_delta, same, n_permutations, seed)
-        gap_test = stats.gap_test(I[1:, 1:], same, n_permutations, seed)
-        noise_share = stats.event_noise_share(I[1:, 1:])
-        gap_interval = stats.gap_interval(I[1:, 1:], same, clusters=labels)
-        gap_p = stats.gap_t_test(I[1:, 1:], same, labels)
-    except ValueError as exc:
-        delta_reason = f"{exc} (matrix without \"a person\")"
-    return SettingAnalysis(
-        category=category,
-        setting=setting,
-        measure=measure,
-        event_ids=event_ids,
-        keep=keep,
-        keep_delta=keep_delta,
-        M0=M0,
-        M=M,
-        M_delta=M_delta,
-        shown=shown,
-        permutation=permutation,
-        summary=summary,
-        n_prompts=len(rows),
-        n_missing=n_missing,
-        **_rates(rows, measure),
-        round_cells=round_cells,
-        measure_name=measure_name(rows, measure),
-        matrix_reason=matrix_reason,
-        mask_reason=mask_reason,
-        delta_reason=delta_reason,
-        gap_points=gap_points,
-        gap_interval=gap_interval,
-        gap_p=gap_p,
-        gap_test=gap_test,
-        noise_share=noise_share,
-        emotions=strata.drawn(event_ids, keep_delta, strata.event_emotions(rows)) if "emotion" in rows else {},
-        corpus_emotions=tuple(corpus),
-        n_clusters=None if labels is None else len(set(labels[keep_delta])),
-    )
+def headlines(frames: Mapping[str, pd.DataFrame]) -> list[Headline]:
+    """Per run, category and setting of Table 2 (`frames`: the tidy frames by table name): the gap in points with its
+    t-interval over the events, and δ over the same events, which has no interval; each with the setting's
+    warning."""
+    rows = []
+    for r, numeric, refusals in zip(*(frames[name].itertuples(index=False) for name in (
+            "table2_delta", "numeric_rate", "table6_refusal"))):
+        where, events, warned = f"{r.category} {r.setting}", int(r.n_events), _warning(numeric, refusals)
+        interval = "none" if is_missing(r.gap_points_low) else f"95% t-interval over {_units(r)}"
+        rows += [Headline(r.run, f"gap in points ({r.measure}), {where}", r.gap_points, r.gap_points_low,
+                          r.gap_points_high, interval, events, "events", r.note or _gap_note(r), warned),
+                 Headline(r.run, f"δ ({r.measure}), {where}", r.delta, math.nan, math.nan, "none", events, "events",
+                          r.note or DELTA_NOTE.format(share=cell(r.noise_share)), warned)]
+    return rows
 
 
-def _planned(config: dict, results: pd.DataFrame) -> tuple[list[Category], list[str]]:
-    """Categories (Table 1 order) and settings (Table 2 order) named by the run's config or present in the results."""
-    options = config.get("options") or {}
-    cats = set(options.get("categories", [])) | set(results["category"].unique())
-    sets = set(options.get("settings", [])) | set(results["setting"].unique())
-    for name in cats:
-        get_category(name)
-    for name in sets:
-        get_setting(name)
-    return [c for n, c in CATEGORIES.items() if n in cats], [s for s in SETTING_NAMES if s in sets]
+def _scoring(run: str, analyses: Sequence[SettingAnalysis], mode: str | None, measure: str) -> str:
+    """Why intensities come from the distribution over valid answers, with the measured numeric mass."""
+    if mode != "score" and measure == "intensity":
+        return ""
+    scales = " or ".join(f"0..{m}" for m in sorted({get_setting(a.setting).max_rating for a in analyses},
+                                                     reverse=True))
+    mass, share = _weighted(analyses, "numeric_mass_mean"), _weighted(analyses, "numeric_mass_share")
+    text = (f"**{literal(run)}**: intensities come from the model's probability distribution over the valid answers "
+            f"{scales}, read in a tree-masked forward pass over every valid answer string, not from free generation: "
+            "`intensity` is the answer greedy decoding reaches when made to start with a number (the same number "
+            "plain greedy generation gives wherever that generation starts with one), `expected_intensity` the mean "
+            f"of the distribution. This analysis uses `{measure}`. ")
+    if pd.isna(mass):
+        return text + "The run recorded no numeric mass, so how often the model answers with a number is not known."
+    verdict = ("mostly does not answer with a number, which is why the scores are read from the distribution"
+               if share < 0.5 else "mostly starts its answer with a number")
+    return text + (f"Under plain greedy decoding this model {verdict}: the probability that its unconstrained first "
+                   f"answer token starts a number averages {cell(mass, 'percent')} and exceeds 0.5 for "
+                   f"{cell(share, 'percent')} of prompts.")
 
 
-def analyses_of(run_dir: str | Path, config: dict, results: pd.DataFrame, options: AnalyzeOptions,
-                allow_partial: bool) -> list[SettingAnalysis]:
-    """The analyses of a run's rows (`view`ed), as `load_analyses` describes."""
-    categories, settings = _planned(config, results)
-    event_ids = tuple(sorted(results["event_id"].unique()))
-    if not categories or not settings:
-        raise RunDirError(f"{run_dir}: no categories or settings in the manifest or the results")
-    groups = dict(tuple(results.groupby(["category", "setting"], sort=False)))
-    clusters, corpus = strata.recorded_clusters(config), strata.corpus_emotions(config)
-    return [analyze_setting(groups.get((category.name, setting), results.iloc[:0]), category, setting, event_ids,
-                            measure_of(config, options.measure), options.permutations, options.seed, allow_partial,
-                            options.round_cells, clusters, corpus)
-            for category in categories for setting in settings]
+def _notes(options: AnalyzeOptions, measures: Mapping[str, str]) -> list[str]:
+    """How the statistics were computed where the authors' notebook leaves a choice (`measures`: run -> its
+    measure)."""
+    rounding = (f"M⁰ cells are rounded to {options.round_cells} decimals before z-scoring, as the authors' notebook "
+                "does." if options.round_cells is not None else
+                "M⁰ cells are not rounded (the authors' notebook rounds each cell to 2 decimals before z-scoring; "
+                "`--round-cells 2` reproduces their printed digits).")
+    tsne = figures.tsne_settings()
+    params = ", ".join(f"{k}={readable(v)}" for k, v in sorted(tsne["params"].items()))
+    return [f"Exclusion: {EXCLUSION}.", f"Rounding: {rounding}",
+            f"Figure 4 (t-SNE of the perceiver rows of δ's matrix): scikit-learn {tsne['sklearn']}, {params}.",
+            f"Measure: {_measures_text(options, measures)}; permutations: {options.permutations} (seed "
+            f"{options.seed}).",
+            "Runs are compared on the same scale only where they share settings and measure: δ is z-scored within "
+            "each run, category and setting, so it compares gaps relative to each run's own spread of ratings."]
+
+
+def _measures_text(options: AnalyzeOptions, measures: Mapping[str, str]) -> str:
+    """The measure as the notes state it: the one asked for, else each run's by its mode."""
+    if options.measure is not None:
+        return f"`{options.measure}`"
+    used = set(measures.values())
+    each = f"`{used.pop()}`" if len(used) == 1 else ", ".join(f"{literal(r)} `{m}`" for r, m in measures.items())
+    return f"{each} (none asked for: the default for the run's mode)"
+
+
+def _figures(run: Run, analyses: Sequence[SettingAnalysis], several: bool) -> list[Figure]:
+    """The run's heatmaps and t-SNE plots, named by the run where there are several."""
+    prefix = f"figures/{run.stem}_" if several else "figures/"
+    return [Figure(f"{prefix}{name}", title, fig) for name, title, fig in figures.figures(analyses)]
+
+
+DISTRIBUTIONS_TEXT = (
+    "The toolkit's addition, for runs that scored the answer set: the mean distribution over the ratings behind the "
+    "expected intensity, for δ's in-group and out-group cells (the mean is what `--measure expected_intensity` "
+    "averages; the mode is what the greedy answer mostly is), and each cell's distribution in "
+    "distributions/cells.csv. The figures set them side by side, pooled over δ's cells and for the perceiver whose "
+    "own cell departs most from its row's out-group cells. Distributions are of the scored answer set, renormalised: "
+    "they say nothing about the probability of not answering with a number (see numeric_mass).")
+
+
+def _distribution_figures(runs: Sequence[Run], cells: Mapping, several: bool) -> list[Figure]:
+    """Per run, category and setting with stored distributions, the in-group against out-group figure."""
+    out = []
+    for run in runs:
+        analyses, dists = cells[run.name]
+        prefix = f"figures/{run.stem}_" if several else "figures/"
+        for a in analyses:
+            fig = distributions.figure(a, dists)
+            if fig is not None:
+                out.append(Figure(f"{prefix}distributions_{a.category.name}_{a.setting}",
+                                  f"Answer distributions, {a.category.title}, {setting_label(a.setting)}", fig))
+    return out
+
+
+def analysis(runs: Sequence[Run], options: AnalyzeOptions) -> Analysis:
+    """Seed 000's analysis of `runs` (each complete, or partial where the reader allowed it)."""
+    per_run = {run.name: analyses_of(run.run_dir, run.config, run.rows, options, not run.completeness.complete)
+               for run in runs}
+    several = len(runs) > 1
+    table_list = tables.tables(per_run)
+    measures = {run.name: measure_of(run.config, options.measure) for run in runs}
+    scoring = [t for run in runs if (t := _scoring(run.name, per_run[run.name], run.config.get("mode"),
+                                                    measures[run.name]))]
+    missing = [f"- {literal(run)}, {a.category.title}, {setting_label(a.setting)}: {note}"
+               for run, analyses in per_run.items() for a in analyses for note in a.notes]
+    frames = {t.name: t.frame for t in table_list}
+    table2 = frames["table2_delta"]
+    sections = [headline_section(headlines(frames), runs),
+                Section("Numeric answers and refusals", "\n\n".join([RATES_TEXT, *scoring]), (rates(per_run),))]
+    if missing:
+        sections.append(Section("Statistics not available", "\n".join(missing)))
+    sections.append(Section("Tables", "A row per run, category and setting; \"How to read the tables\" below defines "
+                                      "each column.", tuple(table_list)))
+    if several:
+        sections.append(Section("Across runs", "δ per setting and run; bars: the 95% interval of each δ's "
+                                               "permutation null (where δ lies above it, p < 0.025).",
+                                figures=(Figure("figures/delta_by_setting", "δ by setting per run",
+                                                figures.delta_by_setting(table2)),)))
+    sections.append(Section("Figures", "", figures=tuple(f for run in runs
+                                                          for f in _figures(run, per_run[run.name], several))))
+    cells = {run.name: (per_run[run.name], distributions.cell_distributions(run.rows)) for run in runs}
+    shown = distributions.tables(cells)
+    if shown is not None:
+        sections.append(Section("Answer distributions", DISTRIBUTIONS_TEXT, (shown[1],),
+                                tuple(_distribution_figures(runs, cells, several))))
+    return Analysis("Empathy-gap analysis", SOURCE, sections, _notes(options, measures),
+                    files=[*tables.matrices(per_run), *(shown[:1] if shown else ())],
+                    record={"exclusion": EXCLUSION, "tsne": figures.tsne_settings(), "measures": measures,
+                            "prompts_missing": {r: sum(a.n_missing for a in an) for r, an in per_run.items()},
+                            "emotions_drawn": {run.name: emotions_drawn(event_emotions(run.rows).values())
+                                               for run in runs}})

@@ -13,7 +13,7 @@ import pandas as pd
 from behavioral.analysis import Run
 from behavioral.core.selection import select_rows
 from behavioral.suites.intergroup import stats
-from behavioral.suites.intergroup.analysis import intensity_tensor
+from behavioral.suites.intergroup.setting_analysis import intensity_tensor
 from behavioral.suites.intergroup.groups import CATEGORIES, UNSPECIFIED, Category
 from behavioral.suites.intergroup.settings import SETTING_NAMES
 

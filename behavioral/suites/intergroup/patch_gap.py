@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from behavioral.analysis.multiplicity import max_statistic
-from behavioral.suites.intergroup.analysis import intensity_tensor
+from behavioral.suites.intergroup.setting_analysis import intensity_tensor
 from behavioral.suites.intergroup.groups import Category, get_category
 from behavioral.suites.intergroup.stats import EXACT_LIMIT, empathy_gap, event_noise_share, gap_closed, \
     gap_interval, n_matchings, permutation_test, zscore

@@ -20,7 +20,7 @@ from behavioral.suites.intergroup import activations
 from behavioral.analysis.paired import fieller, t_interval
 from behavioral.core.selection import field_values
 from behavioral.suites.intergroup import stats
-from behavioral.suites.intergroup.analysis import analyze_setting, intensity_tensor
+from behavioral.suites.intergroup.setting_analysis import analyze_setting, intensity_tensor
 from behavioral.suites.intergroup.groups import UNSPECIFIED, Category, get_category
 from behavioral.suites.intergroup.identities import cell_labels
 from behavioral.suites.intergroup.items import dataset, results

@@ -12,7 +12,7 @@ import pandas as pd
 from behavioral.analysis import Analysis, Run, read_runs
 from behavioral.suites.intergroup.card import CARD
 from behavioral.suite.protocol import Suite
-from behavioral.suites.intergroup.analysis import AnalyzeOptions, analyses_of
+from behavioral.suites.intergroup.setting_analysis import AnalyzeOptions, analyses_of
 from behavioral.suites.intergroup.groups import get_category
 from behavioral.suites.intergroup.corpus import EMOTIONS, corpus_hash
 from behavioral.suites.intergroup.identities import behaviour, cell_labels, identity_set
@@ -20,7 +20,7 @@ from behavioral.suites.intergroup.items import Data, IntergroupItem, dataset, vi
 from behavioral.suites.intergroup.options import IntergroupDeclaration
 from behavioral.suites.intergroup import steering
 from behavioral.suites.intergroup.patching import PersonaPatching
-from behavioral.suites.intergroup.report import analysis
+from behavioral.suites.intergroup.analysis import analysis
 from behavioral.suites.intergroup.result import SettingAnalysis
 from behavioral.suites.intergroup.rewrite import CACHE, ensure_third_person
 from behavioral.suites.intergroup.settings import get_setting
