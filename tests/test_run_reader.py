@@ -15,6 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from behavioral.cli import main
+from behavioral.core import files
 from behavioral.rundir import manifest as manifest_module
 from behavioral.rundir import parts
 from behavioral.runner.reader import read_run
@@ -52,6 +53,7 @@ class Counts:
         monkeypatch.setattr(manifest_module, "_checked_manifest", read)
         monkeypatch.setattr(parts, "hashlib", type("PartsHashlib", (), {"sha256": staticmethod(sha)}))
         monkeypatch.setattr(manifest_module, "_READ", collections.OrderedDict())
+        monkeypatch.setattr(files, "SETTLED", 0)  # the session's run was just made
         monkeypatch.setattr(parts, "_DIGESTS", collections.OrderedDict())
 
 
@@ -117,3 +119,14 @@ def test_what_a_reader_is_given_is_its_own_copy(captured_intergroup):
     first = manifest_module.read_manifest(captured_intergroup)
     first.config["suite"] = "edited in memory"
     assert manifest_module.read_manifest(captured_intergroup).config["suite"] == "intergroup"
+
+
+def test_a_manifest_rewritten_within_a_clock_tick_at_the_same_size_is_read_again(captured_intergroup, tmp_path):
+    """File times advance by the clock tick: a file changed in the last seconds is never known by its times."""
+    copy = tmp_path / "run"
+    shutil.copytree(captured_intergroup, copy)
+    assert manifest_module.read_manifest(copy).config["mode"] == "score"
+    text = (copy / "manifest.json").read_text()
+    (copy / "manifest.json").write_text(text.replace('"mode": "score"', '"mode": "scorn"'))  # the same size
+    with pytest.raises(manifest_module.RunDirError, match="config.mode"):
+        manifest_module.read_manifest(copy)

@@ -1,6 +1,6 @@
 """Files written so that a kill or a full disk never leaves half of one: JSON through a temporary file and a rename,
-new files with the mode the umask gives, write errors that name the file, and the one rule for a folder name taken
-from the user or a file."""
+new files with the mode the umask gives, write errors that name the file, the one rule for a folder name taken
+from the user or a file, and what tells one version of a file from another (file_key)."""
 
 from __future__ import annotations
 
@@ -9,11 +9,14 @@ import os
 import re
 import stat
 import tempfile
+import time
 from pathlib import Path
 
 # A name that may become one folder: never a path, never hidden, short enough for any file system.
 FOLDER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 RECORD_LIMIT = 64 * 2 ** 20  # the most bytes a manifest, seal ledger or sweep record may hold
+
+SETTLED = 2  # seconds since its last change before a file is known by its times (file_key)
 
 
 def check_regular(path: Path, what: str, error: type[Exception] = ValueError) -> None:
@@ -85,11 +88,12 @@ def write_json_atomic(path: Path, data: dict, sort_keys: bool = True) -> None:
 
 def file_key(path: Path) -> tuple | None:
     """What tells one version of a regular file from another, for what a process keeps of a file it read (None for
-    anything but a regular file, which is never kept)."""
+    anything but a regular file, which is never kept). A file changed in the last SETTLED seconds has no key: file
+    times advance by the kernel's clock tick, so two writes within one tick (of the same size) would look alike."""
     try:
         found = os.lstat(path)
     except OSError:
         return None
-    if not stat.S_ISREG(found.st_mode):
+    if not stat.S_ISREG(found.st_mode) or time.time_ns() - max(found.st_mtime_ns, found.st_ctime_ns) < SETTLED * 1e9:
         return None
     return os.fspath(path.absolute()), found.st_dev, found.st_ino, found.st_size, found.st_mtime_ns, found.st_ctime_ns
