@@ -745,7 +745,7 @@ def test_the_adding_a_suite_blocks(tiny_model_dir, long_model_dir, tmp_path, mon
             assert share["expected"].to_numpy() == pytest.approx(
                 rows.groupby("person")["expected"].mean().reindex(share["person"]).to_numpy())
         mood = sys.modules["behavioral.suites.mood"]
-        register = re.search(r"`(behavioral\.registry\.register\(Mood\(\)\))`", prose(ADDING)).group(1)
+        register = re.search(r"`(behavioral\.suite\.registry\.register\(Mood\(\)\))`", prose(ADDING)).group(1)
         with registry.registered(mood.SUITE):  # the script's registration, undone after
             assert eval(register, {"behavioral": sys.modules["behavioral"], "Mood": mood.Mood}).name == "mood"
     finally:

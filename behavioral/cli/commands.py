@@ -4,7 +4,6 @@ run directories, run a mechanistic study on them (`interp`), or run the embedded
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 import warnings
@@ -13,11 +12,11 @@ from typing import TYPE_CHECKING
 
 from behavioral.cli import interp as studies
 from behavioral.core.distributed import place
-from behavioral.rundir.manifest import TREE_TOLERANCE, TREES
 from behavioral.cli.arguments import Parser
-from behavioral.core.options import add_flags, comma_values, from_flags, quoted, real_number, whole_number
+from behavioral.core.options import add_flags, comma_values, from_flags, quoted, whole_number
 from behavioral.suite.registry import get_declaration, get_suite, names
 from behavioral.runner.config import RunConfig, run_defaults
+from behavioral.runner.settings import add_setting_flags, config_from_flags
 from behavioral.rundir.lock import RunLock
 from behavioral.suites.intergroup import Options as IntergroupOptions
 from behavioral.sweep.config import read_sweep
@@ -34,51 +33,12 @@ DEMO_OUT = "empathy-gap-demo"
 
 
 def _add_run_options(p, suite: SuiteDeclaration) -> None:
-    """The flags every suite's run has: model, decoding, hardware, resume unit, capture."""
-    d = run_defaults(suite)
-    p.add_argument("--model", required=True, help=f"Hugging Face id, local folder, .gguf file or {DEMO_MODEL}")
+    """The flags every suite's run has: the run settings' own (RunConfig's declarations), the run directory, vLLM's
+    engine arguments a researcher names most, and the progress bar."""
+    add_setting_flags(p, RunConfig, run_defaults(suite))
     p.add_argument("--out", required=True, help="run directory (rerun the same command to resume)")
-    p.add_argument("--mode", choices=("generate", "score", "both"),
-                   help=f"generate: decode a reply and parse it; score: the distribution over the answer set "
-                        f"(default {d['mode']})")
-    p.add_argument("--seed", type=whole_number,
-                   help=f"seeds data samples, sampling streams and per-cell samples (default {d['seed']})")
-    p.add_argument("--temperature", type=real_number,
-                   help=f"0: greedy decoding (default {d['temperature']:g})")
-    p.add_argument("--top-p", type=real_number, help=f"default {d['top_p']:g}")
-    p.add_argument("--samples", type=whole_number, help=f"sampled replies per item (default {d['samples']} with "
-                                               "--temperature above 0; 1 when greedy and in score mode)")
-    p.add_argument("--max-new-tokens", type=whole_number,
-                   help=f"decoding limit (default {d['max_new_tokens']}); a reply stops earlier once its answer is "
-                        "decided")
-    p.add_argument("--prompt-format", choices=("auto", "chat", "plain"),
-                   help=f"auto: the chat template where the tokenizer has one, else plain text (default "
-                        f"{d['prompt_format']})")
-    p.add_argument("--batch-size", type=whole_number, default=16, metavar="N",
-                   help="prompts per forward pass; decides speed, not rows (default 16)")
-    p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N, mps, or split (a model larger than one "
-                                                    "GPU over the GPUs, then the host; split:0=70GiB,cpu=200GiB caps "
-                                                    "each device)")
-    p.add_argument("--dtype", default="auto", help="auto (bf16 on CUDA, else fp32), fp32, bf16, fp16")
-    p.add_argument("--unit-size", type=whole_number, default=32, metavar="N",
-                   help="items per work unit (the unit of resume; default 32)")
-    p.add_argument("--trust-remote-code", action="store_true",
-                   help="let a model folder or hub repository run its own code (only for a model you trust)")
-    p.add_argument("--capture", default="", help="residual-stream capture: a comma list of the suite's capture "
-                                                 "kinds (intergroup: persona, experiencer, final) or all")
-    p.add_argument("--layers", default="all",
-                   help="blocks to capture (hook_embed always is): all, or a comma list of block numbers (negative "
-                        "ones count back from the last), inclusive ranges a-b, first/middle/last and hook names, "
-                        "such as 0,4,8 or 0-5,-1; write --layers=-4--1 for a value that starts with -")
-    p.add_argument("--per-cell-samples", type=whole_number, default=0, metavar="N",
-                   help="single-prompt final-token states kept per cell (seeded), besides the per-cell means "
-                        "(default 0)")
-    p.add_argument("--backend", choices=("engine", "vllm"), default="engine",
-                   help="engine: this toolkit's batched engine (hooks: capture, patching, steering); vllm: vLLM "
-                        "(pip install -e '.[vllm]'), the same rows (sampled replies aside), tensor and pipeline "
-                        "parallel across GPUs and nodes, sent 4 x --batch-size prompts at a time")
     p.add_argument("--tensor-parallel-size", type=whole_number, dest="vllm_args", action=_EngineArgument,
-                   const="tensor_parallel_size", default=[], metavar="N",
+                   const="tensor_parallel_size", metavar="N",
                    help="--backend vllm: GPUs each layer is split across")
     p.add_argument("--pipeline-parallel-size", type=whole_number, dest="vllm_args", action=_EngineArgument,
                    const="pipeline_parallel_size", metavar="N",
@@ -86,19 +46,6 @@ def _add_run_options(p, suite: SuiteDeclaration) -> None:
     p.add_argument("--distributed-executor-backend", dest="vllm_args", action=_EngineArgument,
                    const="distributed_executor_backend", metavar="BACKEND",
                    help="--backend vllm: mp (one node) or ray (several nodes)")
-    p.add_argument("--vllm-args", nargs="+", action="extend", type=_engine_arg, metavar="KEY=VALUE",
-                   help="--backend vllm: more of vLLM's engine arguments (the fields of vllm.EngineArgs), VALUE read "
-                        "as JSON where it parses, else as text: max_model_len=8192 enforce_eager=true")
-    p.add_argument("--store-probs", action="store_true",
-                   help="score and both modes: keep every label's probability on each row, whatever the answer "
-                        "set's size (sets of up to 32 labels always keep them; each work unit's mean is always kept)")
-    p.add_argument("--answer-tree", choices=TREES, default="lazy",
-                   help="score and both modes: lazy reads the answer tree's nodes only while they can move the "
-                        "expected value or a probability by more than --tree-tolerance, and records the bounds on "
-                        "each row; full reads every node (exact, slower)")
-    p.add_argument("--tree-tolerance", type=real_number, default=TREE_TOLERANCE, metavar="X",
-                   help=f"--answer-tree lazy: the most a row's expected value (in its scale's points) or any of its "
-                        f"probabilities may differ from the full tree's (default {TREE_TOLERANCE:g})")
     p.add_argument("--no-progress", action="store_true", help="draw no progress bar")
 
 
@@ -107,17 +54,6 @@ class _EngineArgument(argparse.Action):
 
     def __call__(self, parser, namespace, values, option_string=None):
         setattr(namespace, self.dest, [*getattr(namespace, self.dest), (self.const, values)])
-
-
-def _engine_arg(text: str) -> tuple[str, object]:
-    """A --vllm-args KEY=VALUE as (key, value): VALUE read as JSON where it parses (4096, true, {...}), else text."""
-    key, equals, value = text.partition("=")
-    if not key or not equals:
-        raise argparse.ArgumentTypeError(f"{quoted(text)} is not KEY=VALUE")
-    try:
-        return key, json.loads(value)
-    except json.JSONDecodeError:
-        return key, value
 
 
 def _suites_to_load(argv: Sequence[str]) -> list[str]:
@@ -187,17 +123,7 @@ def run_config(args: argparse.Namespace) -> RunConfig:
     """The RunConfig of parsed `run` flags: a decoding flag left out is None, so RunConfig applies the suite's
     default as it does for a script."""
     suite = get_declaration(args.suite)
-    kinds = suite.capture.kinds if suite.capture else ()
-    capture = tuple(comma_values(args.capture))
-    return RunConfig(
-        suite=suite.name, model=args.model, options=suite.options(args), mode=args.mode, seed=args.seed,
-        temperature=args.temperature, top_p=args.top_p, samples=args.samples, max_new_tokens=args.max_new_tokens,
-        prompt_format=args.prompt_format, device=args.device, dtype=args.dtype, batch_size=args.batch_size,
-        unit_size=args.unit_size, trust_remote_code=args.trust_remote_code,
-        capture=kinds if capture == ("all",) else capture, layers=args.layers, per_cell_samples=args.per_cell_samples,
-        store_probs=args.store_probs, backend=args.backend,
-        vllm_args=tuple(args.vllm_args), answer_tree=args.answer_tree, tree_tolerance=args.tree_tolerance,
-    )
+    return config_from_flags(RunConfig, args, suite, suite=suite.name, options=suite.options(args))
 
 
 def _run(args: argparse.Namespace) -> None:

@@ -1,5 +1,6 @@
-"""A run's configuration: every setting that decides its rows (RunConfig), each setting's check, the suite's
-defaults applied, and the identity a resume must match. Nothing here loads a model or imports torch, so the command
+"""A run's configuration: every setting that decides its rows (RunConfig), each declared once on its field (its help,
+check, suite default, identity and sweep tables: behavioral.runner.settings), the suite's defaults applied, and the
+identity a resume must match. Nothing here loads a model or imports torch, so the command
 line and a sweep file's every run are checked before the engine is imported."""
 
 from __future__ import annotations
@@ -17,22 +18,17 @@ from behavioral.rundir.manifest import (
     MANIFEST, MODES, SCHEMA_VERSION, TREE_TOLERANCE, TREES, RunDirError, check_tolerance, options_of, read_manifest,
 )
 from behavioral.inference.model_source import DTYPES, check_device, check_length
-from behavioral.core.options import SEED_MAX, SIZE_MAX, check_number, quoted
+from behavioral.core.options import SEED_MAX, SIZE_MAX, check_number, comma_values, quoted
+from behavioral.runner.settings import Check, added_since, checks, flag_of, identity_fields, setting, suite_defaults
 from behavioral.suite.registry import get_declaration
 from behavioral.suite.protocol import SuiteDeclaration, local_path
 
-# The decoding settings' defaults; a suite replaces some with its own (Suite.run_defaults, e.g. its authors').
-RUN_DEFAULTS = {"mode": "generate", "seed": 0, "temperature": 0.0, "top_p": 1.0, "samples": 1, "max_new_tokens": 128,
-                "prompt_format": "auto"}
 BACKENDS = ("engine", "vllm")  # what runs the model: this toolkit's engine, or vLLM (behavioral.inference.vllm.engine)
 
 
 def run_defaults(suite: SuiteDeclaration) -> dict[str, Any]:
     """The decoding settings' defaults for `suite`: the generic ones, replaced by the suite's own."""
     return RUN_DEFAULTS | dict(suite.run_defaults)
-
-
-Check = Callable[[Any, str], None]  # raises ValueError naming the value `name` (a flag, or a sweep file's key)
 
 
 def _one_of(known: Sequence[str]) -> Check:
@@ -60,27 +56,15 @@ def _top_p(value: float, name: str) -> None:
         raise ValueError(f"{name} must lie in (0, 1], got {value}")
 
 
-# Each run setting's own check of its value; RunConfig.problems adds what the settings' combination and the suite
-# decide (the capture kinds).
-SETTING_CHECKS: dict[str, Check] = {
-    "model": check_length, "mode": _one_of(MODES), "seed": _between(0, SEED_MAX), "temperature": _temperature,
-    "top_p": _top_p, "samples": _between(1), "max_new_tokens": _between(1),
-    "prompt_format": _one_of(tuple(chat.REQUESTS)), "device": check_device,
-    "dtype": _one_of(("auto", *DTYPES)), "batch_size": _between(1), "unit_size": _between(1),
-    "layers": check_layer_spec, "per_cell_samples": _between(0), "backend": _one_of(BACKENDS),
-    "answer_tree": _one_of(TREES), "tree_tolerance": check_tolerance,
-}
-
-
-def check_setting(field: str, value: Any, name: str) -> None:
-    """Raise ValueError naming `name` where `value` (of the field's type) is not one RunConfig's `field` may take."""
-    if field in SETTING_CHECKS:
-        SETTING_CHECKS[field](value, name)
-
-
 def flag(field: str) -> str:
     """The `empathy-gap run` flag of a RunConfig field."""
-    return f"--{field.replace('_', '-')}"
+    return flag_of(field)
+
+
+def _captured(value: str, suite: SuiteDeclaration) -> tuple[str, ...]:
+    """The --capture flag's comma list as capture kinds (`all`: every kind the suite has)."""
+    names = tuple(comma_values(value))
+    return (suite.capture.kinds if suite.capture else ()) if names == ("all",) else names
 
 
 @dataclass(frozen=True)
@@ -103,29 +87,71 @@ class RunConfig:
     ('score', 0.0)
     """
 
-    suite: str
-    model: str
-    options: Any = None  # the suite's options (a frozen dataclass, see Suite.options)
-    mode: str | None = None  # generate, score or both
-    seed: int | None = None
-    temperature: float | None = None  # 0: greedy decoding
-    top_p: float | None = None
-    samples: int | None = None  # generated samples per item
-    max_new_tokens: int | None = None
-    prompt_format: str | None = None  # auto (chat where the tokenizer has a template), chat or plain
-    device: str = "auto"
-    dtype: str = "auto"
-    batch_size: int = 16
-    unit_size: int = 32
-    trust_remote_code: bool = False
-    capture: tuple[str, ...] = ()
-    layers: str = "all"
-    per_cell_samples: int = 0
-    store_probs: bool = False  # every row keeps its label probabilities, whatever the answer set's size
-    answer_tree: str = "lazy"  # score and both modes: lazy (nodes read as needed, bounds per row) or full (exact)
-    tree_tolerance: float = TREE_TOLERANCE  # lazy: the most a reported expected value or probability may differ
-    backend: str = "engine"  # engine, or vllm: the same rows (greedy), decoded and scored by vLLM
-    vllm_args: tuple[tuple[str, Any], ...] = ()  # vLLM's engine arguments as (key, value), e.g. tensor_parallel_size
+    suite: str = setting(help="the suite's name", identity=True, flag=None)
+    model: str = setting(help="Hugging Face id, local folder, .gguf file or smollm2-135m", check=check_length,
+                         identity=True, flag={"required": True})
+    options: Any = None  # the suite's options (a frozen dataclass, see Suite.options), declared by the suite
+    mode: str | None = setting(None, "generate: decode a reply and parse it; score: the distribution over the answer "
+                               "set (default {default})", check=_one_of(MODES), identity=True,
+                               sweep=("run", "suite"), flag={"choices": MODES}, suite_default="generate")
+    seed: int | None = setting(None, "seeds data samples, sampling streams and per-cell samples (default {default})",
+                               check=_between(0, SEED_MAX), identity=True, sweep=("run", "suite"), suite_default=0)
+    temperature: float | None = setting(None, "0: greedy decoding (default {default:g})", check=_temperature,
+                                        identity=True, sweep=("run", "suite"), suite_default=0.0)
+    top_p: float | None = setting(None, "default {default:g}", check=_top_p, identity=True, sweep=("run", "suite"),
+                                  suite_default=1.0)
+    samples: int | None = setting(None, "sampled replies per item (default {default} with --temperature above 0; 1 "
+                                  "when greedy and in score mode)", check=_between(1), identity=True,
+                                  sweep=("run", "suite"), suite_default=1)
+    max_new_tokens: int | None = setting(None, "decoding limit (default {default}); a reply stops earlier once its "
+                                         "answer is decided", check=_between(1), identity=True,
+                                         sweep=("run", "suite"), suite_default=128)
+    prompt_format: str | None = setting(None, "auto: the chat template where the tokenizer has one, else plain text "
+                                        "(default {default})", check=_one_of(tuple(chat.REQUESTS)), identity=True,
+                                        sweep=("run", "model", "suite"), flag={"choices": tuple(chat.REQUESTS)},
+                                        suite_default="auto")
+    device: str = setting("auto", "auto, cpu, cuda, cuda:N, mps, or split (a model larger than one GPU over the GPUs, "
+                          "then the host; split:0=70GiB,cpu=200GiB caps each device)", check=check_device,
+                          sweep=("run", "model"))
+    dtype: str = setting("auto", "auto (bf16 on CUDA, else fp32), fp32, bf16, fp16", check=_one_of(("auto", *DTYPES)),
+                         sweep=("run", "model"))
+    batch_size: int = setting(16, "prompts per forward pass; decides speed, not rows (default {default})",
+                              check=_between(1), sweep=("run", "model", "suite"), flag={"metavar": "N"})
+    unit_size: int = setting(32, "items per work unit (the unit of resume; default {default})", check=_between(1),
+                             identity=True, sweep=("run", "suite"), flag={"metavar": "N"})
+    trust_remote_code: bool = setting(False, "let a model folder or hub repository run its own code (only for a "
+                                      "model you trust)", sweep=("model",))
+    capture: tuple[str, ...] = setting((), "residual-stream capture: a comma list of the suite's capture kinds "
+                                       "(intergroup: persona, experiencer, final) or all", identity=True,
+                                       sweep=("capture",), key="kinds", flag={"default": ""},
+                                       read=lambda value, suite: _captured(value, suite))
+    layers: str = setting("all", "blocks to capture (hook_embed always is): all, or a comma list of block numbers "
+                          "(negative ones count back from the last), inclusive ranges a-b, first/middle/last and hook "
+                          "names, such as 0,4,8 or 0-5,-1; write --layers=-4--1 for a value that starts with -",
+                          check=check_layer_spec, identity=True, sweep=("capture",))
+    per_cell_samples: int = setting(0, "single-prompt final-token states kept per cell (seeded), besides the "
+                                    "per-cell means (default {default})", check=_between(0), identity=True,
+                                    sweep=("capture",), flag={"metavar": "N"})
+    store_probs: bool = setting(False, "score and both modes: keep every label's probability on each row, whatever "
+                                "the answer set's size (sets of up to 32 labels always keep them; each work unit's "
+                                "mean is always kept)", identity=True, since=False, sweep=("run", "suite"))
+    answer_tree: str = setting("lazy", "score and both modes: lazy reads the answer tree's nodes only while they can "
+                               "move the expected value or a probability by more than --tree-tolerance, and records "
+                               "the bounds on each row; full reads every node (exact, slower)",
+                               check=_one_of(TREES), since="full", sweep=("run", "suite"), flag={"choices": TREES})
+    tree_tolerance: float = setting(TREE_TOLERANCE, "--answer-tree lazy: the most a row's expected value (in its "
+                                    "scale's points) or any of its probabilities may differ from the full tree's "
+                                    "(default {default:g})", check=check_tolerance, sweep=("run", "suite"),
+                                    flag={"metavar": "X"})
+    backend: str = setting("engine", "engine: this toolkit's batched engine (hooks: capture, patching, steering); "
+                           "vllm: vLLM (pip install -e '.[vllm]'), the same rows (sampled replies aside), tensor and "
+                           "pipeline parallel across GPUs and nodes, sent 4 x --batch-size prompts at a time",
+                           check=_one_of(BACKENDS), since="engine", sweep=("model",), flag={"choices": BACKENDS})
+    vllm_args: tuple[tuple[str, Any], ...] = setting(
+        (), "--backend vllm: more of vLLM's engine arguments (the fields of vllm.EngineArgs), VALUE read as JSON where "
+            "it parses, else as text: max_model_len=8192 enforce_eager=true",
+        flag={"nargs": "+", "action": "extend", "type": vllm_args.engine_arg, "metavar": "KEY=VALUE", "default": []},
+        read=lambda value, suite: tuple(value))
 
     def __post_init__(self):
         defaults = run_defaults(get_declaration(self.suite))
@@ -178,10 +204,20 @@ class RunConfig:
                                              self.device, named)
 
 
-IDENTITY = ("suite", "model", "mode", "seed", "temperature", "top_p", "samples", "max_new_tokens", "prompt_format",
-            "unit_size", "capture", "layers", "per_cell_samples", "store_probs")
+# Each run setting's own check of its value; RunConfig.problems adds what the settings' combination and the suite
+# decide (the capture kinds).
+SETTING_CHECKS = checks(RunConfig)
+# The decoding settings' defaults; a suite replaces some with its own (Suite.run_defaults, e.g. its authors').
+RUN_DEFAULTS = suite_defaults(RunConfig)
+IDENTITY = identity_fields(RunConfig)
 # identity settings newer than some manifests (flat keys): the value those runs ran with, where the run has the key
-ADDED = {"store_probs": False, "options.exclude_events": [], "backend": "engine", "answer_tree": "full"}
+ADDED = added_since(RunConfig) | {"options.exclude_events": []}
+
+
+def check_setting(field: str, value: Any, name: str) -> None:
+    """Raise ValueError naming `name` where `value` (of the field's type) is not one RunConfig's `field` may take."""
+    if field in SETTING_CHECKS:
+        SETTING_CHECKS[field](value, name)
 
 
 def run_identity(config: RunConfig, model_info: dict) -> dict:

@@ -20,19 +20,20 @@ from behavioral.core.options import fits, from_mapping, quoted, type_name
 from behavioral.suite.registry import get_declaration, names
 from behavioral.sweep.analysis_table import checked
 from behavioral.runner.config import RunConfig, check_setting
+from behavioral.runner.settings import sweep_keys
 from behavioral.inference.vllm.args import PARALLEL
 
 T = TypeVar("T")
 SWEEP_FILE_LIMIT = 2 ** 20  # the most bytes a sweep file may hold (a thousand runs' tables fit in a tenth)
 RUNS_DIR = "runs"
 NAME = FOLDER_NAME
-# The run settings each table may give (RunConfig's fields): every run's ([run]), a model's, a suite's or setting's.
-RUN_KEYS = frozenset({"mode", "seed", "temperature", "top_p", "samples", "max_new_tokens", "prompt_format", "device",
-                      "dtype", "batch_size", "unit_size", "store_probs", "answer_tree", "tree_tolerance"})
-MODEL_KEYS = frozenset({"id", "name", "dtype", "device", "prompt_format", "batch_size", "trust_remote_code", "backend",
-                        "vllm", *PARALLEL})
-SUITE_KEYS = (RUN_KEYS - {"device", "dtype"}) | {"options", "capture", "analysis"}
-CAPTURE_KEYS = {"kinds": "capture", "layers": "layers", "per_cell_samples": "per_cell_samples"}
+# The run settings each table may give, from RunConfig's declarations: every run's ([run]), a model's (beside its id,
+# name and vLLM's engine arguments), a suite's or setting's (beside its options, capture and analysis tables), and
+# a capture table's (its key -> the setting).
+RUN_KEYS = frozenset(sweep_keys(RunConfig, "run"))
+MODEL_KEYS = frozenset({"id", "name", "vllm", *PARALLEL, *sweep_keys(RunConfig, "model")})
+SUITE_KEYS = frozenset({*sweep_keys(RunConfig, "suite"), "options", "capture", "analysis"})
+CAPTURE_KEYS = sweep_keys(RunConfig, "capture")
 TOP_KEYS = ("out", "run", "model", "suite")
 FOLDER_RULE = "letters, digits, '.', '_' or '-', at most 64 (a folder name)"
 

@@ -7,8 +7,10 @@ run's identity (`numbers`)."""
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import difflib
+import json
 import math
 import types
 import typing
@@ -204,3 +206,14 @@ def run_problems(backend: str, engine_args: Sequence[tuple[str, Any]], trust_rem
                      f"(CUDA_VISIBLE_DEVICES chooses the GPUs), so expected auto or {vllm_device()} with "
                      f"{named('backend')} vllm")
     return found
+
+
+def engine_arg(text: str) -> tuple[str, object]:
+    """A --vllm-args KEY=VALUE as (key, value): VALUE read as JSON where it parses (4096, true, {...}), else text."""
+    key, equals, value = text.partition("=")
+    if not key or not equals:
+        raise argparse.ArgumentTypeError(f"{quoted(text)} is not KEY=VALUE")
+    try:
+        return key, json.loads(value)
+    except json.JSONDecodeError:
+        return key, value
