@@ -25,7 +25,7 @@ from behavioral.runner.estimate import estimate_run
 from behavioral.core.options import add_flags, from_flags
 from behavioral.analysis.output_folder import check_output_folder
 from behavioral.runner.run import RunConfig, run
-from behavioral.analysis.study import get_study
+from behavioral.analysis.studies import get_study
 from behavioral.analysis.study import run_study
 from interp.identities import parse_where
 from behavioral.analysis.rerun import protocol_of

@@ -36,7 +36,7 @@ from behavioral.rundir.manifest import read_manifest
 from behavioral.core.options import add_flags, from_flags
 from behavioral.analysis.output_folder import check_output_folder
 from behavioral.runner.run import RunConfig, run
-from behavioral.analysis.study import get_study
+from behavioral.analysis.studies import get_study
 from behavioral.analysis.study import run_study
 from interp.identities import parse_where
 from behavioral.suites.intergroup import Options

@@ -13,7 +13,7 @@ import pytest
 from scipy.spatial.distance import pdist, squareform
 
 from behavioral.cli import commands as cli
-from behavioral.analysis.study import get_study
+from behavioral.analysis.studies import get_study
 from behavioral.analysis.study import run_study
 from interp.atlas.study import MAP_FILE, Options, read_map
 from interp.atlas import Source, atlas, plot_heatmap, shared_concepts

@@ -273,7 +273,7 @@ def test_agreement_counts_the_top_nodes_recovered():
 @pytest.mark.slow
 def test_the_study_on_the_pinned_run_equals_the_direct_calls(pinned_run, tmp_path, capsys):
     from behavioral.inference import models
-    from behavioral.analysis.study import get_study
+    from behavioral.analysis.studies import get_study
     from behavioral.analysis.study import run_study
 
     study = get_study("attribution")
@@ -330,7 +330,7 @@ def test_bad_input_exits_2_with_one_line_and_writes_nothing(pinned_run, tmp_path
 @pytest.mark.slow
 def test_another_suites_slot_pairs_differ_in_the_slot_only(long_model_dir, tmp_path):
     from behavioral.runner.run import RunConfig, run
-    from behavioral.analysis.study import get_study
+    from behavioral.analysis.studies import get_study
     from behavioral.analysis.study import run_study
     from behavioral.suites import isear
 

@@ -24,7 +24,7 @@ from behavioral.analysis import read_runs
 from behavioral.analysis.study import read_study_runs, run_study
 from behavioral.analysis.figure_files import LEADER, label_points, place_labels, save_figure
 from behavioral.suite.registry import get_suite
-from behavioral.analysis.study import get_study
+from behavioral.analysis.studies import get_study
 from behavioral.runner.run import RunConfig, run
 from behavioral.suites.intergroup.groups import get_category
 from behavioral.suites.scm import figures as scm_figures

@@ -23,7 +23,7 @@ from behavioral.analysis.html import inline, markdown_html
 from behavioral.analysis.study import run_study
 from behavioral.analysis.write import write
 from behavioral.analysis.output_folder import output_folder
-from behavioral.analysis.study import get_study
+from behavioral.analysis.studies import get_study
 from behavioral.suites.intergroup.setting_analysis import AnalyzeOptions
 from tests.test_analysis import make_run
 

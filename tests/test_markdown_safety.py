@@ -21,7 +21,7 @@ from behavioral.analysis.study import run_study
 from behavioral.analysis.sweep import analyze_sweep
 from behavioral.rundir.manifest import MANIFEST
 from behavioral.inference.models import ModelLoadError, load
-from behavioral.analysis.study import get_study
+from behavioral.analysis.studies import get_study
 from behavioral.suites import giebench, intergroup, isear, jaem, scm
 from behavioral.sweep.config import read_sweep
 from behavioral.sweep.runner import run_sweep

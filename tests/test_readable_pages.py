@@ -15,7 +15,7 @@ from behavioral.report.formats import cell, cells, column, is_missing
 from behavioral.analysis.report import render, unset_meanings
 from behavioral.report.blocks import scope
 from behavioral.analysis.study import StudyResult, run_study
-from behavioral.analysis.study import get_study, study_names
+from behavioral.analysis.studies import get_study, study_names
 from behavioral.suites.intergroup import patch_report
 from behavioral.suites.intergroup.groups import get_category
 from behavioral.suites.intergroup.patch_gap import gap_table

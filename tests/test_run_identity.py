@@ -19,7 +19,7 @@ from behavioral.runner.run import RunConfig, run
 from behavioral.rundir.parts import (
     RESULTS, RUN_ID, RowLog, UncheckedPartsWarning, read_results, result_schema, seal_logs,
 )
-from behavioral.analysis.study import study_names as studies
+from behavioral.analysis.studies import study_names as studies
 from behavioral.suite.registry import get_suite
 from behavioral.suites.intergroup import Options
 

@@ -17,7 +17,7 @@ from behavioral.inference.prompt import Prompt, from_templates
 from behavioral.suite.registry import registered
 from behavioral.runner.run import RunConfig, run
 from behavioral.rundir.parts import read_results
-from behavioral.analysis.study import get_study
+from behavioral.analysis.studies import get_study
 from behavioral.analysis.study import run_study
 from behavioral.suite.protocol import Answer, Suite
 from interp.patching.slot import SlotPatching

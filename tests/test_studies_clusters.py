@@ -18,7 +18,7 @@ from behavioral.rundir.manifest import Manifest
 from behavioral.inference import models
 from behavioral.analysis import Run
 from behavioral.cli.commands import main
-from behavioral.analysis.study import get_study
+from behavioral.analysis.studies import get_study
 from behavioral.analysis.study import run_study
 from interp.identities import parse_where
 from behavioral.suites.intergroup import SUITE, prompts

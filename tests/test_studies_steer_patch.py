@@ -18,7 +18,7 @@ from behavioral.inference import models
 from behavioral.cli.commands import main
 from behavioral.inference.engine import Engine
 from behavioral.runner.run import RunConfig, run
-from behavioral.analysis.study import get_study
+from behavioral.analysis.studies import get_study
 from behavioral.analysis.study import run_study
 from behavioral.suites import giebench
 from behavioral.suites.intergroup import patching as IP

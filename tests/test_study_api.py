@@ -15,7 +15,7 @@ import pytest
 from behavioral.inference import models
 from behavioral.cli.commands import main
 from behavioral.analysis.study import run_study, study_options
-from behavioral.analysis.study import get_study, study_names
+from behavioral.analysis.studies import get_study, study_names
 from tests.conftest import PINNED
 
 README = Path(__file__).resolve().parents[1] / "README.md"

@@ -1,18 +1,17 @@
-"""What a study is: a mechanistic question asked of run directories with capture (of any suites), with options
-declared once, a plan printed before the work, and an Analysis written by the analysis framework (staged files,
-report.md, manifest.json)."""
+"""How a study runs: a mechanistic question (a Study, behavioral.analysis.studies) asked of run directories with
+capture (of any suites), its options declared once, a plan printed before the work, and its Analysis written by the
+analysis framework (staged files, report.md, manifest.json)."""
 
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from behavioral.analysis.runs import Run, file_stem, model_name, read_runs
-from behavioral.report.blocks import Analysis, Table
+from behavioral.report.blocks import Table
 from behavioral.analysis.outside_runs import INTERP_DIR, check_outside_runs
 from behavioral.analysis.report import REPORT, caption, definitions, unset_meanings
 from behavioral.analysis.write import recorded, runs_record, write
@@ -20,55 +19,11 @@ from behavioral.core.options import comma_values
 from behavioral.analysis.output_folder import MANIFEST, output_folder
 from behavioral.analysis.run_labels import run_labels
 from behavioral.rundir.manifest import read_manifest
+from behavioral.analysis.studies import Study, get_study
 from behavioral.suite.registry import get_suite
 
 if TYPE_CHECKING:
     import pandas as pd
-
-
-class Study:
-    """A study: subclasses set `name`, `description` and `Options` (a frozen dataclass whose fields carry their
-    flags, behavioral.core.options) and implement `plan` and `analyze`."""
-
-    name: str = ""
-    description: str = ""
-    Options: type | None = None
-    keep: tuple[str, ...] = ()  # sub-folders of the output folder the study makes and resumes (e.g. reruns)
-    reruns_model: bool = False  # runs the run's model again: its `analyze` takes `model`, a loaded one to use
-
-    def plan(self, runs: Sequence[Run], options: Any) -> str:
-        """What the study will compute, in one paragraph (counts, forwards, an estimate): printed before the work."""
-        raise NotImplementedError
-
-    def analyze(self, runs: Sequence[Run], options: Any, out: Path, progress: bool = True) -> Analysis:
-        """The study's tables, figures and report sections for the runs (`out`: the output folder, where the
-        sub-folders in `keep` go); bad input raises ValueError naming it. A study that `reruns_model` also takes
-        `model`: an already loaded (model, tokenizer, info) used instead of loading the run's (rerun.load_model)."""
-        raise NotImplementedError
-
-
-# name -> module holding its STUDY, in the order `empathy-gap interp` lists them
-STUDIES: dict[str, str] = {
-    "clusters": "interp.clusters.study",
-    "rsa": "interp.rsa.study",
-    "probe": "interp.probes.study",
-    "steer": "interp.steering.study",
-    "patch": "interp.patching.study",
-    "attribution": "interp.attribution.study",
-    "atlas": "interp.atlas.study",
-}
-
-
-def study_names() -> list[str]:
-    """The registered studies, in CLI order."""
-    return list(STUDIES)
-
-
-def get_study(name: str) -> Study:
-    """The study called `name`; an unknown name is a ValueError listing the known ones."""
-    if name not in STUDIES:
-        raise ValueError(f"unknown study {name!r}; expected one of {', '.join(STUDIES)}")
-    return importlib.import_module(STUDIES[name]).STUDY
 
 
 @dataclasses.dataclass(frozen=True)

@@ -7,7 +7,7 @@ import argparse
 from collections.abc import Sequence
 
 from behavioral.core.options import add_flags, comma_values, from_flags
-from behavioral.analysis.study import get_study, study_names
+from behavioral.analysis.studies import get_study, study_names
 
 
 def add_parser(sub: argparse._SubParsersAction, argv: Sequence[str]) -> None:
