@@ -33,6 +33,7 @@ from behavioral.suites.intergroup import Options
 from behavioral.sweep.config import read_sweep
 from behavioral.inference.vllm.engine import VllmEngine, rank_gpus
 from behavioral.inference.vllm.readout import SLOTS, child_tokens, paths, readout, tree_logits
+from tests.conftest import VLLM_EAGER as EAGER
 from tests.conftest import favouring_model, make_tiny_model
 from tests.test_answer_space import LETTERS, YES_NO
 from tests.test_engine import _prompt_ids
@@ -408,3 +409,19 @@ def test_each_launcher_process_runs_its_vllm_engine_on_its_own_block_of_gpus():
     with pytest.raises(ValueError, match=r"process 1 of this machine needs GPUs 4 to 7 for its vLLM engine \(4 per "
                                          r"engine\), and 6 are visible"):
         rank_gpus(Place(1, 2, 1), two_by_two, None, 6)
+
+
+@pytest.mark.slow
+def test_tensor_parallel_vllm_on_cpu_gives_the_engines_replies(monkeypatch, smollm2):
+    """vLLM's CPU build with the model split over 3 workers (SmolLM2-135M's 9 heads take no split in 2): greedy
+    replies equal the engine's. Its workers' threads share this machine's cores (`nobind`: 2 cores, 3 workers)."""
+    pytest.importorskip("vllm")
+    from behavioral.inference.vllm import engine as vllm_backend
+
+    monkeypatch.setenv("VLLM_CPU_OMP_THREADS_BIND", "nobind")
+    model, tokenizer, _ = vllm_backend.load("smollm2-135m", "fp32",
+                                            engine_args=(*EAGER, ("tensor_parallel_size", 3)))
+    prompts = _prompt_ids(tokenizer, 16)
+    got = VllmEngine(model, tokenizer, 64).generate(prompts)
+    want = Engine(smollm2[0], smollm2[1], 16, 64).generate(prompts)
+    assert [g.text for g in got] == [w.text for w in want]

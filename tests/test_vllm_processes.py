@@ -1,6 +1,6 @@
 """vLLM in processes of its own (slow, where vLLM is installed): a sweep mixing vLLM and the engine killed and
-finished, a sweep file's plugin that never runs, and tensor parallel workers on the CPU giving the engine's replies.
-Apart from tests/test_vllm_backend.py so that the two files run side by side on two workers."""
+finished, and a sweep file's plugin that never runs. Apart from tests/test_vllm_backend.py so that the two files run
+side by side on two workers."""
 
 from __future__ import annotations
 
@@ -16,15 +16,11 @@ import pandas as pd
 import pytest
 
 from behavioral.analysis.sweep import analyze_sweep
-from behavioral.inference.engine import Engine
-from behavioral.inference.vllm.engine import VllmEngine
 from behavioral.rundir import parts as store
 from behavioral.rundir.manifest import RunDirError
 from behavioral.rundir.parts import finished_units, read_results
 from behavioral.sweep.config import read_sweep
 from behavioral.sweep.runner import run_sweep
-from tests.conftest import VLLM_EAGER as EAGER
-from tests.test_engine import _prompt_ids
 from tests.test_vllm_backend import KEYS, _untrusted
 
 
@@ -121,19 +117,3 @@ options = {{ categories = ["religion"], settings = ["P0S0T0"], limit_events = 1 
                 "'reasoning_parser_plugin'", "model[0].vllm",
                 "model[0].trust_remote_code = true and --trust-remote-code on your own command line")]
     assert not marker.exists() and not (tmp_path / "sweep").exists()
-
-
-@pytest.mark.slow
-def test_tensor_parallel_vllm_on_cpu_gives_the_engines_replies(monkeypatch, smollm2):
-    """vLLM's CPU build with the model split over 3 workers (SmolLM2-135M's 9 heads take no split in 2): greedy
-    replies equal the engine's. Its workers' threads share this machine's cores (`nobind`: 2 cores, 3 workers)."""
-    pytest.importorskip("vllm")
-    from behavioral.inference.vllm import engine as vllm_backend
-
-    monkeypatch.setenv("VLLM_CPU_OMP_THREADS_BIND", "nobind")
-    model, tokenizer, _ = vllm_backend.load("smollm2-135m", "fp32",
-                                            engine_args=(*EAGER, ("tensor_parallel_size", 3)))
-    prompts = _prompt_ids(tokenizer, 16)
-    got = VllmEngine(model, tokenizer, 64).generate(prompts)
-    want = Engine(smollm2[0], smollm2[1], 16, 64).generate(prompts)
-    assert [g.text for g in got] == [w.text for w in want]
