@@ -4,7 +4,6 @@ hashes each part once: an analysis, a study and a resume; a manifest or part cha
 from __future__ import annotations
 
 import collections
-import hashlib
 import json
 import shutil
 import subprocess
@@ -20,6 +19,7 @@ from behavioral.rundir import manifest as manifest_module
 from behavioral.rundir import parts
 from behavioral.runner.reader import read_run
 from behavioral.runner.run import run
+from tests.benchmarks.bench_reads import counting
 from tests.conftest import intergroup_capture_config
 
 BLOCK_TORCH = """
@@ -35,26 +35,15 @@ print(len(rows), done.complete, manifest.run_id)
 """
 
 
-class Counts:
-    """Manifest files read from disk and part digests computed, in this process, while installed."""
-
-    def __init__(self, monkeypatch):
-        self.found: collections.Counter = collections.Counter()
-        real_read, real_sha = manifest_module._checked_manifest, hashlib.sha256
-
-        def read(run_dir):
-            self.found["manifests"] += 1
-            return real_read(run_dir)
-
-        def sha(data=b""):
-            self.found["digests"] += 1
-            return real_sha(data)
-
-        monkeypatch.setattr(manifest_module, "_checked_manifest", read)
-        monkeypatch.setattr(parts, "hashlib", type("PartsHashlib", (), {"sha256": staticmethod(sha)}))
-        monkeypatch.setattr(manifest_module, "_READ", collections.OrderedDict())
-        monkeypatch.setattr(files, "SETTLED", 0)  # the session's run was just made
-        monkeypatch.setattr(parts, "_DIGESTS", collections.OrderedDict())
+@pytest.fixture
+def counts(monkeypatch):
+    """What this process reads from disk while the test runs (tests/benchmarks/bench_reads.py's count), starting
+    with nothing kept; the session's run was just made, so files count as settled at once."""
+    monkeypatch.setattr(manifest_module, "_READ", collections.OrderedDict())
+    monkeypatch.setattr(parts, "_DIGESTS", collections.OrderedDict())
+    monkeypatch.setattr(files, "SETTLED", 0)
+    with counting() as found:
+        yield found
 
 
 def _parts(run_dir: Path) -> int:
@@ -69,32 +58,30 @@ def test_a_run_is_read_with_torch_blocked(captured_intergroup):
     assert done.stdout.split() == [str(len(rows)), "True", manifest.run_id]
 
 
-def test_an_analysis_reads_the_manifest_once_and_hashes_each_part_once(captured_intergroup, tmp_path, monkeypatch):
-    counts = Counts(monkeypatch)
+def test_an_analysis_reads_the_manifest_once_and_hashes_each_part_once(captured_intergroup, tmp_path, counts):
     assert main(["analyze", str(captured_intergroup), "--out", str(tmp_path / "analysis")]) == 0
-    assert counts.found == {"manifests": 1, "digests": _parts(captured_intergroup)}
+    assert counts == {"manifests": 1, "digests": _parts(captured_intergroup)}
 
 
-def test_a_study_reads_the_manifest_once_and_hashes_each_part_once(captured_intergroup, tmp_path, monkeypatch):
-    counts = Counts(monkeypatch)
+def test_a_study_reads_the_manifest_once_and_hashes_each_part_once(captured_intergroup, tmp_path, counts):
     assert main(["interp", "clusters", str(captured_intergroup), "--out", str(tmp_path / "clusters"),
                  "--permutations", "2", "--no-progress"]) == 0
-    assert counts.found == {"manifests": 1, "digests": _parts(captured_intergroup)}
+    assert counts == {"manifests": 1, "digests": _parts(captured_intergroup)}
 
 
 def test_a_resume_reads_the_manifest_once_and_hashes_each_part_once(captured_intergroup, tiny_model_dir, tmp_path,
                                                                     monkeypatch):
     copy = tmp_path / "run"
     shutil.copytree(captured_intergroup, copy)
-    counts = Counts(monkeypatch)
-    run(intergroup_capture_config(tiny_model_dir), copy, progress=False)
-    assert counts.found == {"manifests": 1, "digests": _parts(copy)}
+    monkeypatch.setattr(files, "SETTLED", 0)  # the copy was just made
+    with counting() as counts:
+        run(intergroup_capture_config(tiny_model_dir), copy, progress=False)
+    assert counts == {"manifests": 1, "digests": _parts(copy)}
 
 
-def test_a_manifest_edited_on_disk_is_read_again(captured_intergroup, tmp_path, monkeypatch):
+def test_a_manifest_edited_on_disk_is_read_again(captured_intergroup, tmp_path, counts):
     copy = tmp_path / "run"
     shutil.copytree(captured_intergroup, copy)
-    Counts(monkeypatch)
     assert manifest_module.read_manifest(copy).config["suite"] == "intergroup"
     data = json.loads((copy / "manifest.json").read_text())
     data["config"]["suite"] = ["intergroup"]
@@ -103,10 +90,9 @@ def test_a_manifest_edited_on_disk_is_read_again(captured_intergroup, tmp_path, 
         manifest_module.read_manifest(copy)
 
 
-def test_a_part_rewritten_on_disk_is_hashed_again_and_refused(captured_intergroup, tmp_path, monkeypatch):
+def test_a_part_rewritten_on_disk_is_hashed_again_and_refused(captured_intergroup, tmp_path, counts):
     copy = tmp_path / "run"
     shutil.copytree(captured_intergroup, copy)
-    Counts(monkeypatch)
     parts.check_parts(copy)
     part = next((copy / "results").glob("*.parquet"))
     table = pq.read_table(part)

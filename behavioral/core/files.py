@@ -10,12 +10,16 @@ import re
 import stat
 import tempfile
 import time
+from collections import OrderedDict
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 # A name that may become one folder: never a path, never hidden, short enough for any file system.
 FOLDER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 RECORD_LIMIT = 64 * 2 ** 20  # the most bytes a manifest, seal ledger or sweep record may hold
 
+T = TypeVar("T")
 SETTLED = 2  # seconds since its last change before a file is known by its times (file_key)
 
 
@@ -97,3 +101,16 @@ def file_key(path: Path) -> tuple | None:
     if not stat.S_ISREG(found.st_mode) or time.time_ns() - max(found.st_mtime_ns, found.st_ctime_ns) < SETTLED * 1e9:
         return None
     return os.fspath(path.absolute()), found.st_dev, found.st_ino, found.st_size, found.st_mtime_ns, found.st_ctime_ns
+
+
+def kept(memo: OrderedDict, key: tuple | None, compute: Callable[[], T], limit: int) -> T:
+    """`compute()`, kept in `memo` under `key` (a file_key; None: never kept) for a later call, the least recently
+    asked for dropped past `limit` entries."""
+    if key is None:
+        return compute()
+    if key not in memo:
+        memo[key] = compute()
+        while len(memo) > limit:
+            memo.popitem(last=False)
+    memo.move_to_end(key)
+    return memo[key]

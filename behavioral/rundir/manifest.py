@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from behavioral.core.files import file_key, read_regular, write_json_atomic
+from behavioral.core.files import file_key, kept, read_regular, write_json_atomic
 from behavioral.core.options import from_mapping
 
 READ_KEPT = 256  # manifests a process keeps as read (read_manifest), the least recently asked for dropped first
@@ -231,16 +231,7 @@ def read_manifest(run_dir: str | Path) -> Manifest:
     missing or holds the wrong type or range. A process reads each manifest file once: a later call while the file
     is unchanged (the same inode, size and times) gets a copy of what the first read gave."""
     run_dir = Path(run_dir)
-    key = file_key(run_dir / MANIFEST)
-    if key is None or key not in _READ:
-        manifest = _checked_manifest(run_dir)
-        if key is None:
-            return manifest
-        _READ[key] = manifest
-        while len(_READ) > READ_KEPT:
-            _READ.popitem(last=False)
-    _READ.move_to_end(key)
-    return copy.deepcopy(_READ[key])
+    return copy.deepcopy(kept(_READ, file_key(run_dir / MANIFEST), lambda: _checked_manifest(run_dir), READ_KEPT))
 
 
 def _checked_manifest(run_dir: Path) -> Manifest:

@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from behavioral.core.files import file_key, read_regular, write_error
+from behavioral.core.files import file_key, kept, read_regular, write_error
 from behavioral.rundir.manifest import MANIFEST, Manifest, RunDirError, read_manifest
 from behavioral.core.options import quoted
 from behavioral.rundir.lock import RunLock
@@ -213,17 +213,10 @@ def _check_seal(part: Path, sha256: str, rows: int, seals: dict[str, dict]) -> N
 def _open_part(part: Path) -> tuple[str, pq.ParquetFile]:
     """The sha256 of one part's bytes and the Parquet file they hold (the file read once; a regular file only). A
     process hashes each version of a part once: an unchanged part's digest is kept (`file_key`)."""
-    key = file_key(part)
+    key = file_key(part)  # before the read: a part changed while it is read is never kept under its old times
     data = read_regular(part, "a Parquet part of the run (a regular file)", limit=None, error=RunDirError)
-    if key is None or key not in _DIGESTS:
-        digest = hashlib.sha256(data).hexdigest()
-        if key is None:
-            return digest, pq.ParquetFile(pa.BufferReader(data))
-        _DIGESTS[key] = digest
-        while len(_DIGESTS) > DIGESTS_KEPT:
-            _DIGESTS.popitem(last=False)
-    _DIGESTS.move_to_end(key)
-    return _DIGESTS[key], pq.ParquetFile(pa.BufferReader(data))
+    digest = kept(_DIGESTS, key, lambda: hashlib.sha256(data).hexdigest(), DIGESTS_KEPT)
+    return digest, pq.ParquetFile(pa.BufferReader(data))
 
 
 def _check_part(part: Path, run_id: str | None, seals: dict[str, dict] | None) -> pq.ParquetFile:

@@ -19,7 +19,7 @@ from behavioral.rundir.manifest import (
 )
 from behavioral.inference.model_source import DTYPES, check_device, check_length
 from behavioral.core.options import SEED_MAX, SIZE_MAX, check_number, comma_values, quoted
-from behavioral.runner.settings import Check, added_since, checks, flag_of, identity_fields, setting, suite_defaults
+from behavioral.runner.settings import Check, added_since, checks, flag, identity_fields, setting, suite_defaults
 from behavioral.suite.registry import get_declaration
 from behavioral.suite.protocol import SuiteDeclaration, local_path
 
@@ -54,11 +54,6 @@ def _temperature(value: float, name: str) -> None:
 def _top_p(value: float, name: str) -> None:
     if not 0 < value <= 1:
         raise ValueError(f"{name} must lie in (0, 1], got {value}")
-
-
-def flag(field: str) -> str:
-    """The `empathy-gap run` flag of a RunConfig field."""
-    return flag_of(field)
 
 
 def _captured(value: str, suite: SuiteDeclaration) -> tuple[str, ...]:

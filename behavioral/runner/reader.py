@@ -48,11 +48,12 @@ def read_run(run_dir: str | Path, suite: str, allow_partial: bool = False
     manifest = read_manifest(run_dir)
     if manifest.suite != suite:
         raise RunDirError(f"{run_dir} holds a run of suite {manifest.suite!r}; expected a {suite} run")
-    options_of(manifest, get_declaration(suite).Options, run_dir / MANIFEST)
+    declared = get_declaration(suite)
+    options_of(manifest, declared.Options, run_dir / MANIFEST)
     rows = read_results(run_dir)
     if rows.empty:
         raise RunDirError(f"{run_dir}: holds no results yet; run it first (rerun its command to resume)")
-    expected = result_schema(get_declaration(suite).fields).names
+    expected = result_schema(declared.fields).names
     if list(rows.columns) != expected:
         differ = sorted(set(expected) ^ set(rows.columns))
         raise RunDirError(f"{run_dir}: its results have other columns than a {suite} run ({', '.join(differ)}); "

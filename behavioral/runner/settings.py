@@ -77,7 +77,7 @@ def sweep_keys(cls: type, scope: str) -> dict[str, str]:
     return {s.key or name: name for name, (_, s) in declared(cls).items() if scope in s.sweep}
 
 
-def flag_of(name: str) -> str:
+def flag(name: str) -> str:
     """The `empathy-gap run` flag of a setting."""
     return f"--{name.replace('_', '-')}"
 
@@ -101,7 +101,7 @@ def add_setting_flags(parser: argparse.ArgumentParser | argparse._ArgumentGroup,
                 if kind in (option, option | None):
                     given["type"] = reader
         shown = defaults.get(name, field.default)
-        parser.add_argument(flag_of(name), help=s.help.format(default=shown), **given)
+        parser.add_argument(flag(name), help=s.help.format(default=shown), **given)
 
 
 def config_from_flags(cls: type, args: argparse.Namespace, declaration: Any, **fixed: Any) -> Any:

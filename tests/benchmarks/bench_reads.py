@@ -15,32 +15,41 @@ if not __package__:  # run as a file (python tests/benchmarks/NAME.py): the repo
 
 import argparse
 import collections
+import contextlib
 import hashlib
 import json
+from collections.abc import Iterator
 
 from behavioral.cli import main as empathy_gap
 from behavioral.rundir import manifest, parts
 
 
-def counted(argv: list[str]) -> dict:
-    """The exit code of `empathy-gap argv` and what it read: manifest files, part digests."""
+@contextlib.contextmanager
+def counting() -> Iterator[collections.Counter]:
+    """While active, the manifest files read from disk (`manifests`) and the part digests computed (`digests`)."""
     counts: collections.Counter = collections.Counter()
     read, sha = manifest._checked_manifest, hashlib.sha256
 
     def reading(run_dir):
-        counts["manifest_reads"] += 1
+        counts["manifests"] += 1
         return read(run_dir)
 
     def hashing(data=b""):
-        counts["part_digests"] += 1
+        counts["digests"] += 1
         return sha(data)
 
     manifest._checked_manifest = reading
     parts.hashlib = type("PartsHashlib", (), {"sha256": staticmethod(hashing)})
     try:
-        code = empathy_gap(argv)
+        yield counts
     finally:
         manifest._checked_manifest, parts.hashlib = read, hashlib
+
+
+def counted(argv: list[str]) -> dict:
+    """The exit code of `empathy-gap argv` and what it read."""
+    with counting() as counts:
+        code = empathy_gap(argv)
     return {"argv": argv, "exit": code, **counts}
 
 
