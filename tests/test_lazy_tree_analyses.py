@@ -103,7 +103,9 @@ def test_the_default_tolerance_moves_no_printed_number_of_the_pinned_analyses(su
 
 @pytest.mark.slow
 def test_the_default_tolerance_moves_no_printed_number_of_smollm2s_intergroup_analysis(smollm2, tmp_path):
-    """In score mode: the tree changes no reply, and SmolLM2's 144 replies would double the test's time."""
-    full, lazy = both_trees("intergroup", "smollm2-135m", tmp_path, loaded=smollm2, mode="score")
+    """In score mode (the tree changes no reply, and SmolLM2's replies would double the test's time) and in S0 alone,
+    the setting of the largest tree (0 to 100; S1's is 0 to 10): 72 prompts read whole, then lazily."""
+    options = replace(pinned_config("intergroup", "smollm2-135m").options, settings=("P0S0T0",))
+    full, lazy = both_trees("intergroup", "smollm2-135m", tmp_path, loaded=smollm2, mode="score", options=options)
     assert_rows_within_bounds(full, lazy)
     assert assert_same_printed_digits(printed_cells("intergroup", full), printed_cells("intergroup", lazy)) > 0

