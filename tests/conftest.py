@@ -34,9 +34,6 @@ def pytest_collection_modifyitems(items) -> None:
 
 # the machine's default shared among the pytest-xdist workers, for the real SmolLM2
 TORCH_THREADS = max(1, torch.get_num_threads() // int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
-if "PYTEST_XDIST_WORKER_COUNT" in os.environ:  # the commands a test starts take its worker's share of the cores too
-    for _name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-        os.environ.setdefault(_name, str(TORCH_THREADS))
 
 
 @pytest.fixture(scope="session", autouse=True)
