@@ -33,8 +33,7 @@ from behavioral.suites.intergroup import Options
 from behavioral.sweep.config import read_sweep
 from behavioral.inference.vllm.engine import VllmEngine, rank_gpus
 from behavioral.inference.vllm.readout import SLOTS, child_tokens, paths, readout, tree_logits
-from tests.conftest import VLLM_EAGER as EAGER
-from tests.conftest import favouring_model, make_tiny_model
+from tests.conftest import VLLM_EAGER as EAGER, favouring_model, make_tiny_model
 from tests.test_answer_space import LETTERS, YES_NO
 from tests.test_engine import _prompt_ids
 
