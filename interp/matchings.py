@@ -12,7 +12,10 @@ from __future__ import annotations
 import itertools
 import math
 
+from collections.abc import Mapping, Sequence
+
 import numpy as np
+import pandas as pd
 
 
 def wrong_matchings(n: int, k: int, seed: int = 0) -> np.ndarray:
@@ -53,3 +56,16 @@ def involves(rows: np.ndarray, cols: np.ndarray, index: int) -> np.ndarray:
     """Bool per cell: whether identity index `index` is the cell's row or column (the cells a held-out-identity
     control leaves out of a fit)."""
     return (np.asarray(rows, dtype=np.int64) == index) | (np.asarray(cols, dtype=np.int64) == index)
+
+
+def matched_cells(cells: pd.DataFrame, slots: Sequence[str], groups: Mapping[str, int],
+                  matching: np.ndarray | None = None, without: int | None = None) -> pd.Series:
+    """Nullable bool per cell (or result row): whether the identities in its two `slots` columns (`groups`: identity
+    -> its group index) are paired under `matching` (None: the real one); NA where a slot holds no identity of
+    `groups` (intergroup's "a person") or, with `without`, where that group is on either side (a held-out
+    identity)."""
+    rows, cols = (cells[slot].map(groups).fillna(-1).to_numpy(dtype=np.int64) for slot in slots)
+    named = (rows >= 0) & (cols >= 0)
+    if without is not None:
+        named &= ~involves(rows, cols, without)
+    return pd.Series(matched(rows, cols, matching), index=cells.index, dtype="boolean").where(named, pd.NA)

@@ -15,7 +15,8 @@ from behavioral.core.files import write_json_atomic
 from behavioral.rundir import parts as store
 from behavioral.analysis import analyze
 from behavioral.analysis.multiplicity import holm
-from behavioral.suites.intergroup import figures, stats
+from behavioral.analysis import cell_gap
+from behavioral.suites.intergroup import figures
 from behavioral.suites.intergroup import setting_analysis as analysis
 from behavioral.suites.intergroup.setting_analysis import AnalyzeOptions
 from behavioral.suites.intergroup.items import FIELDS, results
@@ -230,9 +231,9 @@ def test_events_of_one_cluster_count_once_and_a_sample_lacking_emotions_says_so_
     same = a.category.in_group()
     I = analysis.intensity_tensor(rows[rows.setting == a.setting], a.category, a.event_ids)[0]
     labels = np.array(["t1", "t1", "t2", "t2", "e04", "e05"])
-    expected = stats.gap_interval(I[1:, 1:], same, clusters=labels)
+    expected = cell_gap.gap_interval(I[1:, 1:], same, clusters=labels)
     assert a.n_clusters == 4 and a.gap_interval == pytest.approx(expected)
-    assert a.gap_interval != pytest.approx(stats.gap_interval(I[1:, 1:], same))
+    assert a.gap_interval != pytest.approx(cell_gap.gap_interval(I[1:, 1:], same))
     assert table2.n_clusters.tolist() == [4, 4]
     assert table2.emotions.tolist() == ["joy 5; 1 of the corpus's 12", "joy 6; 1 of the corpus's 12"]
     assert not table2.covers_corpus.any()

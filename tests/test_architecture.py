@@ -39,7 +39,7 @@ def test_the_layers_are_read_as_the_page_draws_them():
                                   "behavioral.inference.vllm.engine", "behavioral.suite.protocol",
                                   "activations.capture", "behavioral.runner.reader", "behavioral.sweep.plan",
                                   "behavioral.analysis.study", "interp.steering.study",
-                                  "behavioral.suites.intergroup.stats", "behavioral.cli.interp", "behavioral")
+                                  "behavioral.suites.intergroup.steering", "behavioral.cli.interp", "behavioral")
             ] == list(LAYERS)
     graph = read_graph()
     assert ("interp.steering", "activations.capture") in {(a, b) for a, t in graph.edges.items() for b in t}

@@ -1,8 +1,8 @@
 """Issue 59's worlds of the calibration harness (tests/benchmarks/inference_calibration.py), small: where events share
 narrative templates (per-event gaps of intra-class correlation 0.55) the gap's interval over the templates
-(`stats.gap_interval(..., clusters=...)`) covers and the interval over the events does not; where the gap differs by
+(`cell_gap.gap_interval(..., clusters=...)`) covers and the interval over the events does not; where the gap differs by
 emotion (+1.5 points on negative emotions, −1.5 on the others, mean 0 over the corpus) the interval over 4 events
-the sampler draws from the embedded corpus covers; and `stats.P_GAP_SIZE`, the size Table 2 prints beside p_gap, is
+the sampler draws from the embedded corpus covers; and `cell_gap.P_GAP_SIZE`, the size Table 2 prints beside p_gap, is
 at least what the harness measures at 4 events in its left-skewed and floored worlds. Each bound leaves about two
 binomial standard errors to the figure docs/BENCHMARKS.md records (issue 59)."""
 
@@ -11,7 +11,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from behavioral.suites.intergroup import corpus, stats
+from behavioral.analysis import cell_gap
+from behavioral.suites.intergroup import corpus
 from tests.benchmarks import inference_calibration as harness
 
 pytestmark = pytest.mark.slow
@@ -40,5 +41,5 @@ def test_the_printed_size_of_p_gap_at_four_events_is_at_least_what_the_skewed_wo
     runs = 4000
     measured = harness.over_events(np.random.default_rng(44), harness.SKEWED_NULLS[world], 0.0, 4, runs)
     size = measured["rejects_over_events"]
-    assert stats.p_gap_size(4) >= size - 2 * np.sqrt(size * (1 - size) / runs)
-    assert stats.p_gap_size(5) == stats.P_GAP_SIZE[4]
+    assert cell_gap.p_gap_size(4) >= size - 2 * np.sqrt(size * (1 - size) / runs)
+    assert cell_gap.p_gap_size(5) == cell_gap.P_GAP_SIZE[4]

@@ -19,6 +19,8 @@ from behavioral.suites.intergroup import steering
 from behavioral.suites.intergroup.groups import get_category
 from tests.synthetic_worlds import cells_of, projection_rows
 from tests.benchmarks import inference_calibration as harness
+from interp.steering import held_out
+from interp.steering.held_out import held_out_control
 
 RELIGION = get_category("religion")
 NAMES = list(RELIGION.identities)
@@ -27,7 +29,7 @@ NAMES = list(RELIGION.identities)
 def test_the_interaction_of_an_additive_matrix_with_an_ingroup_bonus_is_the_bonus():
     rows, cols, bonus = np.array([0.0, 1, 2]), np.array([10.0, 20, 30]), np.array([3.0, 0, -1])
     M = np.add.outer(rows, cols) + np.diag(bonus)
-    np.testing.assert_allclose(steering.ingroup_interaction(M, np.eye(3, dtype=bool)), np.diag(bonus), atol=1e-12)
+    np.testing.assert_allclose(held_out.ingroup_interaction(M, np.eye(3, dtype=bool)), np.diag(bonus), atol=1e-12)
 
 
 def test_one_outgroup_cell_off_the_additive_model_leaves_its_cycle_and_moves_the_diagonal_by_hand():
@@ -37,12 +39,12 @@ def test_one_outgroup_cell_off_the_additive_model_leaves_its_cycle_and_moves_the
     M = np.zeros((3, 3))
     M[0, 1] = 6.0
     expected = [[-3, 1, -1], [-1, -3, 1], [1, -1, 3]]
-    np.testing.assert_allclose(steering.ingroup_interaction(M, np.eye(3, dtype=bool)), expected, atol=1e-12)
+    np.testing.assert_allclose(held_out.ingroup_interaction(M, np.eye(3, dtype=bool)), expected, atol=1e-12)
 
 
 def test_other_ingroup_cells_do_not_leak_into_an_identitys_interaction():
     M = np.diag([3.0, 0, 0, 0, 0])  # identity 0's in-group cell alone
-    interaction = steering.ingroup_interaction(M, np.eye(5, dtype=bool))
+    interaction = held_out.ingroup_interaction(M, np.eye(5, dtype=bool))
     np.testing.assert_allclose(np.diag(interaction), [3, 0, 0, 0, 0], atol=1e-12)
     centred = M - M.mean(axis=0) - M.mean(axis=1)[:, None] + M.mean()
     assert centred[1, 1] == pytest.approx(3 / 25)  # a double-centring over all cells mixes 1/n² of it in
@@ -53,7 +55,7 @@ def test_blocks_of_several_identities_per_group_and_events_along_the_last_axis()
     same = groups[:, None] == groups[None, :]
     M = np.add.outer([0.0, 1, 2, 3], [10.0, 20, 30, 40]) + 2 * same
     I = np.stack([M, M + 5 * same, np.add.outer([4.0, 3, 2, 1], [0.0, 0, 0, 0])], axis=2)
-    np.testing.assert_allclose(steering.ingroup_interaction(I, same), np.stack([2 * same, 7 * same, 0 * same], 2),
+    np.testing.assert_allclose(held_out.ingroup_interaction(I, same), np.stack([2 * same, 7 * same, 0 * same], 2),
                                atol=1e-12)
 
 
@@ -62,37 +64,37 @@ def test_the_length_term_removes_persona_tokens_times_experiencer_tokens_and_lea
     bonus = np.array([3.0, 0, -1, 0, 2])
     M = np.add.outer(np.arange(5.0), 10 * np.arange(5.0)) + 1.5 * np.outer(tokens, tokens) + np.diag(bonus)
     same = np.eye(5, dtype=bool)
-    assert not np.allclose(np.diag(steering.ingroup_interaction(M, same)), bonus)  # the product is not additive
-    covariate = steering.length_term(dict(zip(NAMES, zip(tokens, tokens))), NAMES)
-    np.testing.assert_allclose(np.diag(steering.ingroup_interaction(M, same, covariate)), bonus, atol=1e-9)
-    equal = steering.length_term(dict.fromkeys(NAMES, (2, 2)), NAMES)  # additive: left out, the same as none
-    np.testing.assert_allclose(steering.ingroup_interaction(M, same, equal), steering.ingroup_interaction(M, same))
+    assert not np.allclose(np.diag(held_out.ingroup_interaction(M, same)), bonus)  # the product is not additive
+    covariate = held_out.length_term(dict(zip(NAMES, zip(tokens, tokens))), NAMES)
+    np.testing.assert_allclose(np.diag(held_out.ingroup_interaction(M, same, covariate)), bonus, atol=1e-9)
+    equal = held_out.length_term(dict.fromkeys(NAMES, (2, 2)), NAMES)  # additive: left out, the same as none
+    np.testing.assert_allclose(held_out.ingroup_interaction(M, same, equal), held_out.ingroup_interaction(M, same))
 
 
 def test_two_groups_leave_the_interaction_undefined():
     with pytest.raises(ValueError, match="three or more groups"):
-        steering.ingroup_interaction(np.zeros((2, 2)), np.eye(2, dtype=bool))
+        held_out.ingroup_interaction(np.zeros((2, 2)), np.eye(2, dtype=bool))
 
 
 def test_transfer_is_a_ratio_of_paired_means_refused_where_the_denominators_interval_is_not_above_0():
-    assert steering.transfer(np.array([1.0, 1.0]), np.array([4.0, 4.0])) == {
+    assert held_out.transfer(np.array([1.0, 1.0]), np.array([4.0, 4.0])) == {
         "transfer": 0.25, "transfer_low": 0.25, "transfer_high": 0.25, "transfer_note": ""}
     rng = np.random.default_rng(0)
     notes = set()
     for _ in range(80):
         held, real = rng.normal(0.5, 1, 6), rng.normal(0.3, 1, 6)
-        result = steering.transfer(held, real)
+        result = held_out.transfer(held, real)
         low, high = t_interval(real, 0.95)
         assert np.isnan(result["transfer"]) == (low <= 0)
         if low <= 0:
             notes.add(result["transfer_note"])
-            assert result["transfer_note"] == (steering.TRANSFER_REFUSED if high >= 0 else steering.TRANSFER_RAISED)
+            assert result["transfer_note"] == (held_out.TRANSFER_REFUSED if high >= 0 else held_out.TRANSFER_RAISED)
             assert np.isnan(result["transfer_low"]) and np.isnan(result["transfer_high"])
         else:
             assert result["transfer"] == pytest.approx(held.mean() / real.mean())
             assert result["transfer_low"] <= result["transfer"] <= result["transfer_high"]
-    assert notes == {steering.TRANSFER_REFUSED, steering.TRANSFER_RAISED}  # both reasons drawn
-    assert steering.transfer(np.array([1.0]), np.array([2.0]))["transfer_note"] == (
+    assert notes == {held_out.TRANSFER_REFUSED, held_out.TRANSFER_RAISED}  # both reasons drawn
+    assert held_out.transfer(np.array([1.0]), np.array([2.0]))["transfer_note"] == (
         "fewer than two events kept in every condition")
 
 
@@ -129,7 +131,7 @@ def _shift_row(M: np.ndarray, j: int) -> np.ndarray:
 
 def test_a_projection_that_only_shifts_an_identitys_row_transfers_nothing():
     rows = _rows(_world(_shift_row))
-    table = steering.held_out_control(rows).query("measure == 'intensity'")
+    table = held_out_control(steering.measured(rows)).query("measure == 'intensity'")
     assert table["identity"].tolist() == list(RELIGION.identities) + ["pooled"]
     np.testing.assert_allclose(table["interaction_unsteered"], 2)
     np.testing.assert_allclose(table["closed_held_out"], 0, atol=1e-9)
@@ -142,14 +144,14 @@ def test_a_projection_that_only_shifts_an_identitys_row_transfers_nothing():
 
 
 def test_a_shared_feature_transfers_fully_and_a_real_closing_of_0_is_refused():
-    shared = steering.held_out_control(_rows(_world(lambda M, j: M - 2 * np.eye(5)))).iloc[5]
+    shared = held_out_control(steering.measured(_rows(_world(lambda M, j: M - 2 * np.eye(5))))).iloc[5]
     assert shared["identity"] == "pooled" and shared["transfer"] == pytest.approx(1)
     world = _world(_shift_row)
     world["L1 project"] = world["unsteered"] + np.eye(5)[:, :, None] * np.array([1.0, -1, 1, -1])  # closes 0
-    pooled = steering.held_out_control(_rows(world)).iloc[5]
+    pooled = held_out_control(steering.measured(_rows(world))).iloc[5]
     assert pooled["closed_real"] == pytest.approx(0, abs=1e-9)
     assert pooled["closed_real_low"] < 0 < pooled["closed_real_high"]
-    assert np.isnan(pooled["transfer"]) and pooled["transfer_note"] == steering.TRANSFER_REFUSED
+    assert np.isnan(pooled["transfer"]) and pooled["transfer_note"] == held_out.TRANSFER_REFUSED
 
 
 TOKENS = np.array([2, 1, 1, 3, 4])  # persona and experiencer tokens of Christian, Muslim, Jew, Buddhist, Hindu
@@ -169,19 +171,19 @@ def _length_world(events: int = 6) -> pd.DataFrame:
 
 def test_a_rating_that_reads_token_lengths_passed_without_the_length_term_and_is_refused_with_it():
     rows = _length_world()
-    unmatched = steering.held_out_control(rows).query("measure == 'intensity'")
+    unmatched = held_out_control(steering.measured(rows)).query("measure == 'intensity'")
     before = unmatched.iloc[-1]
     assert before["transfer"] == pytest.approx(1, abs=0.05) and before["closed_real_low"] > 0  # passed: "shared"
-    assert before["length_control"] == steering.LENGTHS_NOT_GIVEN
+    assert before["length_control"] == held_out.LENGTHS_NOT_GIVEN
     tokens = {name: (int(n), int(n)) for name, n in zip(NAMES, TOKENS)}
-    now = steering.held_out_control(rows, tokens).query("measure == 'intensity'")
+    now = held_out_control(steering.measured(rows), tokens).query("measure == 'intensity'")
     pooled = now.iloc[-1]
-    assert (now["length_control"] == steering.LENGTHS_FIT).all()
+    assert (now["length_control"] == held_out.LENGTHS_FIT).all()
     np.testing.assert_allclose(now["interaction_unsteered"], 0, atol=0.5)  # the lengths explain the gap
     assert pooled["closed_real_low"] < 0 < pooled["closed_real_high"]
-    assert np.isnan(pooled["transfer"]) and pooled["transfer_note"] == steering.TRANSFER_REFUSED
-    same = steering.held_out_control(rows, dict.fromkeys(NAMES, (2, 2))).query("measure == 'intensity'")
-    assert (same["length_control"] == steering.LENGTHS_ADDITIVE).all()  # equal lengths: nothing to fit
+    assert np.isnan(pooled["transfer"]) and pooled["transfer_note"] == held_out.TRANSFER_REFUSED
+    same = held_out_control(steering.measured(rows), dict.fromkeys(NAMES, (2, 2))).query("measure == 'intensity'")
+    assert (same["length_control"] == held_out.LENGTHS_ADDITIVE).all()  # equal lengths: nothing to fit
     np.testing.assert_allclose(same[["closed_held_out", "closed_real"]], unmatched[["closed_held_out", "closed_real"]])
 
 

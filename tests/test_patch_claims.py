@@ -20,7 +20,7 @@ from behavioral.suites.intergroup.groups import get_category
 from behavioral.suites.intergroup.corpus import EMOTIONS, Event
 from behavioral.suites.intergroup.patch_gap import ONE_EVENT, gap_table
 from behavioral.analysis.paired import UNBOUNDED, closed
-from behavioral.suites.intergroup.stats import zscore
+from behavioral.analysis.cell_gap import zscore
 from tests.synthetic_worlds import GAP, patched_rows
 from interp.patching.claims import beyond, equivalent, stops_mattering, undetermined_from
 

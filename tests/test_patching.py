@@ -20,7 +20,7 @@ from behavioral.suites.intergroup import prompts
 from behavioral.suites.intergroup.corpus import Event
 from behavioral.suites.intergroup.groups import get_category
 from behavioral.suites.intergroup.patch_gap import GAP_COLUMNS, ONE_EVENT
-from behavioral.suites.intergroup.stats import empathy_gap, zscore
+from behavioral.analysis.cell_gap import empathy_gap, zscore
 from interp import patching as P
 from interp.patching import PatchPrompt, PatchSpec
 from tests.conftest import NO_SYSTEM, build_tiny_tokenizer

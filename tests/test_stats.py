@@ -1,4 +1,4 @@
-"""Tests of behavioral.suites.intergroup.stats against small hand-computed cases."""
+"""Tests of behavioral.analysis.cell_gap against small hand-computed cases."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from behavioral.suites.intergroup.stats import (
+from behavioral.analysis.cell_gap import (
     event_bootstrap,
     event_noise_share,
     gap_change,

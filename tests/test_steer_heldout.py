@@ -18,6 +18,10 @@ from behavioral.suites.intergroup.groups import get_category
 from tests.synthetic_worlds import cells_of, projection_rows, steering_states
 from interp.matchings import matched, wrong_matchings
 from interp.steering import mean_difference, one_sided, span_direction
+from interp.matchings import matched_cells
+from interp.steering import held_out
+from interp.steering.controls import dose_response, matching_control, random_control, summarize
+from interp.steering.held_out import held_out_control
 
 SETTING = "P0S0T0"
 RELIGION = get_category("religion")
@@ -72,7 +76,7 @@ def _fake(states: np.ndarray, events: list[str]) -> SimpleNamespace:
     def final(store, selection, chosen=None):
         keep = [events.index(e) for e in (chosen if chosen is not None else events)]
         return states[:, keep].mean(axis=1)[None], _cells().assign(count=len(keep))
-    return SimpleNamespace(final=final, matched_cells=protocol.matched_cells)
+    return SimpleNamespace(final=final, SLOTS=protocol.SLOTS, identities=protocol.identities)
 
 
 def test_a_planted_ingroup_direction_is_recovered_from_the_fit_events_and_separates_held_out_ones():
@@ -84,7 +88,7 @@ def test_a_planted_ingroup_direction_is_recovered_from_the_fit_events_and_separa
     assert float(found.used[0] @ u) > 0.95  # the planted direction, from the fit half alone
     held = [events.index(e) for e in split.test]
     scores = states[:, held] @ found.used[0]
-    ingroup = protocol.matched_cells(_cells(), SELECTION, None)
+    ingroup = matched_cells(_cells(), protocol.SLOTS, protocol.identities(SELECTION), None)
     inside = scores[ingroup.eq(True).fillna(False).to_numpy()].mean()
     outside = scores[ingroup.eq(False).fillna(False).to_numpy()].mean()
     assert inside - outside > 2.5  # held-out in-group states lie further along it by about the planted 3
@@ -114,9 +118,9 @@ def _controls(plant: float, seed: int, shared: bool = True,
                                                                      False, None, j).used[0]
     held = [events.index(e) for e in split.test]
     rows = projection_rows(states[:, held], _cells(), readout, directions, split.test)
-    matching = protocol.matching_control(rows, matchings) if with_matchings else \
+    matching = matching_control(protocol.measured(rows), matchings) if with_matchings else \
         pd.DataFrame({"measure": []})
-    held_out = protocol.held_out_control(rows)
+    held_out = held_out_control(protocol.measured(rows))
     return (matching[matching["measure"] == "expected_intensity"],
             held_out[held_out["measure"] == "expected_intensity"])
 
@@ -167,7 +171,7 @@ def _random_rows(shared: bool, n_random: int = 39) -> pd.DataFrame:
     events = [f"e{i:02d}" for i in range(30)]
     states, readout, cells = steering_states(3.0, seed=0, shared=shared)
     means = states[:, :15].mean(axis=1)[None]
-    label = protocol.matched_cells(cells, SELECTION, None)
+    label = matched_cells(cells, protocol.SLOTS, protocol.identities(SELECTION), None)
     real = mean_difference(means, np.full(len(cells), 15), label.eq(True).fillna(False),
                            label.eq(False).fillna(False))[0]
     directions = {"L1 project": real, **{f"L1 project random {k}": span_direction(means[0], np.linalg.norm(real), k)
@@ -178,11 +182,11 @@ def _random_rows(shared: bool, n_random: int = 39) -> pd.DataFrame:
 
 def test_random_directions_are_matched_on_how_far_they_disturb_the_ratings_and_scored_on_the_real_gap():
     rows = _random_rows(shared=True)
-    table = protocol.random_control(rows)
+    table = random_control(protocol.measured(rows))
     table = table[table["measure"] == "intensity"]
     real, random = table.iloc[0], table.iloc[1:]
     assert real["condition"] == "L1 project" and len(random) == 39
-    summary = protocol.summarize(rows, n_permutations=20)
+    summary = summarize(protocol.measured(rows), protocol, n_permutations=20)
     summary = summary[summary["measure"] == "intensity"].set_index("condition")
     base = rows[rows["condition"] == "unsteered"].set_index(["perceiver", "experiencer", "event_id"])["intensity"]
     for _, row in table.iterrows():
@@ -205,7 +209,7 @@ def test_without_a_random_direction_as_disturbing_the_random_control_cannot_spea
     blind -= (blind @ readout) / (readout @ readout) * readout  # the rating does not read it: no disturbance
     rows = projection_rows(states, cells, readout, {"L1 project": readout, "L1 project random 1": blind},
                            [f"e{i}" for i in range(30)]).assign(unit_id=0)
-    table = protocol.random_control(rows).query("measure == 'intensity'")
+    table = random_control(protocol.measured(rows)).query("measure == 'intensity'")
     assert table["disturbance"].iloc[1] < 1e-9 < table["disturbance"].iloc[0]
     assert table["n_matched"].iloc[0] == 0 and np.isnan(table["p_matched"].iloc[0]) and table["p_floor"].iloc[0] == 1
 
@@ -215,7 +219,7 @@ def test_the_dose_response_of_one_sided_steering_is_the_per_event_slope_of_the_g
     events = [f"e{i}" for i in range(6)]
     rng = np.random.default_rng(0)
     base = projection_rows(rng.normal(size=(len(cells), 6, 4)), cells, np.ones(4), {}, events).assign(unit_id=0)
-    label = protocol.matched_cells(base, SELECTION, None)
+    label = matched_cells(base, protocol.SLOTS, protocol.identities(SELECTION), None)
     out_group = label.eq(False).fillna(False).to_numpy()
     frames = [base]
     for coef in (2.0, 4.0, -4.0):  # out-group raised 0.5 points per unit, in-group lowered 0.25, plus noise
@@ -224,9 +228,10 @@ def test_the_dose_response_of_one_sided_steering_is_the_per_event_slope_of_the_g
         frames.append(base.assign(intensity=moved, expected_intensity=moved, score_intensity=moved, layer=1,
                                   coef=coef, condition=f"L1 {coef:+g}", project=False))
     rows = pd.concat(frames, ignore_index=True)
-    rows = pd.concat([rows, one_sided(rows, protocol.matched_cells(rows, SELECTION, None), protocol.KEY,
+    inside = matched_cells(rows, protocol.SLOTS, protocol.identities(SELECTION))
+    rows = pd.concat([rows, one_sided(rows, inside, protocol.KEY,
                                       protocol.SIDES)], ignore_index=True)
-    table = protocol.dose_response(rows)
+    table = dose_response(protocol.measured(rows), protocol.SIDES)
     table = table[table["measure"] == "intensity"].set_index("side")
     outside = table.loc["out-group only"]
     assert outside["coefs"] == "+2 +4" and outside["n_coefs"] == 2 and outside["n_events"] == 6
@@ -239,7 +244,7 @@ def test_the_dose_response_of_one_sided_steering_is_the_per_event_slope_of_the_g
 
 def test_a_wrong_matching_labels_cells_by_its_permutation():
     cells = _cells()
-    label = protocol.matched_cells(cells, SELECTION, np.array([1, 2, 3, 4, 0]))
+    label = matched_cells(cells, protocol.SLOTS, protocol.identities(SELECTION), np.array([1, 2, 3, 4, 0]))
     named = cells[label.notna()]
     assert label.isna().sum() == 11  # "a person" on either side
     chosen = named[label[label.notna()].astype(bool)]
@@ -256,10 +261,10 @@ def test_one_sided_steerings_take_the_steered_results_on_one_side_only():
                       base.assign(condition="L1 +4", layer=1, coef=4.0, expected_intensity=60.0, **common),
                       base.assign(condition="L1 -4", layer=1, coef=-4.0, expected_intensity=40.0, **common)],
                      ignore_index=True)
-    inside = protocol.matched_cells(rows, SELECTION, None)
+    inside = matched_cells(rows, protocol.SLOTS, protocol.identities(SELECTION), None)
     sided = one_sided(rows, inside, ("unit_id", "event_id"), protocol.SIDES)
     assert list(dict.fromkeys(sided["condition"])) == ["L1 +4 out-group only", "L1 -4 in-group only"]
-    label = protocol.matched_cells(cells, SELECTION, None)
+    label = matched_cells(cells, protocol.SLOTS, protocol.identities(SELECTION), None)
     up = sided[sided["condition"] == "L1 +4 out-group only"].set_index("unit_id")["expected_intensity"]
     down = sided[sided["condition"] == "L1 -4 in-group only"].set_index("unit_id")["expected_intensity"]
     assert (up[label.eq(False).fillna(False).to_numpy()] == 60).all() and (up[label.ne(False).fillna(True).to_numpy()] == 50).all()
@@ -291,15 +296,15 @@ def test_a_check_of_every_test_event_joins_the_sweep_and_the_held_out_control_ru
     tokens = protocol.identity_tokens(run, SELECTION)
     assert tokens == {"a Christian": (8, 8), "a Muslim": (6, 6), "a Jew": (5, 5), "a Buddhist": (8, 8),
                       "a Hindu": (6, 6)}  # the tiny model's tokenizer: lengths differ, the length term is fit
-    held = protocol.held_out_control(rows, tokens)
+    held = held_out_control(protocol.measured(rows), tokens)
     assert table["identity"].tolist() == held["identity"].tolist() == ["a Christian", "a Muslim", "pooled"] * 2
-    assert (table["length_control"] == protocol.LENGTHS_FIT).all()
+    assert (table["length_control"] == held_out.LENGTHS_FIT).all()
     np.testing.assert_allclose(table["closed_held_out"], held["closed_held_out"])
     report = (out / "report.md").read_text()
     assert "in-sample, on the 3 events the direction was fit on" in report
     assert "Control: each identity held out of the fit" in report and "no held-out-identity control ran" not in report
     random = pd.read_csv(out / "random_control.csv")
-    expected = protocol.random_control(rows)
+    expected = random_control(protocol.measured(rows))
     assert random["condition"].tolist() == expected["condition"].tolist() == ["L1 project", "L1 project random",
                                                                               "L1 project random 2"] * 2
     np.testing.assert_allclose(random["closed_points"], expected["closed_points"])

@@ -27,6 +27,8 @@ from behavioral.suites.intergroup.corpus import embedded_events
 from behavioral.suites.intergroup.groups import get_category
 from behavioral.suites.intergroup.rewrite import CACHE as REWRITES
 from interp import steering
+from interp.steering.controls import summarize
+from interp.steering.figure import figures, sweep_figure
 
 SETTING = "P0S1T0"  # the 0..10 scale: a small answer trie keeps the tests fast
 
@@ -271,7 +273,7 @@ def test_a_sweep_runs_coefficient_zero_once_and_every_other_coefficient_at_every
          "ci_low": -0.2, "ci_high": 0.2, "refusal_rate": 0.0, "non_numeric_mass": 0.0, "mean_rating": 50.0, "note": "",
          "n_events": 3}
         for c in controlled])
-    delta_panel = protocol.sweep_figure(summary, "religion", SETTING).axes[0]
+    delta_panel = sweep_figure(summary, {"category": "religion", "setting": SETTING}, protocol.PANELS).axes[0]
     curves = {line.get_label(): list(zip(line.get_xdata(), line.get_ydata())) for line in delta_panel.get_lines()}
     assert curves["layer 1"] == [(-1.0, 9.0), (0.0, 10.0), (1.0, 11.0)]  # its own zero run
     assert curves["layer 2"] == [(-1.0, 19.0), (0.0, 0.5), (1.0, 21.0)]  # the unsteered point at 0
@@ -279,10 +281,10 @@ def test_a_sweep_runs_coefficient_zero_once_and_every_other_coefficient_at_every
     assert [y for _, y in points] == [10.0, 11.0, 20.0, 21.0]  # projections (x) and their random controls (o)
     assert "projection of a random direction" in [t.get_text() for t in delta_panel.get_legend().get_texts()]
     summary.loc[summary["condition"] == "L2 +1", "delta"] = np.nan  # every cell the same answer
-    delta_panel = protocol.sweep_figure(summary, "religion", SETTING).axes[0]
-    marks = [c for c in delta_panel.collections if c.get_label() == "δ undefined (all cells equal)"]
+    delta_panel = sweep_figure(summary, {"category": "religion", "setting": SETTING}, protocol.PANELS).axes[0]
+    marks = [c for c in delta_panel.collections if c.get_label() == "δ undefined"]
     assert len(marks) == 1 and marks[0].get_offsets()[:, 0].tolist() == [1.0]
-    assert "δ undefined (all cells equal)" in [t.get_text() for t in delta_panel.get_legend().get_texts()]
+    assert "δ undefined" in [t.get_text() for t in delta_panel.get_legend().get_texts()]
 
 
 def test_steering_sweep_reports_delta_and_rates_and_coefficient_zero_matches(tiny_model_dir, loaded, tmp_path,
@@ -312,7 +314,7 @@ def test_steering_sweep_reports_delta_and_rates_and_coefficient_zero_matches(tin
     with pytest.raises(ValueError, match="no direction for layer -1; have \\[0\\]"):
         steering.run_conditions(config, tmp_path / "sweep", loaded, {0: direction}, conditions[:1] + [
             steering.Condition(-1, 8.0)], protocol.read_rows)
-    summary = protocol.summarize(rows, n_permutations=200)
+    summary = summarize(protocol.measured(rows), protocol, n_permutations=200)
     assert set(summary["measure"]) == {"intensity", "expected_intensity"}
     assert len(summary) == 6
     expected = summary[summary["measure"] == "expected_intensity"].set_index("condition")
@@ -321,7 +323,7 @@ def test_steering_sweep_reports_delta_and_rates_and_coefficient_zero_matches(tin
     assert len(exact) and np.allclose(exact, exact.round())
     assert expected.loc["L1 +0", "delta_change"] == 0 and expected.loc["L1 +0", "non_numeric_mass_change"] == 0
     assert expected.loc["L1 +8", "delta_change"] != 0 and expected.loc["L1 +8", "mean_rating_change"] != 0
-    (name, title, figure), = protocol.figures(summary)
+    (name, title, figure), = figures(summary, protocol.BLOCK, protocol.PANELS)
     assert name == f"steering_religion_{SETTING}" and len(figure.axes) == 2 * 4  # two measures × four panels
 
 

@@ -28,6 +28,7 @@ from interp import patching as P
 from interp import steering
 from tests.conftest import PINNED
 from tests.test_analysis import make_run
+from interp.steering.controls import summarize
 
 SETTING = "P0S0T0"  # the pinned run's
 RELIGION = ("--where", "category=religion", "--where", f"setting={SETTING}")
@@ -74,8 +75,8 @@ def test_steer_study_through_the_cli_equals_the_direct_calls(run_dir, loaded, tm
     fit = sorted(pd.read_csv(out / "events.csv").query("role == 'fit'")["event_id"])
     assert fit == ["anger-7", "disgust-19", "fear-25"]  # the capture's events
     stored = RunConfig.from_run_dir(run_dir)
-    config = dataclasses.replace(protocol.slice_config(stored, {"category": "religion", "setting": SETTING}, 5, fit),
-                                 device="cpu", batch_size=32, capture=(), per_cell_samples=0)
+    config, drawn = protocol.rerun(stored, {"category": "religion", "setting": SETTING}, 5, fit)
+    config = dataclasses.replace(config, device="cpu", batch_size=32, capture=(), per_cell_samples=0)
     direct = steering.steered_run(config, tmp_path / "direct", loaded, 1, direction[-1], coef=8.0, progress=False)
     rows = pd.read_csv(out / "steering_rows.csv")
     assert not set(rows["event_id"]) & set(fit) and rows["event_id"].nunique() == 5  # held out: 5 drawn
@@ -83,13 +84,13 @@ def test_steer_study_through_the_cli_equals_the_direct_calls(run_dir, loaded, tm
     np.testing.assert_array_equal(steered["expected_intensity"],
                                   protocol.read_rows(direct).sort_values(list(protocol.KEY))["expected_intensity"])
     conditions = steering.sweep_conditions([1], [0.0, 8.0])
-    drawn = protocol.rerun_events(config)
     check = dataclasses.replace(protocol.slice_config(stored, {"category": "religion", "setting": SETTING}, 5,
                                                       fit + drawn[1:]), device="cpu", capture=(), per_cell_samples=0)
     measured = steering.run_conditions(config, out / "runs", loaded, {1: direction[-1]}, [conditions[0], conditions[2]],
                                        protocol.read_rows)  # resumed
     pd.testing.assert_frame_equal(pd.read_csv(out / "steering.csv"),
-                                  _csv(protocol.summarize(measured.assign(one_sided=False), 50, 0), tmp_path))
+                                  _csv(summarize(protocol.measured(measured.assign(one_sided=False)), protocol, 50, 0),
+                                       tmp_path))
     checked = steering.run_conditions(check, out / "runs" / "check", loaded, {1: direction[-1]}, conditions[:2],
                                       protocol.read_rows)  # resumed: the check's own unsteered rerun and coefficient 0
     assert set(checked["event_id"]) == {drawn[0]}

@@ -8,14 +8,13 @@ come from the suite's steering protocol (only intergroup has one)."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
 import numpy as np
 import pandas as pd
-from matplotlib.figure import Figure as MplFigure
 
 from activations.capture import EMBED_HOOK, LAYER_GRAMMAR, hook_layer, select_hooks
 from activations.store import ActivationStore, load
@@ -24,11 +23,15 @@ from behavioral.analysis.runs import Run
 from behavioral.report.blocks import Analysis, Figure, Section, Table, scope
 from behavioral.inference.models import check_device
 from behavioral.core.options import SEED, check_bounds, option
+from behavioral.core.selection import field_values
 from behavioral.runner.run import RunConfig
 from interp.identities import WHERE_HELP, parse_where, suite_of, where_text
 from behavioral.analysis.rerun import load_model, one_run, protocol_of
 from behavioral.analysis.study import Study
-from interp.matchings import wrong_matchings
+from interp.matchings import matched_cells, wrong_matchings
+from interp.steering.controls import Block, dose_response, matching_control, random_control, summarize
+from interp.steering.figure import figures as sweep_figures
+from interp.steering.held_out import held_out_control
 from interp.steering import (
     Condition, direction_table, hook_row, layer_directions, mean_difference, one_sided, run_conditions,
     span_direction, sweep_conditions, unit_rows, zero_coefficient_check,
@@ -39,12 +42,17 @@ CHECK_DIR = "check"  # in RUNS_DIR: the unsteered and coefficient-0 reruns of th
 
 
 class SteeringProtocol(Protocol):
-    """What a suite declares as its steering protocol (Suite.protocols["steer"]; intergroup: its steering module)."""
+    """What a suite declares as its steering protocol (Suite.protocols["steer"]; intergroup: its steering module):
+    its cells and their label, the slice it reruns and how it reads and measures the reruns. The summary, the
+    controls and the figure are the method's (`interp.steering.controls`, `.held_out`, `.figure`)."""
 
     LABEL: str  # the cell label (Suite.cell_labels) whose true cells minus false cells is the direction
     SIDES: tuple[str, str]  # what the label's true and false cells are called (one-sided steerings)
-    KEY: tuple[str, ...]  # the columns that identify a result row of a rerun
+    SLOTS: tuple[str, str]  # the columns of a cell's (and a result row's) two identities
+    KEY: tuple[str, ...]  # the columns that identify a result row of a rerun (the event id last)
     RESULT_COLUMNS: tuple[str, ...]  # the result columns coefficient 0 must reproduce exactly
+    PANELS: tuple[tuple[str, str], ...]  # the summary's (column, title) drawn per steering, the headline first
+    CHANGED: tuple[str, ...]  # the measures whose change from the unsteered rerun the summary adds
 
     def block(self, config: Mapping, where: Mapping) -> dict:
         """The selection (index fields -> one value each) of the direction's cells and the reruns' slice."""
@@ -53,51 +61,28 @@ class SteeringProtocol(Protocol):
               events: Sequence[str] | None = None) -> tuple[np.ndarray, pd.DataFrame]:
         """The selected final-token cell means (over `events` only, if given) and their index (with `count`)."""
 
-    def events_of(self, run_rows: pd.DataFrame, selection: Mapping) -> list[str]:
-        """The event ids of the selection in a run's rows."""
+    def identities(self, selection: Mapping) -> Mapping[str, int]:
+        """Each identity of the selection -> its group index (what a matching permutes; the label is true where
+        the two SLOTS hold identities of one group)."""
 
-    def n_groups(self, selection: Mapping) -> int:
-        """How many identities (groups) a matching of the selection permutes."""
-
-    def matched_cells(self, cells: pd.DataFrame, selection: Mapping, matching: np.ndarray | None,
-                      without: int | None = None) -> pd.Series:
-        """The label per cell (or result row) under a matching of identities (None: the real one), NA on neither
-        and, with `without`, on that identity's cells."""
-
-    def slice_config(self, stored: RunConfig, selection: Mapping, limit_events: int | None,
-                     exclude_events: Sequence[str] = ()) -> RunConfig:
-        """The run's configuration narrowed to the selection (and a sample of events, less `exclude_events`)."""
-
-    def rerun_events(self, config: RunConfig) -> list[str]:
-        """The events a rerun configuration draws, before it runs."""
+    def rerun(self, stored: RunConfig, selection: Mapping, limit_events: int | None,
+              exclude_events: Sequence[str] = ()) -> tuple[RunConfig, list[str]]:
+        """The run's configuration narrowed to the selection (and a sample of events, less `exclude_events`) and
+        the events it draws, before it runs."""
 
     def read_rows(self, run_dir: Path) -> pd.DataFrame:
         """A rerun's result rows."""
-
-    def summarize(self, rows: pd.DataFrame, n_permutations: int, seed: int) -> pd.DataFrame:
-        """The suite's measures per steering (and per block of the slice), with intervals over events."""
-
-    def matching_control(self, rows: pd.DataFrame, matchings: np.ndarray) -> pd.DataFrame:
-        """The gap each matching's own projection removes, the real one's rank among them."""
 
     def identity_tokens(self, run: Run, selection: Mapping,
                         trust_remote_code: bool = False) -> Mapping[str, tuple[int, int]]:
         """Each identity of the selection -> the token counts of its two slots as the run's model read them (the
         held-out control's length covariate)."""
 
-    def held_out_control(self, rows: pd.DataFrame, tokens: Mapping[str, tuple[int, int]]) -> pd.DataFrame:
-        """Each held-out identity's in-group interaction (net of the `tokens` length covariate) lowered by the
-        direction fit without it, beside the real direction's, and their pooled ratio (transfer) with its interval
-        over events."""
+    def measured(self, rows: pd.DataFrame) -> Iterable[Block]:
+        """The blocks of the reruns' rows (one per measure of each block of the slice) the controls read."""
 
-    def random_control(self, rows: pd.DataFrame) -> pd.DataFrame:
-        """The real gap closed by random directions that disturbed the ratings as much as the real one."""
-
-    def dose_response(self, rows: pd.DataFrame) -> pd.DataFrame:
-        """The gap's change per unit of coefficient when one side alone is steered."""
-
-    def figures(self, summary: pd.DataFrame) -> list[tuple[str, str, MplFigure]]:
-        """(name, title, figure) of the summary."""
+    def measures(self, block: Block, condition: str, n_permutations: int, seed: int) -> Mapping[str, object]:
+        """The suite's own measures of one condition of a block, with their intervals over events."""
 
 
 @dataclass(frozen=True)
@@ -244,7 +229,7 @@ def labelled_difference(means: np.ndarray, cells: pd.DataFrame, protocol: Steeri
     """The count-weighted mean of the cells (`means` [hooks, cells, d], `cells` their index with `count`) whose label
     (the protocol's LABEL under `matching`, None the real one) is true minus that of the cells where it is false
     (cells where it is NA, and with `without` that identity's cells, in neither)."""
-    values = protocol.matched_cells(cells, selection, matching, without)
+    values = matched_cells(cells, protocol.SLOTS, protocol.identities(selection), matching, without)
     raw = mean_difference(means, cells["count"], values.eq(True).fillna(False), values.eq(False).fillna(False))
     return Direction(raw.astype(np.float32), (unit_rows(raw) if unit else raw).astype(np.float32), means, cells)
 
@@ -281,7 +266,12 @@ def control_directions(hooks: Sequence[str], protocol: SteeringProtocol, selecti
 
 def held_out_count(protocol: SteeringProtocol, selection: Mapping, options: Options) -> int:
     """How many identities the held-out-identity control leaves out of a fit, one at a time (0 without --project)."""
-    return min(options.held_out_identities, protocol.n_groups(selection)) if options.project else 0
+    return min(options.held_out_identities, n_groups(protocol, selection)) if options.project else 0
+
+
+def n_groups(protocol: SteeringProtocol, selection: Mapping) -> int:
+    """How many groups the selection's identities fall into (what a matching permutes)."""
+    return len(set(protocol.identities(selection).values()))
 
 
 DIRECTION_TEXT = (
@@ -474,12 +464,12 @@ class SteerStudy(Study):
         run = one_run(runs, self.name)
         protocol: SteeringProtocol = protocol_of(run, "steer")
         selection = protocol.block(run.config, parse_where(options.where))
-        events = protocol.events_of(run.rows, selection)
+        events = field_values(run.rows, protocol.KEY[-1], selection, "the run's rows")
         if not events:
             raise ValueError(f"{run.run_dir}: no result rows of {where_text(selection)}; expected a selection the "
                              "run ran")
         split = split_events(events, options)
-        matchings = (wrong_matchings(protocol.n_groups(selection), options.matchings, options.seed)
+        matchings = (wrong_matchings(n_groups(protocol, selection), options.matchings, options.seed)
                      if options.matchings else np.zeros((0, 0), dtype=np.int64))
         store = load(run.run_dir)
         layers = steered_hooks(options.layers, store.hooks)
@@ -492,7 +482,7 @@ class SteerStudy(Study):
         steerings = sweep_conditions(layers, sorted(set(options.coefs) | {0.0}), options.project,
                                      options.random_directions, len(matchings), n_held)
         stored = RunConfig.from_run_dir(run.run_dir, trust_remote_code=options.trust_remote_code)
-        drawn = protocol.rerun_events(protocol.slice_config(stored, selection, split.limit_events, split.exclude))
+        _, drawn = protocol.rerun(stored, selection, split.limit_events, split.exclude)
         return (f"{run.name}: the direction of {where_text(selection)} from its final-token cells ({protocol.LABEL} "
                 f"true minus false{', unit norm' if options.unit else ''}); {split.how}; {len(steerings)} reruns "
                 f"on {len(drawn)} test event{'s' if len(drawn) != 1 else ''} (the coefficient-0 check on "
@@ -513,13 +503,12 @@ class SteerStudy(Study):
         loaded = load_model(run, options.device, options.dtype, options.trust_remote_code, model)
         stored = RunConfig.from_run_dir(run.run_dir, trust_remote_code=options.trust_remote_code)
 
-        def rerun(exclude: Sequence[str]) -> RunConfig:
-            return dataclasses.replace(protocol.slice_config(stored, selection, split.limit_events, exclude),
-                                       device=options.device, batch_size=options.batch_size, capture=(),
-                                       per_cell_samples=0, dtype=options.dtype or stored.dtype)
+        def rerun(exclude: Sequence[str]) -> tuple[RunConfig, list[str]]:
+            config, drawn = protocol.rerun(stored, selection, split.limit_events, exclude)
+            return dataclasses.replace(config, device=options.device, batch_size=options.batch_size, capture=(),
+                                       per_cell_samples=0, dtype=options.dtype or stored.dtype), drawn
 
-        config = rerun(split.exclude)
-        drawn = protocol.rerun_events(config)
+        config, drawn = rerun(split.exclude)
         checked = drawn[:options.check_events] if options.check_events else drawn
         directions = layer_directions(found.used, store.hooks, layers)
         zero = [c for c in steerings if c.coef == 0 and not c.project]
@@ -528,27 +517,28 @@ class SteerStudy(Study):
                               steerings if whole else [c for c in steerings if c not in zero], protocol.read_rows,
                               suite_of(run).caches, run.run_dir, progress, controls)
         check_rows = rows if whole else run_conditions(
-            rerun(sorted(set(split.exclude) | set(drawn[len(checked):]))), out / RUNS_DIR / CHECK_DIR, loaded,
+            rerun(sorted(set(split.exclude) | set(drawn[len(checked):])))[0], out / RUNS_DIR / CHECK_DIR, loaded,
             directions, [Condition(None), *zero], protocol.read_rows, suite_of(run).caches, run.run_dir, progress)
         check = zero_coefficient_check(check_rows, protocol.KEY, protocol.RESULT_COLUMNS)
         rows = rows[~rows["condition"].isin(check["condition"])].assign(one_sided=False)
         if options.one_sided:
-            inside = protocol.matched_cells(rows, selection, None)
+            inside = matched_cells(rows, protocol.SLOTS, protocol.identities(selection))
             rows = pd.concat([rows, one_sided(rows, inside, protocol.KEY, protocol.SIDES)], ignore_index=True)
         test = sorted(rows["event_id"].unique())
-        summary = protocol.summarize(rows, options.permutations, options.seed)
-        control = (protocol.matching_control(rows, matchings) if len(matchings)
-                   else pd.DataFrame())
-        held = (protocol.held_out_control(rows, protocol.identity_tokens(run, selection, options.trust_remote_code))
+        blocks = list(protocol.measured(rows))
+        summary = summarize(blocks, protocol, options.permutations, options.seed)
+        control = matching_control(blocks, matchings) if len(matchings) else pd.DataFrame()
+        held = (held_out_control(blocks, protocol.identity_tokens(run, selection, options.trust_remote_code))
                 if n_held else pd.DataFrame())
-        random = protocol.random_control(rows) if options.random_directions else pd.DataFrame()
-        dose = protocol.dose_response(rows) if options.one_sided else pd.DataFrame()
+        random = random_control(blocks) if options.random_directions else pd.DataFrame()
+        dose = dose_response(blocks, protocol.SIDES) if options.one_sided else pd.DataFrame()
         reproduces = bool(check["identical"].all()) and len(check) == 1
         vectors = pd.DataFrame(found.used, columns=[f"d{i}" for i in range(found.used.shape[1])])
         vectors.insert(0, "hook", store.hooks)
         events = pd.DataFrame({"event_id": split.fit + test,
                                "role": ["fit"] * len(split.fit) + ["test"] * len(test)})
-        figures = tuple(Figure(f"figures/{name}", title, fig) for name, title, fig in protocol.figures(summary))
+        figures = tuple(Figure(f"figures/{name}", title, fig) for name, title, fig
+                        in sweep_figures(summary, tuple(selection), protocol.PANELS, protocol.SIDES[0]))
         sweep_text = SWEEP_TEXT + (ONE_SIDED_TEXT.format(inside=protocol.SIDES[0], outside=protocol.SIDES[1])
                                    if options.one_sided else "")
         sections = [

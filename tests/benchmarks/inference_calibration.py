@@ -1,8 +1,8 @@
 """Calibration of seed 000's inference and of the mechanistic controls on synthetic worlds where the truth is known:
-the size and power of Table 2's test of the gap in rating points over events (`stats.gap_t_test`, p_gap:
-`rejects_over_events`) and of the randomisation test within these events printed beside it (`stats.gap_test`,
+the size and power of Table 2's test of the gap in rating points over events (`cell_gap.gap_t_test`, p_gap:
+`rejects_over_events`) and of the randomisation test within these events printed beside it (`cell_gap.gap_test`,
 p_gap_these_events and before issue 48 p_gap: `rejects_these_events`), the coverage of the 95% t-interval of that
-gap over events (`stats.gap_interval`) beside the event-bootstrap percentile interval it replaced, and what happens
+gap over events (`cell_gap.gap_interval`) beside the event-bootstrap percentile interval it replaced, and what happens
 to δ with few events (its mean, the coverage of a bootstrap interval of δ, the share of σ(M⁰)² that is event
 noise), which is why Table 2 prints no interval of δ over events; then patching's "stops
 mattering" and steering's two controls. Prints a table and writes a JSON file.
@@ -26,7 +26,7 @@ t-interval's coverage of the true gap is measured over the same runs as the test
 
 A steered pair is an unsteered and a steered rerun on the same events: they share a cell × event part (N(70, 10²)),
 each adds N(0, 2²) noise of its own, and steering closes half of a 3-point in-group gap (true change -1.5 points);
-per event count, the coverage of the steer study's paired t-interval of the change (`stats.gap_change`) beside the
+per event count, the coverage of the steer study's paired t-interval of the change (`cell_gap.gap_change`) beside the
 paired event-bootstrap percentile interval it replaced.
 
 Patching worlds (`tests.synthetic_worlds`: event noise sd 2, patch noise sd 1 per prompt, a 1.5-point
@@ -56,7 +56,7 @@ in-group cells (p × p tokens) rate higher than the product's main effects predi
 3 u on every in-group cell and `DOMINANT` g on Christian's alone, the rating reading (u + g) / ‖u + g‖. Per world:
 the share of runs whose transfer is printed and > 0.5 as scored now (the in-group interaction net of the persona
 tokens × experiencer tokens term, `steering.held_out_control` with `TOKENS`, every world), without that term
-(`held_out_passes_no_lengths`: issue 48's scoring with issue 59's one-sided refusal, `steering.TRANSFER_RAISED`) and
+(`held_out_passes_no_lengths`: issue 48's scoring with issue 59's one-sided refusal, `held_out.TRANSFER_RAISED`) and
 before issue 48 (`old_transfer`), the share refused now, and
 the coverage of transfer's Fieller interval of the noise-free world's transfer (the same directions, no event noise;
 undefined without a feature, where both closings are 0).
@@ -78,8 +78,8 @@ values), and with stronger left skews: (1 − Γ(0.25, 4)) / 2 ("gamma", skew �
 (e^½ − LN(0, 1)) / sd ("lognormal", skew −6.2).
 
 Events the user could have drawn (issue 59, `calibration_59_rows`, a generator of its own: `--seed` and 59). Per
-world, p_gap's size (Student's t, `stats.gap_t_test`, `rejects_over_events`) and the coverage of the 95% t-interval
-(`stats.gap_interval`) of the population gap, 0 unless said:
+world, p_gap's size (Student's t, `cell_gap.gap_t_test`, `rejects_over_events`) and the coverage of the 95% t-interval
+(`cell_gap.gap_interval`) of the population gap, 0 unless said:
 - emotion world (`emotion_world`, at `--emotion-events`): N(70, 1²) answers (`--emotion-cell-sd`) on the events
   `corpus.sample_events` draws from the embedded corpus (144 events) or the real crowd-enVENT release (`--release`,
   6,050 events; skipped where absent), each event's gap +1.5 points on negative emotions (anger, disgust, fear,
@@ -98,7 +98,7 @@ Every independent-event null world (NULLS, EVENT_GAP_NULLS, SKEWED_NULLS) at `--
 a studentized bootstrap over events, a sign-flip permutation test) and their power in a world planted with a
 1.5-point gap, and at `--holm-events` Holm's family-wise error over 21 independent p_gap tests (`holm_fwe_*`, the
 analytic tests). `p_gap_sizes` gives, by units (events, or clusters where a row tests over them), the largest size
-over the null rows: `stats.P_GAP_SIZE`, printed after the table and written as `p_gap_size`.
+over the null rows: `cell_gap.P_GAP_SIZE`, printed after the table and written as `p_gap_size`.
 
     python tests/benchmarks/inference_calibration.py --out calibration.json
 """
@@ -124,7 +124,8 @@ from scipy import stats as _sps
 from behavioral.analysis.bootstrap import percentile_interval, resamples
 from behavioral.analysis.multiplicity import holm
 from behavioral.analysis.paired import UNBOUNDED, t_interval
-from behavioral.suites.intergroup import corpus, stats
+from behavioral.analysis import cell_gap
+from behavioral.suites.intergroup import corpus
 from behavioral.suites.intergroup.groups import get_category
 from behavioral.suites.intergroup.patch_gap import event_tensor, gap_table
 from behavioral.suites.intergroup import steering
@@ -133,6 +134,9 @@ from interp import attribution as atp
 from interp.matchings import involves, wrong_matchings
 from interp.patching.claims import EQUIVALENCE_MARGIN, beyond, equivalent, stops_mattering, undetermined_from
 from interp.steering import mean_difference, span_direction
+from interp.matchings import matched_cells
+from interp.steering.controls import matching_control, random_control, raw_gap
+from interp.steering.held_out import held_out_control
 
 SAME = np.eye(5, dtype=bool)
 TRUE_DELTA = float(1 / SAME.std())  # δ of gap · SAME, z-scored, for any gap > 0
@@ -169,15 +173,15 @@ EVENT_GAP_NULLS: dict[str, World] = {
 
 
 def gap_tests(rng: np.random.Generator, world: World, true_gap: float, events: int, runs: int, draws: int) -> dict:
-    """Over `runs` runs of `world`: the shares whose test of the gap over events (`stats.gap_t_test`) and whose
-    randomisation test within these events (`stats.gap_test`) reject at 0.05, and whose 95% t-interval holds the true
+    """Over `runs` runs of `world`: the shares whose test of the gap over events (`cell_gap.gap_t_test`) and whose
+    randomisation test within these events (`cell_gap.gap_test`) reject at 0.05, and whose 95% t-interval holds the true
     gap."""
     over, these, covers = [], [], []
     for k in range(runs):
         I = world(rng, events)
-        over.append(stats.gap_t_test(I, SAME) <= 0.05)
-        these.append(stats.gap_test(I, SAME, draws, seed=k).p_value <= 0.05)
-        low, high = stats.gap_interval(I, SAME)
+        over.append(cell_gap.gap_t_test(I, SAME) <= 0.05)
+        these.append(cell_gap.gap_test(I, SAME, draws, seed=k).p_value <= 0.05)
+        low, high = cell_gap.gap_interval(I, SAME)
         covers.append(low <= true_gap <= high)
     return {"rejects_over_events": float(np.mean(over)), "rejects_these_events": float(np.mean(these)),
             "covers_gap": float(np.mean(covers))}
@@ -190,20 +194,20 @@ def rejection(rng: np.random.Generator, world: World, events: int, runs: int, dr
 
 def coverage(rng: np.random.Generator, world: World, true_gap: float, events: int, runs: int,
              resamples: int) -> dict:
-    """Over `runs` runs of `world`: the share whose 95% t-interval of the gap (`stats.gap_interval`, what Table 2
+    """Over `runs` runs of `world`: the share whose 95% t-interval of the gap (`cell_gap.gap_interval`, what Table 2
     prints) and whose 95% event-bootstrap percentile interval of the gap (what it printed before) hold the true gap,
     δ's mean, the share whose bootstrap interval of δ holds the infinite-event δ (planted worlds), the mean
     event-noise share."""
     gap_hits, boot_hits, delta_hits, deltas, noise = [], [], [], [], []
     for k in range(runs):
         I = world(rng, events)
-        low, high = stats.gap_interval(I, SAME)
+        low, high = cell_gap.gap_interval(I, SAME)
         gap_hits.append(low <= true_gap <= high)
-        boot = stats.event_bootstrap(I, SAME, resamples, seed=k)
+        boot = cell_gap.event_bootstrap(I, SAME, resamples, seed=k)
         low, high = boot.interval(boot.gap_points)
         boot_hits.append(low <= true_gap <= high)
-        deltas.append(stats.empathy_gap(stats.zscore(I.mean(axis=2)), SAME))
-        noise.append(stats.event_noise_share(I))
+        deltas.append(cell_gap.empathy_gap(cell_gap.zscore(I.mean(axis=2)), SAME))
+        noise.append(cell_gap.event_noise_share(I))
         if true_gap > 0:
             low, high = boot.interval(boot.delta)
             delta_hits.append(low <= TRUE_DELTA <= high)
@@ -225,16 +229,16 @@ def steered_pair(rng: np.random.Generator, events: int, gap: float = 3.0,
 
 def change_coverage(rng: np.random.Generator, events: int, runs: int, n_resamples: int,
                     gap: float = 3.0, closure: float = 0.5) -> dict:
-    """Over `runs` steered pairs: the share whose 95% paired t-interval of the gap's change (`stats.gap_change`, what
+    """Over `runs` steered pairs: the share whose 95% paired t-interval of the gap's change (`cell_gap.gap_change`, what
     the steer study prints) and whose paired event-bootstrap percentile interval (what it printed before) hold the
     true change, -closure x gap."""
     truth, hits, boot_hits = -closure * gap, [], []
     for k in range(runs):
         before, after = steered_pair(rng, events, gap, closure)
-        _, low, high = stats.gap_change(before, after, SAME)
+        _, low, high = cell_gap.gap_change(before, after, SAME)
         hits.append(low <= truth <= high)
         draws = resamples(events, n_resamples, k)
-        changes = [steering._gap(after[:, :, d], SAME) - steering._gap(before[:, :, d], SAME) for d in draws]
+        changes = [raw_gap(after[:, :, d], SAME) - raw_gap(before[:, :, d], SAME) for d in draws]
         low, high = percentile_interval(np.array(changes))
         boot_hits.append(low <= truth <= high)
     return {"true_gap": truth, "covers_gap": float(np.mean(hits)), "covers_gap_bootstrap": float(np.mean(boot_hits))}
@@ -293,8 +297,8 @@ def patch_intervals(events: int, runs: int, resamples: int) -> dict:
     base = base_matrix(len(category.identities))
     patched = base + 0.5 * GAP * same
     truth_gap = patched[same].mean() - patched[~same].mean()
-    truth_delta = 1 - (stats.empathy_gap(stats.zscore(patched), same)
-                       / stats.empathy_gap(stats.zscore(base + GAP * same), same))
+    truth_delta = 1 - (cell_gap.empathy_gap(cell_gap.zscore(patched), same)
+                       / cell_gap.empathy_gap(cell_gap.zscore(base + GAP * same), same))
     gap_hits, share_hits, unbounded, delta_hits = [], [], [], []
     for seed in range(runs):
         frame = patched_rows({10: 0.5}, events, 2.0, seed, patch_noise=1.0)
@@ -304,7 +308,7 @@ def patch_intervals(events: int, runs: int, resamples: int) -> dict:
         if not unbounded[-1]:
             share_hits.append(row["gap_closed_low"] <= 0.5 <= row["gap_closed_high"])
         clean, after = (event_tensor(frame, category, c) for c in ("expected_clean", "expected"))
-        b0, b1 = (stats.event_bootstrap(I, same, resamples, seed) for I in (clean, after))
+        b0, b1 = (cell_gap.event_bootstrap(I, same, resamples, seed) for I in (clean, after))
         low, high = percentile_interval(1 - b1.delta / b0.delta)
         delta_hits.append(low <= truth_delta <= high)
     return {"true_gap": float(truth_gap), "covers_gap": float(np.mean(gap_hits)),
@@ -353,26 +357,26 @@ def closing_truth(effect: str, spread: float, scale: int | None, share: float = 
     if scale is None:
         return share * GAP, share
     clean, patched = closing_pair(np.random.default_rng(1), effect, events, spread, scale, share)
-    before, after = stats.event_gaps(clean, SAME)[2], stats.event_gaps(patched, SAME)[2]
+    before, after = cell_gap.event_gaps(clean, SAME)[2], cell_gap.event_gaps(patched, SAME)[2]
     return float((before - after).mean()), float((before - after).mean() / before.mean())
 
 
 def closing_coverage(rng: np.random.Generator, effect: str, events: int, runs: int, spread: float = 1.0,
                      scale: int | None = None) -> dict:
-    """Over `runs` worlds of `closing_pair`: the share whose t-interval of the points closed (`stats.gap_closed`, what
-    the patch study prints) holds the population's, whose Fieller interval of the share closed does where it is
+    """Over `runs` worlds of `closing_pair`: the share whose t-interval of the points closed (`cell_gap.gap_closed`,
+    what the patch study prints) holds the population's, whose Fieller interval of the share closed does where it is
     bounded (`unbounded`: the share of runs where it is not, and no interval is printed), and whose Fieller set does,
     bounded or not (`covers_share_set`)."""
     points, share = closing_truth(effect, spread, scale)
     hits, share_hits, set_hits, unbounded = [], [], [], []
     for _ in range(runs):
         clean, patched = closing_pair(rng, effect, events, spread, scale)
-        change = stats.gap_closed(clean, patched, SAME)
+        change = cell_gap.gap_closed(clean, patched, SAME)
         hits.append(change.points_low <= points <= change.points_high)
         unbounded.append(change.note == UNBOUNDED)
         if not unbounded[-1]:
             share_hits.append(change.share_low <= share <= change.share_high)
-        before, after = stats.event_gaps(clean, SAME)[2], stats.event_gaps(patched, SAME)[2]
+        before, after = cell_gap.event_gaps(clean, SAME)[2], cell_gap.event_gaps(patched, SAME)[2]
         low, high = t_interval(before - after - share * before, 0.95)  # Fieller's set: this test does not reject
         set_hits.append(low <= 0 <= high)
     return {"true_gap": points, "covers_closed_points": float(np.mean(hits)),
@@ -422,15 +426,15 @@ def steering_controls(shared: bool, runs: int) -> dict:
         counts = np.full(len(cells), 15)
 
         def fit(matching=None, without=None) -> np.ndarray:
-            label = steering.matched_cells(cells, selection, matching, without)
+            label = matched_cells(cells, steering.SLOTS, steering.identities(selection), matching, without)
             return mean_difference(means, counts, label.eq(True).fillna(False), label.eq(False).fillna(False))[0]
 
         directions = {"L1 project": fit(), **{f"L1 project matching {m}": fit(matching) for m, matching
                                               in enumerate(matchings)},
                       **{f"L1 project held out {j}": fit(without=j) for j in range(5)}}
         rows = projection_rows(states[:, 15:], cells, 3 * readout, directions, events[15:])
-        control = steering.matching_control(rows, matchings)
-        held = steering.held_out_control(rows, TOKENS)
+        control = matching_control(steering.measured(rows), matchings)
+        held = held_out_control(steering.measured(rows), TOKENS)
         control = control[control["measure"] == "intensity"]
         real, wrong = control[control["matching"] == "real"].iloc[0], control[control["matching"] != "real"]
         by_points = (1 + (wrong["closed_points"] >= real["closed_points"]).sum()) / (len(wrong) + 1)
@@ -453,15 +457,14 @@ DOMINANT = 12.0  # the own in-group feature of Christian beside the shared 3 u, 
 def old_transfer(rows: pd.DataFrame) -> float:
     """The held-out control's transfer as scored before issue 48: identity j's gap is its in-group cell against its
     row and column (j's perceiver and experiencer main effects in it), pooled shares of |gap| removed, their ratio."""
-    category = get_category("religion")
-    same = category.in_group()
-    tensors = steering._tensors(rows, category, "intensity")
+    block = next(b for b in steering.measured(rows) if b.labels["measure"] == "intensity")
+    same, tensors = block.same, block.tensors
     before, held, real = [], [], []
     for j in range(len(same)):
         cells = involves(*np.indices(same.shape), j)
-        before.append(abs(steering._gap(tensors["unsteered"], same, cells)))
-        held.append(abs(steering._gap(tensors[f"L1 project held out {j}"], same, cells)))
-        real.append(abs(steering._gap(tensors["L1 project"], same, cells)))
+        before.append(abs(raw_gap(tensors["unsteered"], same, cells)))
+        held.append(abs(raw_gap(tensors[f"L1 project held out {j}"], same, cells)))
+        real.append(abs(raw_gap(tensors["L1 project"], same, cells)))
     return (1 - sum(held) / sum(before)) / (1 - sum(real) / sum(before))
 
 
@@ -497,7 +500,7 @@ def held_out_rows(world: str, events: int, seed: int,
     means = states[:, :events].mean(axis=1)[None]
 
     def fit(without: int | None = None) -> np.ndarray:
-        label = steering.matched_cells(cells, selection, None, without)
+        label = matched_cells(cells, steering.SLOTS, steering.identities(selection), None, without)
         return mean_difference(means, np.full(len(cells), events), label.eq(True).fillna(False),
                                label.eq(False).fillna(False))[0]
 
@@ -510,7 +513,8 @@ def held_out_rows(world: str, events: int, seed: int,
 def pooled_transfer(rows: pd.DataFrame, tokens: dict[str, tuple[int, int]] | None = TOKENS) -> pd.Series:
     """The held-out-identity control's pooled row (intensity) of a world's rows, with the identities' `tokens` as
     the study passes them (None: without the length term)."""
-    return steering.held_out_control(rows, tokens).query("identity == 'pooled' and measure == 'intensity'").iloc[0]
+    table = held_out_control(steering.measured(rows), tokens)
+    return table.query("identity == 'pooled' and measure == 'intensity'").iloc[0]
 
 
 def held_out_world(world: str, events: int, runs: int, spread: float = SPREAD) -> dict:
@@ -558,7 +562,7 @@ def random_control_world(world: str, runs: int, n_random: int = 39) -> dict:
         readout = 3 * u + 3 * other / np.linalg.norm(other)
         if world == RANDOM_WORLDS[2]:
             states = states + rng.normal(0, 3, states.shape[:2] + (1,)) * u
-        label = steering.matched_cells(cells, selection, None)
+        label = matched_cells(cells, steering.SLOTS, steering.identities(selection), None)
         ingroup = label.eq(True).fillna(False).to_numpy()[:, None]
         energy = float((states[:, 15:] ** 2).sum(axis=2).mean())
 
@@ -574,7 +578,7 @@ def random_control_world(world: str, runs: int, n_random: int = 39) -> dict:
         directions = {"L1 project": real, **{f"L1 project random {k}": span_direction(
             means[0], float(np.linalg.norm(real)), 1000 * seed + k) for k in range(1, n_random + 1)}}
         rows = projection_rows(states[:, 15:], cells, readout, directions, events[15:], rating=rating)
-        first = steering.random_control(rows).query("measure == 'intensity'").iloc[0]
+        first = random_control(steering.measured(rows)).query("measure == 'intensity'").iloc[0]
         passed.append(bool(first["p_matched"] <= 0.05))
         silent.append(first["n_matched"] == 0)
         matched.append(first["n_matched"])
@@ -656,16 +660,16 @@ POWER_GAP = 1.5  # the planted gap of the alternatives' power row (N(70, 10²) a
 
 def interval_tests(rng: np.random.Generator, world: World | ClusteredWorld, true_gap: float, events: int, runs: int,
                    clustered: bool = False) -> dict:
-    """Over `runs` runs of `world`: the shares whose p_gap (`stats.gap_t_test`) rejects at 0.05 and whose 95%
-    t-interval (`stats.gap_interval`) holds `true_gap`, over the events (clusters=None); for a `clustered` world (one
+    """Over `runs` runs of `world`: the shares whose p_gap (`cell_gap.gap_t_test`) rejects at 0.05 and whose 95%
+    t-interval (`cell_gap.gap_interval`) holds `true_gap`, over the events (clusters=None); for a `clustered` world (one
     that returns I and its events' clusters) also over its clusters (`rejects_over_clusters`,
     `covers_gap_clusters`)."""
     hits: dict[str, list[bool]] = {}
     for _ in range(runs):
         I, clusters = world(rng, events) if clustered else (world(rng, events), None)
         for suffix, labels in (("events", None), ("clusters", clusters))[:1 + clustered]:
-            hits.setdefault(f"rejects_over_{suffix}", []).append(stats.gap_t_test(I, SAME, labels) <= ALPHA)
-            low, high = stats.gap_interval(I, SAME, clusters=labels)
+            hits.setdefault(f"rejects_over_{suffix}", []).append(cell_gap.gap_t_test(I, SAME, labels) <= ALPHA)
+            low, high = cell_gap.gap_interval(I, SAME, clusters=labels)
             hits.setdefault(f"covers_gap{'_clusters' if labels is not None else ''}", []).append(low <= true_gap <= high)
     return {name: float(np.mean(values)) for name, values in hits.items()}
 
@@ -679,7 +683,7 @@ def _student_t(g: np.ndarray) -> np.ndarray:
 
 
 def student_p(g: np.ndarray, rng: np.random.Generator | None = None) -> np.ndarray:
-    """Student's t (what `stats.gap_t_test` computes), n − 1 degrees of freedom."""
+    """Student's t (what `cell_gap.gap_t_test` computes), n − 1 degrees of freedom."""
     return _sps.t.sf(_student_t(g), g.shape[1] - 1)
 
 
@@ -741,21 +745,21 @@ ANALYTIC = ("student", "johnson", "hall")  # the tests whose family-wise error u
 
 
 def event_gap_rows(rng: np.random.Generator, world: World, events: int, runs: int, chunk: int = 500) -> np.ndarray:
-    """[runs, events]: the per-event gaps (`stats.event_gaps`) of `runs` runs of a world whose events are independent
+    """[runs, events]: the per-event gaps (`cell_gap.event_gaps`) of `runs` runs of a world whose events are independent
     (NULLS, EVENT_GAP_NULLS, SKEWED_NULLS, planted), drawn as worlds of chunk × events events split into runs; the
-    first two runs' Student p and t-interval are checked against `stats.gap_t_test` and `stats.gap_interval`."""
+    first two runs' Student p and t-interval are checked against `cell_gap.gap_t_test` and `cell_gap.gap_interval`."""
     rows = []
     for start in range(0, runs, chunk):
         size = min(chunk, runs - start)
         I = world(rng, size * events)
-        gaps = stats.event_gaps(I, SAME)[2]
+        gaps = cell_gap.event_gaps(I, SAME)[2]
         assert len(gaps) == size * events, "a world with refused events: draw its runs one by one"
         rows.append(gaps.reshape(size, events))
         if not start:
             for k in range(min(2, size)):
                 one = I[:, :, k * events:(k + 1) * events]
-                assert np.isclose(stats.gap_t_test(one, SAME), student_p(rows[0][k:k + 1])[0], equal_nan=True)
-                assert np.allclose(stats.gap_interval(one, SAME), t_interval(rows[0][k], 0.95), equal_nan=True)
+                assert np.isclose(cell_gap.gap_t_test(one, SAME), student_p(rows[0][k:k + 1])[0], equal_nan=True)
+                assert np.allclose(cell_gap.gap_interval(one, SAME), t_interval(rows[0][k], 0.95), equal_nan=True)
     return np.concatenate(rows)
 
 
@@ -823,7 +827,7 @@ def calibration_59_rows(args: argparse.Namespace) -> list[dict]:
 
 def p_gap_sizes(result_rows: list[dict]) -> dict[int, tuple[float, str]]:
     """By number of units (events, or clusters where the row tests over them): the largest size of p_gap (Student's
-    t) over the null rows, and the world that gave it (stats.P_GAP_SIZE)."""
+    t) over the null rows, and the world that gave it (cell_gap.P_GAP_SIZE)."""
     worst: dict[int, tuple[float, str]] = {}
     for row in result_rows:
         if not row.get("null"):

@@ -12,7 +12,7 @@ import pandas as pd
 
 from behavioral.analysis import Run
 from behavioral.core.selection import select_rows
-from behavioral.suites.intergroup import stats
+from behavioral.analysis import cell_gap
 from behavioral.suites.intergroup.setting_analysis import intensity_tensor
 from behavioral.suites.intergroup.groups import CATEGORIES, UNSPECIFIED, Category
 from behavioral.suites.intergroup.settings import SETTING_NAMES
@@ -72,7 +72,7 @@ def rates_matrix(rows: pd.DataFrame, category: Category, event_ids: tuple[str, .
     order), as the analysis computes it; None where it is undefined (no event kept, all cells equal)."""
     I, _ = intensity_tensor(rows, category, event_ids, measure)
     try:
-        return stats.zscore(stats.cell_means(I, stats.exclusion_mask(I)))
+        return cell_gap.zscore(cell_gap.cell_means(I, cell_gap.exclusion_mask(I)))
     except ValueError:
         return None
 

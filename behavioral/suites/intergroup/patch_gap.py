@@ -16,7 +16,7 @@ import pandas as pd
 from behavioral.analysis.multiplicity import max_statistic
 from behavioral.suites.intergroup.setting_analysis import intensity_tensor
 from behavioral.suites.intergroup.groups import Category, get_category
-from behavioral.suites.intergroup.stats import EXACT_LIMIT, empathy_gap, event_noise_share, gap_closed, \
+from behavioral.analysis.cell_gap import EXACT_LIMIT, empathy_gap, event_noise_share, gap_closed, \
     gap_interval, n_matchings, permutation_test, zscore
 
 N_PERMUTATIONS = 2000  # sampled permutations where the matchings are not enumerated (seed 0, shared by the layers)
@@ -121,7 +121,7 @@ def gap_table(frame: pd.DataFrame, category: str | Category) -> pd.DataFrame:
     gap_raw_*: mean in-group minus mean out-group cell of M0 in intensity points; gap_closed_points: the unpatched
     minus the patched gap, paired by event; gap_closed: its share of the unpatched gap (1: gone, 2: reversed);
     *_low/_high: 95% intervals over the events (`event_intervals`). δ_unpatched / δ_patched: the z-scored gap
-    (behavioral.suites.intergroup.stats) with delta_removed = 1 − δ_patched / δ_unpatched, a ratio that also moves
+    (behavioral.analysis.cell_gap) with delta_removed = 1 − δ_patched / δ_unpatched, a ratio that also moves
     with σ(M0) and has no interval; noise_share: the share of the unpatched σ(M0)² that is event noise. p_unpatched /
     p_patched: one-sided permutation p of each δ, exact over all n! matchings where every identity is its own group
     and n! is small enough (p_test says which; stats.EXACT_LIMIT), else sampled (N_PERMUTATIONS, seed 0);

@@ -29,7 +29,7 @@ from behavioral.suites.intergroup.corpus import Event
 from behavioral.suites.intergroup.groups import UNSPECIFIED, Category, get_category
 from behavioral.suites.intergroup.settings import get_setting
 from behavioral.suites.intergroup.patch_gap import category_of, cell_matrix, gap_table
-from behavioral.suites.intergroup.stats import empathy_gap, zscore
+from behavioral.analysis.cell_gap import empathy_gap, zscore
 from behavioral.suites.intergroup.steering import block, slice_config
 from interp import attribution as atp
 from interp.patching.spec import SYSTEM_GROUP, PatchError, PatchPrompt, PatchSpec, answer_trie, encode

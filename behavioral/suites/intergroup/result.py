@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from behavioral.suites.intergroup import stats
+from behavioral.analysis import cell_gap
 from behavioral.suites.intergroup.corpus import EMOTIONS
 from behavioral.suites.intergroup.groups import Category
 
@@ -32,7 +32,7 @@ class SettingAnalysis:
     M: np.ndarray | None
     M_delta: np.ndarray | None
     shown: np.ndarray | None
-    permutation: stats.PermutationResult | None
+    permutation: cell_gap.PermutationResult | None
     summary: dict[str, float] | None
     n_prompts: int
     n_missing: int
@@ -51,8 +51,8 @@ class SettingAnalysis:
     # the matrix's spread moves; this does not)
     gap_points: float | None = None
     gap_interval: tuple[float, float] | None = None  # gap_points' 95% t-interval over events
-    gap_p: float | None = None  # one-sided p of the t-test over events of gap_points > 0 (stats.gap_t_test)
-    gap_test: stats.GapTest | None = None  # the randomisation test of gap_points > 0 within these events
+    gap_p: float | None = None  # one-sided p of the t-test over events of gap_points > 0 (cell_gap.gap_t_test)
+    gap_test: cell_gap.GapTest | None = None  # the randomisation test of gap_points > 0 within these events
     noise_share: float | None = None  # the share of σ(M⁰)² of δ's matrix that is event-sampling noise
     emotions: dict[str, int] = field(default_factory=dict)  # the emotions of δ's kept events, with their counts
     corpus_emotions: tuple[str, ...] = EMOTIONS  # the emotions of the corpus the events were sampled from

@@ -12,7 +12,8 @@ import pandas as pd
 
 from behavioral.rundir.manifest import RunDirError
 from behavioral.core.options import SEED, check_bounds, option
-from behavioral.suites.intergroup import stats, strata
+from behavioral.analysis import cell_gap
+from behavioral.suites.intergroup import strata
 from behavioral.suites.intergroup.corpus import EMOTIONS
 from behavioral.suites.intergroup.groups import CATEGORIES, Category, get_category
 from behavioral.suites.intergroup.settings import SETTING_NAMES, get_setting
@@ -132,8 +133,8 @@ def analyze_setting(
     """All statistics of one category and setting from its result rows (missing prompts count as refused if allowed).
 
     `round_cells=2` rounds every cell mean before z-scoring, as the authors' notebook does; the gap in points gets
-    its t-interval over events (`stats.gap_interval`) and the t-test over events that inverts it
-    (`stats.gap_t_test`), over the events' `clusters` (event id -> cluster) where they have any; the randomisation
+    its t-interval over events (`cell_gap.gap_interval`) and the t-test over events that inverts it
+    (`cell_gap.gap_t_test`), over the events' `clusters` (event id -> cluster) where they have any; the randomisation
     test within these events draws `n_permutations` null means (and as many matchings where it cannot enumerate
     them). The emotions the kept events hold are counted against the `corpus`'s.
     """
@@ -143,15 +144,15 @@ def analyze_setting(
             f"category {category.name!r}, setting {setting!r}: {n_missing} of {I.size} prompts missing "
             f"({I.size - n_missing} present); finish the run or pass --allow-partial"
         )
-    keep, keep_delta = stats.exclusion_mask(I), stats.exclusion_mask(I[1:, 1:])
+    keep, keep_delta = cell_gap.exclusion_mask(I), cell_gap.exclusion_mask(I[1:, 1:])
     labels = strata.cluster_labels(event_ids, clusters or {})
     M0 = M = M_delta = shown = permutation = summary = None
     gap_points = gap_interval = gap_p = gap_test = noise_share = None
     matrix_reason = mask_reason = delta_reason = None
     try:
-        M0 = stats.cell_means(I, keep, round_cells)
-        summary = stats.matrix_summary(M0)
-        M = stats.zscore(M0)
+        M0 = cell_gap.cell_means(I, keep, round_cells)
+        summary = cell_gap.matrix_summary(M0)
+        M = cell_gap.zscore(M0)
     except ValueError as exc:
         matrix_reason = str(exc)
         if M0 is not None:
@@ -160,19 +161,19 @@ def analyze_setting(
         mask_reason = matrix_reason
     else:
         try:
-            shown = stats.significant_cells(I[:, :, keep])
+            shown = cell_gap.significant_cells(I[:, :, keep])
         except ValueError as exc:
             mask_reason = str(exc)
     try:
-        M0_delta = stats.cell_means(I[1:, 1:], keep_delta, round_cells)
+        M0_delta = cell_gap.cell_means(I[1:, 1:], keep_delta, round_cells)
         same = category.in_group()
         gap_points = float(M0_delta[same].mean() - M0_delta[~same].mean())
-        M_delta = stats.zscore(M0_delta)
-        permutation = stats.permutation_test(M_delta, same, n_permutations, seed)
-        gap_test = stats.gap_test(I[1:, 1:], same, n_permutations, seed)
-        noise_share = stats.event_noise_share(I[1:, 1:])
-        gap_interval = stats.gap_interval(I[1:, 1:], same, clusters=labels)
-        gap_p = stats.gap_t_test(I[1:, 1:], same, labels)
+        M_delta = cell_gap.zscore(M0_delta)
+        permutation = cell_gap.permutation_test(M_delta, same, n_permutations, seed)
+        gap_test = cell_gap.gap_test(I[1:, 1:], same, n_permutations, seed)
+        noise_share = cell_gap.event_noise_share(I[1:, 1:])
+        gap_interval = cell_gap.gap_interval(I[1:, 1:], same, clusters=labels)
+        gap_p = cell_gap.gap_t_test(I[1:, 1:], same, labels)
     except ValueError as exc:
         delta_reason = f"{exc} (matrix without \"a person\")"
     return SettingAnalysis(

@@ -15,7 +15,7 @@ from behavioral.report.formats import is_missing
 from behavioral.analysis.multiplicity import holm
 from behavioral.suites.intergroup.result import SettingAnalysis
 from behavioral.suites.intergroup.settings import setting_label
-from behavioral.suites.intergroup.stats import EXACT_LIMIT, p_gap_size
+from behavioral.analysis.cell_gap import EXACT_LIMIT, p_gap_size
 from behavioral.suites.intergroup.strata import covers, emotions_text
 
 MATRICES_DIR = "matrices"

@@ -1,4 +1,5 @@
-"""Statistics of seed 000 (section 3.4): z-scored matrices, the empathy gap δ, permutation and paired t-tests."""
+"""The in-group gap of a perceiver × target cell matrix (seed 000, section 3.4): z-scored matrices, the empathy
+gap δ, its permutation tests and its paired tests over events."""
 
 from __future__ import annotations
 
