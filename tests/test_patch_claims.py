@@ -15,10 +15,12 @@ import pytest
 import scipy.stats
 
 from behavioral.analysis import Table
-from behavioral.suites.intergroup import patch_report
+from interp.patching import gap_report
 from behavioral.suites.intergroup.groups import get_category
 from behavioral.suites.intergroup.corpus import EMOTIONS, Event
-from behavioral.suites.intergroup.patch_gap import ONE_EVENT, gap_table
+from behavioral.suites.intergroup import patching as IP
+from behavioral.suites.intergroup.patching import gap_table
+from interp.patching.gap_by_layer import ONE_EVENT
 from behavioral.analysis.paired import UNBOUNDED, closed
 from behavioral.analysis.cell_gap import zscore
 from tests.synthetic_worlds import GAP, patched_rows
@@ -85,7 +87,7 @@ def test_the_share_has_no_interval_where_the_unpatched_gap_may_be_zero():
     assert row["gap_raw_unpatched_low"] <= 0 <= row["gap_raw_unpatched_high"]
     assert math.isnan(row["gap_closed_low"]) and row["interval_note"] == UNBOUNDED
     assert row["gap_closed_points_low"] < row["gap_closed_points_high"]  # the points closed keep theirs
-    text = patch_report.headline(gap_table(frame, RELIGION), last_block=23)
+    text = gap_report.headline(gap_table(frame, RELIGION), last_block=23)
     assert "the share closed divides by a gap that may be nothing and has no bounded interval" in text
 
 
@@ -94,10 +96,11 @@ def test_one_event_has_no_interval_and_says_why():
     for column in [c for c in table.columns if c.endswith(("_low", "_high")) and not c.startswith("null_ci")]:
         assert table[column].isna().all(), column
     assert (table["interval_note"] == ONE_EVENT).all()
-    text = patch_report.headline(table, last_block=1)
+    text = gap_report.headline(table, last_block=1)
     assert "No interval over events: one event" in text
     assert "Where patching stops mattering cannot be read without intervals (one event" in text
-    scope = patch_report.scope_section(table, _events("joy"), EMOTIONS, [0, 1], 1, 1, "system").text
+    events = _events("joy")
+    scope = gap_report.scope_section(table, 1, IP.events_cannot(events, EMOTIONS), [0, 1], 1, 1, "system").text
     assert "one event (e0), no interval; rerun with --limit-events 2 or more" in scope
     assert "without an interval (one event" in scope
 
@@ -180,7 +183,7 @@ def test_a_half_closed_gap_at_every_layer_is_never_read_as_stopping_to_matter():
         for seed in range(10):
             frame = patched_rows({0: 0.5, 10: 0.5, 20: 0.5}, n_events=events, noise=2.0, seed=seed, patch_noise=1.0)
             table = gap_table(frame, RELIGION)
-            declared += patch_report.result(table, 23)["person"]["stops_mattering"] is not None
+            declared += gap_report.result(table, 23)["person"]["stops_mattering"] is not None
             missing += (table["interval_note"] == UNBOUNDED).any()
             if events == 12:  # paired by event, the share closed is told from 0 at every layer
                 assert (table["gap_closed_low"] > 0).all()
@@ -190,7 +193,7 @@ def test_a_half_closed_gap_at_every_layer_is_never_read_as_stopping_to_matter():
 def test_the_headline_names_the_planted_layer():
     shares = {0: 1.0, 4: 0.8, 8: 0.5, 12: 0.0, 16: 0.4, 20: 0.0, 23: 0.0}  # 12 dips to 0, 16 matters again
     table = gap_table(synthetic(shares, n_events=12, noise=0.2), RELIGION)
-    text = patch_report.headline(table, last_block=23)
+    text = gap_report.headline(table, last_block=23)
     assert "from layer 20 on, every patched layer's effect is within ±10.0% of none (the gap closed within ±10.0% " \
         "of the unpatched gap: an equivalence test at 0.025 over 12 events, both one-sided t-tests (11 degrees of " \
         "freedom) of an effect at ±10.0% rejecting" in text
@@ -199,15 +202,15 @@ def test_the_headline_names_the_planted_layer():
         "between layers 16 and 20" in text
     assert "at layer 0 the patch closes" in text and "about 100% is expected by construction" in text
     assert "Here the interval excludes" not in text
-    assert patch_report.result(table, 23)["person"]["stops_mattering"]["layer"] == 20
+    assert gap_report.result(table, 23)["person"]["stops_mattering"]["layer"] == 20
     still = gap_table(synthetic({0: 1.0, 23: 0.5}, n_events=12, noise=0.2), RELIGION)
     assert "No layer from which patching is shown to stop mattering among those tested" in \
-        patch_report.headline(still, last_block=23)
+        gap_report.headline(still, last_block=23)
     wide = gap_table(synthetic({0: 1.0, 23: 0.0}, n_events=4, seed=2), RELIGION)
-    wide_text = patch_report.headline(wide.assign(gap_closed_low=[0.9, -0.3], gap_closed_high=[1.1, 0.4]), 23)
+    wide_text = gap_report.headline(wide.assign(gap_closed_low=[0.9, -0.3], gap_closed_high=[1.1, 0.4]), 23)
     assert "From layer 23 on every interval includes 0 but reaches beyond ±10.0%: not distinguishable from 0" in \
         wide_text
-    last = patch_report.headline(gap_table(synthetic({0: 1.0, 10: 0.5, 23: 0.0}, n_events=12, noise=0.2), RELIGION),
+    last = gap_report.headline(gap_table(synthetic({0: 1.0, 10: 0.5, 23: 0.0}, n_events=12, noise=0.2), RELIGION),
                                  last_block=23)
     assert "stop mattering between layers 10 and 23" in last
     assert "Layer 23 is the last block, where a patch before the answer's position changes nothing by construction." \
@@ -220,7 +223,7 @@ def test_a_layer_that_only_failed_the_equivalence_test_is_not_said_to_matter():
     table = gap_table(patched_rows({0: 1.0, 10: 0.0, 20: 0.0}, 4, 0.3, 3, patch_noise=0.3), RELIGION)
     bounds = table[["gap_closed_low", "gap_closed_high"]].to_numpy()
     assert not equivalent(*bounds[1]) and not beyond(*bounds[1]) and equivalent(*bounds[2])
-    text = patch_report.headline(table, last_block=23)
+    text = gap_report.headline(table, last_block=23)
     assert "from layer 20 on, every patched layer's effect is within ±10.0% of none" in text
     assert "over 4 events, both one-sided t-tests (3 degrees of freedom)" in text
     assert "Layer 10 before it closes" in text and "neither shown within ±10.0% nor beyond it, so the tests do not " \
@@ -260,8 +263,8 @@ def _events(*emotions: str, cluster: str | None = None) -> list[Event]:
 
 def test_events_lacking_some_of_the_corpus_emotions_or_sharing_clusters_are_scoped_to_what_they_hold():
     table = gap_table(synthetic({0: 1.0, 5: 0.0}, n_events=4), RELIGION)
-    text = patch_report.scope_section(table, _events("anger", "anger", "joy", "fear", cluster="t"), EMOTIONS,
-                                      [0, 5], 5, 23, "chatml").text
+    events = _events("anger", "anger", "joy", "fear", cluster="t")
+    text = gap_report.scope_section(table, 4, IP.events_cannot(events, EMOTIONS), [0, 5], 5, 23, "chatml").text
     assert ("Narratives of emotions the 4 events lack: they hold anger 2, fear 1, joy 1; 3 of the corpus's 12, so "
             "the intervals speak of events of these emotions, not of the corpus") in text
     assert "4 of the events belong to clusters of the corpus, which these intervals count as independent" in text
@@ -269,7 +272,8 @@ def test_events_lacking_some_of_the_corpus_emotions_or_sharing_clusters_are_scop
 
 def test_the_scope_is_built_from_the_settings():
     table = gap_table(synthetic({0: 1.0, 5: 0.0}, n_events=8), RELIGION)
-    section = patch_report.scope_section(table, _events(*["joy"] * 8), ("joy",), [0, 5], 5, 23, "chatml")
+    section = gap_report.scope_section(table, 8, IP.events_cannot(_events(*["joy"] * 8), ("joy",)), [0, 5], 5, 23,
+                                       "chatml")
     assert section.title == "What this can and cannot show"
     assert "Which of the 2 tested layers (0, 5)" in section.text
     assert "with 95% intervals over the 8 events (t in points, Fieller as a share)" in section.text
@@ -279,7 +283,7 @@ def test_the_scope_is_built_from_the_settings():
     assert "every 5-th of --layers" in section.text and "prompts in the chatml chat format" in section.text
     assert "Narratives beyond the corpus the 8 events were drawn from: the intervals treat them as a random" in \
         section.text
-    headers, rows = Table("gap_by_layer", "", table, patch_report.FORMATS, columns=patch_report.COLUMNS).printed()
-    assert set(patch_report.COLUMNS) <= set(table.columns)  # every printed column is one of the CSV's
-    assert headers == list(patch_report.COLUMNS.values()) and len(rows) == len(table)
-    assert set(patch_report.DEFINITIONS) <= set(headers)
+    headers, rows = Table("gap_by_layer", "", table, gap_report.FORMATS, columns=gap_report.COLUMNS).printed()
+    assert set(gap_report.COLUMNS) <= set(table.columns)  # every printed column is one of the CSV's
+    assert headers == list(gap_report.COLUMNS.values()) and len(rows) == len(table)
+    assert set(gap_report.DEFINITIONS) <= set(headers)

@@ -19,7 +19,8 @@ from behavioral.suites.intergroup import patching as IP
 from behavioral.suites.intergroup import prompts
 from behavioral.suites.intergroup.corpus import Event
 from behavioral.suites.intergroup.groups import get_category
-from behavioral.suites.intergroup.patch_gap import GAP_COLUMNS, ONE_EVENT
+from interp.patching.gap_by_layer import GAP_COLUMNS, ONE_EVENT
+from interp.patching.gap_report import gap_figure
 from behavioral.analysis.cell_gap import empathy_gap, zscore
 from interp import patching as P
 from interp.patching import PatchPrompt, PatchSpec
@@ -245,9 +246,9 @@ def test_patched_gap(tiny_model, tiny_tokenizer, trie):
     assert (table["delta_patched"] != table["delta_unpatched"]).all()
     swap = frame[frame["mode"] == "swap"]
     assert (swap["source_perceiver"] != swap["perceiver"]).all()
-    lines = {line.get_label(): list(line.get_ydata()) for line in IP.gap_figure(table).axes[0].get_lines()}
+    lines = {line.get_label(): list(line.get_ydata()) for line in gap_figure(table).axes[0].get_lines()}
     assert lines["unpatched"] == [table["gap_raw_unpatched"].iloc[0]] * 2
-    assert list(IP.gap_figure(table).axes[0].containers[0].lines[0].get_ydata()) == [table["gap_raw_patched"].iloc[0]]
+    assert list(gap_figure(table).axes[0].containers[0].lines[0].get_ydata()) == [table["gap_raw_patched"].iloc[0]]
     heatmap = P.heatmap_figure(P.summarize(frame, ("layer", "mode")).rename(columns={"mode": "positions"}))
     assert heatmap.axes[0].get_images()[0].get_array().shape == (1, 2)  # layer 0 × the two modes
     with pytest.raises(P.PatchError, match="unknown mode 'both'; expected one of person, swap"):

@@ -16,9 +16,9 @@ from behavioral.analysis.report import render, unset_meanings
 from behavioral.report.blocks import scope
 from behavioral.analysis.study import StudyResult, run_study
 from behavioral.analysis.studies import get_study, study_names
-from behavioral.suites.intergroup import patch_report
+from interp.patching import gap_report
 from behavioral.suites.intergroup.groups import get_category
-from behavioral.suites.intergroup.patch_gap import gap_table
+from behavioral.suites.intergroup.patching import gap_table
 from tests.synthetic_worlds import patched_rows
 
 RAW = re.compile(r"\b(?:None|True|False)\b")
@@ -124,8 +124,8 @@ def test_a_column_is_printed_at_one_precision() -> None:
 def test_a_value_and_its_interval_are_printed_at_one_precision() -> None:
     row = pd.Series({"gap": -2.0e-04, "gap_low": -3.1e-04, "gap_high": -9.7e-05, "share": 0.25,
                      "share_low": -0.00001, "share_high": 0.5})
-    assert patch_report.with_interval(row, "gap", "signed") == "-2.0e-04 [-3.1e-04, -9.7e-05]"
-    assert patch_report.with_interval(row, "share", "signed") == "+0.25 [-0.00, +0.50]"
+    assert gap_report.with_interval(row, "gap", "signed") == "-2.0e-04 [-3.1e-04, -9.7e-05]"
+    assert gap_report.with_interval(row, "share", "signed") == "+0.25 [-0.00, +0.50]"
 
 
 def test_the_gap_table_prints_each_column_at_one_precision() -> None:
@@ -134,7 +134,7 @@ def test_the_gap_table_prints_each_column_at_one_precision() -> None:
     tiny = rows.assign(expected=rows.expected * 1e-05, expected_clean=rows.expected_clean * 1e-05)
     table = gap_table(pd.concat([tiny, tiny.assign(mode="swap")], ignore_index=True), religion)
     table.loc[table["layer"] == 1, "gap_closed_points"] = 0.0123  # one number too large for significant digits
-    printed = Table("gap_by_layer", "", table, patch_report.FORMATS, digits=2, columns=patch_report.COLUMNS)
+    printed = Table("gap_by_layer", "", table, gap_report.FORMATS, digits=2, columns=gap_report.COLUMNS)
     assert mixed_columns(printed) == {}
     headers, rows = printed.printed()
     closed = [row[headers.index("closed (points)")] for row in rows]

@@ -13,6 +13,8 @@ from matplotlib.figure import Figure
 from activations.capture import EMBED_HOOK, Layers, n_layers_of, resolve_layers, table_layer
 from behavioral.inference.answer_space import AnswerTrie
 from behavioral.analysis.figure_style import MIN_FONT, count_range, heatmap_ticks, n_text, new_figure, styled
+from behavioral.report.blocks import Figure as ReportFigure
+from behavioral.report.blocks import Section, Table
 from interp.patching.run import Job, PatchScores, run_jobs
 from interp.patching.spec import PatchError, PatchPrompt, PatchSpec
 
@@ -137,3 +139,13 @@ def heatmap_figure(summary: pd.DataFrame, value: str = "frac_closed", title: str
     ax.set_title(f"{title or f'patching: {value}'}\n{n_text(prompts=count_range(summary['n']))} per cell")
     heatmap_ticks(ax, list(grid.columns), [layer_label(v) for v in grid.index])
     return fig
+
+
+def sweep_section(summary: pd.DataFrame, subtitle: str, text: str) -> Section:
+    """The sweep's report section: its summary table (`summarize`) under `text`, and the two heatmaps."""
+    frac = heatmap_figure(summary, "frac_closed", f"fraction of in/out-group difference closed\n{subtitle}")
+    delta = heatmap_figure(summary, "delta_expected", f"Δ expected intensity\n{subtitle}")
+    return Section("In-group prompts patched from an out-group persona", text,
+                   (Table("sweep_summary", "Layer × position group", summary, {"n": "count"}),),
+                   (ReportFigure("figures/sweep_frac_closed", "Fraction of the difference closed", frac),
+                    ReportFigure("figures/sweep_delta_expected", "Change of the expected intensity", delta)))

@@ -127,7 +127,8 @@ from behavioral.analysis.paired import UNBOUNDED, t_interval
 from behavioral.analysis import cell_gap
 from behavioral.suites.intergroup import corpus
 from behavioral.suites.intergroup.groups import get_category
-from behavioral.suites.intergroup.patch_gap import event_tensor, gap_table
+from behavioral.suites.intergroup.patching import SLOTS, gap_table
+from interp.patching.gap_by_layer import event_tensor
 from behavioral.suites.intergroup import steering
 from tests.synthetic_worlds import GAP, base_matrix, patched_rows, projection_rows, steering_states
 from interp import attribution as atp
@@ -307,7 +308,7 @@ def patch_intervals(events: int, runs: int, resamples: int) -> dict:
         unbounded.append(row["interval_note"] == UNBOUNDED)
         if not unbounded[-1]:
             share_hits.append(row["gap_closed_low"] <= 0.5 <= row["gap_closed_high"])
-        clean, after = (event_tensor(frame, category, c) for c in ("expected_clean", "expected"))
+        clean, after = (event_tensor(frame, category.identities, c, SLOTS) for c in ("expected_clean", "expected"))
         b0, b1 = (cell_gap.event_bootstrap(I, same, resamples, seed) for I in (clean, after))
         low, high = percentile_interval(1 - b1.delta / b0.delta)
         delta_hits.append(low <= truth_delta <= high)

@@ -1,8 +1,10 @@
 """Seed 000's patching protocol (`empathy-gap interp patch` on an intergroup run): which layers carry the empathy
 gap? For each layer, every perceiver's persona is patched (one layer at a time) with "a person" (mode ``person``) or
 with an in-group <-> out-group swap (mode ``swap``), the matrix of expected intensities is rebuilt and the gap and δ
-recomputed (``patch_gap``: intervals over events, exact and family-wise p; ``patch_report``: the headline and the
-report's scope); a layer × position-group sweep follows on in-group prompts patched from an out-group persona."""
+recomputed (the method's `interp.patching.gap_by_layer`: intervals over events, exact and family-wise p;
+`interp.patching.gap_report`: the headline, the figure and the report's scope); a layer × position-group sweep follows
+on in-group prompts patched from an out-group persona. What is the suite's own: its prompts, the persona slot, the
+modes' sources, its events."""
 
 from __future__ import annotations
 
@@ -10,9 +12,7 @@ import math
 import time
 from collections.abc import Mapping, Sequence
 
-import numpy as np
 import pandas as pd
-from matplotlib.figure import Figure
 
 from activations.capture import Layers, n_layers_of, parse_layers, resolve_layers
 from behavioral.inference import chat
@@ -20,25 +20,26 @@ from behavioral.analysis import Run
 from behavioral.analysis.runs import prepared_data
 from behavioral.report.blocks import Figure as ReportFigure
 from behavioral.report.blocks import Section, Table
+from behavioral.report.formats import literal
 from behavioral.inference.answer_space import AnswerTrie
-from behavioral.analysis.figure_style import GREY, PALETTE, count_range, legend_below, n_text, new_figure, styled
 from behavioral.runner.run import RunConfig
 from behavioral.suite.protocol import Suite
-from behavioral.suites.intergroup import patch_report, prompts
-from behavioral.suites.intergroup.corpus import Event
+from behavioral.suites.intergroup import prompts
+from behavioral.suites.intergroup.corpus import Event, emotions_drawn
 from behavioral.suites.intergroup.groups import UNSPECIFIED, Category, get_category
 from behavioral.suites.intergroup.settings import get_setting
-from behavioral.suites.intergroup.patch_gap import category_of, cell_matrix, gap_table
-from behavioral.analysis.cell_gap import empathy_gap, zscore
 from behavioral.suites.intergroup.steering import block, slice_config
+from behavioral.suites.intergroup.strata import covers, emotions_text
+from behavioral.analysis.cell_gap import empathy_gap, zscore
 from interp import attribution as atp
+from interp.patching import gap_report
+from interp.patching.gap_by_layer import cell_matrix, gap_by_layer
 from interp.patching.spec import SYSTEM_GROUP, PatchError, PatchPrompt, PatchSpec, answer_trie, encode
-from interp.patching.sweep import evaluate, heatmap_figure, layer_label, summarize, sweep
+from interp.patching.sweep import evaluate, summarize, sweep, sweep_section
 
 SLOT = "perceiver"  # the patched slot: the persona
+SLOTS = (SLOT, "experiencer")  # the rows and columns of the gap's cell matrix
 GAP_MODES = ("person", "swap")  # the persona patched in: "a person", or the in-group <-> out-group swap
-DODGE = 0.2  # the gap figure sets the modes' points at a layer this share of the layers' spacing apart
-MAX_TICKS = 12  # the gap figure labels at most this many layers
 
 
 # --- prompts ------------------------------------------------------------------------------------------------------
@@ -86,7 +87,7 @@ def patched_gap_prompts(engine, category: str | Category, setting: str, events: 
     mode ``person`` patches the persona with "a person" (same experiencer and event), mode ``swap`` with
     ``swap_source`` (in-group <-> out-group), at each layer alone, position group `positions`.
     Columns: mode, perceiver, experiencer, event_id, source_perceiver and the sweep columns."""
-    category = category_of(category)
+    category = get_category(category) if isinstance(category, str) else category
     check_modes(modes)
     chat_format = chat_format or chat.detect_format(engine.tokenizer)
     layers = resolve_layers(layers, n_layers_of(engine.model))
@@ -108,7 +109,7 @@ def ingroup_sweep_prompts(tokenizer, category: str | Category, setting: str, eve
                           chat_format: str | None = None) -> tuple[list[PatchPrompt], list[PatchPrompt], list[dict]]:
     """Targets, sources and meta rows of the sweep: each in-group prompt (X perceives X) patched from the persona
     ``swap_source`` gives it (out-group), per event."""
-    category = category_of(category)
+    category = get_category(category) if isinstance(category, str) else category
     targets, sources, meta = [], [], []
     for x in category.identities:
         a = swap_source(category, x, x)
@@ -125,10 +126,17 @@ def patched_gap(engine, category: str | Category, setting: str, events: Sequence
                 positions: str = SYSTEM_GROUP, modes: Sequence[str] = GAP_MODES, chat_format: str | None = None,
                 progress: str | None = None) -> pd.DataFrame:
     """The headline: for each layer, patch every perceiver's persona with "a person" (and, separately, swap in-group
-    and out-group personas), rebuild M0 and recompute the gap and δ. Columns patch_gap.GAP_COLUMNS: one row per
+    and out-group personas), rebuild M0 and recompute the gap and δ. Columns gap_by_layer.GAP_COLUMNS: one row per
     (mode, layer), intervals over the events."""
     frame = patched_gap_prompts(engine, category, setting, events, layers, positions, modes, chat_format, progress)
     return gap_table(frame, category)
+
+
+def gap_table(frame: pd.DataFrame, category: str | Category) -> pd.DataFrame:
+    """`gap_by_layer` of a category's per-prompt rows (`patched_gap_prompts`): its identities, in-group cells and
+    the persona × experiencer slots."""
+    category = get_category(category) if isinstance(category, str) else category
+    return gap_by_layer(frame, category.identities, category.in_group(), SLOTS)
 
 
 def run_delta(run: Run, category: str, setting: str) -> float | None:
@@ -140,46 +148,9 @@ def run_delta(run: Run, category: str, setting: str) -> float | None:
         return None
     cat = get_category(category)
     try:
-        return empathy_gap(zscore(cell_matrix(rows, cat, "expected_intensity")), cat.in_group())
+        return empathy_gap(zscore(cell_matrix(rows, cat.identities, "expected_intensity", SLOTS)), cat.in_group())
     except ValueError:
         return None
-
-
-@styled
-def gap_figure(table: pd.DataFrame, title: str | None = None) -> Figure:
-    """The patched gap in rating points against layer, one line per mode with its 95% interval over events as error
-    bars (the modes set side by side at each layer, so no interval hides another), the unpatched gap dashed with its
-    interval shaded; the title ends with the events and prompts per point."""
-    fig = new_figure(1, 2.8)
-    ax = fig.add_subplot()
-    modes = table.groupby("mode", sort=False)
-    layers = np.unique(table["layer"].to_numpy(dtype=float))
-    pitch = float(np.diff(layers).min()) if len(layers) > 1 else 1.0
-    for k, (mode, part) in enumerate(modes):
-        part = part.sort_values("layer")
-        gap = part["gap_raw_patched"].to_numpy(dtype=float)
-        errors = np.abs(part[["gap_raw_patched_low", "gap_raw_patched_high"]].to_numpy(dtype=float).T - gap)
-        dodge = DODGE * pitch * (k - (modes.ngroups - 1) / 2)
-        ax.errorbar(part["layer"] + dodge, gap, yerr=None if np.isnan(errors).all() else errors, marker="o",
-                    markersize=3, capsize=2, color=PALETTE[k % len(PALETTE)],
-                    label=patch_report.MODE_LABELS.get(mode, mode))
-    shown = layers[::-(-len(layers) // MAX_TICKS)]  # the layers, not the modes' offsets
-    ax.set_xticks(shown, [layer_label(int(layer)) for layer in shown])
-    title = title or "the gap after patching the persona at one layer"
-    if len(table):
-        first = table.iloc[0]
-        ax.axhline(float(first["gap_raw_unpatched"]), color="black", ls="--", lw=0.8, label="unpatched")
-        if np.isfinite(first["gap_raw_unpatched_low"]):
-            ax.axhspan(float(first["gap_raw_unpatched_low"]), float(first["gap_raw_unpatched_high"]), color=GREY,
-                       alpha=0.15, linewidth=0, label="unpatched, 95% over events")
-        n = n_text(events=count_range(table["n_events"]), prompts=count_range(table["n_prompts"]))
-        title = f"{title}\n{n} per point"
-    ax.axhline(0, color=GREY, lw=0.5)
-    ax.set_xlabel("patched layer (resid_post)")
-    ax.set_ylabel("gap, in-group − out-group (points)")
-    legend_below(fig, *ax.get_legend_handles_labels(), columns=2)
-    ax.set_title(title)
-    return fig
 
 
 # --- the study's protocol -----------------------------------------------------------------------------------------
@@ -203,15 +174,12 @@ SWEEP_TEXT = (
     "position group at a time. `frac_closed` is the share of the source-target difference in expected intensity the "
     "patch closes (a ratio of sums over the prompts); `delta_expected` the mean change.")
 
+
 def study_config(run: Run, selection: Mapping[str, str], limit_events: int) -> RunConfig:
     """The run's configuration narrowed to the patched category, setting and a seeded sample of events."""
     get_category(selection["category"])
     get_setting(selection["setting"])
     return slice_config(RunConfig.from_run_dir(run.run_dir), selection, limit_events)
-
-
-
-
 
 
 def _planned(run: Run, suite: Suite, where: Mapping, options) -> tuple[dict, RunConfig, int, int]:
@@ -301,13 +269,13 @@ class PersonaPatching:
         table = gap_table(frame, category)
         seconds["headline"] = time.perf_counter() - start
         last_block = n_layers_of(engine.model) - 1
-        figure = gap_figure(table, f"gap by patched layer ({options.positions})\n{where}")  # its n names the events
+        figure = gap_report.gap_figure(table, f"gap by patched layer ({options.positions})\n{where}")  # its n names the events
         margin = options.equivalence_margin
-        text = GAP_TEXT.format(headline=patch_report.headline(table, last_block, margin))
+        text = GAP_TEXT.format(headline=gap_report.headline(table, last_block, margin))
         sections = [Section("The gap by patched layer", text,
                             (Table("gap_by_layer", "The gap after patching the persona at one layer", table,
-                                   patch_report.FORMATS, digits=2, columns=patch_report.COLUMNS,
-                                   definitions=patch_report.DEFINITIONS),),
+                                   gap_report.FORMATS, digits=2, columns=gap_report.COLUMNS,
+                                   definitions=gap_report.DEFINITIONS),),
                             (ReportFigure("figures/gap_by_layer", "The gap by patched layer", figure),))]
         files = [Table("gap_prompts", "Every patched prompt of the headline", frame)]
         sweep_events = events[:options.sweep_events] if options.sweep_groups else []
@@ -318,29 +286,37 @@ class PersonaPatching:
                          options.sweep_groups, meta, progress="sweep" if progress else None)
             seconds["sweep"] = time.perf_counter() - start
             k = len(sweep_events)
-            sections.append(_sweep_section(summarize(rows), f"in-group prompt ← out-group persona\n{where} · {k} "
-                                                            f"event{'s' * (k != 1)}"))
+            sections.append(sweep_section(summarize(rows), f"in-group prompt ← out-group persona\n{where} · {k} "
+                                                           f"event{'s' * (k != 1)}", SWEEP_TEXT))
             files.append(Table("sweep", "Every prompt of the sweep", rows))
         event_ids = [e.event_id for e in events]
-        sections.append(patch_report.scope_section(table, events, corpus_emotions, layers, options.layer_step,
-                                                   last_block, chat_format))
+        sections.append(gap_report.scope_section(table, len(events), events_cannot(events, corpus_emotions), layers,
+                                                 options.layer_step, last_block, chat_format))
         record = {"category": category.name, "setting": setting, "layers": layers, "modes": list(options.modes),
                   "positions": options.positions, "sweep_groups": list(options.sweep_groups) if sweep_events else [],
                   "events": event_ids, "chat_format": chat_format,
                   "seconds": {k: round(v, 1) for k, v in seconds.items()},
-                  "result": _result(run, table, category, setting) | {"gap_closed": patch_report.result(table, last_block,
+                  "result": _result(run, table, category, setting) | {"gap_closed": gap_report.result(table, last_block,
                                                                                                     margin)}}
         return sections, files, record
 
 
-def _sweep_section(summary: pd.DataFrame, subtitle: str) -> Section:
-    """The sweep's section: its summary table and the two heatmaps."""
-    frac = heatmap_figure(summary, "frac_closed", f"fraction of in/out-group difference closed\n{subtitle}")
-    delta = heatmap_figure(summary, "delta_expected", f"Δ expected intensity\n{subtitle}")
-    return Section("In-group prompts patched from an out-group persona", SWEEP_TEXT,
-                   (Table("sweep_summary", "Layer × position group", summary, {"n": "count"}),),
-                   (ReportFigure("figures/sweep_frac_closed", "Fraction of the difference closed", frac),
-                    ReportFigure("figures/sweep_delta_expected", "Change of the expected intensity", delta)))
+def events_cannot(events: Sequence[Event], corpus: Sequence[str]) -> str:
+    """What the events cannot show: with one, how the result varies with them; else narratives beyond the corpus
+    they were drawn from (beyond their emotions, where they lack some of its) and, where the corpus groups events in
+    clusters, the dependence within one (these intervals count each event)."""
+    if len(events) == 1:
+        return (f"How the result varies with the events: one event ({literal(events[0].event_id)}), no interval; "
+                "rerun with --limit-events 2 or more.")
+    counts = emotions_drawn(e.emotion for e in events)
+    text = (f"Narratives beyond the corpus the {len(events)} events were drawn from: the intervals treat them as a "
+            "random sample of it, the permutation p conditions on them." if covers(counts, corpus) else
+            f"Narratives of emotions the {len(events)} events lack: they hold {emotions_text(counts, corpus)}, so the "
+            "intervals speak of events of these emotions, not of the corpus (rerun with more --limit-events); the "
+            "permutation p conditions on the events.")
+    clustered = sum(e.cluster is not None for e in events)
+    return text + (f" {clustered} of the events belong to clusters of the corpus, which these intervals count as "
+                   "independent events (the run's Table 2 counts each cluster once)." if clustered else "")
 
 
 def _result(run: Run, table: pd.DataFrame, category: Category, setting: str) -> dict:

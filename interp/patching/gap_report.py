@@ -1,19 +1,21 @@
-"""The patching study's report text, built from the run's own numbers: the headline (what is true by construction,
-and where the informative result lies), the gap-by-layer table as printed, and what this can and cannot show."""
+"""The report of the gap by patched layer (`interp.patching.gap_by_layer`), built from the run's own numbers: the
+headline (what is true by construction, and where the informative result lies), the table as printed, its figure,
+and what this can and cannot show."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 import pandas as pd
+from matplotlib.figure import Figure
 
 from activations.capture import EMBED_HOOK, table_layer
-from behavioral.report.formats import cell, column, is_missing, literal
+from behavioral.analysis.figure_style import GREY, PALETTE, count_range, legend_below, n_text, new_figure, styled
 from behavioral.analysis.paired import CLOSED_COVERAGE
 from behavioral.report.blocks import Section, scope
-from behavioral.suites.intergroup.corpus import Event, emotions_drawn
-from behavioral.suites.intergroup.patch_gap import ONE_EVENT
-from behavioral.suites.intergroup.strata import covers, emotions_text
+from behavioral.report.formats import cell, column, is_missing, literal
+from interp.patching.gap_by_layer import ONE_EVENT
 from interp.patching.claims import EQUIVALENCE_MARGIN, beyond, stops_mattering, undetermined_from
 from interp.patching.spec import SYSTEM_GROUP
 from interp.patching.sweep import layer_label
@@ -26,6 +28,8 @@ BY_CONSTRUCTION = {
     "swap": (2.0, "in-group and out-group personas then trade places, so the gap reverses"),
 }
 WHOLE_SYSTEM = (SYSTEM_GROUP, "all")  # position groups that replace every persona state up to the system text's end
+DODGE = 0.2  # the figure sets the modes' points at a layer this share of the layers' spacing apart
+MAX_TICKS = 12  # the figure labels at most this many layers
 
 
 def with_interval(row: pd.Series, name: str, fmt: str | None = None, digits: int = 2) -> str:
@@ -175,16 +179,16 @@ DEFINITIONS = {
 }
 
 
-def scope_section(table: pd.DataFrame, events: Sequence[Event], corpus: Sequence[str], layers: Sequence[int],
+def scope_section(table: pd.DataFrame, n_events: int, events_cannot: str, layers: Sequence[int],
                   layer_step: int, last_block: int, chat_format: str) -> Section:
-    """What this run of the study can and cannot show, from its settings and table (one row at least): events (and
-    the `corpus`'s emotions they were drawn from), modes, layers, position group, whether intervals could be
-    computed."""
+    """What this run of the study can and cannot show, from its settings and table (one row at least): the events
+    (`events_cannot`: what the suite's sample of them cannot show), modes, layers, position group, whether intervals
+    could be computed."""
     first = table.iloc[0]
     modes = list(dict.fromkeys(table["mode"]))
     labels = ", ".join(layer_label(layer) for layer in layers)
     over = (f"without an interval ({first['interval_note']})" if first["interval_note"] == ONE_EVENT else
-            f"with 95% intervals over the {len(events)} events (t in points, Fieller as a share)")
+            f"with 95% intervals over the {n_events} events (t in points, Fieller as a share)")
     can = [f"Which of the {len(layers)} tested layers ({labels}) carry persona information the gap depends on, "
            "patching "
            f"the {first['positions']} positions in mode{'s' if len(modes) != 1 else ''} {', '.join(modes)}: the gap "
@@ -202,31 +206,13 @@ def scope_section(table: pd.DataFrame, events: Sequence[Event], corpus: Sequence
               f"reads from there on, at the {first['positions']} positions only.",
               f"Anything from the gap closed at the earliest layers ({expected}: true by construction) or at the last "
               f"block (block {last_block}: nothing after it reads the patched positions).",
-              _events_cannot(events, corpus),
+              events_cannot,
               f"Other answer scales or prompt formats: one setting's scale, prompts in the {literal(chat_format)} chat "
               "format."]
     if layer_step > 1:
         cannot.append(f"Layers between those tested (every {layer_step}-th of --layers): the layer from which patching "
                       f"stops mattering is known to within {layer_step} layers.")
     return scope(can, cannot)
-
-
-def _events_cannot(events: Sequence[Event], corpus: Sequence[str]) -> str:
-    """What the events cannot show: with one, how the result varies with them; else narratives beyond the corpus
-    they were drawn from (beyond their emotions, where they lack some of its) and, where the corpus groups events in
-    clusters, the dependence within one (these intervals count each event)."""
-    if len(events) == 1:
-        return (f"How the result varies with the events: one event ({literal(events[0].event_id)}), no interval; "
-                "rerun with --limit-events 2 or more.")
-    counts = emotions_drawn(e.emotion for e in events)
-    text = (f"Narratives beyond the corpus the {len(events)} events were drawn from: the intervals treat them as a "
-            "random sample of it, the permutation p conditions on them." if covers(counts, corpus) else
-            f"Narratives of emotions the {len(events)} events lack: they hold {emotions_text(counts, corpus)}, so the "
-            "intervals speak of events of these emotions, not of the corpus (rerun with more --limit-events); the "
-            "permutation p conditions on the events.")
-    clustered = sum(e.cluster is not None for e in events)
-    return text + (f" {clustered} of the events belong to clusters of the corpus, which these intervals count as "
-                   "independent events (the run's Table 2 counts each cluster once)." if clustered else "")
 
 
 def result(table: pd.DataFrame, last_block: int, margin: float = EQUIVALENCE_MARGIN) -> dict:
@@ -249,3 +235,40 @@ def _closed_numbers(row: pd.Series) -> dict:
     NaN)."""
     names = [f"{k}{end}" for k in ("gap_closed", "gap_closed_points") for end in ("", "_low", "_high")]
     return {"layer": int(row["layer"]), **{k: None if is_missing(row[k]) else float(row[k]) for k in names}}
+
+
+@styled
+def gap_figure(table: pd.DataFrame, title: str | None = None) -> Figure:
+    """The patched gap in rating points against layer, one line per mode with its 95% interval over events as error
+    bars (the modes set side by side at each layer, so no interval hides another), the unpatched gap dashed with its
+    interval shaded; the title ends with the events and prompts per point."""
+    fig = new_figure(1, 2.8)
+    ax = fig.add_subplot()
+    modes = table.groupby("mode", sort=False)
+    layers = np.unique(table["layer"].to_numpy(dtype=float))
+    pitch = float(np.diff(layers).min()) if len(layers) > 1 else 1.0
+    for k, (mode, part) in enumerate(modes):
+        part = part.sort_values("layer")
+        gap = part["gap_raw_patched"].to_numpy(dtype=float)
+        errors = np.abs(part[["gap_raw_patched_low", "gap_raw_patched_high"]].to_numpy(dtype=float).T - gap)
+        dodge = DODGE * pitch * (k - (modes.ngroups - 1) / 2)
+        ax.errorbar(part["layer"] + dodge, gap, yerr=None if np.isnan(errors).all() else errors, marker="o",
+                    markersize=3, capsize=2, color=PALETTE[k % len(PALETTE)],
+                    label=MODE_LABELS.get(mode, mode))
+    shown = layers[::-(-len(layers) // MAX_TICKS)]  # the layers, not the modes' offsets
+    ax.set_xticks(shown, [layer_label(int(layer)) for layer in shown])
+    title = title or "the gap after patching the persona at one layer"
+    if len(table):
+        first = table.iloc[0]
+        ax.axhline(float(first["gap_raw_unpatched"]), color="black", ls="--", lw=0.8, label="unpatched")
+        if np.isfinite(first["gap_raw_unpatched_low"]):
+            ax.axhspan(float(first["gap_raw_unpatched_low"]), float(first["gap_raw_unpatched_high"]), color=GREY,
+                       alpha=0.15, linewidth=0, label="unpatched, 95% over events")
+        n = n_text(events=count_range(table["n_events"]), prompts=count_range(table["n_prompts"]))
+        title = f"{title}\n{n} per point"
+    ax.axhline(0, color=GREY, lw=0.5)
+    ax.set_xlabel("patched layer (resid_post)")
+    ax.set_ylabel("gap, in-group − out-group (points)")
+    legend_below(fig, *ax.get_legend_handles_labels(), columns=2)
+    ax.set_title(title)
+    return fig

@@ -1,4 +1,5 @@
-"""The gap after patching, one row per (mode, layer, position group), with what a reviewer asks of each number: the
+"""The gap of a perceiver × target cell matrix after patching one slot (intergroup: the persona), one row per (mode,
+layer, position group), with what a reviewer asks of each number: the
 gap in rating points with its t-interval over events, the gap closed paired by event (in points with its
 t-interval, as a share of the unpatched gap with Fieller's interval), δ z-scored beside them with its event count and
 the share of σ(M⁰)² that is event noise (no interval over events: δ shrinks with few events), the permutation p
@@ -8,16 +9,15 @@ layers of a mode."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-from behavioral.analysis.multiplicity import max_statistic
-from behavioral.suites.intergroup.setting_analysis import intensity_tensor
-from behavioral.suites.intergroup.groups import Category, get_category
 from behavioral.analysis.cell_gap import EXACT_LIMIT, empathy_gap, event_noise_share, gap_closed, \
     gap_interval, n_matchings, permutation_test, zscore
+from behavioral.analysis.multiplicity import max_statistic
 
 N_PERMUTATIONS = 2000  # sampled permutations where the matchings are not enumerated (seed 0, shared by the layers)
 INTERVALS = ("gap_raw_unpatched", "gap_raw_patched", "gap_closed_points", "gap_closed")
@@ -28,23 +28,22 @@ GAP_COLUMNS = ("mode", "layer", "positions", "n_events", "delta_unpatched", "del
 ONE_EVENT = "one event: no interval over events"
 
 
-def category_of(category: str | Category) -> Category:
-    """A category given by name or as itself."""
-    return get_category(category) if isinstance(category, str) else category
+def cell_matrix(frame: pd.DataFrame, names: Sequence[str], column: str, slots: Sequence[str]) -> np.ndarray:
+    """M0[p, x]: mean of `column` over events per identity of `names` in the first slot (p) and the second (x)."""
+    M0 = frame.pivot_table(index=slots[0], columns=slots[1], values=column, aggfunc="mean")
+    return M0.reindex(index=list(names), columns=list(names)).to_numpy(dtype=float)
 
 
-def cell_matrix(frame: pd.DataFrame, category: Category, column: str) -> np.ndarray:
-    """M0[p, x]: mean of `column` over events, perceivers and experiencers without "a person" (Table 1 order)."""
-    names = list(category.identities)
-    M0 = frame.pivot_table(index="perceiver", columns="experiencer", values=column, aggfunc="mean")
-    return M0.reindex(index=names, columns=names).to_numpy(dtype=float)
-
-
-def event_tensor(frame: pd.DataFrame, category: Category, column: str) -> np.ndarray:
-    """I[p, x, e]: `column` per perceiver, experiencer and event, "a person" left out (events in order of
-    appearance; NaN where absent), the suite's `intensity_tensor` as its event bootstrap reads it."""
-    events = tuple(dict.fromkeys(frame["event_id"]))
-    return intensity_tensor(frame, category, events, column)[0][1:, 1:]
+def event_tensor(frame: pd.DataFrame, names: Sequence[str], column: str, slots: Sequence[str]) -> np.ndarray:
+    """I[p, x, e]: `column` per identity of `names` in each of the two `slots` and per event (events in order of
+    appearance; NaN where absent; rows naming no identity of `names`, intergroup's "a person", left out)."""
+    events = list(dict.fromkeys(frame["event_id"]))
+    p, x = (pd.Categorical(frame[slot], categories=list(names)).codes for slot in slots)
+    e = pd.Categorical(frame["event_id"], categories=events).codes
+    named = (p >= 0) & (x >= 0)
+    I = np.full((len(names), len(names), len(events)), np.nan)
+    I[p[named], x[named], e[named]] = frame[column].to_numpy(dtype=float)[named]
+    return I
 
 
 @dataclass(frozen=True)
@@ -100,7 +99,8 @@ def family_wise(observed: list[float], nulls: list[np.ndarray | None]) -> np.nda
 
 def event_intervals(clean: np.ndarray, patched: np.ndarray, same: np.ndarray) -> dict:
     """INTERVALS over the events, each a 95% interval: the raw gaps' t-intervals over their per-event gaps
-    (`stats.gap_interval`), the gap closed paired by event (`stats.gap_closed`: t in points, Fieller as a share).
+    (`cell_gap.gap_interval`), the gap closed paired by event (`cell_gap.gap_closed`: t in points, Fieller as a
+    share).
     NaN with the reason in `interval_note` where there is one event or the share is unbounded."""
     closed = gap_closed(clean, patched, same)
     out = {"gap_closed_points": closed.points, "gap_closed": closed.share,
@@ -114,9 +114,11 @@ def event_intervals(clean: np.ndarray, patched: np.ndarray, same: np.ndarray) ->
     return out
 
 
-def gap_table(frame: pd.DataFrame, category: str | Category) -> pd.DataFrame:
-    """The gap per (mode, layer, position group) from the protocol's per-prompt rows (`patched_gap_prompts`): M0[p, x]
-    = mean expected intensity over events, from the clean and the patched prompts.
+def gap_by_layer(frame: pd.DataFrame, names: Sequence[str], same: np.ndarray, slots: Sequence[str]) -> pd.DataFrame:
+    """The gap per (mode, layer, position group) from a protocol's per-prompt rows (intergroup's
+    `patched_gap_prompts`: columns mode, layer, positions, event_id, the two `slots` and the sweep's metrics): M0[p,
+    x] = mean expected intensity over events of the identities `names` (`same`: their in-group cells), from the
+    clean and the patched prompts.
 
     gap_raw_*: mean in-group minus mean out-group cell of M0 in intensity points; gap_closed_points: the unpatched
     minus the patched gap, paired by event; gap_closed: its share of the unpatched gap (1: gone, 2: reversed);
@@ -124,18 +126,15 @@ def gap_table(frame: pd.DataFrame, category: str | Category) -> pd.DataFrame:
     (behavioral.analysis.cell_gap) with delta_removed = 1 − δ_patched / δ_unpatched, a ratio that also moves
     with σ(M0) and has no interval; noise_share: the share of the unpatched σ(M0)² that is event noise. p_unpatched /
     p_patched: one-sided permutation p of each δ, exact over all n! matchings where every identity is its own group
-    and n! is small enough (p_test says which; stats.EXACT_LIMIT), else sampled (N_PERMUTATIONS, seed 0);
+    and n! is small enough (p_test says which; cell_gap.EXACT_LIMIT), else sampled (N_PERMUTATIONS, seed 0);
     p_patched_fwe: max-statistic family-wise p over the layers of the same mode and position group (the same
     matchings for every layer); p_min: the floor of both; null_ci_low/high: the unpatched null's 95% interval."""
-    category = category_of(category)
-    same = category.in_group()
     exact = enumerated(same)
     p_test = f"exact over {exact} matchings" if exact else f"{N_PERMUTATIONS} permutations"
     rows, tests = [], []
     for (mode, layer, positions), part in frame.groupby(["mode", "layer", "positions"], sort=False):
-        t0 = patched_gap_test(cell_matrix(part, category, "expected_clean"), same)
-        t1 = patched_gap_test(cell_matrix(part, category, "expected"), same)
-        clean, patched = event_tensor(part, category, "expected_clean"), event_tensor(part, category, "expected")
+        t0, t1 = (patched_gap_test(cell_matrix(part, names, c, slots), same) for c in ("expected_clean", "expected"))
+        clean, patched = (event_tensor(part, names, c, slots) for c in ("expected_clean", "expected"))
         tests.append(t1)
         rows.append({"mode": mode, "layer": layer, "positions": positions, "n_events": part["event_id"].nunique(),
                      "delta_unpatched": t0.delta, "delta_patched": t1.delta, "delta_change": t1.delta - t0.delta,
