@@ -19,6 +19,7 @@ from behavioral.analysis.paired import t_interval
 from interp.matchings import matched, overlap
 
 UNSTEERED = "unsteered"  # the condition every change is taken from (interp.steering.sweep_conditions)
+GAP = ("gap_points", "gap_low", "gap_high")  # the suite's measures begin with the gap in points and its interval
 
 
 @dataclass(frozen=True)
@@ -45,7 +46,8 @@ class Measures(Protocol):
     CHANGED: tuple[str, ...]  # the suite's columns whose change from the unsteered rerun the summary adds
 
     def measures(self, block: Block, condition: str, n_permutations: int, seed: int) -> Mapping[str, object]:
-        """The suite's own columns of one condition of a block (intergroup: δ with its null, the rates)."""
+        """The suite's own columns of one condition of a block: the gap in rating points with its interval over
+        events (GAP) among them (intergroup: beside δ with its null, the rates and the events)."""
 
 
 def m0(I: np.ndarray) -> np.ndarray | None:
@@ -73,10 +75,11 @@ def _steering(first: pd.Series) -> dict:
 def summarize(blocks: Iterable[Block], protocol: Measures, n_permutations: int = 10_000,
               seed: int = 0) -> pd.DataFrame:
     """Per block and condition (blocks in the order given, conditions in the order the rows first name them): the
-    steering, the block's labels, the suite's measures (`protocol.measures`), the gap's change from the unsteered
-    rerun in rating points with the t-interval of the per-event changes (`cell_gap.gap_change`, paired by event),
-    σ of M⁰ (the scale a z-scored measure divides by, re-estimated per condition) and the events; ``{c}_change``
-    subtracts the unsteered condition's value of each column c of `protocol.CHANGED`."""
+    steering, the block's labels, the suite's gap in points with its interval (GAP), the gap's change from the
+    unsteered rerun in rating points with the t-interval of the per-event changes (`cell_gap.gap_change`, paired by
+    event), σ of M⁰ (the scale a z-scored measure divides by, re-estimated per condition), then the suite's other
+    measures (`protocol.measures`); ``{c}_change`` subtracts the unsteered condition's value of each column c of
+    `protocol.CHANGED`."""
     out, keys = [], []
     for block in blocks:
         keys = list(block.labels)
@@ -84,10 +87,10 @@ def summarize(blocks: Iterable[Block], protocol: Measures, n_permutations: int =
             change = (cell_gap.gap_change(block.tensors[UNSTEERED], block.tensors[condition], block.same)
                       if UNSTEERED in block.tensors else (math.nan, math.nan, math.nan))
             M0 = m0(block.tensors[condition])
-            out.append({**_steering(sub.iloc[0]), **block.labels,
-                        **protocol.measures(block, condition, n_permutations, seed),
+            own = dict(protocol.measures(block, condition, n_permutations, seed))
+            out.append({**_steering(sub.iloc[0]), **block.labels, **{k: own.pop(k) for k in GAP},
                         "gap_points_change": change[0], "gap_change_low": change[1], "gap_change_high": change[2],
-                        "sigma_M0": math.nan if M0 is None else float(M0.std()), "n_events": len(block.event_ids)})
+                        "sigma_M0": math.nan if M0 is None else float(M0.std()), **own})
     table = pd.DataFrame(out)
     changed = list(protocol.CHANGED)
     base = table.loc[table["condition"] == UNSTEERED, keys + changed]

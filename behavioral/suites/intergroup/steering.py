@@ -149,11 +149,11 @@ def measures(block: Block, condition: str, n_permutations: int = 10_000, seed: i
     """Seed 000's measures of one condition of a block: the raw gap in rating points (in-group minus out-group
     cells of M⁰) with its t-interval over the events (`cell_gap.gap_interval`); δ with the share of σ(M⁰)² that
     is event noise (no interval over events: δ's resampled values centre below its many-event value,
-    docs/BENCHMARKS.md), its permutation null interval (``ci_*``) and p; the mean rating and the refusal and numeric
-    rates. ``non_numeric_mass`` = 1 − mean probability that the first answer token starts a number (score modes);
-    ``refusal_rate`` counts prompts without a value of the measure (those drop whole events); ``p_min`` is the
-    smallest p the sampled permutation null allows (see ``PermutationResult``); ``p_exact`` the p over every
-    matching of identities where the test enumerates them (religion), NaN otherwise."""
+    docs/BENCHMARKS.md), its permutation null interval (``ci_*``) and p; the mean rating, the refusal and numeric
+    rates and the events. ``non_numeric_mass`` = 1 − mean probability that the first answer token starts a number
+    (score modes); ``refusal_rate`` counts prompts without a value of the measure (those drop whole events);
+    ``p_min`` is the smallest p the sampled permutation null allows (see ``PermutationResult``); ``p_exact`` the p
+    over every matching of identities where the test enumerates them (religion), NaN otherwise."""
     sub = block.rows[block.rows["condition"] == condition]
     a = analyze_setting(sub, get_category(block.labels["category"]), block.labels["setting"], block.event_ids,
                         block.labels["measure"], n_permutations, seed, allow_partial=True)
@@ -173,4 +173,4 @@ def measures(block: Block, condition: str, n_permutations: int = 10_000, seed: i
         "numeric_mass_mean": math.nan if a.numeric_mass_mean is None else a.numeric_mass_mean,
         "numeric_mass_share": math.nan if a.numeric_mass_share is None else a.numeric_mass_share,
         "non_numeric_mass": math.nan if a.numeric_mass_mean is None else 1 - a.numeric_mass_mean,
-        "n_prompts": a.n_prompts, "note": "; ".join(a.notes)}
+        "n_events": len(block.event_ids), "n_prompts": a.n_prompts, "note": "; ".join(a.notes)}
