@@ -29,7 +29,6 @@ TREES = ("lazy", "full")  # how score mode reads an answer tree (behavioral.infe
 # than this from the full tree's.
 TREE_TOLERANCE = 1e-3
 
-PROMPT_FORMATS = ("auto", "chat", "plain")  # behavioral.inference.chat.REQUESTS, without importing the tokenizer stack
 
 
 def check_tolerance(value: float, name: str) -> None:
@@ -134,11 +133,6 @@ def _whole(minimum: int | None = None) -> Rule:
         lambda v: isinstance(v, int) and not isinstance(v, bool) and (minimum is None or v >= minimum)
 
 
-def _number(test: Callable[[float], bool], what: str) -> Rule:
-    return f"a finite number {what}", \
-        lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and test(v)
-
-
 def _one_of(values: tuple[str, ...]) -> Rule:
     return f"one of {', '.join(values)}", lambda v: isinstance(v, str) and v in values
 
@@ -146,8 +140,6 @@ def _one_of(values: tuple[str, ...]) -> Rule:
 TEXT: Rule = ("a non-empty string", lambda v: isinstance(v, str) and v != "")
 TEXT_OR_NULL: Rule = ("a string or null", lambda v: v is None or isinstance(v, str))
 OBJECT: Rule = ("a JSON object", lambda v: isinstance(v, dict))
-STRINGS: Rule = ("a list of strings", lambda v: isinstance(v, list) and all(isinstance(s, str) for s in v))
-BOOL: Rule = ("true or false", lambda v: isinstance(v, bool))
 RUN_ID: Rule = ("32 hexadecimal digits", lambda v: isinstance(v, str) and len(v) == 32
                 and all(c in "0123456789abcdef" for c in v))
 GROUPS: Rule = ("a list of [group, items] pairs (a string and a whole number of at least 1)",
@@ -173,28 +165,20 @@ SEALS_RULE: Rule = (f"{SEALS}, the seal format this version reads", lambda v: ty
 # config fields every schema-2 manifest has; the others are checked where present (older runs and imported ones
 # lack some), and a suite's data facts (hashes, counts) are the suite's own
 REQUIRED = ("schema", "suite", "model", "mode")
+# What the run directory itself reads of a manifest's config (which suite and model, how its rows are laid out: the
+# mode, the items per work unit, the samples per item) and what it records beside the settings (the options, the
+# loaded model's hash and revision, the chat format). Every other run setting it records is checked by its
+# declaration on RunConfig (behavioral.runner.config.check_recorded), which readers of a run's settings call.
 CONFIG: dict[str, Rule] = {
     "schema": _whole(),
     "suite": TEXT,
     "model": TEXT,
     "mode": _one_of(MODES),
-    "seed": _whole(),
-    "temperature": _number(lambda v: v >= 0, "of at least 0"),
-    "top_p": _number(lambda v: 0 < v <= 1, "above 0 and at most 1"),
     "samples": _whole(1),
-    "max_new_tokens": _whole(1),
-    "prompt_format": _one_of(PROMPT_FORMATS),
     "unit_size": _whole(1),
-    "capture": STRINGS,
-    "layers": TEXT,
-    "per_cell_samples": _whole(0),
-    "store_probs": BOOL,
-    "answer_tree": _one_of(TREES),
-    "tree_tolerance": _number(lambda v: 0 <= v < 1, "of at least 0 and below 1"),
     "options": ("a JSON object or null", lambda v: v is None or isinstance(v, dict)),
     "model_hash": TEXT_OR_NULL,
     "revision": TEXT_OR_NULL,
-    "dtype": TEXT,
     "chat_format": TEXT,
 }
 

@@ -6,7 +6,7 @@ line and a sweep file's every run are checked before the engine is imported."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, fields, is_dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -19,7 +19,9 @@ from behavioral.rundir.manifest import (
 )
 from behavioral.inference.model_source import DTYPES, check_device, check_length
 from behavioral.core.options import SEED_MAX, SIZE_MAX, check_number, comma_values, quoted
-from behavioral.runner.settings import Check, added_since, checks, flag, identity_fields, setting, suite_defaults
+from behavioral.runner.settings import (
+    Check, added_since, checks, flag, identity_fields, recorded_checks, setting, suite_defaults,
+)
 from behavioral.suite.registry import get_declaration
 from behavioral.suite.protocol import SuiteDeclaration, local_path
 
@@ -54,6 +56,12 @@ def _temperature(value: float, name: str) -> None:
 def _top_p(value: float, name: str) -> None:
     if not 0 < value <= 1:
         raise ValueError(f"{name} must lie in (0, 1], got {value}")
+
+
+def _numbers(value: Any, name: str) -> None:
+    """The record of vLLM's engine arguments that change the numbers (`vllm_args.numbers`): a JSON object."""
+    if not isinstance(value, dict):
+        raise ValueError(f"{name} is {quoted(value)}; expected a JSON object of vLLM's engine arguments")
 
 
 def _captured(value: str, suite: SuiteDeclaration) -> tuple[str, ...]:
@@ -146,7 +154,7 @@ class RunConfig:
         (), "--backend vllm: more of vLLM's engine arguments (the fields of vllm.EngineArgs), VALUE read as JSON where "
             "it parses, else as text: max_model_len=8192 enforce_eager=true",
         flag={"nargs": "+", "action": "extend", "type": vllm_args.engine_arg, "metavar": "KEY=VALUE", "default": []},
-        read=lambda value, suite: tuple(value))
+        read=lambda value, suite: tuple(value), recorded=_numbers)
 
     def __post_init__(self):
         defaults = run_defaults(get_declaration(self.suite))
@@ -165,6 +173,7 @@ class RunConfig:
         only the caller's own `changes` turn it on."""
         manifest = read_manifest(run_dir)
         stored = manifest.config
+        check_recorded(stored, Path(run_dir) / MANIFEST)
         known = {f.name for f in fields(cls)} - {"trust_remote_code"}
         kept = {k: v for k, v in stored.items() if k in known}
         options = options_of(manifest, get_declaration(manifest.suite).Options, Path(run_dir) / MANIFEST)
@@ -205,6 +214,8 @@ SETTING_CHECKS = checks(RunConfig)
 # The decoding settings' defaults; a suite replaces some with its own (Suite.run_defaults, e.g. its authors').
 RUN_DEFAULTS = suite_defaults(RunConfig)
 IDENTITY = identity_fields(RunConfig)
+# How each setting's value in a manifest is checked: the JSON form of its type, then its own check.
+RECORDED = recorded_checks(RunConfig)
 # identity settings newer than some manifests (flat keys): the value those runs ran with, where the run has the key
 ADDED = added_since(RunConfig) | {"options.exclude_events": []}
 
@@ -213,6 +224,18 @@ def check_setting(field: str, value: Any, name: str) -> None:
     """Raise ValueError naming `name` where `value` (of the field's type) is not one RunConfig's `field` may take."""
     if field in SETTING_CHECKS:
         SETTING_CHECKS[field](value, name)
+
+
+def check_recorded(config: Mapping[str, Any], path: Path) -> None:
+    """A RunDirError naming the first run setting a manifest's `config` (read from `path`) records in a form or with a
+    value the setting does not take (RECORDED): what the run directory's own reader (read_manifest, below this
+    layer) leaves to the settings' declarations."""
+    for name, check in RECORDED.items():
+        if name in config:
+            try:
+                check(config[name], f"config.{name}")
+            except ValueError as err:
+                raise RunDirError(f"{path}: {err} (is the manifest damaged or edited?)") from None
 
 
 def run_identity(config: RunConfig, model_info: dict) -> dict:

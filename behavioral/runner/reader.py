@@ -10,6 +10,7 @@ import pandas as pd
 from behavioral.rundir.run import Completeness
 from behavioral.rundir.manifest import MANIFEST, Manifest, RunDirError, options_of, read_manifest
 from behavioral.suite.registry import get_declaration
+from behavioral.runner.config import check_recorded
 from behavioral.runner.plan import derived_plan
 from behavioral.rundir.parts import read_results, result_schema
 
@@ -46,6 +47,7 @@ def read_run(run_dir: str | Path, suite: str, allow_partial: bool = False
     `allow_partial`) are RunDirErrors that say what to do."""
     run_dir = Path(run_dir)
     manifest = read_manifest(run_dir)
+    check_recorded(manifest.config, run_dir / MANIFEST)
     if manifest.suite != suite:
         raise RunDirError(f"{run_dir} holds a run of suite {manifest.suite!r}; expected a {suite} run")
     declared = get_declaration(suite)

@@ -1,13 +1,17 @@
 """A run setting declared once (vLLM's EngineArgs for this toolkit's runs): a RunConfig field whose metadata carries
 its help, its check, whether it is part of a run's identity (and what runs made before it existed ran with), which
 tables of a sweep file may give it, and how its `empathy-gap run` flag reads. The flags and their reading, the
-checks, the resume identity and the sweep's keys are derived from the fields (`add_setting_flags`,
-`config_from_flags`, `checks`, `identity_fields`, `added_since`, `sweep_keys`)."""
+checks, the check of its value in a run's manifest, the resume identity and the sweep's keys are derived from the
+fields (`add_setting_flags`, `config_from_flags`, `checks`, `recorded_checks`, `identity_fields`, `added_since`,
+`sweep_keys`)."""
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
+import math
+import types
 import typing
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -28,7 +32,8 @@ class Setting:
     match it, and `since` is the value runs whose manifests lack it ran with; `sweep`: the tables of a sweep file
     that may give it, under `key` where that differs from its name; `flag`: the argparse keywords of its flag beyond
     those its type gives (None: it has no flag of its own); `read` turns the parsed flag into the field's value
-    (with the suite's declaration, for a value such as `all`)."""
+    (with the suite's declaration, for a value such as `all`); `recorded`: how its value in a run's manifest is checked
+    where the manifest records another form than the setting's own (None: as the setting, `recorded_checks`)."""
 
     help: str
     check: Check | None = None
@@ -39,6 +44,7 @@ class Setting:
     key: str | None = None
     flag: Mapping[str, Any] | None = dataclasses.field(default_factory=dict)
     read: Callable[[Any, Any], Any] | None = None
+    recorded: Check | None = None
 
 
 def setting(default: Any = dataclasses.MISSING, help: str = "", **declared: Any) -> Any:
@@ -59,6 +65,45 @@ def checks(cls: type) -> dict[str, Check]:
 def suite_defaults(cls: type) -> dict[str, Any]:
     """The decoding settings' defaults, which a suite may replace with its own (Suite.run_defaults), by name."""
     return {name: s.suite_default for name, (_, s) in declared(cls).items() if s.suite_default is not UNSET}
+
+
+def _json_form(kind: Any) -> tuple[str, Callable[[Any], bool]] | None:
+    """What JSON holds of a value of the annotated type `kind` (its optional None left out: a run records the value it
+    resolved), as (what is expected, the test); None for a type without one JSON form."""
+    args = [a for a in typing.get_args(kind) if a is not type(None)]
+    if isinstance(kind, types.UnionType) or typing.get_origin(kind) is typing.Union:
+        kind = args[0] if len(args) == 1 else Any
+    if kind is bool:
+        return "true or false", lambda v: isinstance(v, bool)
+    if kind is int:
+        return "a whole number", lambda v: isinstance(v, int) and not isinstance(v, bool)
+    if kind is float:
+        return "a finite number", lambda v: (isinstance(v, (int, float)) and not isinstance(v, bool)
+                                             and math.isfinite(v))
+    if kind is str:
+        return "a string", lambda v: isinstance(v, str)
+    if typing.get_origin(kind) is tuple and typing.get_args(kind) == (str, ...):
+        return "a list of strings", lambda v: isinstance(v, list) and all(isinstance(s, str) for s in v)
+    return None
+
+
+def _recorded(form: tuple[str, Callable[[Any], bool]] | None, check: Check | None) -> Check:
+    """A check of a recorded value: its JSON form, then the setting's own check (of the value as the setting holds
+    it: a list as a tuple)."""
+    def recorded(value: Any, name: str) -> None:
+        if form is not None and not form[1](value):
+            shown = json.dumps(value)
+            raise ValueError(f"{name} is {shown if len(shown) <= 60 else shown[:57] + '...'}; expected {form[0]}")
+        if check is not None:
+            check(tuple(value) if isinstance(value, list) else value, name)
+    return recorded
+
+
+def recorded_checks(cls: type) -> dict[str, Check]:
+    """How each setting's value in a run's manifest is checked, by name: its declared `recorded` check, else the JSON
+    form of its type followed by its own check (a damaged or edited manifest is refused naming the setting)."""
+    hints = typing.get_type_hints(cls)
+    return {name: s.recorded or _recorded(_json_form(hints[name]), s.check) for name, (_, s) in declared(cls).items()}
 
 
 def identity_fields(cls: type) -> tuple[str, ...]:
