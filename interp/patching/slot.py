@@ -126,7 +126,7 @@ class SlotPatching:
         each = [PatchSpec.parse(options.positions, (layer,)) for layer in layers]
         frame = evaluate(engine, targets, sources, [each] * len(targets), trie, meta,
                          "headline" if progress else None)
-        table = gap_table(frame)
+        table = unit_gap_table(frame)
         text = (f"Each of the {len(items)} items whose `{self.slot}` holds an identity is scored while that slot's "
                 f"states at one layer (position group `{options.positions}`) come from the same item with another "
                 f"value in the slot (mode `person`: {self.baseline!r}; mode `swap`: an identity of the other side). "
@@ -144,7 +144,7 @@ class SlotPatching:
         return sections, [Table("gap_prompts", "Every patched prompt", frame)], record
 
 
-def gap_table(frame: pd.DataFrame) -> pd.DataFrame:
+def unit_gap_table(frame: pd.DataFrame) -> pd.DataFrame:
     """COLUMNS per (mode, layer, position group) from `evaluate`'s rows with meta columns `unit` and `ingroup`: the
     gap before and after patching with t-intervals over the units that have both in-group and out-group items, and
     the gap closed paired by unit."""
