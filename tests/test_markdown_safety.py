@@ -78,10 +78,11 @@ def shown_codes(report: Path) -> set[str]:
 
 
 def make_hostile(run_dir: Path) -> Path:
-    """`run_dir` with hostile manifest fields: model, revision, dtype, chat format, a data hash, the provenance's
-    device, date and commit."""
+    """`run_dir` with hostile manifest fields: model, revision, chat format, a data hash, the provenance's device,
+    date and commit (the free text a manifest records; a run setting such as the dtype is refused unless it is one of
+    the setting's values, tests/test_manifest.py)."""
     manifest = json.loads((run_dir / MANIFEST).read_text())
-    manifest["config"] |= {"model": f"http://evil.example/{NAME}", "revision": NAME, "dtype": NAME,
+    manifest["config"] |= {"model": f"http://evil.example/{NAME}", "revision": NAME,
                            "chat_format": NAME, "model_hash": NAME, "corpus_hash": NAME, f"{NAME}_hash": NAME}
     manifest["provenance"] |= {"device": NAME, "created": NAME, "git_commit": NAME}
     (run_dir / MANIFEST).write_text(json.dumps(manifest))
