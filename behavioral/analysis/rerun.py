@@ -4,10 +4,28 @@ recorded it."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
+from behavioral.core.options import check_bounds, option
 from behavioral.inference import models
+from behavioral.inference.model_source import check_device
 from behavioral.analysis.runs import Run
 from behavioral.suite.registry import get_suite, names
+
+
+@dataclass(frozen=True)
+class ModelOptions:
+    """How a study that runs the run's model again loads it: the options every such study takes first (its own
+    follow, in its subclass)."""
+
+    device: str = option("auto", "device of the model: auto, cpu, cuda, cuda:N, mps or split[:0=70GiB,cpu=200GiB]",
+                         metavar="DEVICE")
+    dtype: str | None = option(None, "dtype of the model (default: the run's)", metavar="DTYPE")
+    trust_remote_code: bool = option(False, "let the model folder run its own code (never taken from a manifest)")
+
+    def __post_init__(self):
+        check_bounds(self)
+        check_device(self.device)
 
 
 def load_model(run: Run, device: str = "auto", dtype: str | None = None, trust_remote_code: bool = False,

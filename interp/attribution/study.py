@@ -33,12 +33,11 @@ from behavioral.report.blocks import Analysis, Figure, Section, Table, scope
 from behavioral.inference.answer_space import AnswerTrie
 from behavioral.inference.engine import Engine
 from behavioral.analysis.figure_style import GREY, count_range, heatmap_ticks, n_text, new_figure, styled
-from behavioral.inference.models import check_device
-from behavioral.core.options import SEED, check_bounds, option
+from behavioral.core.options import SEED, option
 from behavioral.runner.run import RunConfig
 from behavioral.core.selection import select_rows
 from interp.identities import parse_where, span_kind, suite_of, where_text
-from behavioral.analysis.rerun import load_model, one_run
+from behavioral.analysis.rerun import ModelOptions, load_model, one_run
 from behavioral.analysis.study import Study
 from interp import attribution as atp
 from interp.patching.spec import PERSONA, PatchPrompt
@@ -48,7 +47,7 @@ KS, FRACTIONS = (10,), (0.05,)  # the top-k comparisons: 10 nodes and 5% of the 
 
 
 @dataclass(frozen=True)
-class Options:
+class Options(ModelOptions):
     """What is attributed (the slice, the slot and its counterfactual, the pairs), the map's grid, the validation,
     and how the run's model is loaded."""
 
@@ -77,16 +76,11 @@ class Options:
     graddrop: bool = option(False, "AtP*'s GradDrop magnitudes too (L more forwards and backwards a pair)")
     top: int = option(20, "nodes of largest mean |AtP| listed in the report, per mode", metavar="N", minimum=1)
     seed: int = option(0, "seed of another slot's sample of items", metavar="N", **SEED)
-    device: str = option("auto", "device of the model: auto, cpu, cuda, cuda:N, mps or split[:0=70GiB,cpu=200GiB]",
-                         metavar="DEVICE")
-    dtype: str | None = option(None, "dtype of the model (default: the run's)", metavar="DTYPE")
     batch_size: int = option(32, "prompts per forward (pairs at a time for the corrupted states, nodes at a time "
                                  "for activation patching)", metavar="N", minimum=1)
-    trust_remote_code: bool = option(False, "let the model folder run its own code (never taken from a manifest)")
 
     def __post_init__(self):
-        check_bounds(self)
-        check_device(self.device)
+        super().__post_init__()
         if self.positions not in atp.SCOPES:
             raise ValueError(f"--positions {self.positions!r}: expected one of {', '.join(atp.SCOPES)}")
         if not self.modes:

@@ -14,11 +14,10 @@ from behavioral.report.formats import literal
 from behavioral.analysis.runs import Run
 from behavioral.report.blocks import Analysis, Section, Table
 from behavioral.inference.engine import Engine
-from behavioral.inference.models import check_device
-from behavioral.core.options import check_bounds, option
+from behavioral.core.options import option
 from behavioral.suite.protocol import Suite
 from interp.identities import parse_where, suite_of
-from behavioral.analysis.rerun import load_model, one_run, protocol_of
+from behavioral.analysis.rerun import ModelOptions, load_model, one_run, protocol_of
 from behavioral.analysis.study import Study
 from interp.patching.claims import EQUIVALENCE_MARGIN
 from interp.patching.spec import SYSTEM_GROUP, PatchSpec
@@ -37,7 +36,7 @@ class PatchingProtocol(Protocol):
 
 
 @dataclass(frozen=True)
-class Options:
+class Options(ModelOptions):
     """What is patched (the slice, events, layers, position group, modes), the sweep, and how the run's model is
     loaded."""
 
@@ -59,15 +58,10 @@ class Options:
     sweep_groups: tuple[str, ...] = option(SWEEP_POSITION_GROUPS, "position groups of the layer × group sweep",
                                            name="--sweep-group", metavar="GROUP")
     sweep_events: int = option(1, "events of the sweep (the first N patched; 0: no sweep)", metavar="N", minimum=0)
-    device: str = option("auto", "device of the model: auto, cpu, cuda, cuda:N, mps or split[:0=70GiB,cpu=200GiB]",
-                         metavar="DEVICE")
-    dtype: str | None = option(None, "dtype of the model (default: the run's)", metavar="DTYPE")
     batch_size: int = option(32, "prompts per forward", metavar="N", minimum=1)
-    trust_remote_code: bool = option(False, "let the model folder run its own code (never taken from a manifest)")
 
     def __post_init__(self):
-        check_bounds(self)
-        check_device(self.device)
+        super().__post_init__()
         for flag, group in (("--positions", self.positions), *(("--sweep-group", g) for g in self.sweep_groups)):
             try:
                 PatchSpec.parse(group)

@@ -21,12 +21,11 @@ from activations.store import ActivationStore, load
 from behavioral.report.formats import literal
 from behavioral.analysis.runs import Run
 from behavioral.report.blocks import Analysis, Figure, Section, Table, scope
-from behavioral.inference.models import check_device
-from behavioral.core.options import SEED, check_bounds, option
+from behavioral.core.options import SEED, option
 from behavioral.core.selection import field_values
 from behavioral.runner.run import RunConfig
 from interp.identities import WHERE_HELP, parse_where, suite_of, where_text
-from behavioral.analysis.rerun import load_model, one_run, protocol_of
+from behavioral.analysis.rerun import ModelOptions, load_model, one_run, protocol_of
 from behavioral.analysis.study import Study
 from interp.matchings import matched_cells, wrong_matchings
 from interp.steering.controls import Block, dose_response, matching_control, random_control, summarize
@@ -86,7 +85,7 @@ class SteeringProtocol(Protocol):
 
 
 @dataclass(frozen=True)
-class Options:
+class Options(ModelOptions):
     """Which cells and events give the direction, which events test it, where and how hard it steers, the controls,
     the statistics, and how the run's model is loaded."""
 
@@ -129,11 +128,7 @@ class Options:
     permutations: int = option(10_000, "permutations of the identity matching in δ's test", metavar="N", minimum=1)
     seed: int = option(0, "seed of the permutations and wrong matchings", name="--permutation-seed",
                        metavar="N", **SEED)
-    device: str = option("auto", "device of the model: auto, cpu, cuda, cuda:N, mps or split[:0=70GiB,cpu=200GiB]",
-                         metavar="DEVICE")
-    dtype: str | None = option(None, "dtype of the model (default: the run's)", metavar="DTYPE")
     batch_size: int = option(32, "prompts per forward of the reruns", metavar="N", minimum=1)
-    trust_remote_code: bool = option(False, "let the model folder run its own code (never taken from a manifest)")
 
     def __post_init__(self):
         try:
@@ -141,8 +136,7 @@ class Options:
         except ValueError:
             raise ValueError(f"--coef {','.join(map(str, self.coefs))}: expected numbers, e.g. --coef=-4,4") from None
         object.__setattr__(self, "coefs", coefs)
-        check_bounds(self)
-        check_device(self.device)
+        super().__post_init__()
         if (self.matchings or self.random_directions) and not self.project:
             raise ValueError("--matchings and --random-directions go with --project (they are its controls)")
         if not 0 < self.fit_fraction < 1:
