@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
     from behavioral.analysis import Analysis, Run
 
+
 @dataclass(frozen=True)
 class AnalyzeOptions:
     """What an scm analysis compares the runs with, what a `--mode both` run is read by, and how the fidelity
