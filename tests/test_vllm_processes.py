@@ -1,6 +1,6 @@
 """vLLM in processes of its own (slow, where vLLM is installed): a sweep mixing vLLM and the engine killed and
-finished, and a sweep file's plugin that never runs. Apart from tests/test_vllm_backend.py so that the two files run
-side by side on two workers."""
+finished, and a sweep file's plugin that never runs. CI runs it after tests/test_vllm_backend.py in one process
+(`-n 0`), the two sharing the session's vLLM engine."""
 
 from __future__ import annotations
 
