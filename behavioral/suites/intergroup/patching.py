@@ -269,7 +269,8 @@ class PersonaPatching:
         table = gap_table(frame, category)
         seconds["headline"] = time.perf_counter() - start
         last_block = n_layers_of(engine.model) - 1
-        figure = gap_report.gap_figure(table, f"gap by patched layer ({options.positions})\n{where}")  # its n names the events
+        # the figure's title names the events through its n
+        figure = gap_report.gap_figure(table, f"gap by patched layer ({options.positions})\n{where}")
         margin = options.equivalence_margin
         text = GAP_TEXT.format(headline=gap_report.headline(table, last_block, margin))
         sections = [Section("The gap by patched layer", text,
