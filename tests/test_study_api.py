@@ -81,7 +81,8 @@ def test_a_model_is_refused_by_a_study_that_runs_none(pinned_run, loaded, tmp_pa
 
 @pytest.mark.parametrize("given", [{"layer": "1"}, {"options": {"layers": "1", "layer": "1"}}])
 def test_a_misspelt_option_is_one_line_naming_it_and_the_study(pinned_run, tmp_path, given):
-    with pytest.raises(ValueError, match=r"^unknown option 'layer' of study patch; expected one of where, ") as err:
+    with pytest.raises(ValueError, match=r"^unknown option 'layer' of study patch; expected one of device, dtype, "
+                                         r"trust_remote_code, where, ") as err:
         run_study("patch", [pinned_run], out=tmp_path / "out", **given)
     assert "\n" not in str(err.value) and not (tmp_path / "out").exists()
 
