@@ -273,18 +273,22 @@ def test_a_sweep_runs_coefficient_zero_once_and_every_other_coefficient_at_every
          "ci_low": -0.2, "ci_high": 0.2, "refusal_rate": 0.0, "non_numeric_mass": 0.0, "mean_rating": 50.0, "note": "",
          "n_events": 3}
         for c in controlled])
-    delta_panel = sweep_figure(summary, {"category": "religion", "setting": SETTING}, protocol.PANELS).axes[0]
+    figure = sweep_figure(summary, {"category": "religion", "setting": SETTING}, protocol.PANELS)
+    delta_panel = figure.axes[0]
     curves = {line.get_label(): list(zip(line.get_xdata(), line.get_ydata())) for line in delta_panel.get_lines()}
     assert curves["layer 1"] == [(-1.0, 9.0), (0.0, 10.0), (1.0, 11.0)]  # its own zero run
     assert curves["layer 2"] == [(-1.0, 19.0), (0.0, 0.5), (1.0, 21.0)]  # the unsteered point at 0
     points = sorted(tuple(p) for c in delta_panel.collections for p in c.get_offsets())
     assert [y for _, y in points] == [10.0, 11.0, 20.0, 21.0]  # projections (x) and their random controls (o)
-    assert "projection of a random direction" in [t.get_text() for t in delta_panel.get_legend().get_texts()]
+    (legend,) = figure.legends  # one, below every panel
+    assert "projection of a random direction" in [t.get_text() for t in legend.get_texts()]
+    assert [t.get_text() for t in delta_panel.get_xticklabels()] == ["-1", "0", "1", "proj."]
     summary.loc[summary["condition"] == "L2 +1", "delta"] = np.nan  # every cell the same answer
-    delta_panel = sweep_figure(summary, {"category": "religion", "setting": SETTING}, protocol.PANELS).axes[0]
+    figure = sweep_figure(summary, {"category": "religion", "setting": SETTING}, protocol.PANELS)
+    delta_panel = figure.axes[0]
     marks = [c for c in delta_panel.collections if c.get_label() == "δ undefined"]
     assert len(marks) == 1 and marks[0].get_offsets()[:, 0].tolist() == [1.0]
-    assert "δ undefined" in [t.get_text() for t in delta_panel.get_legend().get_texts()]
+    assert "δ undefined" in [t.get_text() for t in figure.legends[0].get_texts()]
 
 
 def test_steering_sweep_reports_delta_and_rates_and_coefficient_zero_matches(tiny_model_dir, loaded, tmp_path,

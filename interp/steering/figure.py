@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from behavioral.analysis.figure_style import GREY, LABEL_SIZE, PALETTE, count_range, n_text, new_figure, styled
+from behavioral.analysis.figure_style import GREY, PALETTE, count_range, legend_below, n_text, new_figure, styled
 
 
 @styled
@@ -20,7 +20,8 @@ def sweep_figure(summary: pd.DataFrame, selection: Mapping[str, str], panels: Se
     coefficient per layer (projection at the right) for one `selection` of the block fields, two panels to a row,
     the title carrying the events; a layer without a coefficient-0 run takes the unsteered point there (see
     interp.steering.sweep_conditions), the headline's null interval (``ci_low``, ``ci_high``) of the unsteered
-    rerun is a band, and an undefined headline value (its note: why) is a triangle at the foot of its panel."""
+    rerun is a band, and an undefined headline value (its note: why) is a triangle at the foot of its panel; one
+    legend for every panel, below them."""
     part = summary[np.logical_and.reduce([summary[field] == value for field, value in selection.items()])]
     measures = list(dict.fromkeys(part["measure"]))
     headline, symbol = panels[0][0], panels[0][1].split(" (")[0]
@@ -30,13 +31,13 @@ def sweep_figure(summary: pd.DataFrame, selection: Mapping[str, str], panels: Se
     coefs = sorted(steered.loc[~steered["project"].astype(bool), "coef"].dropna().unique())
     span = (max(coefs) - min(coefs)) if len(coefs) > 1 else 1.0
     x_project = (max(coefs) if coefs else 0.0) + 0.35 * span
+    ticks = sorted(set(coefs) | ({0.0} if (part["layer"] < 0).any() else set()))  # 0: the unsteered rerun
     colors = {layer: PALETTE[i % len(PALETTE)] for i, layer in enumerate(sorted(steered["layer"].unique()))}
     for i, measure in enumerate(measures):
         rows = part[part["measure"] == measure]
         base = rows[rows["layer"] < 0]
         for j, (column, title) in enumerate(panels):
             ax = axes[i, j]
-            marked = drawn = shown = False
             if len(base) and np.isfinite(base[column].iloc[0]):
                 ax.axhline(base[column].iloc[0], color="black", linestyle="--", linewidth=0.8, label="unsteered")
             if column == headline and len(base) and np.isfinite(base["ci_low"].iloc[0]):
@@ -55,33 +56,29 @@ def sweep_figure(summary: pd.DataFrame, selection: Mapping[str, str], panels: Se
                 undefined = added.loc[~np.isfinite(added[column]), "coef"]
                 if column == headline and len(undefined):  # e.g. every cell the same greedy answer
                     ax.scatter(undefined, [0.04] * len(undefined), marker="v", s=20, color=colors[layer],
-                               transform=ax.get_xaxis_transform(), clip_on=False,
-                               label=None if marked else f"{symbol} undefined")
-                    marked = True
+                               transform=ax.get_xaxis_transform(), clip_on=False, label=f"{symbol} undefined")
                 projected = sub[sub["project"] & ~random & ~wrong & ~held]
                 if len(projected):
-                    ax.scatter([x_project] * len(projected), projected[column], marker="x", s=30, color=colors[layer])
+                    ax.scatter([x_project] * len(projected), projected[column], marker="x", s=30, color=colors[layer],
+                               label="projection of the direction")
                 matchings = sub[sub["project"] & wrong]
                 if len(matchings):
                     ax.scatter([x_project] * len(matchings), matchings[column], marker=".", s=10, color=GREY,
-                               label=None if shown else "projections of wrong matchings")
-                    shown = True
+                               label="projections of wrong matchings")
                 control = sub[sub["project"] & random]
                 if len(control):
                     ax.scatter([x_project] * len(control), control[column], marker="o", s=30, facecolors="none",
-                               edgecolors=colors[layer], label=None if drawn else "projection of a random direction")
-                    drawn = True
+                               edgecolors=colors[layer], label="projection of a random direction")
             if (steered["project"]).any():
-                ticks = list(coefs) + [x_project]
-                ax.set_xticks(ticks, [f"{c:g}" for c in coefs] + ["proj."])
+                ax.set_xticks(ticks + [x_project], [f"{c:g}" for c in ticks] + ["proj."])
             if column == headline and not np.isfinite(rows[headline]).any():
                 note = next((n for n in rows["note"] if n), "undefined")
                 ax.text(0.5, 0.5, f"{symbol} n/a:\n" + note[:120], ha="center", va="center", wrap=True,
                         transform=ax.transAxes)
             ax.set_xlabel("coefficient")
             ax.set_title(f"{title}, {measure}" if len(measures) > 1 else title)
-            if j == 0 and (i == 0 or marked or drawn or shown):
-                ax.legend(fontsize=LABEL_SIZE)
+    entries = {label: handle for ax in axes.flat for handle, label in zip(*ax.get_legend_handles_labels())}
+    legend_below(fig, list(entries.values()), list(entries), columns=2)
     fig.suptitle(f"Steering along the {direction} direction: {' '.join(selection.values())}\n"
                  f"{n_text(events=count_range(part['n_events']))}")
     return fig
