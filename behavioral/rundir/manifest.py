@@ -30,7 +30,6 @@ TREES = ("lazy", "full")  # how score mode reads an answer tree (behavioral.infe
 TREE_TOLERANCE = 1e-3
 
 
-
 def check_tolerance(value: float, name: str) -> None:
     """Raise ValueError naming `name` unless `value` is a tolerance: at least 0, below 1."""
     if not 0 <= value < 1:
@@ -183,7 +182,7 @@ CONFIG: dict[str, Rule] = {
 }
 
 
-def _shown(value: Any) -> str:
+def shown_json(value: Any) -> str:
     """`value` as JSON, cut to a readable length."""
     text = json.dumps(value)
     return text if len(text) <= 60 else text[:57] + "..."
@@ -192,7 +191,7 @@ def _shown(value: Any) -> str:
 def _check(path: Path, name: str, value: Any, rule: Rule) -> None:
     what, test = rule
     if not test(value):
-        raise RunDirError(f"{path}: {name} is {_shown(value)}; expected {what} (is the manifest damaged or edited?)")
+        raise RunDirError(f"{path}: {name} is {shown_json(value)}; expected {what} (is the manifest damaged or edited?)")
 
 
 def _read_json(path: Path, run_dir: Path) -> Any:
@@ -229,7 +228,7 @@ def _checked_manifest(run_dir: Path) -> Manifest:
         raise RunDirError(f"{path}: expected a JSON object with a \"config\" object")
     config = data["config"]
     if config.get("schema", 1) != SCHEMA_VERSION or "suite" not in config:
-        raise RunDirError(f"{path}: written with result schema {_shown(config.get('schema', 1))}, this version reads "
+        raise RunDirError(f"{path}: written with result schema {shown_json(config.get('schema', 1))}, this version reads "
                           f"schema {SCHEMA_VERSION} (suite runs); rerun it into a new --out")
     for name in REQUIRED:
         if name not in config:

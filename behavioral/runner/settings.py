@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import math
 import types
 import typing
@@ -17,6 +16,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from behavioral.core.options import real_number, whole_number
+from behavioral.rundir.manifest import shown_json
 
 SETTING = "setting"
 Check = Callable[[Any, str], None]  # raises ValueError naming the value `name` (a flag, or a sweep file's key)
@@ -92,8 +92,7 @@ def _recorded(form: tuple[str, Callable[[Any], bool]] | None, check: Check | Non
     it: a list as a tuple)."""
     def recorded(value: Any, name: str) -> None:
         if form is not None and not form[1](value):
-            shown = json.dumps(value)
-            raise ValueError(f"{name} is {shown if len(shown) <= 60 else shown[:57] + '...'}; expected {form[0]}")
+            raise ValueError(f"{name} is {shown_json(value)}; expected {form[0]}")
         if check is not None:
             check(tuple(value) if isinstance(value, list) else value, name)
     return recorded

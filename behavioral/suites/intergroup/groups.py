@@ -90,3 +90,8 @@ def get_category(name: str) -> Category:
         return CATEGORIES[name]
     except KeyError:
         raise ValueError(f"unknown category {name!r}; expected one of {', '.join(CATEGORIES)}") from None
+
+
+def category_of(category: str | Category) -> Category:
+    """A category given by name or as itself."""
+    return get_category(category) if isinstance(category, str) else category

@@ -26,7 +26,7 @@ from behavioral.runner.run import RunConfig
 from behavioral.suite.protocol import Suite
 from behavioral.suites.intergroup import prompts
 from behavioral.suites.intergroup.corpus import Event, emotions_drawn
-from behavioral.suites.intergroup.groups import UNSPECIFIED, Category, get_category
+from behavioral.suites.intergroup.groups import UNSPECIFIED, Category, category_of, get_category
 from behavioral.suites.intergroup.settings import get_setting
 from behavioral.suites.intergroup.steering import block, slice_config
 from behavioral.suites.intergroup.strata import covers, emotions_text
@@ -87,7 +87,7 @@ def patched_gap_prompts(engine, category: str | Category, setting: str, events: 
     mode ``person`` patches the persona with "a person" (same experiencer and event), mode ``swap`` with
     ``swap_source`` (in-group <-> out-group), at each layer alone, position group `positions`.
     Columns: mode, perceiver, experiencer, event_id, source_perceiver and the sweep columns."""
-    category = get_category(category) if isinstance(category, str) else category
+    category = category_of(category)
     check_modes(modes)
     chat_format = chat_format or chat.detect_format(engine.tokenizer)
     layers = resolve_layers(layers, n_layers_of(engine.model))
@@ -109,7 +109,7 @@ def ingroup_sweep_prompts(tokenizer, category: str | Category, setting: str, eve
                           chat_format: str | None = None) -> tuple[list[PatchPrompt], list[PatchPrompt], list[dict]]:
     """Targets, sources and meta rows of the sweep: each in-group prompt (X perceives X) patched from the persona
     ``swap_source`` gives it (out-group), per event."""
-    category = get_category(category) if isinstance(category, str) else category
+    category = category_of(category)
     targets, sources, meta = [], [], []
     for x in category.identities:
         a = swap_source(category, x, x)
@@ -135,7 +135,7 @@ def patched_gap(engine, category: str | Category, setting: str, events: Sequence
 def gap_table(frame: pd.DataFrame, category: str | Category) -> pd.DataFrame:
     """`gap_by_layer` of a category's per-prompt rows (`patched_gap_prompts`): its identities, in-group cells and
     the persona × experiencer slots."""
-    category = get_category(category) if isinstance(category, str) else category
+    category = category_of(category)
     return gap_by_layer(frame, category.identities, category.in_group(), SLOTS)
 
 
